@@ -1,0 +1,5 @@
+import sys
+
+from harnesscheck.cli import main
+
+sys.exit(main())

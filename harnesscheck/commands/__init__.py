@@ -1,0 +1,1 @@
+"""Subcommands of the harnesscheck CLI, discovered by harnesscheck.cli."""
