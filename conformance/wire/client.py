@@ -1,0 +1,428 @@
+"""Recording HTTP clients over httpx: every exchange becomes a ``Transcript``; nothing a server
+does makes them raise.
+
+- ``stream_request(url, *, headers, json_body, timeout, api, max_frame_bytes, read_timeout)``
+  posts and records a streamed response: status, headers, then each network chunk with its
+  arrival time, fed to the SSE decoder.
+- ``post_json(url, ...)``: the same for a non-streaming call (the body is kept).
+- ``get(url, ...)``: a GET.
+- ``astream_request`` / ``apost_json`` / ``aget``: async twins.
+
+Two timeouts: ``timeout`` is the total deadline for the whole exchange, ``read_timeout`` the
+longest silence allowed between two reads. The sync client checks the deadline after every chunk
+and never waits longer than ``min(read_timeout, timeout)`` for one read, so a server that trickles
+a byte a second is cut off at the deadline (give or take one inter-byte gap); the async client
+enforces the deadline exactly. Timeouts, refused or reset connections, a stream cut mid-body,
+oversize frames and a wrong content type all end up in ``Transcript.error`` (with
+``error_kind``), keeping the frames received so far.
+
+Headers are sent as given and stored redacted; the secret values are also scrubbed from the
+stored URL, request body and error texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from .redact import redact_headers, redact_text, redact_url, secrets_from_headers
+from .sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
+from .transcript import Chunk, Timings, Transcript
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "aget",
+    "apost_json",
+    "astream_request",
+    "get",
+    "post_json",
+    "stream_request",
+]
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+_SSE_START = (b"data:", b"event:", b":", b"id:", b"retry:", b"\xef\xbb\xbfdata:", b"\xef\xbb\xbfevent:")
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _Recording:
+    """Builds a Transcript while the exchange runs."""
+
+    def __init__(
+        self,
+        *,
+        api: str,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        json_body: Any,
+        timeout: float,
+        max_frame_bytes: int,
+        max_body_bytes: int,
+        expect_stream: bool,
+        secret_headers: Iterable[str],
+    ) -> None:
+        self.secrets = secrets_from_headers(headers, secret_headers)
+        self.raw_url = url
+        self.safe_url = redact_text(redact_url(url), self.secrets)
+        body = json_body
+        if body is not None and self.secrets:
+            text = json.dumps(body)
+            if redact_text(text, self.secrets) != text:
+                body = json.loads(redact_text(text, self.secrets))
+        self.start_ns = time.monotonic_ns()
+        self.deadline_ns = self.start_ns + int(timeout * 1e9)
+        self.timeout = timeout
+        self.expect_stream = expect_stream
+        self.max_body_bytes = max_body_bytes
+        self.t = Transcript(
+            api=api,
+            method=method,
+            url=self.safe_url,
+            request_headers=redact_headers(headers or {}, secret_headers),
+            request_body=body,
+            timings=Timings(started_at=time.time(), start_ns=self.start_ns),
+        )
+        self.decoder: SSEDecoder | None = None
+        self.max_frame_bytes = max_frame_bytes
+        self._body = bytearray()
+        self._sse = False
+
+    def now(self) -> int:
+        return time.monotonic_ns() - self.start_ns
+
+    def remaining(self) -> float:
+        return max(0.0, (self.deadline_ns - time.monotonic_ns()) / 1e9)
+
+    def on_headers(self, resp: httpx.Response) -> None:
+        self.t.status = resp.status_code
+        self.t.response_headers = redact_headers(resp.headers.multi_items())
+        self.t.timings.headers_ns = self.now()
+        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+        self._sse = ctype == "text/event-stream"
+        if self._sse:
+            self.decoder = SSEDecoder(max_frame_bytes=self.max_frame_bytes)
+
+    def on_chunk(self, data: bytes) -> None:
+        t_ns = self.now()
+        idx = len(self.t.chunks)
+        self.t.chunks.append(Chunk(idx, t_ns, len(data)))
+        if self.decoder is not None:
+            self._add_frames(self.decoder.feed(data, t_ns=t_ns, chunk_index=idx))
+        else:
+            self._body += data
+            if len(self._body) > self.max_body_bytes:
+                raise FrameTooLarge(len(self._body), self.max_body_bytes, "body")
+        if time.monotonic_ns() >= self.deadline_ns:
+            raise _Deadline()
+
+    def _add_frames(self, frames: list[Any]) -> None:
+        if not frames:
+            return
+        if self.t.timings.first_frame_ns is None:
+            for f in frames:
+                if f.kind == "event":
+                    self.t.timings.first_frame_ns = f.t_ns
+                    break
+        self.t.frames.extend(frames)
+
+    def fail(self, kind: str, message: str) -> None:
+        if self.t.error is None:
+            msg = redact_text(message.replace(self.raw_url, self.safe_url), self.secrets)
+            self.t.error_kind = kind
+            self.t.error = msg
+
+    def fail_exc(self, exc: BaseException) -> None:
+        kind, what = _classify(exc, self)
+        self.fail(kind, what)
+
+    def finish(self) -> Transcript:
+        t_ns = self.now()
+        if self.decoder is not None:
+            try:
+                self._add_frames(self.decoder.flush(t_ns=t_ns, chunk_index=max(len(self.t.chunks) - 1, 0)))
+            except Exception as exc:  # pragma: no cover - flush only raises on misuse
+                self.fail("kit", repr(exc))
+        elif self.t.status is not None:
+            self.t.body = bytes(self._body)
+            if self.expect_stream and 200 <= self.t.status < 300:
+                ctype = self.t.content_type or "(none)"
+                self.fail("content_type", f"expected text/event-stream, got content-type {ctype}")
+                if self.t.body.lstrip().startswith(_SSE_START):
+                    dec = SSEDecoder(max_frame_bytes=self.max_frame_bytes)
+                    try:
+                        frames = dec.feed(self.t.body) + dec.flush()
+                    except FrameTooLarge:
+                        frames = []
+                    self._add_frames(frames)
+        self.t.timings.end_ns = t_ns
+        return self.t
+
+
+def _classify(exc: BaseException, rec: _Recording) -> tuple[str, str]:
+    where = "before the response headers" if rec.t.status is None else "while reading the body"
+    if isinstance(exc, _Deadline):
+        return "deadline", f"total deadline of {rec.timeout:g} s exceeded {where}"
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "deadline", f"total deadline of {rec.timeout:g} s exceeded {where}"
+    if isinstance(exc, FrameTooLarge):
+        return "too_large", str(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect_timeout", f"connect timed out: {exc}"
+    if isinstance(exc, httpx.ReadTimeout):
+        kind = "deadline" if time.monotonic_ns() >= rec.deadline_ns - 5_000_000 else "read_timeout"
+        if kind == "deadline":
+            return kind, f"total deadline of {rec.timeout:g} s exceeded {where}"
+        return kind, f"no data for the read timeout {where}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", f"{type(exc).__name__} {where}: {exc}"
+    if isinstance(exc, httpx.ConnectError):
+        return "connect", f"connection failed: {exc}"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "protocol", f"connection closed or protocol error {where}: {exc}"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return "reset", f"connection reset {where}: {exc}"
+    if isinstance(exc, httpx.HTTPError):
+        return "transport", f"{type(exc).__name__} {where}: {exc}"
+    if isinstance(exc, OSError):
+        return "reset", f"{type(exc).__name__} {where}: {exc}"
+    return "kit", f"{type(exc).__name__}: {exc}"
+
+
+def _httpx_timeout(timeout: float, read_timeout: float | None) -> httpx.Timeout:
+    read = timeout if read_timeout is None else min(read_timeout, timeout)
+    return httpx.Timeout(connect=min(10.0, timeout), read=read, write=min(30.0, timeout), pool=min(10.0, timeout))
+
+
+def _prepare_headers(headers: Mapping[str, str] | None, expect_stream: bool) -> dict[str, str]:
+    out = dict(headers or {})
+    if expect_stream and not any(k.lower() == "accept" for k in out):
+        out["accept"] = "text/event-stream"
+    return out
+
+
+_RECOVERABLE = (httpx.HTTPError, FrameTooLarge, _Deadline, OSError, asyncio.TimeoutError)
+
+
+def _exchange(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None,
+    json_body: Any,
+    content: bytes | None,
+    timeout: float,
+    read_timeout: float | None,
+    api: str,
+    max_frame_bytes: int,
+    max_body_bytes: int,
+    expect_stream: bool,
+    client: httpx.Client | None,
+    secret_headers: Iterable[str],
+) -> Transcript:
+    hdrs = _prepare_headers(headers, expect_stream)
+    rec = _Recording(
+        api=api, method=method, url=url, headers=hdrs, json_body=json_body, timeout=timeout,
+        max_frame_bytes=max_frame_bytes, max_body_bytes=max_body_bytes, expect_stream=expect_stream,
+        secret_headers=secret_headers,
+    )
+    own = client is None
+    c = client if client is not None else httpx.Client()
+    try:
+        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout)}
+        if content is not None:
+            kwargs["content"] = content
+        elif json_body is not None:
+            kwargs["json"] = json_body
+        with c.stream(method, url, **kwargs) as resp:
+            rec.on_headers(resp)
+            for chunk in resp.iter_bytes():
+                rec.on_chunk(chunk)
+    except _RECOVERABLE as exc:
+        rec.fail_exc(exc)
+    finally:
+        if own:
+            c.close()
+    return rec.finish()
+
+
+async def _aexchange(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None,
+    json_body: Any,
+    content: bytes | None,
+    timeout: float,
+    read_timeout: float | None,
+    api: str,
+    max_frame_bytes: int,
+    max_body_bytes: int,
+    expect_stream: bool,
+    client: httpx.AsyncClient | None,
+    secret_headers: Iterable[str],
+) -> Transcript:
+    hdrs = _prepare_headers(headers, expect_stream)
+    rec = _Recording(
+        api=api, method=method, url=url, headers=hdrs, json_body=json_body, timeout=timeout,
+        max_frame_bytes=max_frame_bytes, max_body_bytes=max_body_bytes, expect_stream=expect_stream,
+        secret_headers=secret_headers,
+    )
+    own = client is None
+    c = client if client is not None else httpx.AsyncClient()
+
+    async def run() -> None:
+        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout)}
+        if content is not None:
+            kwargs["content"] = content
+        elif json_body is not None:
+            kwargs["json"] = json_body
+        async with c.stream(method, url, **kwargs) as resp:
+            rec.on_headers(resp)
+            async for chunk in resp.aiter_bytes():
+                rec.on_chunk(chunk)
+
+    try:
+        await asyncio.wait_for(run(), timeout=timeout)
+    except _RECOVERABLE as exc:
+        rec.fail_exc(exc)
+    finally:
+        if own:
+            await c.aclose()
+    return rec.finish()
+
+
+def stream_request(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    timeout: float = 60.0,
+    api: str = "",
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    read_timeout: float | None = None,
+    method: str = "POST",
+    content: bytes | None = None,
+    client: httpx.Client | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """Send a request whose answer should be ``text/event-stream`` and record it."""
+    return _exchange(
+        method, url, headers=headers, json_body=json_body, content=content, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES, expect_stream=True, client=client,
+        secret_headers=secret_headers,
+    )
+
+
+def post_json(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    timeout: float = 60.0,
+    api: str = "",
+    read_timeout: float | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    content: bytes | None = None,
+    client: httpx.Client | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """A non-streaming POST; the body is kept in ``Transcript.body`` (frames if the server streams)."""
+    return _exchange(
+        "POST", url, headers=headers, json_body=json_body, content=content, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
+        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
+    )
+
+
+def get(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    api: str = "",
+    read_timeout: float | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    method: str = "GET",
+    client: httpx.Client | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """A GET (or another body-less method such as HEAD) recorded as a Transcript."""
+    return _exchange(
+        method, url, headers=headers, json_body=None, content=None, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
+        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
+    )
+
+
+async def astream_request(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    timeout: float = 60.0,
+    api: str = "",
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    read_timeout: float | None = None,
+    method: str = "POST",
+    content: bytes | None = None,
+    client: httpx.AsyncClient | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """Async twin of ``stream_request`` (the deadline is exact)."""
+    return await _aexchange(
+        method, url, headers=headers, json_body=json_body, content=content, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES, expect_stream=True, client=client,
+        secret_headers=secret_headers,
+    )
+
+
+async def apost_json(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    timeout: float = 60.0,
+    api: str = "",
+    read_timeout: float | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    content: bytes | None = None,
+    client: httpx.AsyncClient | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """Async twin of ``post_json``."""
+    return await _aexchange(
+        "POST", url, headers=headers, json_body=json_body, content=content, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
+        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
+    )
+
+
+async def aget(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    api: str = "",
+    read_timeout: float | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    method: str = "GET",
+    client: httpx.AsyncClient | None = None,
+    secret_headers: Iterable[str] = (),
+) -> Transcript:
+    """Async twin of ``get``."""
+    return await _aexchange(
+        method, url, headers=headers, json_body=None, content=None, timeout=timeout,
+        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
+        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
+    )
