@@ -1,0 +1,233 @@
+"""The HTML report: one self-contained file (inline CSS, plots as base64 PNG, no scripts, no
+external references) rendered from a results document with the Jinja2 template
+`report.html.jinja` beside this module, autoescape on.
+
+Public API:
+- `render_report(results, *, generated_at=None) -> str`
+- `write_report(paths, out) -> dict`: load, rebase transcript links, merge, render, write; returns
+  the merged document.
+- `rebase_transcripts(results, results_path, out_path) -> dict`: transcript paths made relative to
+  the report's folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import jinja2
+
+from harnesscheck import __version__
+from reports import plots
+from reports.merge import merge_results
+from reports.schema import OUTCOMES, load_results, validate_results
+from reports.summary import api_order, must_failures, summarize
+
+__all__ = ["rebase_transcripts", "render_report", "write_report"]
+
+TEMPLATE = "report.html.jinja"
+
+# A verdict on a client is "bad" when it contains one of these words; the report colours it red.
+_BAD_CLIENT_WORDS = ("break", "fail", "error", "hang", "crash", "wrong")
+_SEVERITY = {"error": 5, "fail": 4, "inconclusive": 3, "skip": 2, "pass": 1}
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
+        autoescape=True,  # every value is escaped, whatever the template file is called
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["interval"] = _interval
+    env.filters["pvalue"] = _pvalue
+    return env
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    a = abs(value)
+    if a >= 1000:
+        return f"{value:,.0f}"
+    if a >= 100:
+        return f"{value:.1f}"
+    return f"{value:.{digits}g}" if a < 1 else f"{value:.2f}"
+
+
+def _interval(ci: Any) -> str:
+    if not ci or len(ci) != 2 or ci[0] is None or ci[1] is None:
+        return "–"
+    return f"[{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _pvalue(p: Any) -> str:
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _client_bad(verdict: str) -> bool:
+    v = verdict.lower()
+    return any(w in v for w in _BAD_CLIENT_WORDS) and "unaffected" not in v
+
+
+def _matrix(results: dict[str, Any], apis: list[str]) -> dict[str, Any]:
+    """Rows of the check matrix: one per check id, a cell per API, client verdicts aggregated."""
+    rows: dict[str, dict[str, Any]] = {}
+    clients: list[str] = []
+    for c in results.get("checks", []):
+        row = rows.setdefault(
+            c["id"],
+            {"id": c["id"], "title": c["title"], "level": c["level"], "source": c.get("source", ""),
+             "cells": {}, "clients": {}, "details": [], "flaky": False},
+        )
+        if c["level"] == "MUST":
+            row["level"] = "MUST"
+        row["flaky"] = row["flaky"] or bool(c.get("flaky"))
+        row["cells"][c["api"]] = c
+        for name, verdict in (c.get("clients") or {}).items():
+            if name not in clients:
+                clients.append(name)
+            prev = row["clients"].get(name)
+            if prev is None or (_client_bad(verdict) and not _client_bad(prev)):
+                row["clients"][name] = verdict
+        if c["outcome"] != "pass":
+            row["details"].append(c)
+    for row in rows.values():
+        row["details"].sort(key=lambda c: (-_SEVERITY.get(c["outcome"], 0), apis.index(c["api"])
+                                           if c["api"] in apis else 99))
+        row["worst"] = max((_SEVERITY[c["outcome"]] for c in row["cells"].values()), default=0)
+    ordered = sorted(rows.values(), key=lambda r: r["id"])
+    return {"rows": ordered, "clients": clients}
+
+
+def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, Any] | None:
+    if not fm:
+        return None
+    checks = list(fm.get("checks") or [])
+    for cell in fm.get("cells", []):
+        if cell["check"] not in checks:
+            checks.append(cell["check"])
+    grid: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in fm.get("cells", []):
+        grid.setdefault((cell["fault"], cell["check"]), []).append(cell)
+    faults = list(fm.get("faults") or [])
+    known = {f["name"] for f in faults}
+    for cell in fm.get("cells", []):
+        if cell["fault"] not in known:
+            faults.append({"name": cell["fault"], "description": "", "source": ""})
+            known.add(cell["fault"])
+
+    unexpected: list[dict[str, Any]] = []
+    rows = []
+    for f in faults:
+        row_cells = []
+        for cid in checks:
+            cells = grid.get((f["name"], cid), [])
+            if not cells:
+                row_cells.append({"cls": "none", "mark": "", "tip": f"{cid}: not run under {f['name']}"})
+                continue
+            expected = any(c["expected_fail"] for c in cells)
+            caught = any(c["outcome"] == "fail" for c in cells)
+            stray = [c for c in cells if not c["expected_fail"] and c["outcome"] in ("fail", "error")]
+            missed = expected and not caught
+            tip = "; ".join(f"{c.get('api', '?')}: {c['outcome']}" + (" (expected fail)" if c["expected_fail"] else "")
+                            for c in cells)
+            if missed or stray:
+                cls, mark = "unexpected", "!" if stray else "✗"
+                why = "expected to fail, did not" if missed else "failed, not expected to"
+                unexpected.append({"fault": f["name"], "check": cid, "why": why, "outcomes": tip,
+                                   "level": levels.get(cid, "")})
+            elif expected:
+                cls, mark = "caught", "●"
+            else:
+                worst = max(cells, key=lambda c: _SEVERITY.get(c["outcome"], 0))["outcome"]
+                cls, mark = f"quiet-{worst}", {"pass": "", "skip": "s", "inconclusive": "?"}.get(worst, "")
+            row_cells.append({"cls": cls, "mark": mark, "tip": f"{f['name']} × {cid}: {tip}"})
+        rows.append({"fault": f, "cells": row_cells})
+    return {"checks": checks, "rows": rows, "unexpected": unexpected,
+            "n_expected": sum(1 for c in fm.get("cells", []) if c["expected_fail"])}
+
+
+def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for b in results.get("benchmarks") or []:
+        ratios = []
+        for r in b.get("ratios") or []:
+            ci = r.get("ci95")
+            if ci and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
+                verdict = "higher" if ci[0] > 1 else "lower" if ci[1] < 1 else "no clear difference"
+            else:
+                verdict = "no interval"
+            ratios.append(r | {"verdict": verdict})
+        out.append(b | {
+            "ratios_view": ratios,
+            "arms_png": plots.arms_plot(b),
+            "ratios_png": plots.ratios_plot(b),
+        })
+    return out
+
+
+def render_report(results: dict[str, Any], *, generated_at: str | None = None) -> str:
+    """Render one (validated or merged) results document to a self-contained HTML page."""
+    validate_results(results)
+    apis = api_order(results)
+    run = results["run"]
+    levels = {c["id"]: c["level"] for c in results.get("checks", [])}
+    fails = must_failures(results)
+    context = {
+        "run": run,
+        "server": run.get("server") or {},
+        "machine": run.get("machine") or {},
+        "apis": apis,
+        "outcomes": OUTCOMES,
+        "summary": summarize(results),
+        "must_failures": fails,
+        "must_failures_gating": [c for c in fails if not c.get("flaky")],
+        "matrix": _matrix(results, apis),
+        "fault": _fault_grid(results.get("fault_matrix"), levels),
+        "benchmarks": _benchmarks(results),
+        "comparisons": results.get("comparisons") or [],
+        "sources": run.get("merged_from") or [],
+        "kit_version": __version__,
+        "generated_at": generated_at or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "client_bad": _client_bad,
+    }
+    return _env().get_template(TEMPLATE).render(**context)
+
+
+def rebase_transcripts(results: dict[str, Any], results_path: str | Path, out_path: str | Path) -> dict[str, Any]:
+    """A copy whose relative transcript paths (relative to the results file) are made relative to
+    the folder of `out_path`, so the report's links work wherever it is written."""
+    doc = copy.deepcopy(results)
+    src_dir = Path(results_path).resolve().parent
+    out_dir = Path(out_path).resolve().parent
+    for c in doc.get("checks", []):
+        t = c.get("transcript")
+        if not t or "://" in t or os.path.isabs(t):
+            continue
+        c["transcript"] = Path(os.path.relpath(src_dir / t, out_dir)).as_posix()
+    return doc
+
+
+def write_report(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]:
+    """Load each results file, merge them (later files override earlier), write the HTML to `out`.
+
+    Returns the merged document. Raises `ResultsError` on a bad input file.
+    """
+    out = Path(out)
+    docs = [rebase_transcripts(load_results(p), p, out) for p in paths]
+    merged = merge_results(docs)
+    html = render_report(merged)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return merged

@@ -1,0 +1,126 @@
+"""The results schema: one JSON document per run (or per merge of runs).
+
+The shape lives in `results.schema.json` beside this module (JSON Schema, draft 2020-12); the
+helpers here load it, validate against it and add the few checks a schema cannot state (unique
+check keys, ratios that name existing arms). Documented for users in `docs/results-schema.md`.
+
+Errors: `ResultsError(ValueError)` for anything wrong with a results document, with a message that
+names the file (when there is one) and the JSON path of the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+SCHEMA_NAME = "harnesscheck.results"
+SCHEMA_VERSION = "1.0"
+SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
+
+OUTCOMES = ("pass", "fail", "skip", "inconclusive", "error")
+APIS = ("anthropic", "chat", "responses", "any")
+LEVELS = ("MUST", "SHOULD")
+
+__all__ = [
+    "APIS",
+    "LEVELS",
+    "OUTCOMES",
+    "SCHEMA_NAME",
+    "SCHEMA_VERSION",
+    "ResultsError",
+    "load_results",
+    "results_schema",
+    "validate_results",
+]
+
+
+class ResultsError(ValueError):
+    """A results document is missing, unreadable, or does not match the schema."""
+
+
+@lru_cache(maxsize=1)
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of a results document (a fresh parse, cached; do not mutate)."""
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    schema = results_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _path(parts: Any) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def validate_results(obj: Any, *, where: str | None = None) -> dict[str, Any]:
+    """Check `obj` against the results schema; return it unchanged or raise `ResultsError`.
+
+    The message names the JSON path of the most relevant error and how many errors there are in
+    all. `where` (a file name) is prefixed to the message.
+    """
+    prefix = f"{where}: " if where else ""
+    if not isinstance(obj, dict):
+        raise ResultsError(f"{prefix}a results document is a JSON object, got {type(obj).__name__}")
+    if obj.get("schema") != SCHEMA_NAME:
+        raise ResultsError(
+            f"{prefix}not a harnesscheck results document: \"schema\" is {obj.get('schema')!r}, "
+            f"expected {SCHEMA_NAME!r}"
+        )
+    version = obj.get("schema_version")
+    if not isinstance(version, str) or version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ResultsError(
+            f"{prefix}unsupported schema_version {version!r}; this kit reads {SCHEMA_VERSION.split('.')[0]}.x"
+        )
+    errors = sorted(_validator().iter_errors(obj), key=lambda e: (len(e.absolute_path), e.json_path))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ResultsError(f"{prefix}{_path(best.absolute_path)}: {best.message}{more}")
+    _semantic_checks(obj, prefix)
+    return obj
+
+
+def _semantic_checks(obj: dict[str, Any], prefix: str) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for i, check in enumerate(obj.get("checks", [])):
+        key = (check["id"], check["api"])
+        if key in seen:
+            raise ResultsError(
+                f"{prefix}$.checks[{i}]: duplicate check {key[0]} for api {key[1]} "
+                f"(first at $.checks[{seen[key]}])"
+            )
+        seen[key] = i
+    for i, bench in enumerate(obj.get("benchmarks", [])):
+        arms = {a["name"] for a in bench["arms"]}
+        for j, ratio in enumerate(bench.get("ratios", [])):
+            for side in ("numerator", "denominator"):
+                if ratio[side] not in arms:
+                    raise ResultsError(
+                        f"{prefix}$.benchmarks[{i}].ratios[{j}].{side}: arm {ratio[side]!r} is not one of "
+                        f"{sorted(arms)} in benchmark {bench['name']!r}"
+                    )
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read and validate one results file; `ResultsError` if it is missing, not JSON, or invalid."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(f"{p}: cannot read results file: {exc.strerror or exc}") from exc
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{p}: not valid JSON: {exc}") from exc
+    return validate_results(obj, where=str(p))
