@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 from reference_server.conversation import ToolSpec
-from reference_server.events import ParsedEvent, ToolCall
+from reference_server.events import ParsedEvent, TextDelta, ToolCall, ToolCallStart
 
 
 class ReasoningParser(ABC):
@@ -72,3 +72,182 @@ class ToolParser(ABC):
     def render_text(self, text: str) -> str:
         """Raw model text for one text segment, separators included."""
         return text + "\n\n"
+
+    def end_text_segment(self) -> list[ParsedEvent]:
+        """The text fed so far was cut off by something this parser does not see (a reasoning
+        segment): release a held-back partial tag as text and close the text segment. Inside a
+        tool call it does nothing. The stream parser calls it before passing a ReasoningDelta on.
+        """
+        return []
+
+
+# --- shared helpers -------------------------------------------------------------------------------
+
+
+def held_suffix(text: str, tags: Sequence[str]) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of one of `tags`.
+
+    That suffix may still become a tag, so a streaming parser holds it back until more text comes.
+    """
+    longest = max((len(t) for t in tags), default=0)
+    for k in range(min(len(text), longest - 1), 0, -1):
+        tail = text[-k:]
+        if any(t.startswith(tail) for t in tags):
+            return k
+    return 0
+
+
+class TrimmedSegment:
+    """The whitespace rule above, for one kind of segment at a time.
+
+    `push(text)` returns what may be emitted now: leading whitespace of the segment is dropped and
+    trailing whitespace is held back until non-space text follows. `end()` closes the segment (the
+    held whitespace is dropped); the next `push` starts a new one.
+    """
+
+    def __init__(self) -> None:
+        self.started = False
+        self.pending = ""
+
+    def push(self, text: str) -> str:
+        if not self.started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            self.started = True
+        body = text.rstrip()
+        if not body:
+            self.pending += text
+            return ""
+        out = self.pending + body
+        self.pending = text[len(body) :]
+        return out
+
+    def end(self) -> None:
+        self.started = False
+        self.pending = ""
+
+
+def is_prefix_at(text: str, pos: int, tag: str) -> bool:
+    """`text[pos:]` is a proper prefix of `tag`: it may still become the tag."""
+    return len(text) - pos < len(tag) and tag.startswith(text[pos:])
+
+
+MORE = "more"  # the call needs more text
+DONE = "done"  # the call is over; the text after it follows
+NOT_A_CALL = "text"  # the body cannot be a call: the open tag and the body are text after all
+
+
+class CallScanner(ABC):
+    """One tool call's body (the text after the open tag), scanned incrementally.
+
+    `feed` returns the events it can emit now and an outcome: (MORE, ""), (DONE, rest) or
+    (NOT_A_CALL, ""). NOT_A_CALL is only returned before the call's ToolCallStart was emitted
+    (`started` False); once started, a call is always ended with a ToolCallEnd. `raw` keeps the whole
+    body, so that a body that is not a call can be read again as text.
+    """
+
+    close_tag = "</tool_call>"
+
+    def __init__(self, start: Callable[[str], ParsedEvent]) -> None:
+        self.raw = ""
+        self.started = False
+        self._start_event = start
+
+    def start(self, name: str) -> ParsedEvent:
+        self.started = True
+        return self._start_event(name)
+
+    @abstractmethod
+    def feed(self, text: str) -> tuple[list[ParsedEvent], tuple[str, str]]: ...
+
+    @abstractmethod
+    def close(self) -> list[ParsedEvent]:
+        """The stream ended inside this started call: end it with what it has."""
+
+
+class TaggedToolParser(ToolParser):
+    """Text with `<tool_call>` ... `</tool_call>` blocks; subclasses scan a block's body.
+
+    Outside calls the text follows the whitespace rule; a held-back trailing whitespace before a
+    call is dropped when the call's ToolCallStart is emitted. A body that turns out not to be a call
+    (malformed before the name is known, or unterminated at finish before the name was known) is
+    given back as text, `<tool_call>` included, and read again (it may hold a real call).
+    """
+
+    open_tag = "<tool_call>"
+
+    def __init__(self, *, tools: Sequence[ToolSpec] = (), id_factory: Callable[[int], str]) -> None:
+        super().__init__(tools=tools, id_factory=id_factory)
+        self._buf = ""
+        self._text = TrimmedSegment()
+        self._call: CallScanner | None = None
+        self._next_index = 0
+
+    @abstractmethod
+    def new_call(self, start: Callable[[str], ParsedEvent]) -> CallScanner: ...
+
+    def _start(self, name: str) -> ParsedEvent:
+        index = self._next_index
+        self._next_index += 1
+        self._text.end()
+        return ToolCallStart(index=index, id=self.id_factory(index), name=name)
+
+    def feed(self, text: str) -> list[ParsedEvent]:
+        self._buf += text
+        out: list[ParsedEvent] = []
+        self._run(out)
+        return out
+
+    def finish(self) -> list[ParsedEvent]:
+        out: list[ParsedEvent] = []
+        while self._call is not None:
+            call, self._call = self._call, None
+            if call.started:
+                out.extend(call.close())
+            else:
+                self._emit_text(out, self.open_tag)
+                self._buf = call.raw
+                self._run(out)
+        self._emit_text(out, self._buf)
+        self._buf = ""
+        self._text.end()
+        return out
+
+    def end_text_segment(self) -> list[ParsedEvent]:
+        out: list[ParsedEvent] = []
+        if self._call is None:
+            self._emit_text(out, self._buf)
+            self._buf = ""
+            self._text.end()
+        return out
+
+    def _run(self, out: list[ParsedEvent]) -> None:
+        while self._buf:
+            if self._call is None:
+                i = self._buf.find(self.open_tag)
+                if i < 0:
+                    keep = held_suffix(self._buf, [self.open_tag])
+                    self._emit_text(out, self._buf[: len(self._buf) - keep])
+                    self._buf = self._buf[len(self._buf) - keep :]
+                    return
+                self._emit_text(out, self._buf[:i])
+                self._buf = self._buf[i + len(self.open_tag) :]
+                self._call = self.new_call(self._start)
+                continue
+            events, (outcome, rest) = self._call.feed(self._buf)
+            self._buf = ""
+            out.extend(events)
+            if outcome == MORE:
+                return
+            if outcome == DONE:
+                self._call = None
+                self._buf = rest
+            else:  # NOT_A_CALL
+                self._emit_text(out, self.open_tag)
+                self._buf = self._call.raw
+                self._call = None
+
+    def _emit_text(self, out: list[ParsedEvent], text: str) -> None:
+        if text and (t := self._text.push(text)):
+            out.append(TextDelta(t))
