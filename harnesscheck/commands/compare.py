@@ -1,0 +1,93 @@
+"""`harnesscheck compare A B`: per-task paired comparison of two profiles (tool calls by default)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "compare"
+HELP = "compare two profiles task by task (tool calls from rollouts or CSVs): totals, W/L/T, p-values, CI"
+DESCRIPTION = """\
+Compare two profiles task by task, as in the catalog-profile experiment (same model, two model ids).
+
+A and B are each a run folder RUN/PROFILE/ with one sub-folder per task holding the agent's logs
+(Codex rollout-*.jsonl, `codex exec --json` stdout, or Claude Code stream-json), or a CSV with
+columns task_id and tool_calls (or the --metric column). Tasks present in both are paired; the
+difference is B - A; wins are tasks where A is larger.
+
+Prints the table (total and mean per task, difference, wins/losses/ties, paired permutation p,
+Wilcoxon p, bootstrap 95% CI of the mean difference) and, with --out, writes comparison.json,
+comparison.md and paired_differences.png there.
+
+Example:
+  harnesscheck compare runs/r1/gpt-5.5 runs/r1/fallback --out reports/r1
+"""
+ORDER = 70
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="profile A: run folder (RUN/PROFILE/) or CSV (task_id, tool_calls)")
+    parser.add_argument("b", help="profile B: run folder or CSV")
+    parser.add_argument("--out", metavar="DIR", help="write comparison.json, comparison.md and the plot here")
+    parser.add_argument("--label-a", help="name of profile A (default: CSV profile column or folder name)")
+    parser.add_argument("--label-b", help="name of profile B")
+    parser.add_argument(
+        "--metric",
+        default="tool_calls",
+        help="per-task value to compare: tool_calls (default), turns, input_tokens, output_tokens, "
+        "or any numeric CSV column",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo and bootstrap draws")
+    parser.add_argument(
+        "--resamples", type=int, default=99_999, help="Monte Carlo sign flips when 2^n is too many to enumerate"
+    )
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("--json", action="store_true", help="print comparison.json to stdout instead of the table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+
+    from stats.compare import compare_counts, load_counts, write_outputs
+
+    err = Console(stderr=True)
+    try:
+        ca, la, ua = load_counts(args.a, args.metric)
+        cb, lb, ub = load_counts(args.b, args.metric)
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if la == lb and not (args.label_a or args.label_b):
+        la, lb = f"{la} (A)", f"{lb} (B)"
+    try:
+        comp = compare_counts(
+            ca,
+            cb,
+            label_a=args.label_a or la,
+            label_b=args.label_b or lb,
+            metric=args.metric,
+            permutation_resamples=args.resamples,
+            bootstrap_resamples=args.bootstrap,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc} (A has {len(ca)} tasks, B has {len(cb)})")
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps(comp.to_dict(), indent=2) + "\n")
+    else:
+        console = Console()
+        console.print(comp.rich_table())
+        for line in comp.summary_lines():
+            console.print(line, highlight=False, soft_wrap=True)
+        if comp.only_a or comp.only_b:
+            console.print(
+                f"Only in A: {', '.join(comp.only_a) or '-'}; only in B: {', '.join(comp.only_b) or '-'}",
+                highlight=False,
+            )
+    if args.out:
+        paths = write_outputs(comp, args.out, usages_a=ua, usages_b=ub)
+        err.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,383 @@
+"""Compare two profiles task by task: the table of the article's catalog-profile experiment.
+
+Inputs are per-task counts (tool calls by default) of profile A and profile B, from two run
+folders (``RUN/PROFILE/TASK/*.jsonl``, see ``stats.rollouts``) or two CSV files with columns
+``task_id`` and ``tool_calls`` (or another ``metric`` column). Tasks present in both are paired;
+the others are reported as unpaired and left out of every figure.
+
+The difference is always ``B - A``. A "win" is a task where A's count is larger, a "loss" one where
+B's is larger. The table holds: total and mean per task for A and B, the difference row, wins/losses/
+ties, the two-sided paired permutation p-value (``stats.permutation``), the Wilcoxon signed-rank
+p-value (``stats.paired``) and the percentile bootstrap 95% interval of the mean paired difference
+(``stats.bootstrap``).
+
+    comp = compare_sources("runs/r1/gpt-5.5", "runs/r1/fallback")
+    write_outputs(comp, "out/")   # comparison.json, comparison.md, paired_differences.png
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stats.bootstrap import ConfidenceInterval, paired_mean_ci, paired_median_ci
+from stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
+from stats.permutation import RESAMPLES, PairedTestResult, paired_permutation_test
+from stats.rollouts import TaskUsage, load_run_dir, write_usage_csv
+
+__all__ = [
+    "TaskPair",
+    "Comparison",
+    "load_counts",
+    "compare_counts",
+    "compare_sources",
+    "write_outputs",
+    "plot_differences",
+    "format_p",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPair:
+    task_id: str
+    a: float
+    b: float
+
+    @property
+    def difference(self) -> float:
+        return self.b - self.a
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Everything the table, the JSON and the plot show. Differences are B - A."""
+
+    label_a: str
+    label_b: str
+    metric: str
+    pairs: tuple[TaskPair, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    wlt: WinsLossesTies
+    permutation: PairedTestResult
+    wilcoxon: PairedTestResult
+    ci_mean_diff: ConfidenceInterval
+    ci_median_diff: ConfidenceInterval
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def total_a(self) -> float:
+        return float(sum(p.a for p in self.pairs))
+
+    @property
+    def total_b(self) -> float:
+        return float(sum(p.b for p in self.pairs))
+
+    @property
+    def mean_a(self) -> float:
+        return self.total_a / self.n_tasks
+
+    @property
+    def mean_b(self) -> float:
+        return self.total_b / self.n_tasks
+
+    @property
+    def diff_total(self) -> float:
+        return self.total_b - self.total_a
+
+    @property
+    def diff_mean(self) -> float:
+        return self.diff_total / self.n_tasks
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields of ``comparison.json``."""
+        c = self.ci_mean_diff.confidence
+        return {
+            "metric": self.metric,
+            "a": self.label_a,
+            "b": self.label_b,
+            "n_tasks": self.n_tasks,
+            "totals": {"a": _num(self.total_a), "b": _num(self.total_b)},
+            "means": {"a": self.mean_a, "b": self.mean_b},
+            "difference": {"definition": "b - a", "total": _num(self.diff_total), "mean": self.diff_mean},
+            "wins": self.wlt.wins,
+            "losses": self.wlt.losses,
+            "ties": self.wlt.ties,
+            "wins_losses_ties_definition": "wins: a > b; losses: a < b; ties: a == b",
+            "p_permutation": self.permutation.p_value,
+            "permutation": _test_dict(self.permutation),
+            "p_wilcoxon": self.wilcoxon.p_value,
+            "wilcoxon": _test_dict(self.wilcoxon),
+            "ci95_mean_diff": self.ci_mean_diff.as_list(),
+            "ci95_median_diff": self.ci_median_diff.as_list(),
+            "median_diff": self.ci_median_diff.estimate,
+            "confidence": c,
+            "bootstrap_resamples": self.ci_mean_diff.resamples,
+            "unpaired": {"a_only": list(self.only_a), "b_only": list(self.only_b)},
+            "per_task": [
+                {"task_id": p.task_id, "a": _num(p.a), "b": _num(p.b), "difference": _num(p.difference)}
+                for p in self.pairs
+            ],
+        }
+
+    def table_rows(self) -> list[tuple[str, str, str]]:
+        """(profile, total, mean per task) rows, difference last, formatted as in the article."""
+        return [
+            (self.label_a, _fmt_total(self.total_a), f"{self.mean_a:.1f}"),
+            (self.label_b, _fmt_total(self.total_b), f"{self.mean_b:.1f}"),
+            ("Difference (B - A)", _fmt_total(self.diff_total, signed=True), f"{self.diff_mean:+.1f}"),
+        ]
+
+    def summary_lines(self) -> list[str]:
+        n = self.n_tasks
+        perm = self.permutation
+        how = (
+            f"exact, {perm.resamples:,} sign assignments"
+            if perm.method == "exact"
+            else f"Monte Carlo, {perm.resamples:,} sign flips, +1 rule"
+        )
+        ci, med = self.ci_mean_diff, self.ci_median_diff
+        pct = f"{ci.confidence * 100:g}%"
+        lines = [
+            f"Paired tasks: {n}"
+            + (f" (unpaired: {len(self.only_a)} only in A, {len(self.only_b)} only in B)"
+               if self.only_a or self.only_b else ""),
+            f"Wins/losses/ties: {self.wlt.wins}/{self.wlt.losses}/{self.wlt.ties} "
+            f"(A more on {self.wlt.wins}/{n}, B more on {self.wlt.losses}/{n}, equal on {self.wlt.ties}/{n})",
+            f"Permutation test (two-sided, {how}): p {format_p(perm.p_value)}",
+            f"Wilcoxon signed-rank ({self.wilcoxon.method.removeprefix('wilcoxon-')}): "
+            f"p {format_p(self.wilcoxon.p_value)}",
+            f"Bootstrap {pct} CI of the mean difference: [{ci.low:+.2f}, {ci.high:+.2f}] "
+            f"({ci.resamples:,} resamples)",
+            f"Median difference: {med.estimate:+g}, {pct} CI [{med.low:+.2f}, {med.high:+.2f}]",
+        ]
+        return lines
+
+    def to_markdown(self) -> str:
+        metric = "tool calls" if self.metric == "tool_calls" else self.metric.replace("_", " ")
+        out = [
+            f"| Profile | Total {metric} | Mean per task |",
+            "|---|---:|---:|",
+            *(f"| {p} | {t} | {m} |" for p, t, m in self.table_rows()),
+            "",
+            *(f"- {line}" for line in self.summary_lines()),
+        ]
+        if self.only_a or self.only_b:
+            out.append(f"- Only in A: {', '.join(self.only_a) or '-'}; only in B: {', '.join(self.only_b) or '-'}")
+        return "\n".join(out) + "\n"
+
+    def rich_table(self) -> Any:
+        from rich.table import Table
+
+        metric = "tool calls" if self.metric == "tool_calls" else self.metric.replace("_", " ")
+        table = Table(title=f"{self.label_a} (A) vs {self.label_b} (B), {self.n_tasks} paired tasks")
+        table.add_column("Profile")
+        table.add_column(f"Total {metric}", justify="right")
+        table.add_column("Mean per task", justify="right")
+        rows = self.table_rows()
+        for p, t, m in rows[:-1]:
+            table.add_row(p, t, m)
+        table.add_section()
+        table.add_row(*rows[-1], style="bold")
+        return table
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _fmt_total(x: float, signed: bool = False) -> str:
+    if float(x).is_integer():
+        return f"{int(x):+,}" if signed else f"{int(x):,}"
+    return f"{x:+,.1f}" if signed else f"{x:,.1f}"
+
+
+def format_p(p: float) -> str:
+    """'< 0.001 (1.0e-05)' or '= 0.218' (with the operator, to follow 'p')."""
+    if p < 0.001:
+        return f"< 0.001 ({p:.1e})"
+    return f"= {p:.3f}"
+
+
+def _test_dict(t: PairedTestResult) -> dict[str, Any]:
+    return {"statistic": t.statistic, "p_value": t.p_value, "n": t.n, "method": t.method, "resamples": t.resamples}
+
+
+def _read_csv_counts(path: Path, metric: str) -> tuple[dict[str, float], str | None]:
+    counts: dict[str, float] = {}
+    profiles: set[str] = set()
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        fields = reader.fieldnames or []
+        if "task_id" not in fields or metric not in fields:
+            raise ValueError(f"{path}: needs columns task_id and {metric}, has {fields}")
+        for row in reader:
+            tid = (row.get("task_id") or "").strip()
+            raw = (row.get(metric) or "").strip()
+            if not tid or not raw:
+                continue
+            if tid in counts:
+                raise ValueError(f"{path}: task {tid!r} appears twice")
+            counts[tid] = float(raw)
+            if row.get("profile"):
+                profiles.add(row["profile"])
+    label = profiles.pop() if len(profiles) == 1 else None
+    return counts, label
+
+
+def load_counts(
+    source: str | Path, metric: str = "tool_calls"
+) -> tuple[dict[str, float], str, list[TaskUsage] | None]:
+    """Per-task values of ``metric`` from a run folder or a CSV.
+
+    Returns (counts by task id, a default label, the per-task usage rows when read from rollouts).
+    The label is the CSV's single ``profile`` value, else the file stem or folder name.
+    """
+    path = Path(source)
+    if path.is_dir():
+        usages = load_run_dir(path)
+        counts: dict[str, float] = {}
+        for u in usages:
+            value = getattr(u, metric, None)
+            if value is None:
+                continue
+            counts[u.task_id] = float(value)
+        return counts, path.name, usages
+    if path.is_file():
+        counts, label = _read_csv_counts(path, metric)
+        return counts, label or path.stem, None
+    raise FileNotFoundError(f"no such run folder or CSV: {path}")
+
+
+def compare_counts(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+    metric: str = "tool_calls",
+    confidence: float = 0.95,
+    permutation_resamples: int = RESAMPLES,
+    bootstrap_resamples: int = 10_000,
+    seed: int = 0,
+) -> Comparison:
+    """Pair tasks present in both mappings (sorted by task id) and run every test on ``b - a``."""
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise ValueError("no task is present in both A and B")
+    pairs = tuple(TaskPair(t, float(a[t]), float(b[t])) for t in common)
+    xa = np.array([p.a for p in pairs])
+    xb = np.array([p.b for p in pairs])
+    return Comparison(
+        label_a=label_a,
+        label_b=label_b,
+        metric=metric,
+        pairs=pairs,
+        only_a=tuple(sorted(set(a) - set(b))),
+        only_b=tuple(sorted(set(b) - set(a))),
+        wlt=wins_losses_ties(xa, xb),
+        permutation=paired_permutation_test(xa, xb, resamples=permutation_resamples, seed=seed),
+        wilcoxon=wilcoxon_test(xa, xb),
+        ci_mean_diff=paired_mean_ci(xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed),
+        ci_median_diff=paired_median_ci(xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed),
+    )
+
+
+def compare_sources(
+    source_a: str | Path,
+    source_b: str | Path,
+    *,
+    label_a: str | None = None,
+    label_b: str | None = None,
+    metric: str = "tool_calls",
+    **kwargs: Any,
+) -> Comparison:
+    """``compare_counts`` on two run folders or CSVs (see ``load_counts``)."""
+    ca, la, _ = load_counts(source_a, metric)
+    cb, lb, _ = load_counts(source_b, metric)
+    if label_a is None and label_b is None and la == lb:
+        la, lb = f"{la} (A)", f"{lb} (B)"
+    return compare_counts(ca, cb, label_a=label_a or la, label_b=label_b or lb, metric=metric, **kwargs)
+
+
+def plot_differences(comp: Comparison, path: str | Path) -> Path:
+    """Sorted bars of the per-task differences B - A with a zero line (Agg, no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    diffs = sorted((p.difference, p.task_id) for p in comp.pairs)
+    values = [d for d, _ in diffs]
+    colors = ["#c0392b" if d < 0 else "#2471a3" if d > 0 else "#7f8c8d" for d in values]
+    width = min(14.0, max(6.0, 0.18 * len(values) + 3))
+    fig = Figure(figsize=(width, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.bar(range(len(values)), values, color=colors, width=0.8)
+    ax.axhline(0.0, color="black", linewidth=0.9)
+    ax.axhline(comp.diff_mean, color="#555555", linewidth=0.9, linestyle="--",
+               label=f"mean {comp.diff_mean:+.2f} (95% CI {comp.ci_mean_diff.low:+.1f}..{comp.ci_mean_diff.high:+.1f})")
+    metric = "tool calls" if comp.metric == "tool_calls" else comp.metric.replace("_", " ")
+    ax.set_ylabel(f"{metric}: B - A")
+    ax.set_xlabel(f"tasks, sorted by difference (n = {comp.n_tasks})")
+    if len(values) <= 30:
+        ax.set_xticks(range(len(values)))
+        ax.set_xticklabels([t for _, t in diffs], rotation=70, fontsize=7, ha="right")
+    else:
+        ax.set_xticks([])
+    ax.set_title(
+        f"A = {comp.label_a}, B = {comp.label_b}: W/L/T {comp.wlt}, "
+        f"permutation p {format_p(comp.permutation.p_value)}",
+        fontsize=10,
+    )
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
+
+
+def write_outputs(
+    comp: Comparison,
+    out_dir: str | Path,
+    *,
+    usages_a: list[TaskUsage] | None = None,
+    usages_b: list[TaskUsage] | None = None,
+) -> dict[str, Path]:
+    """Write comparison.json, comparison.md, paired_differences.png (and the per-task tables of
+    rollout inputs as tasks_a.csv / tasks_b.csv). Returns the paths by kind."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out / "comparison.json",
+        "markdown": out / "comparison.md",
+        "plot": out / "paired_differences.png",
+    }
+    data = comp.to_dict()
+    paths["json"].write_text(json.dumps(data, indent=2, allow_nan=False, default=_json_default) + "\n")
+    paths["markdown"].write_text(f"# {comp.label_a} vs {comp.label_b}\n\n" + comp.to_markdown())
+    plot_differences(comp, paths["plot"])
+    if usages_a is not None:
+        paths["tasks_a"] = write_usage_csv(usages_a, out / "tasks_a.csv")
+    if usages_b is not None:
+        paths["tasks_b"] = write_usage_csv(usages_b, out / "tasks_b.csv")
+    return paths
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        v = float(x)
+        return None if math.isnan(v) else v
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
