@@ -13,6 +13,7 @@ import io
 import math
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -22,6 +23,12 @@ _INK = "#1f2933"
 _MEDIAN = "#c2410c"
 _BOX = "#2563eb"
 _GRID = "#d8dee4"
+# matplotlib 3.10 replaced boxplot(vert=False) by orientation="horizontal"
+_HORIZONTAL = (
+    {"orientation": "horizontal"}
+    if tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) >= (3, 10)
+    else {"vert": False}
+)
 
 
 def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
@@ -63,10 +70,10 @@ def arms_plot(bench: dict[str, Any]) -> str | None:
     for i, arm in enumerate(reversed(arms)):
         xs = np.asarray(_finite(arm["samples"]))
         ax.boxplot(
-            xs, positions=[i], vert=False, widths=0.5, showfliers=False, patch_artist=True,
+            xs, positions=[i], widths=0.5, showfliers=False, patch_artist=True,
             boxprops={"facecolor": "#dbeafe", "edgecolor": _BOX, "linewidth": 1},
             medianprops={"color": _BOX, "linewidth": 1}, whiskerprops={"color": _BOX},
-            capprops={"color": _BOX},
+            capprops={"color": _BOX}, **_HORIZONTAL,
         )
         ys = i + rng.uniform(-0.17, 0.17, size=len(xs))
         ax.scatter(xs, ys, s=9, color=_INK, alpha=0.35, linewidths=0, zorder=3)

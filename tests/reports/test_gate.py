@@ -1,0 +1,194 @@
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from harnesscheck.cli import main
+from reports.gate import bootstrap_ratio_ci, format_gate, gate, read_flaky_file
+from tests.reports import factory
+
+
+@pytest.fixture
+def baseline():
+    return factory.clean(factory.results())
+
+
+def _set(doc, cid, api, outcome):
+    for c in doc["checks"]:
+        if (c["id"], c["api"]) == (cid, api):
+            c["outcome"] = outcome
+            return doc
+    raise KeyError(cid)
+
+
+def test_clean_against_clean_passes(baseline):
+    report = gate(baseline, copy.deepcopy(baseline))
+    assert report.passed and not report.newly_failing and not report.regressions
+    assert format_gate(report).startswith("harnesscheck gate: PASS")
+
+
+def test_newly_failing_must_check_trips_and_is_named_exactly(baseline):
+    current = _set(copy.deepcopy(baseline), "AN-STREAM-001", "anthropic", "fail")
+    _set(current, "MD-ROUTE-001", "any", "error")
+    report = gate(baseline, current)
+    assert not report.passed
+    assert [c.key for c in report.newly_failing] == ["AN-STREAM-001 [anthropic]", "MD-ROUTE-001 [any]"]
+    text = format_gate(report)
+    assert "FAIL: 2 MUST checks newly failing" in text
+    assert "AN-STREAM-001  [anthropic]  MUST  pass -> fail" in text
+    assert "MD-ROUTE-001   [any]        MUST  pass -> error" in text
+
+
+def test_skip_or_inconclusive_to_fail_is_newly_failing(baseline):
+    base = _set(copy.deepcopy(baseline), "RS-SEQ-001", "responses", "skip")
+    current = _set(copy.deepcopy(baseline), "RS-SEQ-001", "responses", "fail")
+    assert [c.key for c in gate(base, current).newly_failing] == ["RS-SEQ-001 [responses]"]
+
+
+def test_should_failure_does_not_gate(baseline):
+    current = _set(copy.deepcopy(baseline), "CH-TOOL-002", "chat", "fail")
+    report = gate(baseline, current)
+    assert report.passed
+    assert [c.key for c in report.should_failing] == ["CH-TOOL-002 [chat]"]
+    assert "Newly failing SHOULD checks (not gating)" in format_gate(report)
+
+
+@pytest.mark.parametrize("how", ["arg", "arg-with-api", "in-results"])
+def test_flaky_check_is_shown_but_does_not_gate(baseline, how):
+    current = _set(copy.deepcopy(baseline), "AN-STREAM-001", "anthropic", "fail")
+    flaky = []
+    if how == "arg":
+        flaky = ["AN-STREAM-001"]
+    elif how == "arg-with-api":
+        flaky = ["AN-STREAM-001:anthropic"]
+    else:
+        current["checks"][0]["flaky"] = True
+    report = gate(baseline, current, flaky=flaky)
+    assert report.passed and not report.newly_failing
+    assert [c.key for c in report.flaky] == ["AN-STREAM-001 [anthropic]"]
+    text = format_gate(report)
+    assert "Flaky checks failing (shown, not gating) (1):" in text and "AN-STREAM-001" in text
+
+
+def test_still_failing_newly_passing_missing_and_new(baseline):
+    base = _set(copy.deepcopy(baseline), "AN-STREAM-002", "anthropic", "fail")
+    _set(base, "AN-USAGE-001", "anthropic", "fail")
+    current = _set(copy.deepcopy(baseline), "AN-STREAM-002", "anthropic", "fail")
+    current["checks"] = [c for c in current["checks"] if c["id"] != "CH-TOOL-001"]
+    current["checks"].append(factory.check("AN-NEW-001", "anthropic", "fail"))
+    report = gate(base, current)
+    assert [c.key for c in report.still_failing] == ["AN-STREAM-002 [anthropic]"]
+    assert [c.key for c in report.newly_passing] == ["AN-USAGE-001 [anthropic]"]
+    assert [c.key for c in report.missing] == ["CH-TOOL-001 [chat]"]
+    assert [c.key for c in report.newly_failing] == ["AN-NEW-001 [anthropic]"]  # not in baseline: gates
+    assert "absent -> fail" in format_gate(report)
+
+
+def test_benchmark_slowed_by_half_trips(baseline):
+    current = copy.deepcopy(baseline)
+    current["benchmarks"] = [factory.benchmark(scale=1.5, seed=7)]
+    report = gate(baseline, current)
+    assert not report.passed
+    assert {(b.benchmark, b.arm) for b in report.regressions} == {
+        ("preamble", "stable"), ("preamble", "header"), ("preamble", "stripped")}
+    for b in report.regressions:
+        assert 1.4 < b.ratio < 1.6 and b.ci95[0] > 1.1
+    assert "REGRESSION" in format_gate(report)
+
+
+def test_benchmark_noise_does_not_trip(baseline):
+    for seed in (3, 11, 29):
+        current = copy.deepcopy(baseline)
+        current["benchmarks"] = [factory.benchmark(seed=seed)]
+        report = gate(baseline, current)
+        assert report.passed, format_gate(report)
+        assert all(b.verdict in ("no clear change", "slower (within threshold)", "faster") for b in report.benchmarks)
+
+
+def test_slower_within_threshold_or_unclear_does_not_trip(baseline):
+    current = copy.deepcopy(baseline)
+    current["benchmarks"] = [factory.benchmark(scale=1.05, seed=5)]
+    report = gate(baseline, current)
+    assert report.passed
+    # a big but noisy slowdown: the ratio is past the threshold, the CI is not
+    noisy_base, noisy_cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
+    noisy_base["benchmarks"] = [{"name": "n", "unit": "ms", "arms": [factory.bench_arm("a", factory.samples(100, n=6, spread=0.6, seed=1))]}]
+    noisy_cur["benchmarks"] = [{"name": "n", "unit": "ms", "arms": [factory.bench_arm("a", factory.samples(125, n=6, spread=0.6, seed=2))]}]
+    report = gate(noisy_base, noisy_cur)
+    assert report.passed and report.benchmarks[0].verdict in ("slower (not clear)", "no clear change")
+
+
+def test_higher_is_better_benchmarks_invert_the_ratio(baseline):
+    base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
+    base["benchmarks"] = [{"name": "tps", "unit": "tok/s", "better": "higher",
+                           "arms": [factory.bench_arm("a", factory.samples(100, seed=1))]}]
+    cur["benchmarks"] = [{"name": "tps", "unit": "tok/s", "better": "higher",
+                          "arms": [factory.bench_arm("a", factory.samples(60, seed=2))]}]
+    assert not gate(base, cur).passed
+    assert gate(cur, base).passed
+
+
+def test_bootstrap_ratio_ci_is_seeded_and_covers_the_ratio():
+    rng = np.random.default_rng(0)
+    a, b = 200 + rng.normal(0, 5, 40), 100 + rng.normal(0, 3, 40)
+    lo, hi = bootstrap_ratio_ci(a, b, seed=1)
+    assert (lo, hi) == bootstrap_ratio_ci(a, b, seed=1)
+    assert lo < np.median(a) / np.median(b) < hi and 1.9 < lo and hi < 2.1
+
+
+def test_flaky_file(tmp_path):
+    f = tmp_path / "flaky.txt"
+    f.write_text("# known flaky\nAN-STREAM-001\n\nCH-TOOL-001:chat  # timing\n")
+    assert read_flaky_file(f) == {"AN-STREAM-001", "CH-TOOL-001:chat"}
+
+
+# ---- the command ---------------------------------------------------------------------------
+
+def _write(path, doc):
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_gate_command_exit_codes_json_and_update_baseline(tmp_path, baseline, capsys):
+    b = _write(tmp_path / "baseline.json", baseline)
+    bad = _set(copy.deepcopy(baseline), "AN-STREAM-001", "anthropic", "fail")
+    bad["run"]["id"] = "bad-run"
+    c_bad = _write(tmp_path / "bad.json", bad)
+    out_json = tmp_path / "gate.json"
+
+    assert main(["gate", "--baseline", b, "--current", c_bad, "--json", str(out_json), "--update-baseline"]) == 1
+    verdict = json.loads(out_json.read_text())
+    assert verdict["passed"] is False and verdict["newly_failing_ids"] == ["AN-STREAM-001 [anthropic]"]
+    assert json.loads((tmp_path / "baseline.json").read_text())["run"]["id"] != "bad-run"  # not updated
+    assert "baseline NOT updated" in capsys.readouterr().out
+
+    flaky = tmp_path / "flaky.txt"
+    flaky.write_text("AN-STREAM-001\n")
+    assert main(["gate", "--baseline", b, "--current", c_bad, "--flaky-file", str(flaky)]) == 0
+
+    good = copy.deepcopy(baseline)
+    good["run"]["id"] = "good-run"
+    c_good = _write(tmp_path / "good.json", good)
+    assert main(["gate", "--baseline", b, "--current", c_good, "--update-baseline"]) == 0
+    assert json.loads((tmp_path / "baseline.json").read_text())["run"]["id"] == "good-run"
+
+    assert main(["gate", "--baseline", b, "--current", c_bad, "--update-baseline", "--force"]) == 1
+    assert json.loads((tmp_path / "baseline.json").read_text())["run"]["id"] == "bad-run"
+
+
+def test_gate_command_input_errors(tmp_path, baseline, capsys):
+    c = _write(tmp_path / "c.json", baseline)
+    missing = tmp_path / "nope" / "baseline.json"
+    assert main(["gate", "--baseline", str(missing), "--current", c]) == 2
+    assert "baseline not found" in capsys.readouterr().err
+    assert main(["gate", "--baseline", str(missing), "--current", c, "--update-baseline"]) == 0
+    assert missing.exists()
+    broken = tmp_path / "broken.json"
+    broken.write_text("[]")
+    assert main(["gate", "--baseline", str(missing), "--current", str(broken)]) == 2
+    assert main(["gate", "--baseline", c, "--current", c, "--threshold", "-1"]) == 2
+    assert main(["gate", "--baseline", c, "--current", c, "--force"]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["gate", "--current", c])
+    assert info.value.code == 2

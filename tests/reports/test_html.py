@@ -1,0 +1,124 @@
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from harnesscheck.cli import main
+from reports.html import rebase_transcripts, render_report, write_report
+from tests.reports import factory
+from tests.reports.factory import HOSTILE
+
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs = []
+        self.tags = []
+        self.details = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "details":
+            self.details += 1
+        for name, value in attrs:
+            if name in ("src", "href", "srcset", "action", "data", "poster", "background") and value:
+                self.refs.append((tag, name, value))
+
+
+@pytest.fixture(scope="module")
+def html():
+    return render_report(factory.results(), generated_at="test")
+
+
+def test_report_is_self_contained(html):
+    parser = _Refs()
+    parser.feed(html)
+    external = [r for r in parser.refs if re.match(r"^\s*(https?:)?//", r[2], re.I)]
+    assert external == []
+    assert "script" not in parser.tags and "link" not in parser.tags and "iframe" not in parser.tags
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html)
+    assert "@import" not in html
+    images = [v for t, n, v in parser.refs if t == "img"]
+    assert len(images) == 2 and all(v.startswith("data:image/png;base64,") for v in images)
+
+
+def test_report_contains_every_check_and_the_failure_details(html):
+    doc = factory.results()
+    for c in doc["checks"]:
+        assert c["id"] in html
+    finding = doc["checks"][0]["finding"]
+    assert "content_block_delta index must equal the open block&#39;s index" in html
+    assert "#7 event: content_block_delta data: {&#34;index&#34;:2}   &lt;-- here" in html
+    assert 'href="transcripts/AN-STREAM-001-anthropic.json"' in html
+    assert 'id="d-AN-STREAM-001-anthropic"' in html and "<details" in html
+    assert finding["expected"] in html
+    # header, summary, per-harness verdicts, fault matrix, benchmarks, comparisons
+    for text in ("http://127.0.0.1:8123", "scripted/qwen3-coder", "scripted-model", "embedded", "engine scripted",
+                 "MUST failures", "would break", "claude-code", "Fault matrix", "Unexpected outcomes (1)",
+                 "header/stable", "reasoning-kept-vs-dropped", "0.033"):
+        assert text in html, text
+
+
+def test_hostile_strings_are_escaped():
+    doc = factory.results()
+    doc["run"]["model"] = HOSTILE
+    doc["run"]["endpoint"] = "http://x/" + HOSTILE
+    c = doc["checks"][0]
+    c["title"] = c["message"] = HOSTILE
+    c["finding"]["excerpt"] = HOSTILE
+    c["finding"]["observed"] = HOSTILE
+    c["clients"] = {HOSTILE: HOSTILE}
+    c["transcript"] = 'x" onmouseover="alert(1)'
+    doc["benchmarks"][0]["title"] = HOSTILE
+    doc["benchmarks"][0]["arms"][0]["name"] = HOSTILE
+    doc["benchmarks"][0]["ratios"][0]["denominator"] = HOSTILE  # arm 0 is "stable"
+    doc["benchmarks"][0]["ratios"][1]["denominator"] = HOSTILE
+    doc["comparisons"][0]["name"] = HOSTILE
+    doc["fault_matrix"]["faults"][0]["description"] = HOSTILE
+    html = render_report(doc, generated_at="test")
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;" in html
+    assert 'onmouseover="' not in html
+
+
+def test_report_without_optional_sections():
+    doc = {"schema": "harnesscheck.results", "schema_version": "1.0", "run": factory.run_meta(),
+           "checks": [factory.check("AN-STREAM-001", "anthropic")]}
+    html = render_report(doc, generated_at="test")
+    assert "Every MUST check passed" in html
+    assert "Fault matrix" not in html and 'id="benchmarks"' not in html and "<img" not in html
+
+
+def test_rebase_transcripts(tmp_path):
+    doc = factory.results()
+    out = rebase_transcripts(doc, tmp_path / "run1" / "results.json", tmp_path / "site" / "report.html")
+    assert out["checks"][0]["transcript"] == "../run1/transcripts/AN-STREAM-001-anthropic.json"
+    assert doc["checks"][0]["transcript"] == "transcripts/AN-STREAM-001-anthropic.json"
+    same = rebase_transcripts(doc, tmp_path / "results.json", tmp_path / "report.html")
+    assert same["checks"][0]["transcript"] == "transcripts/AN-STREAM-001-anthropic.json"
+
+
+def test_report_command_merges_and_writes(tmp_path, capsys):
+    a = tmp_path / "a" / "results.json"
+    b = tmp_path / "b" / "results.json"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text(json.dumps(factory.results()))
+    second = factory.clean(factory.results())
+    second["run"]["id"] = "run-b"
+    b.write_text(json.dumps(second))
+    out = tmp_path / "out" / "report.html"
+    assert main(["report", str(a), str(b), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert "Merged from 2 runs" in html and "run-b" in html
+    printed = capsys.readouterr().out
+    assert "anthropic" in printed and f"report written to {out}" in printed
+
+
+def test_report_command_bad_input_exits_2(tmp_path, capsys):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"schema": "harnesscheck.results", "schema_version": "1.0"}')
+    assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 2
+    assert "'run' is a required property" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "none.json"), "--out", str(tmp_path / "r.html")]) == 2
