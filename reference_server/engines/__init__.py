@@ -1,0 +1,29 @@
+"""Engines by name: `scripted` (CPU default), `transformers` (real compute), `trtllm` (GPU)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reference_server.config import ServerConfig
+    from reference_server.engines.base import Engine
+    from reference_server.tokenizer import Tokenizer
+
+ENGINES = ("scripted", "transformers", "trtllm")
+
+
+def build_engine(config: ServerConfig, tokenizer: Tokenizer) -> Engine:
+    if config.engine == "scripted":
+        from reference_server.engines.scripted import ScriptedEngine
+
+        return ScriptedEngine(tokenizer=tokenizer, timing=config.timing, block_size=config.block_size,
+                              cache_blocks=config.cache_blocks, max_concurrency=config.max_concurrency)
+    if config.engine == "transformers":
+        from reference_server.engines.transformers_engine import TransformersEngine
+
+        return TransformersEngine.from_config(config, tokenizer)
+    if config.engine == "trtllm":
+        from reference_server.engines.trtllm import TrtllmEngine
+
+        return TrtllmEngine.from_config(config, tokenizer)
+    raise KeyError(f"unknown engine {config.engine!r}; known: {', '.join(ENGINES)}")

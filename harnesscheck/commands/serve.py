@@ -1,0 +1,113 @@
+"""`harnesscheck serve`: the reference server, flags named as Dynamo names them."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "serve"
+ORDER = 20
+HELP = "serve the reference server (Anthropic Messages, Chat Completions, Responses, models, tokenize)"
+DESCRIPTION = """\
+Serve the reference server: one streaming pipeline behind the Anthropic Messages, OpenAI Chat
+Completions and OpenAI Responses APIs, plus /v1/models, count_tokens and /tokenize. It gets every
+contract right by default; --fault NAME reproduces one known bug (see `harnesscheck faults`).
+
+Engines: scripted (default; deterministic output, modelled timing, real prefix cache),
+transformers (real compute on a local model dir; see `harnesscheck make-model`), trtllm (GPU).
+"""
+
+
+def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
+    parser.add_argument(f"--{name}", default=default, action=argparse.BooleanOptionalAction,
+                        help=f"{help} (default: {'on' if default else 'off'})")
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `serve` and the commands that start an embedded server."""
+    from reference_server.config import DEFAULT_MODEL_IDS
+
+    g = parser.add_argument_group("reference server")
+    g.add_argument("--model-id", action="append", dest="model_ids", metavar="ID[=FAMILY]",
+                   help="served model id, repeatable; FAMILY is nemotron, qwen3 or deepseek_r1 (guessed from the id "
+                        f"otherwise). Default: {', '.join(DEFAULT_MODEL_IDS)}")
+    _bool_flag(g, "enable-anthropic-api", True, "serve /v1/messages (off reproduces Dynamo's default: 404)")
+    _bool_flag(g, "strip-anthropic-preamble", True, "strip the x-anthropic-billing-header line before tokenizing")
+    _bool_flag(g, "enable-streaming-tool-dispatch", True, "Chat: send event: tool_call_dispatch per complete call")
+    g.add_argument("--reasoning-parser", default="", help="reasoning parser name, or 'none' "
+                   "(default: the model family's: nemotron_deci, qwen3, deepseek_r1)")
+    g.add_argument("--tool-call-parser", default="", help="tool-call parser name, or 'none' "
+                   "(default: the family's: qwen3_coder, hermes)")
+    g.add_argument("--fault", action="append", default=[], metavar="NAME", help="turn on a known bug, repeatable")
+    g.add_argument("--engine", default="scripted", choices=["scripted", "transformers", "trtllm"])
+    g.add_argument("--model-path", help="model directory for the transformers/trtllm engines")
+    g.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="engine setting, repeatable (transformers: mode=scripted|free, device=cpu|cuda, dtype=...)")
+    g.add_argument("--ttft-base-ms", type=float, default=10.0, help="scripted timing: fixed cost before token 1")
+    g.add_argument("--prefill-us-per-token", type=float, default=40.0,
+                   help="scripted timing: cost per uncached prompt token, microseconds")
+    g.add_argument("--decode-ms", type=float, default=2.0, help="scripted timing: interval between output tokens")
+    g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens")
+    g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
+
+
+def config_from_args(args: argparse.Namespace):  # -> ServerConfig
+    from reference_server.config import DEFAULT_MODEL_IDS, ServerConfig
+    from reference_server.engines.scripted import TimingModel
+
+    def parser_name(value: str) -> str | None:
+        return None if value == "none" else value
+
+    options = dict(opt.split("=", 1) for opt in args.engine_option if "=" in opt)
+    return ServerConfig(
+        model_ids=tuple(args.model_ids or DEFAULT_MODEL_IDS),
+        enable_anthropic_api=args.enable_anthropic_api,
+        strip_anthropic_preamble=args.strip_anthropic_preamble,
+        enable_streaming_tool_dispatch=args.enable_streaming_tool_dispatch,
+        reasoning_parser=parser_name(args.reasoning_parser),
+        tool_call_parser=parser_name(args.tool_call_parser),
+        api_key=getattr(args, "api_key", None),
+        faults=tuple(args.fault),
+        engine=args.engine,
+        model_path=args.model_path,
+        engine_options=options,
+        timing=TimingModel(base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
+                           decode_ms=args.decode_ms),
+        block_size=args.block_size,
+        max_concurrency=args.max_concurrency,
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one (default: 8000)")
+    parser.add_argument("--api-key", default=None,
+                        help="require this key (x-api-key or Authorization: Bearer); env HARNESSCHECK_SERVER_API_KEY")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    add_server_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import socket
+
+    import uvicorn
+
+    from reference_server.app import create_app
+    from reference_server.faults import FAULTS
+
+    unknown = [f for f in args.fault if f not in FAULTS]
+    if unknown:
+        print(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
+        return 2
+    args.api_key = args.api_key or os.environ.get("HARNESSCHECK_SERVER_API_KEY")
+    app = create_app(config_from_args(args))
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    host, port = sock.getsockname()[:2]
+    # The first stdout line tells a parent process where we listen (used with --port 0).
+    print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=2, access_log=False,
+                            loop="auto", http="auto")
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0

@@ -1,0 +1,175 @@
+"""The reference server's ASGI app: routes per API over one Service.
+
+Every handler turns bad input into the API's own error shape (4xx), never a 500; streams are
+SSE with the engine slot freed when the client goes away (the generator's `finally`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from reference_server.config import ServerConfig
+from reference_server.engines import build_engine
+from reference_server.events import Event
+from reference_server.frontends import anthropic, chat, models, responses, tokenize
+from reference_server.frontends.common import ApiError, ApiKind, check_auth, error_response, read_json
+from reference_server.service import Service, UnknownModel
+from reference_server.tokenizer import load as load_tokenizer
+
+log = logging.getLogger("harnesscheck.server")
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _stream(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def create_app(config: ServerConfig | None = None, *, service: Service | None = None) -> Starlette:
+    config = config or ServerConfig()
+    if service is None:
+        tokenizer = load_tokenizer()
+        service = Service(config, build_engine(config, tokenizer), tokenizer)
+    store = responses.ResponseStore(config.stored_responses)
+    faults = service.faults
+
+    def handler(api: ApiKind, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def wrapped(request: Request) -> Response:
+            try:
+                check_auth(request, config.api_key)
+                return await fn(request)
+            except ApiError as error:
+                return error_response(error, api, faults)
+            except UnknownModel as error:
+                return error_response(ApiError(404, f"model '{error}' not found", param="model",
+                                               code="model_not_found"), api, faults)
+            except Exception:  # a server bug: still answer in shape, and log it
+                log.exception("unhandled error on %s", request.url.path)
+                return error_response(ApiError(500, "internal server error"), api, faults)
+        return wrapped
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        return await read_json(request, limit=config.max_body_bytes)
+
+    async def messages(request: Request) -> Response:
+        if not config.enable_anthropic_api:
+            raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
+        body = await body_of(request)
+        conv = anthropic.to_conversation(body, faults)
+        turn = await service.start_turn(conv, id_prefix="toolu_")
+        adapter = anthropic.AnthropicStream(message_id=anthropic.message_id(), model=conv.model,
+                                            prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
+                                            faults=faults)
+        if body.get("stream"):
+            return _stream(anthropic.stream_frames(adapter, turn.events()))
+        adapter.start()
+        async for event in turn.events():
+            adapter.feed(event)
+        return JSONResponse(adapter.message())
+
+    async def count_tokens(request: Request) -> Response:
+        if not config.enable_anthropic_api:
+            raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
+        conv = anthropic.to_conversation(await body_of(request), faults, count_only=True)
+        count = service.count_tokens(conv)
+        if faults.on("count-tokens-mismatch"):
+            count = count + 7
+        return JSONResponse({"input_tokens": count})
+
+    async def chat_completions(request: Request) -> Response:
+        body = await body_of(request)
+        conv = chat.to_conversation(body, faults)
+        turn = await service.start_turn(conv, id_prefix="call_")
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        adapter = chat.ChatStream(completion_id=f"chatcmpl-{turn.prompt.text.__hash__() & 0xFFFFFFFF:08x}",
+                                  model=conv.model, include_usage=include_usage,
+                                  dispatch=config.enable_streaming_tool_dispatch, faults=faults)
+        if body.get("stream"):
+            return _stream(chat.stream_frames(adapter, turn.events()))
+        async for event in turn.events():
+            adapter.feed(event)
+        return JSONResponse(adapter.completion())
+
+    async def create_response(request: Request) -> Response:
+        body = await body_of(request)
+        conv = responses.to_conversation(body, store, faults)
+        turn = await service.start_turn(conv, id_prefix="call_")
+        adapter = responses.ResponsesStream(response_id=responses.response_id(), body=body, faults=faults)
+
+        def remember() -> None:
+            if body.get("store", True) is not False:
+                history = conv.messages + [responses.Message(role="assistant", parts=adapter.parts)]
+                store.put(adapter.id, history)
+
+        if body.get("stream"):
+            async def frames() -> AsyncIterator[bytes]:
+                async for frame in responses.stream_frames(adapter, turn.events()):
+                    yield frame
+                remember()
+            return _stream(frames())
+        adapter.start()
+        async for event in turn.events():
+            adapter.feed(event)
+        remember()
+        return JSONResponse(adapter.response())
+
+    async def responses_get(request: Request) -> Response:
+        # Codex tries a WebSocket upgrade first; a plain 404-free refusal makes it fall back to POST.
+        raise ApiError(405, "GET /v1/responses: use POST (no WebSocket transport on this server)")
+
+    async def list_models(request: Request) -> Response:
+        return JSONResponse(models.list_models(service, request))
+
+    async def get_model(request: Request) -> Response:
+        return JSONResponse(models.get_model(service, request))
+
+    async def tokenize_route(request: Request) -> Response:
+        return JSONResponse(tokenize.tokenize(service, await body_of(request)))
+
+    async def detokenize_route(request: Request) -> Response:
+        return JSONResponse(tokenize.detokenize(service, await body_of(request)))
+
+    async def root(request: Request) -> Response:
+        if request.method == "HEAD":
+            return Response(status_code=200)
+        return JSONResponse({"name": "harnesscheck reference server", "models": list(service.profiles),
+                             "engine": service.engine.describe(), "faults": sorted(faults.names)})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "active_requests": service.engine.active_requests(),
+                             "cache": service.engine.cache_stats()})
+
+    routes = [
+        Route("/", root, methods=["GET", "HEAD"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/messages", handler("anthropic", messages), methods=["POST"]),
+        Route("/v1/messages/count_tokens", handler("anthropic", count_tokens), methods=["POST"]),
+        Route("/v1/chat/completions", handler("openai", chat_completions), methods=["POST"]),
+        Route("/v1/responses", handler("openai", create_response), methods=["POST"]),
+        Route("/v1/responses", handler("openai", responses_get), methods=["GET"]),
+        Route("/v1/models", handler("openai", list_models), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", handler("openai", get_model), methods=["GET"]),
+    ]
+    for prefix in ("", "/v1"):
+        routes.append(Route(f"{prefix}/tokenize", handler("openai", tokenize_route), methods=["POST"]))
+        routes.append(Route(f"{prefix}/detokenize", handler("openai", detokenize_route), methods=["POST"]))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        api: ApiKind = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        message = f"{request.method} {request.url.path}: " + ("no such route" if exc.status_code == 404
+                                                                else exc.detail or "not allowed")
+        return error_response(ApiError(exc.status_code, message), api, faults)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app.state.service = service
+    return app
+
+

@@ -1,0 +1,31 @@
+"""Server settings: one dataclass filled from the `serve` flags (named as Dynamo names them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reference_server.engines.scripted import TimingModel
+
+DEFAULT_MODEL_IDS = ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "deepseek-ai/DeepSeek-R1=deepseek_r1")
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    model_ids: tuple[str, ...] = DEFAULT_MODEL_IDS  # `ID` or `ID=FAMILY`; the first is the default
+    enable_anthropic_api: bool = True
+    strip_anthropic_preamble: bool = True
+    enable_streaming_tool_dispatch: bool = True
+    reasoning_parser: str | None = ""  # "" = the family's parser; None = no reasoning parser
+    tool_call_parser: str | None = ""
+    api_key: str | None = None
+    faults: tuple[str, ...] = ()
+    engine: str = "scripted"
+    model_path: str | None = None
+    engine_options: dict[str, str] = field(default_factory=dict)
+    timing: TimingModel = field(default_factory=TimingModel)
+    block_size: int = 16
+    cache_blocks: int = 1 << 16
+    max_concurrency: int = 1024
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_output_tokens: int = 32768
+    stored_responses: int = 10000  # previous_response_id store, LRU

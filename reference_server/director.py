@@ -1,0 +1,124 @@
+"""What the scripted model says next, decided from the whole conversation.
+
+A conversation whose first user message starts a built-in scenario gets that scenario's turn k,
+where k counts the assistant turns after it; turns are decided by the whole history, never by
+"the last message is a user message" (OpenClaw appends user context after tool results, and
+Claude Code can end `messages` with a system entry). Anything else gets a default answer: short
+reasoning and "ok", or a tool call when tool_choice requires one or the user names a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from reference_server.conversation import Conversation, ToolSpec
+from reference_server.events import Part, ToolCall
+from scenarios.loader import ModelPart, find_by_user_text
+
+
+def _first_user_text(conv: Conversation) -> tuple[int, str]:
+    for i, message in enumerate(conv.messages):
+        if message.role == "user" and message.text.strip():
+            return i, message.text
+    return -1, ""
+
+
+def _to_parts(model: tuple[ModelPart, ...]) -> list[Part]:
+    parts = []
+    for n, p in enumerate(model):
+        if p.kind == "tool_call":
+            parts.append(Part(kind="tool_call", call=ToolCall(index=n, id="", name=p.name, arguments=p.arguments)))
+        else:
+            parts.append(Part(kind=p.kind, text=p.text))
+    return parts
+
+
+def next_turn(conv: Conversation, *, thinking: bool) -> list[Part]:
+    start, first_text = _first_user_text(conv)
+    scenario = find_by_user_text(first_text) if first_text else None
+    if scenario is not None:
+        k = sum(1 for m in conv.messages[start:] if m.role == "assistant")
+        if k < len(scenario.turns):
+            parts = _to_parts(scenario.turns[k].model)
+        else:
+            parts = [Part(kind="text", text="The task is complete.")]
+    else:
+        parts = _default_turn(conv)
+    if not thinking:
+        parts = [p for p in parts if p.kind != "reasoning"]
+    if conv.tool_choice.mode == "none":
+        parts = [p for p in parts if p.kind != "tool_call"] or [Part(kind="text", text="ok")]
+    if not conv.parallel_tool_calls:  # keep the first call only
+        calls = [p for p in parts if p.kind == "tool_call"]
+        parts = [p for p in parts if p.kind != "tool_call" or p is calls[0]]
+    return parts
+
+
+def _answered(conv: Conversation) -> bool:
+    """True when the newest assistant turn's tool calls have results after it."""
+    for message in reversed(conv.messages):
+        if message.role == "tool":
+            return True
+        if message.role == "assistant":
+            return False
+    return False
+
+
+def _named_tool(conv: Conversation) -> ToolSpec | None:
+    choice = conv.tool_choice
+    tools = {t.name: t for t in conv.tools}
+    if choice.mode == "named" and choice.name in tools:
+        return tools[choice.name]
+    if choice.mode == "required" and conv.tools:
+        return conv.tools[0]
+    if not conv.tools or _answered(conv):
+        return None
+    text = conv.last_user_text()
+    for tool in conv.tools:  # "use the Bash tool", "call weather"
+        if re.search(rf"\b{re.escape(tool.name)}\b", text):
+            return tool
+    return None
+
+
+def _default_turn(conv: Conversation) -> list[Part]:
+    tool = _named_tool(conv)
+    if tool is not None:
+        args = json.dumps(example_arguments(tool.parameters, conv.last_user_text()), ensure_ascii=False)
+        return [Part(kind="reasoning", text=f"The user wants me to use {tool.name}."),
+                Part(kind="tool_call", call=ToolCall(index=0, id="", name=tool.name, arguments=args))]
+    if _answered(conv):
+        return [Part(kind="reasoning", text="The tool finished; I can answer."), Part(kind="text", text="Done.")]
+    return [Part(kind="reasoning", text="A short answer is enough here."), Part(kind="text", text="ok")]
+
+
+def example_arguments(schema: dict[str, Any], user_text: str = "") -> dict[str, Any]:
+    """A small valid object for a tool's JSON schema (required properties only)."""
+    props = schema.get("properties") or {}
+    required = schema.get("required") or list(props)[:1]
+    quoted = re.search(r"`([^`]+)`", user_text)
+    out: dict[str, Any] = {}
+    for key in required:
+        prop = props.get(key) or {}
+        kind = prop.get("type", "string")
+        if "enum" in prop and prop["enum"]:
+            out[key] = prop["enum"][0]
+        elif kind == "string":
+            if key in ("command", "cmd"):
+                out[key] = quoted.group(1) if quoted else "echo ok"
+            elif "path" in key or key == "file":
+                out[key] = "README.md"
+            else:
+                out[key] = quoted.group(1) if quoted else "example"
+        elif kind in ("integer", "number"):
+            out[key] = 1
+        elif kind == "boolean":
+            out[key] = False
+        elif kind == "array":
+            out[key] = []
+        elif kind == "object":
+            out[key] = example_arguments(prop, user_text)
+        else:
+            out[key] = None
+    return out

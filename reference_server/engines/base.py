@@ -1,0 +1,67 @@
+"""The interface every engine offers: admit a request (cache lookup at once), then stream tokens.
+
+`Engine.start` returns a `Generation` whose prompt and cached-token counts are known before the
+first token (so message_start can carry real usage); iterating it yields lists of token ids; its
+`close()` frees the engine slot and the cache pins, also when the client went away mid-stream.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from reference_server.conversation import Conversation
+from reference_server.events import Part
+from reference_server.tokenizer import Tokenizer
+
+
+@dataclass(slots=True)
+class GenerateRequest:
+    request_id: str
+    prompt_ids: list[int]
+    max_tokens: int
+    eos_id: int
+    # What the scripted output modes play: the turn's parts already rendered to raw model text.
+    script_text: str | None = None
+    conversation: Conversation | None = None
+    script_parts: list[Part] = field(default_factory=list)
+
+
+class Generation(ABC):
+    prompt_tokens: int
+    cached_tokens: int
+    finish_reason: Literal["stop", "length"] | None = None
+    output_ids: list[int]
+
+    @abstractmethod
+    def __aiter__(self) -> AsyncIterator[list[int]]: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class Engine(ABC):
+    name: str = ""
+    device: str = "cpu"
+    timing: Literal["scripted-model", "real-compute"] = "scripted-model"
+    tokenizer: Tokenizer
+
+    @abstractmethod
+    async def start(self, request: GenerateRequest) -> Generation: ...
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Engine, device and settings, shown in /v1/models metadata and benchmark results."""
+
+    def active_requests(self) -> int:
+        return 0
+
+    def cache_stats(self) -> dict[str, Any]:
+        return {}
+
+
+def clip(ids: Sequence[int], max_tokens: int) -> tuple[list[int], bool]:
+    """The ids the engine may emit within max_tokens, and whether the limit cut them."""
+    return list(ids[:max_tokens]), len(ids) > max_tokens

@@ -1,0 +1,109 @@
+"""The scripted engine (CPU default): plays the scenario's output with a modelled timing.
+
+Content is deterministic: the tokens are the scenario's raw model text (reasoning, text, tool calls
+in the family's format). Timing follows a model like Dynamo's CPU mocker: time to first token =
+base + cost per *uncached* prompt token, then one token per decode interval. The prefix cache is
+real (hash-chained blocks), so cache hits in usage and in TTFT come from actual reuse. Reports say
+that figures from this engine are modelled ("scripted-model").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reference_server.engines.base import Engine, GenerateRequest, Generation, clip
+from reference_server.prefix_cache import PrefixCache
+from reference_server.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class TimingModel:
+    base_ms: float = 10.0  # fixed cost before the first token
+    prefill_us_per_token: float = 40.0  # per uncached prompt token (52K tokens ~ 2 s)
+    decode_ms: float = 2.0  # between output tokens
+    tokens_per_chunk: int = 1  # tokens emitted together (coalescing)
+
+    def ttft_s(self, uncached: int) -> float:
+        return (self.base_ms + self.prefill_us_per_token * uncached / 1000.0) / 1000.0
+
+
+class _ScriptedGeneration(Generation):
+    def __init__(self, engine: ScriptedEngine, request: GenerateRequest, cached: int, keys: list[bytes]) -> None:
+        self.engine = engine
+        self.request = request
+        self.prompt_tokens = len(request.prompt_ids)
+        self.cached_tokens = cached
+        self._keys = keys
+        self.output_ids = []
+        self._closed = False
+        script = engine.tokenizer.encode(request.script_text or "") + [request.eos_id]
+        self._script, cut = clip(script, request.max_tokens)
+        self.finish_reason = "length" if cut else "stop"
+
+    async def __aiter__(self) -> AsyncIterator[list[int]]:
+        timing = self.engine.timing_model
+        try:
+            t0 = time.monotonic()
+            await asyncio.sleep(timing.ttft_s(self.prompt_tokens - self.cached_tokens))
+            self.engine.cache.insert(self.request.prompt_ids)
+            step = max(1, timing.tokens_per_chunk)
+            for n, start in enumerate(range(0, len(self._script), step)):
+                if n:
+                    due = t0 + timing.ttft_s(self.prompt_tokens - self.cached_tokens) + n * timing.decode_ms / 1000
+                    delay = due - time.monotonic()
+                    await asyncio.sleep(delay if delay > 0 else 0)
+                chunk = self._script[start : start + step]
+                self.output_ids.extend(chunk)
+                yield chunk
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Generated tokens join the cache, so a next turn that repeats them verbatim reuses them.
+        self.engine.cache.insert(self.request.prompt_ids + self.output_ids)
+        self.engine.cache.unpin(self._keys)
+        self.engine._release()
+
+
+class ScriptedEngine(Engine):
+    name = "scripted"
+    device = "cpu"
+    timing = "scripted-model"
+
+    def __init__(self, *, tokenizer: Tokenizer, timing: TimingModel | None = None, block_size: int = 16,
+                 cache_blocks: int = 1 << 16, max_concurrency: int = 1024) -> None:
+        self.tokenizer = tokenizer
+        self.timing_model = timing or TimingModel()
+        self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks)
+        self.max_concurrency = max_concurrency
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._active = 0
+
+    async def start(self, request: GenerateRequest) -> Generation:
+        await self._slots.acquire()
+        self._active += 1
+        cached, keys = self.cache.match(request.prompt_ids)
+        self.cache.pin(keys)
+        return _ScriptedGeneration(self, request, cached, keys)
+
+    def _release(self) -> None:
+        self._active -= 1
+        self._slots.release()
+
+    def active_requests(self) -> int:
+        return self._active
+
+    def cache_stats(self) -> dict[str, Any]:
+        return asdict(self.cache.stats) | {"block_size": self.cache.block_size}
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name, "device": self.device, "timing": self.timing,
+                "timing_model": asdict(self.timing_model), "block_size": self.cache.block_size,
+                "max_concurrency": self.max_concurrency}

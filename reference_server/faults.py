@@ -1,0 +1,103 @@
+"""Named switches that make the reference server reproduce one known bug each.
+
+Every fault names the bug, where it was seen (an article in shared/seeds or a line of
+docs/API_FACTS.md), and the code path it bends. `harnesscheck serve --fault NAME` turns one on;
+the fault matrix (tests/fault_matrix) proves that each fault is caught by the checks mapped to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    name: str
+    bug: str
+    source: str
+
+
+_ALL = [
+    # History rebuild and caching (article 1).
+    Fault("flatten-interleaved-reasoning", "history rebuild merges r0 t0 r1 t1 into <think>r0 r1</think> t0 t1",
+          "article 1: interleaved reasoning flattened before Dynamo's fix"),
+    Fault("truncate-agent-reasoning", "reasoning dropped from agent (tool-calling) turns in history: "
+          "truncate_history_thinking left on", "article 1: history thinking truncated; enable_thinking fix"),
+    Fault("rewrite-history-reasoning", "reasoning of past turns rewritten (whitespace collapsed) before the next turn",
+          "article 1: 167 vs 322 ms when reasoning is rewritten"),
+    Fault("preamble-not-stripped", "x-anthropic-billing-header kept at prompt position 0",
+          "article 1: --strip-anthropic-preamble; API_FACTS Anthropic billing header"),
+    Fault("preamble-simple-strip", "strip only when the joined system text starts with the header and a newline "
+          "follows (misses the header as the only system block)", "API_FACTS: Dynamo's strip rule"),
+    # Usage accounting.
+    Fault("message-start-zero-input-tokens", "message_start usage.input_tokens is 0",
+          "article 1: Dynamo PR #7234; API_FACTS usage"),
+    Fault("message-start-estimated-input-tokens", "message_start input_tokens is a chars/4 estimate",
+          "API_FACTS: total prompt must not be an estimate"),
+    Fault("count-tokens-mismatch", "count_tokens answers a different count than usage",
+          "API_FACTS: count_tokens must agree with message_start"),
+    # Routes and request acceptance.
+    Fault("model-slash-404", "GET /v1/models/{id} answers 404 for ids containing '/'",
+          "article 1: GET /v1/models/nvidia/... 404"),
+    Fault("model-percent-2f-not-decoded", "%2F in a model id is not decoded (the SDKs send it)",
+          "API_FACTS: SDKs percent-encode path parameters"),
+    Fault("reject-cache-control", "cache_control rejected with 400", "article 1; API_FACTS cache_control"),
+    Fault("reject-system-role", "role: system inside messages rejected with 400",
+          "API_FACTS: Claude Code sends role system entries"),
+    Fault("bad-input-500", "malformed requests answered with 500 instead of 400", "API_FACTS: errors"),
+    Fault("wrong-error-shape", "errors as {'detail': ...} instead of the API's own shape", "API_FACTS: errors"),
+    Fault("reject-unknown-fields", "unknown request fields rejected with 400",
+          "API_FACTS: unknown-to-you fields must be tolerated"),
+    # Tool-call timing.
+    Fault("buffer-tool-calls", "tool calls held back until the end of the turn",
+          "article 1: buffered tool calls; article 2"),
+    Fault("dispatch-missing", "no tool_call_dispatch frame though dispatch is enabled",
+          "API_FACTS: Dynamo --enable-streaming-tool-dispatch"),
+    Fault("dispatch-twice", "tool_call_dispatch sent twice for one call",
+          "API_FACTS: sent once per call"),
+    Fault("invalid-tool-json", "tool arguments that do not join to valid JSON (all APIs)",
+          "API_FACTS: what breaks real clients"),
+    # Anthropic stream grammar.
+    Fault("an-block-index-skip", "content block indices skip a number", "API_FACTS: index equals position"),
+    Fault("an-delta-type-mismatch", "text_delta inside a tool_use block", "API_FACTS: delta types by block"),
+    Fault("an-signature-after-stop", "signature_delta after the thinking block's stop",
+          "API_FACTS: signature_delta just before its stop"),
+    Fault("an-missing-block-stop", "a content block is never stopped", "API_FACTS: stream events"),
+    Fault("an-end-turn-after-tool-use", "stop_reason end_turn after tool_use blocks", "API_FACTS: stop_reason"),
+    Fault("an-missing-message-stop", "stream ends without message_stop", "API_FACTS: stream events"),
+    # Chat stream grammar.
+    Fault("chat-repeat-tool-id-name", "tool-call id and name repeated in later deltas",
+          "API_FACTS: the SDK concatenates string fields"),
+    Fault("chat-finish-stop-after-tool-calls", "finish_reason stop instead of tool_calls", "API_FACTS: finish_reason"),
+    Fault("chat-no-usage-chunk", "include_usage chunk missing", "API_FACTS: stream_options.include_usage"),
+    Fault("chat-no-done", "data: [DONE] missing at the end", "API_FACTS: chat stream end"),
+    # Responses stream grammar.
+    Fault("rs-sequence-gap", "sequence_number skips a value", "API_FACTS: sequence_number increasing by one"),
+    Fault("rs-arguments-done-mismatch", "function_call_arguments.done differs from the joined deltas",
+          "API_FACTS: .done equals the concatenated deltas"),
+    Fault("rs-missing-output-item-done", "response.output_item.done missing", "API_FACTS: Responses events"),
+    Fault("rs-missing-completed", "stream closes without response.completed", "API_FACTS: Codex fails such turns"),
+    Fault("rs-ignore-previous-response-id", "previous_response_id ignored", "API_FACTS: previous_response_id order"),
+    Fault("rs-missing-call-id", "function_call item without call_id", "API_FACTS: Codex drops such calls"),
+]
+
+FAULTS: dict[str, Fault] = {f.name: f for f in _ALL}
+
+
+class Faults:
+    """The set of active faults; `faults.on("name")` reads like the bug it guards."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        names = list(names)
+        unknown = [n for n in names if n not in FAULTS]
+        if unknown:
+            raise KeyError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(sorted(FAULTS))}")
+        self.names = frozenset(names)
+
+    def on(self, name: str) -> bool:
+        assert name in FAULTS, name  # a typo here would silently disable a fault
+        return name in self.names
+
+    def __bool__(self) -> bool:
+        return bool(self.names)

@@ -1,0 +1,317 @@
+"""Anthropic Messages: POST /v1/messages (stream and not) and /v1/messages/count_tokens.
+
+`to_conversation` validates and normalises a request; `AnthropicStream` maps internal events to
+the exact event grammar (one block open at a time, index = position, signature_delta just before a
+thinking block's stop, usage in message_start with the cached part split out).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+                                     ToolCallEnd, ToolCallStart, Usage)
+from reference_server.faults import Faults
+from reference_server.frontends.common import ApiError, expect, has_cache_control, positive_int, sse
+from reference_server.signing import sign
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _text_of(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content blocks")
+    texts = []
+    for n, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise ApiError(400, f"{where}.{n}: expected a content block object")
+        if block.get("type") == "text":
+            texts.append(expect(block, "text", str, required=True, where=f"{where}.{n}."))
+        elif block.get("type") == "image":
+            texts.append("[image]")
+        elif "text" in block and isinstance(block["text"], str):
+            texts.append(block["text"])
+    return "\n".join(texts)
+
+
+def _system_blocks(system: Any) -> list[str]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [system] if system else []
+    if not isinstance(system, list):
+        raise ApiError(400, "system: expected a string or an array of text blocks", param="system")
+    blocks = []
+    for n, block in enumerate(system):
+        if not isinstance(block, dict) or not isinstance(block.get("text"), str):
+            raise ApiError(400, f"system.{n}: expected a text block with a string `text`", param="system")
+        blocks.append(block["text"])
+    return blocks
+
+
+def _assistant(content: Any, where: str) -> Message:
+    if isinstance(content, str):
+        return Message(role="assistant", parts=[Part(kind="text", text=content)] if content else [])
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content blocks")
+    parts: list[Part] = []
+    for n, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise ApiError(400, f"{where}.{n}: expected a content block object")
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(Part(kind="text", text=expect(block, "text", str, required=True, where=f"{where}.{n}.")))
+        elif kind == "thinking":
+            parts.append(Part(kind="reasoning", text=expect(block, "thinking", str, required=True,
+                                                            where=f"{where}.{n}.")))
+        elif kind == "tool_use":
+            name = expect(block, "name", str, required=True, where=f"{where}.{n}.")
+            call_input = block.get("input", {})
+            if not isinstance(call_input, dict):
+                raise ApiError(400, f"{where}.{n}.input: expected an object")
+            parts.append(Part(kind="tool_call", call=ToolCall(
+                index=len(parts), id=str(block.get("id", "")), name=name,
+                arguments=json.dumps(call_input, ensure_ascii=False))))
+        # redacted_thinking, server tool blocks and unknown types are accepted and not replayed.
+    return Message(role="assistant", parts=parts)
+
+
+def _user(content: Any, where: str) -> list[Message]:
+    if isinstance(content, str):
+        return [Message(role="user", text=content)]
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content blocks")
+    results, texts = [], []
+    for n, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise ApiError(400, f"{where}.{n}: expected a content block object")
+        if block.get("type") == "tool_result":
+            call_id = expect(block, "tool_use_id", str, required=True, where=f"{where}.{n}.")
+            inner = block.get("content", "")
+            text = inner if isinstance(inner, str) else _text_of(inner, f"{where}.{n}.content")
+            results.append(ToolResult(call_id=call_id, content=text, is_error=bool(block.get("is_error"))))
+        else:
+            texts.append(_text_of([block], f"{where}.{n}"))
+    out = [Message(role="tool", results=results)] if results else []
+    if any(t for t in texts):
+        out.append(Message(role="user", text="\n".join(t for t in texts if t)))
+    return out
+
+
+def messages_of(raw_messages: Any, faults: Faults) -> list[Message]:
+    if not isinstance(raw_messages, list):
+        raise ApiError(400, "messages: expected an array", param="messages")
+    messages: list[Message] = []
+    for n, raw in enumerate(raw_messages):
+        where = f"messages.{n}"
+        if not isinstance(raw, dict):
+            raise ApiError(400, f"{where}: expected an object")
+        role = raw.get("role")
+        if "content" not in raw:
+            raise ApiError(400, f"{where}.content: field required")
+        if role == "user":
+            messages.extend(_user(raw["content"], f"{where}.content"))
+        elif role == "assistant":
+            messages.append(_assistant(raw["content"], f"{where}.content"))
+        elif role == "system":  # Claude Code sends mid-conversation system entries
+            if faults.on("reject-system-role"):
+                raise ApiError(400, f"{where}.role: Input should be 'user' or 'assistant'")
+            messages.append(Message(role="system", text=_text_of(raw["content"], f"{where}.content")))
+        else:
+            raise ApiError(400, f"{where}.role: expected 'user' or 'assistant', got {role!r}")
+    return messages
+
+
+def tools_of(raw: Any) -> list[ToolSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ApiError(400, "tools: expected an array", param="tools")
+    tools = []
+    for n, tool in enumerate(raw):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise ApiError(400, f"tools.{n}.name: field required", param="tools")
+        schema = tool.get("input_schema", {"type": "object", "properties": {}})
+        if "type" in tool and tool["type"] not in ("custom",) and "input_schema" not in tool:
+            continue  # server tools (bash_2025..., web_search...) have no schema to render
+        if not isinstance(schema, dict):
+            raise ApiError(400, f"tools.{n}.input_schema: expected an object", param="tools")
+        tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description", "")), parameters=schema))
+    return tools
+
+
+def tool_choice_of(raw: Any) -> ToolChoice:
+    if raw is None:
+        return ToolChoice()
+    if not isinstance(raw, dict) or raw.get("type") not in ("auto", "any", "tool", "none"):
+        raise ApiError(400, "tool_choice.type: expected auto, any, tool or none", param="tool_choice")
+    if raw["type"] == "tool":
+        return ToolChoice(mode="named", name=expect(raw, "name", str, required=True, where="tool_choice."))
+    return ToolChoice(mode={"auto": "auto", "any": "required", "none": "none"}[raw["type"]])
+
+
+def thinking_of(raw: Any) -> bool | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("type") not in ("enabled", "disabled", "adaptive"):
+        raise ApiError(400, "thinking.type: expected enabled, disabled or adaptive", param="thinking")
+    return raw["type"] != "disabled"
+
+
+def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = False) -> Conversation:
+    if faults.on("reject-cache-control") and has_cache_control(body):
+        raise ApiError(400, "cache_control: Extra inputs are not permitted")
+    if faults.on("reject-unknown-fields"):
+        known = {"model", "messages", "system", "max_tokens", "stream", "tools", "tool_choice", "thinking",
+                 "temperature", "top_p", "top_k", "stop_sequences", "metadata"}
+        extra = sorted(set(body) - known)
+        if extra:
+            raise ApiError(400, f"{extra[0]}: Extra inputs are not permitted")
+    model = expect(body, "model", str, required=True)
+    max_tokens = None if count_only else positive_int(body, "max_tokens", required=True)
+    if "messages" not in body:
+        raise ApiError(400, "messages: field required", param="messages")
+    tool_choice = tool_choice_of(body.get("tool_choice"))
+    parallel = not (isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("disable_parallel_tool_use"))
+    stops = expect(body, "stop_sequences", list) or []
+    expect(body, "stream", bool)
+    for key in ("temperature", "top_p"):
+        expect(body, key, (int, float))
+    return Conversation(
+        model=model, system=_system_blocks(body.get("system")), messages=messages_of(body["messages"], faults),
+        tools=tools_of(body.get("tools")), tool_choice=tool_choice, max_tokens=max_tokens,
+        thinking=thinking_of(body.get("thinking")), parallel_tool_calls=parallel,
+        stop=[s for s in stops if isinstance(s, str)])
+
+
+def usage_json(usage: Usage, *, output_tokens: int) -> dict[str, int]:
+    return {"input_tokens": usage.uncached_tokens, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": usage.cached_tokens, "output_tokens": output_tokens}
+
+
+class AnthropicStream:
+    """Internal events -> Anthropic SSE frames, one block open at a time."""
+
+    def __init__(self, *, message_id: str, model: str, prompt_tokens: int, cached_tokens: int, faults: Faults) -> None:
+        self.message_id = message_id
+        self.model = model
+        self.faults = faults
+        self.start_usage = Usage(prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
+        self.index = -1
+        self.open: str | None = None  # type of the open block
+        self.thinking = ""
+        self.blocks: list[dict[str, Any]] = []  # the final content, for the non-stream response
+        self.skipped_stop = False
+
+    def start(self) -> list[bytes]:
+        usage = usage_json(self.start_usage, output_tokens=1)
+        if self.faults.on("message-start-zero-input-tokens"):
+            usage["input_tokens"] = 0
+            usage["cache_read_input_tokens"] = 0
+        elif self.faults.on("message-start-estimated-input-tokens"):
+            usage["input_tokens"] = max(1, int(self.start_usage.prompt_tokens * 0.8))
+            usage["cache_read_input_tokens"] = 0
+        message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
+                   "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}
+        return [sse("message_start", {"type": "message_start", "message": message}),
+                sse("ping", {"type": "ping"})]
+
+    def _open(self, block: dict[str, Any]) -> list[bytes]:
+        out = self._close()
+        self.index += 1
+        if self.faults.on("an-block-index-skip") and self.index == 1:
+            self.index += 1
+        self.open = block["type"]
+        self.blocks.append(json.loads(json.dumps(block)))
+        return out + [sse("content_block_start", {"type": "content_block_start", "index": self.index,
+                                                  "content_block": block})]
+
+    def _close(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        out = []
+        signature = None
+        if self.open == "thinking":
+            signature = sign(self.thinking)
+            self.blocks[-1]["signature"] = signature
+            if not self.faults.on("an-signature-after-stop"):
+                out.append(self._delta({"type": "signature_delta", "signature": signature}))
+            self.thinking = ""
+        if self.faults.on("an-missing-block-stop") and not self.skipped_stop:
+            self.skipped_stop = True
+        else:
+            out.append(sse("content_block_stop", {"type": "content_block_stop", "index": self.index}))
+        if signature is not None and self.faults.on("an-signature-after-stop"):
+            out.append(self._delta({"type": "signature_delta", "signature": signature}))
+        self.open = None
+        return out
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
+
+    def feed(self, event: Event) -> list[bytes]:
+        out: list[bytes] = []
+        if isinstance(event, ReasoningDelta):
+            if self.open != "thinking":
+                out += self._open({"type": "thinking", "thinking": "", "signature": ""})
+            self.thinking += event.text
+            self.blocks[-1]["thinking"] += event.text
+            out.append(self._delta({"type": "thinking_delta", "thinking": event.text}))
+        elif isinstance(event, TextDelta):
+            if self.open != "text":
+                out += self._open({"type": "text", "text": ""})
+            self.blocks[-1]["text"] += event.text
+            out.append(self._delta({"type": "text_delta", "text": event.text}))
+        elif isinstance(event, ToolCallStart):
+            out += self._open({"type": "tool_use", "id": event.id, "name": event.name, "input": {}})
+            self.blocks[-1]["_json"] = ""
+            if self.faults.on("an-delta-type-mismatch"):
+                out.append(self._delta({"type": "text_delta", "text": " "}))
+        elif isinstance(event, ToolCallArgsDelta):
+            self.blocks[-1]["_json"] += event.text
+            out.append(self._delta({"type": "input_json_delta", "partial_json": event.text}))
+        elif isinstance(event, ToolCallEnd):
+            block = self.blocks[-1]
+            try:
+                block["input"] = json.loads(block.pop("_json") or "{}")
+            except ValueError:
+                block["input"] = {}
+            out += self._close()
+        elif isinstance(event, Finish):
+            out += self._close()
+            reason = STOP_REASONS[event.reason]
+            if reason == "tool_use" and self.faults.on("an-end-turn-after-tool-use"):
+                reason = "end_turn"
+            self.stop_reason = reason
+            self.final_usage = usage_json(event.usage, output_tokens=event.usage.completion_tokens)
+            out.append(sse("message_delta", {"type": "message_delta",
+                                             "delta": {"stop_reason": reason, "stop_sequence": None},
+                                             "usage": self.final_usage}))
+            if not self.faults.on("an-missing-message-stop"):
+                out.append(sse("message_stop", {"type": "message_stop"}))
+        return out
+
+    def message(self) -> dict[str, Any]:
+        for block in self.blocks:
+            block.pop("_json", None)
+        return {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
+                "content": self.blocks, "stop_reason": self.stop_reason, "stop_sequence": None,
+                "usage": self.final_usage}
+
+
+async def stream_frames(adapter: AnthropicStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    for frame in adapter.start():
+        yield frame
+    async for event in events:
+        for frame in adapter.feed(event):
+            yield frame
+
+
+def message_id() -> str:
+    return f"msg_{time.time_ns():x}"

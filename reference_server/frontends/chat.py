@@ -1,0 +1,243 @@
+"""OpenAI Chat Completions: POST /v1/chat/completions (stream and not).
+
+Tool-call deltas carry id, type and name only in the first delta of an index; later ones carry
+only argument fragments (the SDK concatenates every string field). With streaming tool dispatch
+on, each complete call is also announced by an `event: tool_call_dispatch` side frame (Dynamo).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+                                     ToolCallEnd, ToolCallStart)
+from reference_server.faults import Faults
+from reference_server.frontends.common import ApiError, expect, positive_int, sse
+
+
+def _content_text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content parts", param=where)
+    texts = []
+    for n, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise ApiError(400, f"{where}[{n}]: expected a content part object", param=where)
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") in ("image_url", "input_image", "image"):
+            texts.append("[image]")
+    return "\n".join(texts)
+
+
+def _assistant(raw: dict[str, Any], where: str) -> Message:
+    parts: list[Part] = []
+    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(Part(kind="reasoning", text=reasoning))
+    text = _content_text(raw.get("content"), f"{where}.content")
+    if text:
+        parts.append(Part(kind="text", text=text))
+    calls = raw.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ApiError(400, f"{where}.tool_calls: expected an array", param=f"{where}.tool_calls")
+    for n, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ApiError(400, f"{where}.tool_calls[{n}].function.name: field required", param=f"{where}.tool_calls")
+        arguments = fn.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        parts.append(Part(kind="tool_call", call=ToolCall(index=n, id=str(call.get("id", "")), name=fn["name"],
+                                                          arguments=arguments)))
+    return Message(role="assistant", parts=parts)
+
+
+def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise ApiError(400, "messages: expected a non-empty array", param="messages")
+    system: list[str] = []
+    messages: list[Message] = []
+    for n, raw in enumerate(raw_messages):
+        where = f"messages[{n}]"
+        if not isinstance(raw, dict):
+            raise ApiError(400, f"{where}: expected an object", param=where)
+        role = raw.get("role")
+        if role in ("system", "developer"):
+            text = _content_text(raw.get("content"), f"{where}.content")
+            if not messages:
+                system.append(text)
+            else:
+                messages.append(Message(role="system", text=text))
+        elif role == "user":
+            messages.append(Message(role="user", text=_content_text(raw.get("content"), f"{where}.content")))
+        elif role == "assistant":
+            messages.append(_assistant(raw, where))
+        elif role == "tool":
+            call_id = expect(raw, "tool_call_id", str, required=True, where=f"{where}.")
+            result = ToolResult(call_id=call_id, content=_content_text(raw.get("content"), f"{where}.content"))
+            if messages and messages[-1].role == "tool":
+                messages[-1].results.append(result)
+            else:
+                messages.append(Message(role="tool", results=[result]))
+        else:
+            raise ApiError(400, f"{where}.role: expected system, developer, user, assistant or tool, got {role!r}",
+                           param=f"{where}.role")
+    return system, messages
+
+
+def tools_of(raw: Any) -> list[ToolSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ApiError(400, "tools: expected an array", param="tools")
+    tools = []
+    for n, tool in enumerate(raw):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise ApiError(400, f"tools[{n}].function.name: field required", param="tools")
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise ApiError(400, f"tools[{n}].function.parameters: expected an object", param="tools")
+        tools.append(ToolSpec(name=fn["name"], description=str(fn.get("description") or ""), parameters=params))
+    return tools
+
+
+def tool_choice_of(raw: Any) -> ToolChoice:
+    if raw is None or raw == "auto":
+        return ToolChoice()
+    if raw in ("none", "required"):
+        return ToolChoice(mode=raw)
+    if isinstance(raw, dict) and isinstance(raw.get("function"), dict) and isinstance(raw["function"].get("name"), str):
+        return ToolChoice(mode="named", name=raw["function"]["name"])
+    if isinstance(raw, dict) and isinstance(raw.get("name"), str):  # Responses-style named choice
+        return ToolChoice(mode="named", name=raw["name"])
+    raise ApiError(400, "tool_choice: expected auto, none, required or a named function", param="tool_choice")
+
+
+def thinking_of(body: dict[str, Any]) -> bool | None:
+    kwargs = body.get("chat_template_kwargs")
+    if isinstance(kwargs, dict):
+        for key in ("enable_thinking", "thinking"):
+            if isinstance(kwargs.get(key), bool):
+                return kwargs[key]
+    if body.get("reasoning_effort") == "none":
+        return False
+    return None
+
+
+def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
+    model = expect(body, "model", str, required=True)
+    system, messages = messages_of(body.get("messages"))
+    max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
+    expect(body, "stream", bool)
+    for key in ("temperature", "top_p"):
+        expect(body, key, (int, float))
+    options = expect(body, "stream_options", dict)
+    if options is not None:
+        expect(options, "include_usage", bool, where="stream_options.")
+    stop = body.get("stop")
+    parallel = expect(body, "parallel_tool_calls", bool)
+    return Conversation(model=model, system=system, messages=messages, tools=tools_of(body.get("tools")),
+                        tool_choice=tool_choice_of(body.get("tool_choice")), max_tokens=max_tokens,
+                        thinking=thinking_of(body), parallel_tool_calls=parallel is not False,
+                        stop=[stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str)])
+
+
+def usage_json(usage: Any) -> dict[str, Any]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+
+
+class ChatStream:
+    """Internal events -> chat.completion.chunk frames (plus tool_call_dispatch side frames)."""
+
+    def __init__(self, *, completion_id: str, model: str, include_usage: bool, dispatch: bool, faults: Faults) -> None:
+        self.id = completion_id
+        self.model = model
+        self.created = int(time.time())
+        self.include_usage = include_usage
+        self.dispatch = dispatch and not faults.on("dispatch-missing")
+        self.faults = faults
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.reasoning = ""
+        self.content = ""
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse(None, {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                          "model": self.model, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                            "finish_reason": finish}]})
+
+    def start(self) -> list[bytes]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def feed(self, event: Event) -> list[bytes]:
+        if isinstance(event, ReasoningDelta):
+            self.reasoning += event.text
+            return [self._chunk({"reasoning_content": event.text})]
+        if isinstance(event, TextDelta):
+            self.content += event.text
+            return [self._chunk({"content": event.text})]
+        if isinstance(event, ToolCallStart):
+            self.calls[event.index] = {"id": event.id, "type": "function",
+                                       "function": {"name": event.name, "arguments": ""}}
+            return [self._chunk({"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
+                                                 "function": {"name": event.name, "arguments": ""}}]})]
+        if isinstance(event, ToolCallArgsDelta):
+            call = self.calls[event.index]
+            call["function"]["arguments"] += event.text
+            delta: dict[str, Any] = {"index": event.index, "function": {"arguments": event.text}}
+            if self.faults.on("chat-repeat-tool-id-name"):
+                delta = {"index": event.index, "id": call["id"], "type": "function",
+                         "function": {"name": call["function"]["name"], "arguments": event.text}}
+            return [self._chunk({"tool_calls": [delta]})]
+        if isinstance(event, ToolCallEnd):
+            if not self.dispatch:
+                return []
+            call = self.calls[event.index]
+            frame = sse("tool_call_dispatch", {"choice_index": 0, "tool_call": {
+                "index": event.index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}})
+            return [frame, frame] if self.faults.on("dispatch-twice") else [frame]
+        if isinstance(event, Finish):
+            reason = event.reason
+            if reason == "tool_calls" and self.faults.on("chat-finish-stop-after-tool-calls"):
+                reason = "stop"
+            self.finish_reason = reason
+            self.usage = usage_json(event.usage)
+            out = [self._chunk({}, finish=reason)]
+            if self.include_usage and not self.faults.on("chat-no-usage-chunk"):
+                out.append(sse(None, {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                                      "model": self.model, "choices": [], "usage": self.usage}))
+            if not self.faults.on("chat-no-done"):
+                out.append(b"data: [DONE]\n\n")
+            return out
+        return []
+
+    def completion(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        if self.calls:
+            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}],
+                "usage": self.usage}
+
+
+async def stream_frames(adapter: ChatStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    for frame in adapter.start():
+        yield frame
+    async for event in events:
+        for frame in adapter.feed(event):
+            yield frame

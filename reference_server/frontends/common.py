@@ -1,0 +1,158 @@
+"""What every frontend shares: body reading (size limit, Content-Encoding), auth, errors, SSE.
+
+Bad input gets the API's own error shape and a 4xx, never a 500: frontends raise `ApiError`, and
+the app renders it in the shape of the API the route belongs to.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hmac
+import io
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import zstandard
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from reference_server.faults import Faults
+
+ApiKind = Literal["anthropic", "openai"]
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
+                         415: "invalid_request_error", 429: "rate_limit_error", 500: "api_error",
+                         529: "overloaded_error"}
+
+
+@dataclass
+class ApiError(Exception):
+    status: int
+    message: str
+    param: str | None = None
+    code: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def error_response(error: ApiError, api: ApiKind, faults: Faults) -> JSONResponse:
+    status = error.status
+    if faults.on("bad-input-500") and status == 400:
+        status = 500
+    if faults.on("wrong-error-shape"):
+        return JSONResponse({"detail": error.message}, status_code=status)
+    if api == "anthropic":
+        kind = ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": error.message}}
+    else:
+        kind = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error",
+                429: "rate_limit_error"}.get(status, "invalid_request_error" if status < 500 else "server_error")
+        body = {"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}}
+    return JSONResponse(body, status_code=status)
+
+
+def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return data
+    try:
+        if encoding == "zstd":
+            out = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read(limit + 1)
+        elif encoding in ("gzip", "x-gzip"):
+            out = gzip.GzipFile(fileobj=io.BytesIO(data)).read(limit + 1)
+        elif encoding == "deflate":
+            out = zlib.decompressobj().decompress(data, limit + 1)
+        else:
+            raise ApiError(415, f"unsupported Content-Encoding {encoding!r} (identity, gzip, deflate, zstd)")
+    except ApiError:
+        raise
+    except Exception as exc:  # corrupt compressed data is the client's fault
+        raise ApiError(400, f"could not decode {encoding} request body: {exc}") from exc
+    if len(out) > limit:
+        raise ApiError(413, f"request body over {limit} bytes once decompressed")
+    return out
+
+
+async def read_json(request: Request, *, limit: int) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body of {declared} bytes is over the limit of {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    for encoding in reversed(request.headers.get("content-encoding", "").split(",")):
+        raw = _decompress(raw, encoding, limit)
+    if not raw.strip():
+        raise ApiError(400, "request body is empty; expected a JSON object")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+def check_auth(request: Request, api_key: str | None) -> None:
+    if not api_key:
+        return
+    given = request.headers.get("x-api-key") or request.headers.get("api-key") or ""
+    auth = request.headers.get("authorization", "")
+    if not given and auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    # Constant-time comparison: the time taken tells nothing about how much of the key matched.
+    if not hmac.compare_digest(given.encode(), api_key.encode()):
+        raise ApiError(401, "invalid or missing API key" if given else "missing API key (x-api-key or Bearer)")
+
+
+def sse(event: str | None, data: Any) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+# --- small validators shared by the request parsers --------------------------------------------
+
+def expect(body: dict[str, Any], key: str, kinds: type | tuple[type, ...], *, required: bool = False,
+           where: str = "") -> Any:
+    name = f"{where}{key}"
+    if key not in body or body[key] is None:
+        if required:
+            raise ApiError(400, f"{name}: field required", param=name)
+        return None
+    value = body[key]
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise ApiError(400, f"{name}: expected {_names(kinds)}, got a boolean", param=name)
+    if not isinstance(value, kinds):
+        raise ApiError(400, f"{name}: expected {_names(kinds)}, got {type(value).__name__}", param=name)
+    return value
+
+
+def _names(kinds: type | tuple[type, ...]) -> str:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    table = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "an array",
+             dict: "an object"}
+    return " or ".join(table.get(k, k.__name__) for k in kinds)
+
+
+def positive_int(body: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    value = expect(body, key, int, required=required)
+    if value is not None and value < 1:
+        raise ApiError(400, f"{key}: must be at least 1", param=key)
+    return value
+
+
+def has_cache_control(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return "cache_control" in obj or any(has_cache_control(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(has_cache_control(v) for v in obj)
+    return False

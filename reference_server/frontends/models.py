@@ -1,0 +1,51 @@
+"""GET /v1/models and /v1/models/{model_id}: ids with '/' work raw and as %2F.
+
+Anthropic's shape when the client sends `anthropic-version`, OpenAI's list shape otherwise (as
+Dynamo does). Each entry carries the engine, its device and settings as metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+
+from reference_server.frontends.common import ApiError
+from reference_server.service import Service
+
+CREATED = 1767225600  # 2026-01-01, fixed so answers are stable
+
+
+def _entry(service: Service, model_id: str, anthropic: bool) -> dict[str, Any]:
+    profile = service.profiles[model_id]
+    meta = {"family": profile.family.name, "reasoning_parser": profile.reasoning_parser,
+            "tool_call_parser": profile.tool_parser, "engine": service.engine.describe()}
+    if anthropic:
+        return {"id": model_id, "type": "model", "display_name": model_id.rsplit("/", 1)[-1],
+                "created_at": "2026-01-01T00:00:00Z", "metadata": meta}
+    return {"id": model_id, "object": "model", "created": CREATED, "owned_by": "harnesscheck", "metadata": meta}
+
+
+def wants_anthropic(request: Request) -> bool:
+    return "anthropic-version" in request.headers
+
+
+def list_models(service: Service, request: Request) -> dict[str, Any]:
+    anthropic = wants_anthropic(request)
+    data = [_entry(service, m, anthropic) for m in service.profiles]
+    if anthropic:
+        return {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
+    return {"object": "list", "data": data}
+
+
+def get_model(service: Service, request: Request) -> dict[str, Any]:
+    raw_path = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+    prefix = "/v1/models/"
+    raw_id = raw_path[raw_path.index(prefix) + len(prefix):] if prefix in raw_path else request.path_params["model_id"]
+    model_id = raw_id if service.faults.on("model-percent-2f-not-decoded") else unquote(raw_id)
+    if service.faults.on("model-slash-404") and "/" in model_id:
+        raise ApiError(404, f"model '{model_id}' not found")
+    if model_id not in service.profiles:
+        raise ApiError(404, f"model '{model_id}' not found")
+    return _entry(service, model_id, wants_anthropic(request))

@@ -1,0 +1,338 @@
+"""OpenAI Responses: POST /v1/responses (stream and not), as Codex uses it.
+
+Input items become the internal conversation (consecutive reasoning / assistant message /
+function_call items form one assistant turn, in order); `previous_response_id` prepends the stored
+input and output of that response; reasoning items come back with `encrypted_content` when asked,
+and such items sent back restore the reasoning into the next prompt. Every event carries a
+`sequence_number` that increases by one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+                                     ToolCallEnd, ToolCallStart)
+from reference_server.faults import Faults
+from reference_server.frontends.chat import tool_choice_of
+from reference_server.frontends.common import ApiError, expect, positive_int, sse
+from reference_server.signing import pack_reasoning, unpack_reasoning
+
+ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store", "text", "truncation",
+          "metadata", "max_output_tokens", "temperature", "top_p", "previous_response_id", "prompt_cache_key",
+          "include", "user", "service_tier")
+
+
+class ResponseStore:
+    """Stored responses for previous_response_id: the whole conversation after each one (LRU)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, list[Message]] = OrderedDict()
+
+    def put(self, response_id: str, messages: list[Message]) -> None:
+        self._items[response_id] = copy.deepcopy(messages)
+        self._items.move_to_end(response_id)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def get(self, response_id: str) -> list[Message] | None:
+        found = self._items.get(response_id)
+        return copy.deepcopy(found) if found is not None else None
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content parts", param=where)
+    out = []
+    for part in content:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            out.append(part["text"])
+        elif isinstance(part, dict) and part.get("type") in ("input_image", "input_file"):
+            out.append("[attachment]")
+    return "\n".join(out)
+
+
+def _reasoning_text(item: dict[str, Any]) -> str:
+    token = item.get("encrypted_content")
+    if isinstance(token, str):
+        unpacked = unpack_reasoning(token)
+        if unpacked is not None:
+            return unpacked
+    for key in ("content", "summary"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            text = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+            if text:
+                return text
+    return ""
+
+
+def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
+    """Input items -> (leading system/developer texts, messages)."""
+    if isinstance(items, str):
+        return [], [Message(role="user", text=items)]
+    if not isinstance(items, list):
+        raise ApiError(400, "input: expected a string or an array of items", param="input")
+    system: list[str] = []
+    messages: list[Message] = []
+
+    def assistant() -> Message:
+        if not messages or messages[-1].role != "assistant":
+            messages.append(Message(role="assistant"))
+        return messages[-1]
+
+    for n, item in enumerate(items):
+        where = f"input[{n}]"
+        if not isinstance(item, dict):
+            raise ApiError(400, f"{where}: expected an object", param=where)
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            text = _text(item.get("content"), f"{where}.content")
+            if role in ("system", "developer"):
+                (system.append(text) if not messages else messages.append(Message(role="system", text=text)))
+            elif role == "user":
+                messages.append(Message(role="user", text=text))
+            elif role == "assistant":
+                if text:
+                    assistant().parts.append(Part(kind="text", text=text))
+            else:
+                raise ApiError(400, f"{where}.role: expected user, assistant, system or developer", param=where)
+        elif kind == "reasoning":
+            text = _reasoning_text(item)
+            if text:
+                assistant().parts.append(Part(kind="reasoning", text=text))
+        elif kind in ("function_call", "custom_tool_call"):
+            name = expect(item, "name", str, required=True, where=f"{where}.")
+            call_id = expect(item, "call_id", str, required=True, where=f"{where}.")
+            arguments = item.get("arguments", item.get("input", "{}"))
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            turn = assistant()
+            turn.parts.append(Part(kind="tool_call", call=ToolCall(index=len(turn.tool_calls), id=call_id, name=name,
+                                                                   arguments=arguments)))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = expect(item, "call_id", str, required=True, where=f"{where}.")
+            output = item.get("output", "")
+            result = ToolResult(call_id=call_id, content=output if isinstance(output, str) else _text(output, where))
+            if messages and messages[-1].role == "tool":
+                messages[-1].results.append(result)
+            else:
+                messages.append(Message(role="tool", results=[result]))
+        elif kind is None:
+            raise ApiError(400, f"{where}.type: field required", param=where)
+        # Other item types (local_shell_call, web_search_call, item_reference...) are accepted and skipped.
+    return system, messages
+
+
+def tools_of(raw: Any) -> list[ToolSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ApiError(400, "tools: expected an array", param="tools")
+    tools = []
+    for n, tool in enumerate(raw):
+        if not isinstance(tool, dict):
+            raise ApiError(400, f"tools[{n}]: expected an object", param="tools")
+        if tool.get("type") == "function":
+            name = expect(tool, "name", str, required=True, where=f"tools[{n}].")
+            params = tool.get("parameters") or {"type": "object", "properties": {}}
+            tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""), parameters=params))
+        elif tool.get("type") == "custom" and isinstance(tool.get("name"), str):
+            tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description") or ""),
+                                  parameters={"type": "object", "properties": {"input": {"type": "string"}}}))
+    return tools
+
+
+def thinking_of(body: dict[str, Any]) -> bool | None:
+    reasoning = body.get("reasoning")
+    if reasoning is None:
+        return None
+    if not isinstance(reasoning, dict):
+        raise ApiError(400, "reasoning: expected an object", param="reasoning")
+    return reasoning.get("effort") not in ("none",)
+
+
+def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) -> Conversation:
+    model = expect(body, "model", str, required=True)
+    if "input" not in body:
+        raise ApiError(400, "input: field required", param="input")
+    system, messages = items_to_messages(body["input"])
+    previous = expect(body, "previous_response_id", str)
+    if previous and not faults.on("rs-ignore-previous-response-id"):
+        prior = store.get(previous)
+        if prior is None:
+            raise ApiError(400, f"Previous response with id '{previous}' not found.", param="previous_response_id")
+        messages = prior + messages
+    instructions = expect(body, "instructions", str)
+    expect(body, "stream", bool)
+    expect(body, "store", bool)
+    parallel = expect(body, "parallel_tool_calls", bool)
+    include = expect(body, "include", list) or []
+    for value in include:
+        if not isinstance(value, str):
+            raise ApiError(400, "include: expected an array of strings", param="include")
+    return Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages,
+                        tools=tools_of(body.get("tools")), tool_choice=tool_choice_of(body.get("tool_choice")),
+                        max_tokens=positive_int(body, "max_output_tokens"), thinking=thinking_of(body),
+                        parallel_tool_calls=parallel is not False)
+
+
+class ResponsesStream:
+    """Internal events -> Responses events with sequence numbers, items in output order."""
+
+    def __init__(self, *, response_id: str, body: dict[str, Any], faults: Faults) -> None:
+        self.id = response_id
+        self.body = body
+        self.faults = faults
+        self.seq = 0
+        self.output: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.include_encrypted = "reasoning.encrypted_content" in (body.get("include") or [])
+        self.created_at = int(time.time())
+        self.usage: dict[str, Any] | None = None
+        self.status = "in_progress"
+        self.incomplete: dict[str, Any] | None = None
+        self.parts: list[Part] = []  # the turn, for the response store
+
+    def response(self) -> dict[str, Any]:
+        echoed = {k: self.body.get(k) for k in ECHOED}
+        echoed["tools"] = echoed["tools"] or []
+        echoed["parallel_tool_calls"] = self.body.get("parallel_tool_calls", True)
+        echoed["store"] = self.body.get("store", True)
+        echoed["tool_choice"] = self.body.get("tool_choice", "auto")
+        echoed["truncation"] = self.body.get("truncation", "disabled")
+        return {"id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
+                "model": self.body.get("model"), "output": copy.deepcopy(self.output), "usage": self.usage,
+                "error": None, "incomplete_details": self.incomplete, **echoed}
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        payload = {"type": kind, "sequence_number": self.seq, **fields}
+        self.seq += 2 if (self.faults.on("rs-sequence-gap") and self.seq == 3) else 1
+        return sse(kind, payload)
+
+    def start(self) -> list[bytes]:
+        return [self._event("response.created", response=self.response()),
+                self._event("response.in_progress", response=self.response())]
+
+    def _where(self) -> dict[str, Any]:
+        assert self.open is not None
+        return {"item_id": self.open["id"], "output_index": len(self.output) - 1}
+
+    def _open(self, item: dict[str, Any]) -> list[bytes]:
+        out = self._close()
+        self.output.append(item)
+        self.open = item
+        out.append(self._event("response.output_item.added", output_index=len(self.output) - 1,
+                               item=copy.deepcopy(item)))
+        if item["type"] == "message":
+            out.append(self._event("response.content_part.added", content_index=0, **self._where(),
+                                   part={"type": "output_text", "text": "", "annotations": []}))
+        return out
+
+    def _close(self) -> list[bytes]:
+        item = self.open
+        if item is None:
+            return []
+        out = []
+        where = self._where()
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            out.append(self._event("response.output_text.done", content_index=0, text=text, logprobs=[], **where))
+            out.append(self._event("response.content_part.done", content_index=0, part=item["content"][0], **where))
+        elif item["type"] == "reasoning":
+            text = item["content"][0]["text"]
+            out.append(self._event("response.reasoning_text.done", content_index=0, text=text, **where))
+            if self.include_encrypted:
+                item["encrypted_content"] = pack_reasoning(text)
+            if (self.body.get("reasoning") or {}).get("summary"):
+                item["summary"] = [{"type": "summary_text", "text": text}]
+        elif item["type"] == "function_call":
+            arguments = item["arguments"]
+            if self.faults.on("rs-arguments-done-mismatch"):
+                arguments = arguments.rstrip("}") + ', "extra": 1}' if arguments.endswith("}") else arguments + " "
+            out.append(self._event("response.function_call_arguments.done", arguments=arguments, name=item["name"],
+                                   **where))
+        item["status"] = "completed"
+        if not self.faults.on("rs-missing-output-item-done"):
+            out.append(self._event("response.output_item.done", output_index=where["output_index"],
+                                   item=copy.deepcopy(item)))
+        self.open = None
+        return out
+
+    def feed(self, event: Event) -> list[bytes]:
+        out: list[bytes] = []
+        if isinstance(event, ReasoningDelta):
+            if not self.open or self.open["type"] != "reasoning":
+                out += self._open({"id": f"rs_{self.id[5:]}_{len(self.output)}", "type": "reasoning", "summary": [],
+                                   "content": [{"type": "reasoning_text", "text": ""}]})
+            self.open["content"][0]["text"] += event.text
+            self._part("reasoning", event.text)
+            out.append(self._event("response.reasoning_text.delta", content_index=0, delta=event.text, **self._where()))
+        elif isinstance(event, TextDelta):
+            if not self.open or self.open["type"] != "message":
+                out += self._open({"id": f"msg_{self.id[5:]}_{len(self.output)}", "type": "message",
+                                   "status": "in_progress", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": "", "annotations": []}]})
+            self.open["content"][0]["text"] += event.text
+            self._part("text", event.text)
+            out.append(self._event("response.output_text.delta", content_index=0, delta=event.text, logprobs=[],
+                                   **self._where()))
+        elif isinstance(event, ToolCallStart):
+            item = {"id": f"fc_{self.id[5:]}_{len(self.output)}", "type": "function_call", "status": "in_progress",
+                    "call_id": event.id, "name": event.name, "arguments": ""}
+            if self.faults.on("rs-missing-call-id"):
+                del item["call_id"]
+            out += self._open(item)
+            self.parts.append(Part(kind="tool_call", call=ToolCall(index=event.index, id=event.id, name=event.name)))
+        elif isinstance(event, ToolCallArgsDelta):
+            self.open["arguments"] += event.text
+            self.parts[-1].call.arguments += event.text
+            out.append(self._event("response.function_call_arguments.delta", delta=event.text, **self._where()))
+        elif isinstance(event, ToolCallEnd):
+            out += self._close()
+        elif isinstance(event, Finish):
+            out += self._close()
+            u = event.usage
+            reasoning_tokens = 0
+            self.usage = {"input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": u.cached_tokens},
+                          "output_tokens": u.completion_tokens,
+                          "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+                          "total_tokens": u.prompt_tokens + u.completion_tokens}
+            if event.reason == "length":
+                self.status = "incomplete"
+                self.incomplete = {"reason": "max_output_tokens"}
+            else:
+                self.status = "completed"
+            if not self.faults.on("rs-missing-completed"):
+                out.append(self._event(f"response.{self.status}", response=self.response()))
+        return out
+
+    def _part(self, kind: str, text: str) -> None:
+        if self.parts and self.parts[-1].kind == kind:
+            self.parts[-1].text += text
+        else:
+            self.parts.append(Part(kind=kind, text=text))  # type: ignore[arg-type]
+
+
+async def stream_frames(adapter: ResponsesStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    for frame in adapter.start():
+        yield frame
+    async for event in events:
+        for frame in adapter.feed(event):
+            yield frame
+
+
+def response_id() -> str:
+    return f"resp_{time.time_ns():x}"

@@ -1,0 +1,78 @@
+"""POST /tokenize and /detokenize (also under /v1), in Dynamo's and vLLM's shape.
+
+Prompt form: `{model?, prompt, add_special_tokens}`. Chat form: `{model?, messages,
+add_generation_prompt, tools, chat_template_kwargs}` renders the chat template, so it shows how
+the server rebuilds history. As an extension, `messages` may also be in the Anthropic shape
+(thinking / tool_use / tool_result blocks, which can express interleaved reasoning) and `input`
+may hold Responses items.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reference_server.conversation import Conversation
+from reference_server.frontends import anthropic, chat, responses
+from reference_server.frontends.common import ApiError, expect
+from reference_server.service import Service
+
+ANTHROPIC_BLOCKS = {"thinking", "redacted_thinking", "tool_use", "tool_result"}
+
+
+def _is_anthropic_shape(messages: list[Any]) -> bool:
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ANTHROPIC_BLOCKS for b in content):
+            return True
+    return False
+
+
+def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
+    model = body.get("model") or service.default_model
+    if "input" in body:
+        system, messages = responses.items_to_messages(body["input"])
+        conv = Conversation(model=model, system=system, messages=messages, tools=responses.tools_of(body.get("tools")))
+    elif isinstance(body.get("messages"), list) and _is_anthropic_shape(body["messages"]):
+        conv = Conversation(model=model, system=anthropic._system_blocks(body.get("system")),
+                            messages=anthropic.messages_of(body["messages"], service.faults),
+                            tools=anthropic.tools_of(body.get("tools")))
+    else:
+        system, messages = chat.messages_of(body.get("messages"))
+        tools = body.get("tools")
+        conv = Conversation(model=model, system=system, messages=messages, tools=chat.tools_of(tools))
+    kwargs = body.get("chat_template_kwargs") or {}
+    if isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
+        conv.thinking = kwargs["enable_thinking"]
+    service.profile(conv.model)
+    return conv
+
+
+def tokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
+    max_len = 1 << 20
+    if "prompt" in body:
+        prompt = expect(body, "prompt", str, required=True)
+        ids = service.tokenizer.encode(prompt)
+        text = prompt
+    elif "messages" in body or "input" in body:
+        conv = _conversation(service, body)
+        add_prompt = body.get("add_generation_prompt", True)
+        if not isinstance(add_prompt, bool):
+            raise ApiError(400, "add_generation_prompt: expected a boolean", param="add_generation_prompt")
+        rendered = service.prompt(conv, add_generation_prompt=add_prompt)
+        ids, text = rendered.ids, rendered.text
+    else:
+        raise ApiError(400, "expected `prompt` (text) or `messages` (chat form)", param="prompt")
+    out: dict[str, Any] = {"count": len(ids), "max_model_len": max_len, "tokens": ids}
+    if body.get("return_token_strs"):
+        out["token_strs"] = service.tokenizer.token_strs(ids)
+    if body.get("return_text"):  # extension: the rendered prompt text
+        out["text"] = text
+    return out
+
+
+def detokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
+    tokens = expect(body, "tokens", list, required=True)
+    vocab = service.tokenizer.vocab_size
+    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in tokens):
+        raise ApiError(400, f"tokens: expected integers in [0, {vocab})", param="tokens")
+    return {"prompt": service.tokenizer.decode(tokens)}
