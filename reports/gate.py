@@ -73,7 +73,8 @@ class BenchmarkDelta:
     n_current: int
     ratio: float | None  # > 1 means worse, whichever way "better" points
     ci95: tuple[float, float] | None
-    verdict: str  # regression | slower (not clear) | slower (within threshold) | faster | no clear change | no samples
+    verdict: str  # regression | slower (not clear) | slower (within threshold) | faster | no clear change
+    #               | no samples | undefined (median 0)
     gating: bool
 
 
@@ -118,12 +119,25 @@ def bootstrap_ratio_ci(
     """Percentile bootstrap CI of median(numerator) / median(denominator).
 
     Each sample set is resampled independently with replacement, `n_boot` times, from a seeded
-    generator, so the same inputs always give the same interval.
+    generator, so the same inputs always give the same interval. Uses `stats.bootstrap.ratio_ci`
+    (the kit's shared implementation) when it is importable, else the small local one below.
+    Raises ValueError when a side is empty or the denominator's median is 0.
     """
     num = np.asarray(numerator, dtype=float)
     den = np.asarray(denominator, dtype=float)
     if num.size == 0 or den.size == 0:
         raise ValueError("bootstrap_ratio_ci needs samples on both sides")
+    if np.median(den) == 0:
+        raise ValueError("the denominator's median is 0: the ratio is undefined")
+    try:
+        from stats.bootstrap import ratio_ci
+    except ImportError:
+        return _local_ratio_ci(num, den, n_boot=n_boot, confidence=confidence, seed=seed)
+    ci = ratio_ci(num, den, np.median, confidence=confidence, resamples=n_boot, seed=seed)
+    return float(ci.low), float(ci.high)
+
+
+def _local_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, confidence: float, seed: int) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
     ratios = np.empty(n_boot)
     chunk = max(1, int(2_000_000 // max(num.size, den.size)))
@@ -212,7 +226,12 @@ def _compare_benchmarks(
                 continue
             med_b, med_c = float(np.median(xs_b)), float(np.median(xs_c))
             num, den = (xs_c, xs_b) if better == "lower" else (xs_b, xs_c)
-            ratio = float(np.median(num) / np.median(den)) if np.median(den) != 0 else float("inf")
+            if np.median(den) == 0:
+                report.benchmarks.append(BenchmarkDelta(
+                    bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
+                    int(xs_b.size), int(xs_c.size), None, None, "undefined (median 0)", False))
+                continue
+            ratio = float(np.median(num) / np.median(den))
             lo, hi = bootstrap_ratio_ci(num, den, n_boot=n_boot, seed=seed)
             limit = 1 + threshold
             if lo > limit:

@@ -192,3 +192,21 @@ def test_gate_command_input_errors(tmp_path, baseline, capsys):
     with pytest.raises(SystemExit) as info:
         main(["gate", "--current", c])
     assert info.value.code == 2
+
+
+def test_local_bootstrap_agrees_with_the_shared_one():
+    from reports.gate import _local_ratio_ci
+
+    rng = np.random.default_rng(3)
+    a, b = 150 + rng.normal(0, 6, 30), 100 + rng.normal(0, 4, 30)
+    lo, hi = _local_ratio_ci(a, b, n_boot=4000, confidence=0.95, seed=0)
+    lo2, hi2 = bootstrap_ratio_ci(a, b, n_boot=4000)
+    assert abs(lo - lo2) < 0.02 and abs(hi - hi2) < 0.02
+
+
+def test_zero_median_baseline_is_reported_not_gated(baseline):
+    base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
+    base["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [0.0, 0.0, 0.0])]}]
+    cur["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [5.0, 6.0, 7.0])]}]
+    report = gate(base, cur)
+    assert report.passed and report.benchmarks[0].verdict == "undefined (median 0)"
