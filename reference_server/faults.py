@@ -66,6 +66,12 @@ _ALL = [
     Fault("an-missing-block-stop", "a content block is never stopped", "API_FACTS: stream events"),
     Fault("an-end-turn-after-tool-use", "stop_reason end_turn after tool_use blocks", "API_FACTS: stop_reason"),
     Fault("an-missing-message-stop", "stream ends without message_stop", "API_FACTS: stream events"),
+    Fault("an-event-name-mismatch", "SSE event name differs from the data's type", "API_FACTS: event name equals type"),
+    Fault("an-usage-missing", "message_delta carries no usage", "API_FACTS: message_delta.usage output_tokens required"),
+    Fault("anthropic-models-shape-ignored", "GET /v1/models answers the OpenAI shape even with anthropic-version",
+          "API_FACTS: GET /v1/models Anthropic shape"),
+    Fault("detokenize-drops-special", "detokenize skips special tokens, so tokenize/detokenize does not round-trip",
+          "API_FACTS: tokenizer endpoints"),
     # Chat stream grammar.
     Fault("chat-repeat-tool-id-name", "tool-call id and name repeated in later deltas",
           "API_FACTS: the SDK concatenates string fields"),
@@ -80,6 +86,12 @@ _ALL = [
     Fault("rs-missing-completed", "stream closes without response.completed", "API_FACTS: Codex fails such turns"),
     Fault("rs-ignore-previous-response-id", "previous_response_id ignored", "API_FACTS: previous_response_id order"),
     Fault("rs-missing-call-id", "function_call item without call_id", "API_FACTS: Codex drops such calls"),
+    Fault("rs-no-encrypted-content", "reasoning items lack encrypted_content though include asks for it",
+          "API_FACTS: include reasoning.encrypted_content"),
+    Fault("rs-fields-dropped", "Responses request fields (store, parallel_tool_calls, text) dropped from the response",
+          "article 1: fields lost inside the server (PR #6089)"),
+    Fault("reject-compressed-body", "zstd/gzip request bodies (Content-Encoding) rejected",
+          "article 1: Codex request compression"),
 ]
 
 FAULTS: dict[str, Fault] = {f.name: f for f in _ALL}
