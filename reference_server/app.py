@@ -56,7 +56,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         return wrapped
 
     async def body_of(request: Request) -> dict[str, Any]:
-        return await read_json(request, limit=config.max_body_bytes)
+        return await read_json(request, limit=config.max_body_bytes, faults=faults)
 
     async def messages(request: Request) -> Response:
         if not config.enable_anthropic_api:

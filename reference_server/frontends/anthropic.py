@@ -253,6 +253,8 @@ class AnthropicStream:
         return out
 
     def _delta(self, delta: dict[str, Any]) -> bytes:
+        if self.faults.on("an-event-name-mismatch"):
+            return sse("delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
         return sse("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
 
     def feed(self, event: Event) -> list[bytes]:
@@ -290,9 +292,12 @@ class AnthropicStream:
                 reason = "end_turn"
             self.stop_reason = reason
             self.final_usage = usage_json(event.usage, output_tokens=event.usage.completion_tokens)
-            out.append(sse("message_delta", {"type": "message_delta",
-                                             "delta": {"stop_reason": reason, "stop_sequence": None},
-                                             "usage": self.final_usage}))
+            delta_event: dict[str, Any] = {"type": "message_delta",
+                                           "delta": {"stop_reason": reason, "stop_sequence": None},
+                                           "usage": self.final_usage}
+            if self.faults.on("an-usage-missing"):
+                del delta_event["usage"]
+            out.append(sse("message_delta", delta_event))
             if not self.faults.on("an-missing-message-stop"):
                 out.append(sse("message_stop", {"type": "message_stop"}))
         return out

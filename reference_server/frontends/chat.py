@@ -133,7 +133,14 @@ def thinking_of(body: dict[str, Any]) -> bool | None:
     return None
 
 
+KNOWN_FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
+                "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "n", "seed", "user",
+                "response_format", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty"}
+
+
 def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
+    if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
+        raise ApiError(400, f"Unrecognized request argument supplied: {sorted(set(body) - KNOWN_FIELDS)[0]}")
     model = expect(body, "model", str, required=True)
     system, messages = messages_of(body.get("messages"))
     max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")

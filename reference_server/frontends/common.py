@@ -77,7 +77,7 @@ def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-async def read_json(request: Request, *, limit: int) -> dict[str, Any]:
+async def read_json(request: Request, *, limit: int, faults: Faults | None = None) -> dict[str, Any]:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"request body of {declared} bytes is over the limit of {limit}")
@@ -88,6 +88,8 @@ async def read_json(request: Request, *, limit: int) -> dict[str, Any]:
             raise ApiError(413, f"request body over the limit of {limit} bytes")
         chunks.append(chunk)
     raw = b"".join(chunks)
+    if faults is not None and faults.on("reject-compressed-body") and request.headers.get("content-encoding"):
+        raise ApiError(415, "Content-Encoding is not supported")
     for encoding in reversed(request.headers.get("content-encoding", "").split(",")):
         raw = _decompress(raw, encoding, limit)
     if not raw.strip():

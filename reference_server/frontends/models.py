@@ -28,7 +28,8 @@ def _entry(service: Service, model_id: str, anthropic: bool) -> dict[str, Any]:
 
 
 def wants_anthropic(request: Request) -> bool:
-    return "anthropic-version" in request.headers
+    service: Service = request.app.state.service
+    return "anthropic-version" in request.headers and not service.faults.on("anthropic-models-shape-ignored")
 
 
 def list_models(service: Service, request: Request) -> dict[str, Any]:

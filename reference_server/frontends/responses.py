@@ -164,7 +164,14 @@ def thinking_of(body: dict[str, Any]) -> bool | None:
     return reasoning.get("effort") not in ("none",)
 
 
+KNOWN_FIELDS = {"model", "input", "instructions", "stream", "tools", "tool_choice", "parallel_tool_calls",
+                "reasoning", "store", "include", "previous_response_id", "text", "max_output_tokens", "temperature",
+                "top_p", "metadata", "truncation", "user", "service_tier"}
+
+
 def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) -> Conversation:
+    if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
+        raise ApiError(400, f"Unknown parameter: '{sorted(set(body) - KNOWN_FIELDS)[0]}'.")
     model = expect(body, "model", str, required=True)
     if "input" not in body:
         raise ApiError(400, "input: field required", param="input")
@@ -208,9 +215,12 @@ class ResponsesStream:
 
     def response(self) -> dict[str, Any]:
         echoed = {k: self.body.get(k) for k in ECHOED}
+        if self.faults.on("rs-fields-dropped"):
+            echoed = {k: None for k in ECHOED}
         echoed["tools"] = echoed["tools"] or []
-        echoed["parallel_tool_calls"] = self.body.get("parallel_tool_calls", True)
-        echoed["store"] = self.body.get("store", True)
+        if not self.faults.on("rs-fields-dropped"):
+            echoed["parallel_tool_calls"] = self.body.get("parallel_tool_calls", True)
+            echoed["store"] = self.body.get("store", True)
         echoed["tool_choice"] = self.body.get("tool_choice", "auto")
         echoed["truncation"] = self.body.get("truncation", "disabled")
         return {"id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
@@ -254,7 +264,7 @@ class ResponsesStream:
         elif item["type"] == "reasoning":
             text = item["content"][0]["text"]
             out.append(self._event("response.reasoning_text.done", content_index=0, text=text, **where))
-            if self.include_encrypted:
+            if self.include_encrypted and not self.faults.on("rs-no-encrypted-content"):
                 item["encrypted_content"] = pack_reasoning(text)
             if (self.body.get("reasoning") or {}).get("summary"):
                 item["summary"] = [{"type": "summary_text", "text": text}]

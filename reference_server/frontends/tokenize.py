@@ -75,4 +75,6 @@ def detokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
     vocab = service.tokenizer.vocab_size
     if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in tokens):
         raise ApiError(400, f"tokens: expected integers in [0, {vocab})", param="tokens")
+    if service.faults.on("detokenize-drops-special"):
+        return {"prompt": service.tokenizer.hf.decode(tokens, skip_special_tokens=True)}
     return {"prompt": service.tokenizer.decode(tokens)}
