@@ -122,3 +122,17 @@ def test_report_command_bad_input_exits_2(tmp_path, capsys):
     assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 2
     assert "'run' is a required property" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "none.json"), "--out", str(tmp_path / "r.html")]) == 2
+
+
+def test_comparison_in_the_shape_stats_compare_writes():
+    doc = factory.results()
+    doc["comparisons"] = [{
+        "name": "kept-vs-dropped", "metric": "resolved", "a": "kept", "b": "dropped", "n_tasks": 40,
+        "totals": {"a": 31, "b": 24}, "means": {"a": 0.775, "b": 0.6},
+        "difference": {"definition": "b - a", "total": -7, "mean": -0.175},
+        "wins": 9, "losses": 2, "ties": 29, "p_permutation": 0.0004, "p_wilcoxon": None,
+        "ci95_mean_diff": [-0.325, -0.025],
+    }]
+    html = render_report(doc, generated_at="test")
+    assert "kept-vs-dropped" in html and "0.775" in html and "-0.175" in html and "(b - a)" in html
+    assert "&lt; 0.001" in html
