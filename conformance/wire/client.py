@@ -16,8 +16,9 @@ enforces the deadline exactly. Timeouts, refused or reset connections, a stream 
 oversize frames and a wrong content type all end up in ``Transcript.error`` (with
 ``error_kind``), keeping the frames received so far.
 
-Headers are sent as given and stored redacted; the secret values are also scrubbed from the
-stored URL, request body and error texts.
+Headers are sent as given and stored redacted; the secret values they carry are also scrubbed
+from the stored URL, request body, response body, frames and error texts (a server that echoes a
+key back must not get it written to disk).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
-from .redact import redact_headers, redact_text, redact_url, secrets_from_headers
-from .sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
+from .redact import REDACTED, redact_headers, redact_text, redact_url, secrets_from_headers
+from .sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder, SSEFrame, _parse_data
 from .transcript import Chunk, Timings, Transcript
 
 __all__ = [
@@ -70,6 +72,7 @@ class _Recording:
         secret_headers: Iterable[str],
     ) -> None:
         self.secrets = secrets_from_headers(headers, secret_headers)
+        self._secret_bytes = [s.encode("utf-8", "replace") for s in self.secrets]
         self.raw_url = url
         self.safe_url = redact_text(redact_url(url), self.secrets)
         body = json_body
@@ -123,15 +126,30 @@ class _Recording:
         if time.monotonic_ns() >= self.deadline_ns:
             raise _Deadline()
 
-    def _add_frames(self, frames: list[Any]) -> None:
+    def _add_frames(self, frames: list[SSEFrame]) -> None:
         if not frames:
             return
+        if self._secret_bytes:
+            frames = [self._scrub_frame(f) for f in frames]
         if self.t.timings.first_frame_ns is None:
             for f in frames:
                 if f.kind == "event":
                     self.t.timings.first_frame_ns = f.t_ns
                     break
         self.t.frames.extend(frames)
+
+    def _scrub_frame(self, f: SSEFrame) -> SSEFrame:
+        if not any(s in f.raw for s in self._secret_bytes):
+            return f
+        data = redact_text(f.data, self.secrets)
+        parsed, err, done = _parse_data(data) if f.kind == "event" else (None, f.json_error, False)
+        return replace(f, raw=self._scrub(f.raw), data=data, json=parsed, json_error=err, done=done,
+                       comment=None if f.comment is None else redact_text(f.comment, self.secrets))
+
+    def _scrub(self, data: bytes) -> bytes:
+        for s in self._secret_bytes:
+            data = data.replace(s, REDACTED.encode())
+        return data
 
     def fail(self, kind: str, message: str) -> None:
         if self.t.error is None:
@@ -151,7 +169,7 @@ class _Recording:
             except Exception as exc:  # pragma: no cover - flush only raises on misuse
                 self.fail("kit", repr(exc))
         elif self.t.status is not None:
-            self.t.body = bytes(self._body)
+            self.t.body = self._scrub(bytes(self._body))
             if self.expect_stream and 200 <= self.t.status < 300:
                 ctype = self.t.content_type or "(none)"
                 self.fail("content_type", f"expected text/event-stream, got content-type {ctype}")

@@ -253,6 +253,8 @@ class SSEDecoder:
                 break
             if m.group() == b"\r" and m.end() == n and not final:
                 break  # a CR at the very end: an LF may follow in the next chunk
+            if m.start() - start > self.max_frame_bytes:
+                raise FrameTooLarge(m.start() - start, self.max_frame_bytes, "line")
             line = bytes(buf[start : m.start()])
             raw_line = bytes(buf[start : m.end()])
             start = m.end()
@@ -279,6 +281,8 @@ class SSEDecoder:
                 id=self._last_id, utf8_error=bad, t_ns=t_ns, chunk_index=chunk_index,
             )
         block.raw += raw_line
+        if len(block.raw) > self.max_frame_bytes:
+            raise FrameTooLarge(len(block.raw), self.max_frame_bytes, "frame")
         block.utf8_error = block.utf8_error or bad
         block.has_fields = True
         name, value = _field(text)
