@@ -1,0 +1,399 @@
+"""Run an agent on SWE-bench-style tasks under two (or more) profiles, interleaved, and keep its logs.
+
+For each task, and for each profile in alternating order (A,B for the first task, B,A for the
+second, ...; with k profiles the order rotates), the driver:
+
+1. makes a working copy: ``git clone`` of the task's local repository, checked out detached at
+   ``base_commit`` (a folder that is not a git repository is copied as it is);
+2. makes a fresh ``CODEX_HOME`` for the run; with an endpoint it writes a ``config.toml`` there that
+   points a custom model provider at it (Responses API, no WebSocket, key from
+   ``HARNESSCHECK_API_KEY``);
+3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
+   {model} {problem_statement}``) in the working copy with a time limit, stdin closed, stdout to
+   ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out the whole process group is
+   killed;
+4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
+   ``RUN/PROFILE/TASK/sessions/...``; writes the working copy's diff against ``base_commit`` to
+   ``model.patch``; optionally applies ``test_patch`` and runs a test command template, and
+   records ``resolved``;
+5. writes ``RUN/PROFILE/TASK/task.json`` (task id, profile, model, exit code, time-out, duration,
+   order, rollout files, resolved).
+
+Template fields: {model} {problem_statement} {instance_id} {task_id} {profile} {endpoint} {repo}
+{base_commit} {workdir} {codex_home} {task_dir}; a token that is exactly {fail_to_pass} or
+{pass_to_pass} expands into one argument per test id. A string template is split with shlex first,
+then the placeholders of each token are replaced, so a problem statement stays one argument. Other
+braces pass through (``{{``/``}}`` give a literal brace where it would read as a placeholder).
+
+Environment given to the agent: CODEX_HOME, HARNESSCHECK_TASK_ID, HARNESSCHECK_PROFILE,
+HARNESSCHECK_MODEL, and with an endpoint HARNESSCHECK_ENDPOINT, OPENAI_BASE_URL,
+ANTHROPIC_BASE_URL (the endpoint without a trailing ``/v1``), ANTHROPIC_MODEL, plus the profile's
+own ``env``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stats.swebench import SweTask
+
+__all__ = [
+    "DEFAULT_COMMAND",
+    "Profile",
+    "TaskRun",
+    "build_command",
+    "codex_config_toml",
+    "find_repo",
+    "prepare_workdir",
+    "run_task",
+    "run_profiles",
+    "interleaved_order",
+]
+
+DEFAULT_COMMAND = (
+    "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "
+    "-m {model} {problem_statement}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A side of the comparison: a folder name, the model id the agent sends, where it sends it.
+
+    endpoint: base URL of the serving endpoint (e.g. ``http://127.0.0.1:8000/v1``) or None to leave
+        the agent's own configuration alone. env: extra environment. config_toml: text appended to
+        the generated Codex ``config.toml``. command: a command template for this profile only.
+    """
+
+    name: str
+    model: str
+    endpoint: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    config_toml: str = ""
+    command: str | Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """What ``task.json`` holds for one (task, profile) run."""
+
+    task_id: str
+    profile: str
+    model: str
+    order: int
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    folder: str
+    rollout_files: tuple[str, ...] = ()
+    resolved: bool | None = None
+    error: str | None = None
+
+
+def _fields(task: SweTask, profile: Profile, workdir: Path, codex_home: Path, task_dir: Path) -> dict[str, str]:
+    return {
+        "model": profile.model,
+        "problem_statement": task.problem_statement,
+        "instance_id": task.instance_id,
+        "task_id": task.instance_id,
+        "profile": profile.name,
+        "endpoint": profile.endpoint or "",
+        "repo": task.repo,
+        "base_commit": task.base_commit,
+        "workdir": str(workdir),
+        "codex_home": str(codex_home),
+        "task_dir": str(task_dir),
+    }
+
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+
+
+def build_command(
+    template: str | Sequence[str], fields: Mapping[str, str], lists: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """Argument list from a template (see the module docstring). Only ``{name}`` placeholders are
+    replaced; other braces (JSON, Python) pass through; an unknown ``{name}`` raises ValueError."""
+    tokens = shlex.split(template) if isinstance(template, str) else list(template)
+    lists = lists or {}
+    out: list[str] = []
+
+    def repl(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
+        name = m.group(1)
+        if name not in fields:
+            raise ValueError(f"unknown placeholder {text} in the command template")
+        return fields[name]
+
+    for tok in tokens:
+        m = _PLACEHOLDER.fullmatch(tok)
+        if m and m.group(1) in lists:
+            out.extend(lists[m.group(1)])
+            continue
+        out.append(_PLACEHOLDER.sub(repl, tok))
+    return out
+
+
+def codex_config_toml(profile: Profile) -> str:
+    """A Codex ``config.toml`` that sends ``profile.model`` to ``profile.endpoint``."""
+    lines = []
+    if profile.endpoint:
+        lines += [
+            f"model = {json.dumps(profile.model)}",
+            'model_provider = "harnesscheck"',
+            "",
+            "[model_providers.harnesscheck]",
+            'name = "harnesscheck endpoint"',
+            f"base_url = {json.dumps(profile.endpoint)}",
+            'env_key = "HARNESSCHECK_API_KEY"',
+            'wire_api = "responses"',
+            "supports_websockets = false",
+        ]
+    if profile.config_toml:
+        lines += ["", profile.config_toml.strip()]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def find_repo(repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path], task: SweTask) -> Path:
+    """The local repository of a task: a callable, a mapping repo -> path, or a folder holding
+    ``owner__name``, ``name`` or ``owner/name``."""
+    if callable(repos):
+        return Path(repos(task))
+    if isinstance(repos, Mapping):
+        if task.repo not in repos:
+            raise KeyError(f"no local repository given for {task.repo}")
+        return Path(repos[task.repo])
+    root = Path(repos)
+    for cand in (root / task.repo.replace("/", "__"), root / task.repo.split("/")[-1], root / task.repo):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError(f"no local repository for {task.repo} under {root}")
+
+
+def _run_git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def prepare_workdir(task: SweTask, source: Path, dest: Path) -> Path:
+    """Clone ``source`` to ``dest`` and check out ``base_commit`` (detached); copy a non-git folder."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if (source / ".git").exists():
+        res = _run_git(["clone", "-q", "--no-hardlinks", str(source), str(dest)], dest.parent)
+        if res.returncode != 0:
+            raise RuntimeError(f"git clone {source} failed: {res.stderr.strip()}")
+        res = _run_git(["checkout", "-q", "--detach", task.base_commit], dest)
+        if res.returncode != 0:
+            raise RuntimeError(f"checkout {task.base_commit} in {task.repo} failed: {res.stderr.strip()}")
+    else:
+        shutil.copytree(source, dest, symlinks=True)
+    return dest
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=3)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _run_process(
+    argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float, stdout: Path, stderr: Path
+) -> tuple[int | None, bool, float, str | None]:
+    start = time.monotonic()
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return None, False, time.monotonic() - start, f"could not start {argv[0]!r}: {exc}"
+        try:
+            rc: int | None = proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            rc, timed_out = proc.returncode, True
+    return rc, timed_out, time.monotonic() - start, None
+
+
+def _collect_rollouts(codex_home: Path, task_dir: Path) -> tuple[str, ...]:
+    found = []
+    sessions = codex_home / "sessions"
+    if sessions.is_dir():
+        for src in sorted(sessions.rglob("rollout-*.jsonl")):
+            dest = task_dir / "sessions" / src.relative_to(sessions)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+            found.append(str(dest.relative_to(task_dir)))
+    return tuple(found)
+
+
+def _write_patch(workdir: Path, task: SweTask, dest: Path) -> None:
+    if not (workdir / ".git").exists():
+        return
+    _run_git(["add", "-A"], workdir)
+    res = _run_git(["diff", "--cached", "--binary", task.base_commit], workdir)
+    if res.returncode == 0:
+        dest.write_text(res.stdout)
+
+
+def run_task(
+    task: SweTask,
+    profile: Profile,
+    *,
+    run_dir: str | Path,
+    repo: str | Path,
+    command: str | Sequence[str] = DEFAULT_COMMAND,
+    timeout_s: float = 1800.0,
+    test_command: str | Sequence[str] | None = None,
+    apply_test_patch: bool = True,
+    work_root: str | Path | None = None,
+    keep_workdir: bool = False,
+    order: int = 0,
+) -> TaskRun:
+    """Run one task under one profile; logs go to ``run_dir/PROFILE/TASK/`` (see the module doc)."""
+    task_dir = Path(run_dir).resolve() / profile.name / task.instance_id
+    if task_dir.exists():
+        shutil.rmtree(task_dir)
+    task_dir.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(prefix="hc-swe-", dir=str(work_root) if work_root else None))
+    workdir = scratch / "repo"
+    codex_home = scratch / "codex_home"
+    codex_home.mkdir()
+    rc: int | None = None
+    timed_out = False
+    duration = 0.0
+    resolved: bool | None = None
+    error: str | None = None
+    rollouts: tuple[str, ...] = ()
+    try:
+        prepare_workdir(task, Path(repo), workdir)
+        toml = codex_config_toml(profile)
+        if toml:
+            (codex_home / "config.toml").write_text(toml)
+        fields = _fields(task, profile, workdir, codex_home, task_dir)
+        lists = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass}
+        argv = build_command(profile.command or command, fields, lists)
+        env = {
+            **os.environ,
+            "CODEX_HOME": str(codex_home),
+            "HARNESSCHECK_TASK_ID": task.instance_id,
+            "HARNESSCHECK_PROFILE": profile.name,
+            "HARNESSCHECK_MODEL": profile.model,
+        }
+        if profile.endpoint:
+            env.update(
+                HARNESSCHECK_ENDPOINT=profile.endpoint,
+                OPENAI_BASE_URL=profile.endpoint,
+                ANTHROPIC_BASE_URL=profile.endpoint.rstrip("/").removesuffix("/v1"),
+                ANTHROPIC_MODEL=profile.model,
+            )
+            env.setdefault("HARNESSCHECK_API_KEY", "harnesscheck")
+        env.update(profile.env)
+        rc, timed_out, duration, error = _run_process(
+            argv, workdir, env, timeout_s, task_dir / "agent-stdout.jsonl", task_dir / "agent-stderr.txt"
+        )
+        rollouts = _collect_rollouts(codex_home, task_dir)
+        _write_patch(workdir, task, task_dir / "model.patch")
+        if test_command is not None:
+            if apply_test_patch and task.test_patch.strip():
+                patch_file = scratch / "test.patch"
+                patch_file.write_text(task.test_patch)
+                _run_git(["apply", str(patch_file)], workdir)
+            targv = build_command(test_command, fields, lists)
+            trc, ttimed, _, terr = _run_process(
+                targv, workdir, {**os.environ, **profile.env}, timeout_s,
+                task_dir / "tests-stdout.txt", task_dir / "tests-stderr.txt",
+            )
+            resolved = trc == 0 and not ttimed and terr is None
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if not keep_workdir:
+            shutil.rmtree(scratch, ignore_errors=True)
+    result = TaskRun(
+        task_id=task.instance_id,
+        profile=profile.name,
+        model=profile.model,
+        order=order,
+        returncode=rc,
+        timed_out=timed_out,
+        duration_s=round(duration, 3),
+        folder=str(task_dir),
+        rollout_files=rollouts,
+        resolved=resolved,
+        error=error,
+    )
+    meta: dict[str, Any] = {**asdict(result), "endpoint": profile.endpoint, "repo": task.repo,
+                            "base_commit": task.base_commit}
+    (task_dir / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return result
+
+
+def interleaved_order(profiles: Sequence[Profile], index: int) -> list[Profile]:
+    """Profiles in the order used for the task at ``index``: rotated by one each task (A,B / B,A)."""
+    k = len(profiles)
+    shift = index % k if k else 0
+    return list(profiles[shift:]) + list(profiles[:shift])
+
+
+def run_profiles(
+    tasks: Sequence[SweTask],
+    profiles: Sequence[Profile],
+    *,
+    run_dir: str | Path,
+    repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path],
+    command: str | Sequence[str] = DEFAULT_COMMAND,
+    timeout_s: float = 1800.0,
+    test_command: str | Sequence[str] | None = None,
+    interleave: bool = True,
+    work_root: str | Path | None = None,
+    keep_workdirs: bool = False,
+    on_result: Callable[[TaskRun], None] | None = None,
+) -> list[TaskRun]:
+    """Every task under every profile, interleaved per task (see ``interleaved_order``); writes
+    ``run_dir/runs.jsonl`` (one TaskRun a line, in run order) and returns the runs."""
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise ValueError(f"profile names must differ: {names}")
+    run_root = Path(run_dir)
+    run_root.mkdir(parents=True, exist_ok=True)
+    results: list[TaskRun] = []
+    order = 0
+    with open(run_root / "runs.jsonl", "w", encoding="utf-8") as log:
+        for i, task in enumerate(tasks):
+            repo = find_repo(repos, task)
+            for profile in interleaved_order(profiles, i) if interleave else profiles:
+                res = run_task(
+                    task, profile, run_dir=run_root, repo=repo, command=command, timeout_s=timeout_s,
+                    test_command=test_command, work_root=work_root, keep_workdir=keep_workdirs, order=order,
+                )
+                order += 1
+                results.append(res)
+                log.write(json.dumps(asdict(res)) + "\n")
+                log.flush()
+                if on_result is not None:
+                    on_result(res)
+    return results

@@ -1,0 +1,180 @@
+"""SWE-bench task loading and selection, and the two-profile driver on the toy task set."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from stats.compare import compare_sources, write_outputs
+from stats.driver import Profile, build_command, codex_config_toml, interleaved_order, run_profiles, run_task
+from stats.rollouts import load_run_dir
+from stats.swebench import (
+    COLUMNS,
+    TOY_AGENT,
+    TOY_TASKS,
+    VERIFIED_FIXTURE,
+    SweTask,
+    build_toy_repo,
+    load_tasks,
+    select_tasks,
+    write_tasks_jsonl,
+)
+
+HAVE_DATASETS = importlib.util.find_spec("datasets") is not None
+
+
+def test_fixture_has_the_dataset_columns() -> None:
+    for line in VERIFIED_FIXTURE.read_text().splitlines() + TOY_TASKS.read_text().splitlines():
+        row = json.loads(line)
+        assert tuple(row) == COLUMNS
+        assert isinstance(row["FAIL_TO_PASS"], str) and isinstance(json.loads(row["FAIL_TO_PASS"]), list)
+
+
+def test_load_direct() -> None:
+    ts = load_tasks(VERIFIED_FIXTURE, use_datasets=False)
+    assert len(ts) == 8 and ts.loader.startswith("direct")
+    t = ts.by_id()["django__django-99901"]
+    assert t.repo == "django/django" and t.fail_to_pass and isinstance(t.fail_to_pass, tuple)
+    assert SweTask.from_row(t.to_row()) == t
+
+
+@pytest.mark.skipif(not HAVE_DATASETS, reason="the datasets library is not installed")
+def test_load_with_datasets_matches_direct(tmp_path: Path) -> None:
+    via = load_tasks(VERIFIED_FIXTURE, use_datasets=True, cache_dir=tmp_path / "hf")
+    assert via.loader.startswith("datasets")
+    assert via.tasks == load_tasks(VERIFIED_FIXTURE, use_datasets=False).tasks
+    # parquet too
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([t.to_row() for t in via]), tmp_path / "v.parquet")
+    assert load_tasks(tmp_path / "v.parquet", cache_dir=tmp_path / "hf").tasks == via.tasks
+
+
+@pytest.mark.skipif(not HAVE_DATASETS, reason="the datasets library is not installed")
+def test_dataset_name_never_downloads(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="local Hugging Face cache"):
+        load_tasks("harnesscheck-no-such/dataset-xyz", cache_dir=tmp_path / "hf")
+
+
+def test_datasets_missing_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    ts = load_tasks(VERIFIED_FIXTURE)
+    assert ts.loader == "direct (datasets not installed)"
+    assert "not installed" in ts.notes[0]
+    with pytest.raises(RuntimeError):
+        load_tasks("princeton-nlp/SWE-bench_Verified")
+
+
+def test_select_by_ids_and_stratified_sample(tmp_path: Path) -> None:
+    tasks = load_tasks(VERIFIED_FIXTURE, use_datasets=False).tasks
+    picked = select_tasks(tasks, instance_ids=["sympy__sympy-99915", "django__django-99901"])
+    assert [t.instance_id for t in picked] == ["sympy__sympy-99915", "django__django-99901"]
+    with pytest.raises(KeyError, match="nope"):
+        select_tasks(tasks, instance_ids=["nope"])
+    s1 = select_tasks(tasks, sample=4, seed=1)
+    assert s1 == select_tasks(tasks, sample=4, seed=1)
+    # 8 tasks: django 4, sympy 2, astropy 1, pytest 1 -> 2, 1, and one of the singletons
+    repos = [t.repo for t in s1]
+    assert repos.count("django/django") == 2 and repos.count("sympy/sympy") == 1
+    assert {t.instance_id for s in range(6) for t in select_tasks(tasks, sample=4, seed=s)} != {
+        t.instance_id for t in s1
+    }
+    assert len(select_tasks(tasks, sample=8)) == 8
+    with pytest.raises(ValueError):
+        select_tasks(tasks, sample=9)
+    out = write_tasks_jsonl(s1, tmp_path / "subset.jsonl")
+    assert load_tasks(out, use_datasets=False).tasks == tuple(s1)
+
+
+def test_toy_repo_commit_matches_tasks(tmp_path: Path) -> None:
+    _, commit = build_toy_repo(tmp_path / "toycalc")
+    assert {t.base_commit for t in load_tasks(TOY_TASKS, use_datasets=False)} == {commit}
+
+
+def test_build_command() -> None:
+    argv = build_command(
+        "codex exec -m {model} {problem_statement}", {"model": "gpt-5.5", "problem_statement": "fix it {now}"}
+    )
+    assert argv == ["codex", "exec", "-m", "gpt-5.5", "fix it {now}"]
+    assert build_command(["t", "{fail_to_pass}", "x"], {}, {"fail_to_pass": ["a", "b"]}) == ["t", "a", "b", "x"]
+    with pytest.raises(ValueError):
+        build_command("run {unknown}", {})
+
+
+def test_codex_config_for_endpoint() -> None:
+    toml = codex_config_toml(Profile("alias", "openai/openai/gpt-5.5", endpoint="http://127.0.0.1:8000/v1"))
+    assert 'model = "openai/openai/gpt-5.5"' in toml
+    assert 'base_url = "http://127.0.0.1:8000/v1"' in toml
+    assert "supports_websockets = false" in toml and 'wire_api = "responses"' in toml
+    assert codex_config_toml(Profile("x", "m")) == ""
+
+
+def test_interleaving() -> None:
+    a, b = Profile("a", "m"), Profile("b", "m")
+    assert [[p.name for p in interleaved_order([a, b], i)] for i in range(4)] == [
+        ["a", "b"], ["b", "a"], ["a", "b"], ["b", "a"]
+    ]
+
+
+def test_environment_and_timeout(tmp_path: Path) -> None:
+    repo, _ = build_toy_repo(tmp_path / "toycalc")
+    task = load_tasks(TOY_TASKS, use_datasets=False).tasks[0]
+    show = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % (
+        ["CODEX_HOME", "HARNESSCHECK_TASK_ID", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "HARNESSCHECK_MODEL", "X"],
+    )
+    prof = Profile("p", "gpt-5.5", endpoint="http://127.0.0.1:9/v1", env={"X": "1"})
+    res = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, command=[sys.executable, "-S", "-c", show])
+    assert res.returncode == 0 and not res.timed_out and res.error is None
+    env = json.loads((Path(res.folder) / "agent-stdout.jsonl").read_text())
+    assert env["HARNESSCHECK_TASK_ID"] == task.instance_id and env["X"] == "1"
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1" and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert env["CODEX_HOME"].endswith("codex_home")
+    slow = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, timeout_s=0.5,
+                    command=[sys.executable, "-S", "-c", "import time; time.sleep(30)"])
+    assert slow.timed_out and slow.duration_s < 10
+    missing = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, command=["/nonexistent/agent"])
+    assert missing.returncode is None and "could not start" in (missing.error or "")
+    assert json.loads((Path(missing.folder) / "task.json").read_text())["error"]
+
+
+def test_toy_run_two_profiles_end_to_end(tmp_path: Path) -> None:
+    """The toy SWE-style run: two profiles interleaved, rollouts for both, and the comparison table."""
+    repo, _ = build_toy_repo(tmp_path / "repos" / "harnesscheck__toycalc")
+    tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False))
+    profiles = [Profile("gpt-5.5", "gpt-5.5"), Profile("fallback", "openai/openai/gpt-5.5")]
+    runs = run_profiles(
+        tasks,
+        profiles,
+        run_dir=tmp_path / "run",
+        repos=tmp_path / "repos",
+        # -S: no site-packages, the toy agent and the tests need only the standard library (faster)
+        command=[sys.executable, "-S", str(TOY_AGENT), "exec", "--json", "-m", "{model}", "{problem_statement}"],
+        test_command=[sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"],
+        timeout_s=60,
+    )
+    assert [(r.task_id[-1], r.profile) for r in runs] == [
+        ("1", "gpt-5.5"), ("1", "fallback"), ("2", "fallback"), ("2", "gpt-5.5"), ("3", "gpt-5.5"), ("3", "fallback"),
+    ]
+    assert all(r.returncode == 0 and r.resolved and len(r.rollout_files) == 1 for r in runs), runs
+    assert len((tmp_path / "run" / "runs.jsonl").read_text().splitlines()) == 6
+    patch = (tmp_path / "run" / "gpt-5.5" / "harnesscheck__toycalc-1" / "model.patch").read_text()
+    assert "+    return a + b" in patch
+
+    usage = {u.task_id: u for u in load_run_dir(tmp_path / "run" / "gpt-5.5")}
+    assert usage["harnesscheck__toycalc-1"].format == "codex-rollout"  # rollout preferred over stdout
+    assert usage["harnesscheck__toycalc-1"].model == "gpt-5.5"
+    assert usage["harnesscheck__toycalc-1"].by_tool["apply_patch"] == 1
+    assert usage["harnesscheck__toycalc-3"].input_tokens
+
+    comp = compare_sources(tmp_path / "run" / "gpt-5.5", tmp_path / "run" / "fallback")
+    assert comp.n_tasks == 3
+    assert (comp.total_a, comp.total_b) == (9 + 9 + 10, 3 + 3 + 3)
+    assert (comp.wlt.wins, comp.wlt.losses, comp.wlt.ties) == (3, 0, 0)
+    assert comp.permutation.method == "exact" and comp.permutation.p_value == pytest.approx(0.25)
+    paths = write_outputs(comp, tmp_path / "out")
+    assert "| gpt-5.5 | 28 | 9.3 |" in paths["markdown"].read_text()
