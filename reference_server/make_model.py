@@ -1,0 +1,163 @@
+"""Create a small random-initialised causal LM that the transformers engine can serve, offline.
+
+The model is Qwen3-style (transformers' Qwen3ForCausalLM; LlamaForCausalLM where Qwen3 is missing),
+randomly initialised from a seed, saved with safetensors. Beside it go the server's own tokenizer
+(`reference_server/data/tokenizer.json`, trained on text the repo ships), so the token ids the
+server counts are the ids the model embeds, a `tokenizer_config.json` carrying the family's chat
+template and special tokens, and `harnesscheck.json` describing the family and the shape.
+
+Nothing is downloaded: a fresh machine with torch and transformers installed gets a real-compute
+path in seconds. The defaults (4 layers, hidden 512, 8 heads, 4 KV heads) give about 17M parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from reference_server.pipeline.families import FAMILIES
+from reference_server.tokenizer import DEFAULT_PATH, SPECIAL_TOKENS, Tokenizer
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MANIFEST = "harnesscheck.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    layers: int = 4
+    hidden: int = 512
+    heads: int = 8
+    kv_heads: int = 4
+    intermediate: int | None = None  # default: 3.5 x hidden rounded to 128 (about 17M params at 4 x 512)
+    max_positions: int = 65536  # long enough for 52K-token prompts on a GPU
+    rope_theta: float = 1_000_000.0
+
+    def intermediate_size(self) -> int:
+        if self.intermediate:
+            return self.intermediate
+        return max(128, int(round(self.hidden * 3.5 / 128)) * 128)
+
+
+def _pad(n: int, multiple: int = 64) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def build_config(shape: ModelShape, vocab_size: int, *, bos_id: int, eos_id: int, pad_id: int) -> Any:
+    """A Qwen3Config (LlamaConfig where this transformers has no Qwen3)."""
+    if shape.hidden % shape.heads:
+        raise ValueError(f"hidden ({shape.hidden}) must be a multiple of heads ({shape.heads})")
+    if shape.heads % shape.kv_heads:
+        raise ValueError(f"heads ({shape.heads}) must be a multiple of kv-heads ({shape.kv_heads})")
+    common = dict(vocab_size=vocab_size, hidden_size=shape.hidden, intermediate_size=shape.intermediate_size(),
+                  num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+                  num_key_value_heads=shape.kv_heads, head_dim=shape.hidden // shape.heads,
+                  max_position_embeddings=shape.max_positions, rope_theta=shape.rope_theta,
+                  tie_word_embeddings=False, bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id)
+    try:
+        from transformers import Qwen3Config
+
+        return Qwen3Config(**common, use_sliding_window=False)
+    except ImportError:  # transformers older than Qwen3 support
+        from transformers import LlamaConfig
+
+        return LlamaConfig(**common)
+
+
+def _model_class(config: Any) -> Any:
+    if config.model_type == "qwen3":
+        from transformers import Qwen3ForCausalLM
+
+        return Qwen3ForCausalLM
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM
+
+
+def tokenizer_config(family: str, tokenizer: Tokenizer) -> dict[str, Any]:
+    fam = FAMILIES[family]
+    bos = "<|begin_of_sentence|>" if family == "deepseek_r1" else None
+    added = {str(tokenizer.token_id(t)): {"content": t, "special": True, "lstrip": False, "rstrip": False,
+                                          "normalized": False, "single_word": False} for t in SPECIAL_TOKENS}
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": (TEMPLATES / fam.template).read_text(encoding="utf-8"),
+        "bos_token": bos,
+        "eos_token": fam.eos,
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 65536,
+        "added_tokens_decoder": added,
+    }
+
+
+def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: str = "nemotron", seed: int = 0,
+               dtype: str = "float32", tokenizer_path: str | Path | None = None) -> dict[str, Any]:
+    """Write the model directory; returns the manifest (also saved as harnesscheck.json)."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+    shape = shape or ModelShape()
+    t0 = time.monotonic()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok_src = Path(tokenizer_path or DEFAULT_PATH)
+    tokenizer = Tokenizer.from_file(tok_src)
+    fam = FAMILIES[family]
+    eos_id = tokenizer.token_id(fam.eos)
+    bos_id = tokenizer.token_id("<|begin_of_sentence|>" if family == "deepseek_r1" else "<|endoftext|>")
+    pad_id = tokenizer.token_id("<|endoftext|>")
+    config = build_config(shape, _pad(tokenizer.vocab_size), bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+
+    torch.manual_seed(seed)
+    model = _model_class(config)(config)
+    model.to(getattr(torch, dtype))
+    model.eval()
+    model.generation_config.eos_token_id = eos_id
+    model.generation_config.pad_token_id = pad_id
+    model.generation_config.bos_token_id = bos_id
+    model.save_pretrained(out, safe_serialization=True)
+
+    shutil.copyfile(tok_src, out / "tokenizer.json")
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(family, tokenizer), indent=2) + "\n",
+                                               encoding="utf-8")
+    params = sum(p.numel() for p in model.parameters())
+    manifest = {
+        "created_by": "harnesscheck make-model",
+        "family": family,
+        "chat_template": fam.template,
+        "eos_token": fam.eos,
+        "model_type": config.model_type,
+        "architecture": type(model).__name__,
+        "params": params,
+        "vocab_size": config.vocab_size,
+        "tokenizer_vocab_size": tokenizer.vocab_size,
+        "tokenizer": "reference_server/data/tokenizer.json (the server's tokenizer: same ids)",
+        "shape": asdict(shape) | {"intermediate": shape.intermediate_size()},
+        "seed": seed,
+        "dtype": dtype,
+        "weights": "random (not trained): text from free mode is noise; use mode=scripted for content",
+        "serve": f"harnesscheck serve --engine transformers --model-path {out} --model-id harnesscheck-small={family}",
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    manifest["seconds"] = round(time.monotonic() - t0, 2)
+    return manifest
+
+
+def read_manifest(model_dir: str | Path) -> dict[str, Any]:
+    path = Path(model_dir) / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
