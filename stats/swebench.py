@@ -205,6 +205,19 @@ def _offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _quiet(datasets_module: Any) -> Iterator[None]:
+    """No progress bars while loading a few rows (restored afterwards)."""
+    enabled = getattr(datasets_module, "is_progress_bar_enabled", lambda: False)()
+    if enabled:
+        datasets_module.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets_module.enable_progress_bars()
+
+
 def _read_direct(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -243,7 +256,7 @@ def load_tasks(
             import datasets
 
             builder = "parquet" if path.suffix.lower() == ".parquet" else "json"
-            with _offline():
+            with _offline(), _quiet(datasets):
                 ds = datasets.load_dataset(
                     builder,
                     data_files=str(path),
@@ -269,7 +282,7 @@ def load_tasks(
         import datasets
 
         try:
-            with _offline():
+            with _offline(), _quiet(datasets):
                 ds = datasets.load_dataset(
                     str(source), split=split, cache_dir=str(cache_dir) if cache_dir else None
                 )

@@ -178,3 +178,25 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path) -> None:
     assert comp.permutation.method == "exact" and comp.permutation.p_value == pytest.approx(0.25)
     paths = write_outputs(comp, tmp_path / "out")
     assert "| gpt-5.5 | 28 | 9.3 |" in paths["markdown"].read_text()
+
+
+def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from harnesscheck.commands import swebench as cmd
+
+    def cli(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser()
+        cmd.add_arguments(parser)
+        return cmd.run(parser.parse_args(argv))
+
+    out = tmp_path / "subset.jsonl"
+    assert cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--sample", "3", "--seed", "2",
+                "--out", str(out)]) == 0
+    assert len(load_tasks(out, use_datasets=False)) == 3
+    assert cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--ids", "nope", "--out", str(out)]) == 2
+    assert cli(["run", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--run-dir", str(tmp_path / "r"),
+                "--repos", str(tmp_path), "--profile", "bad"]) == 2
+    assert cli(["run", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--run-dir", str(tmp_path / "r"),
+                "--profile", "a=m"]) == 2
+    assert "error" in capsys.readouterr().err

@@ -1,0 +1,170 @@
+"""`harnesscheck swebench`: choose SWE-bench tasks and run an agent on them under two profiles."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "swebench"
+HELP = "choose SWE-bench tasks (local file/cache only) and run an agent under two profiles, interleaved"
+DESCRIPTION = """\
+Choose SWE-bench tasks and run an agent on each under two (or more) profiles, interleaved per task
+(A,B then B,A ...), each in its own working copy at base_commit, with a time limit. Logs land in
+RUN/PROFILE/TASK/ (rollouts, agent stdout/stderr, model.patch, task.json); with two profiles the
+comparison table of `harnesscheck compare` is printed and written to RUN/comparison/.
+
+Tasks come from a local JSONL/parquet in SWE-bench's column layout, or by dataset name from the local
+Hugging Face cache (never downloaded). A profile is NAME=MODEL or NAME=MODEL@ENDPOINT.
+
+Examples:
+  harnesscheck swebench select --dataset verified.parquet --sample 50 --seed 1 --out subset.jsonl
+  harnesscheck swebench run --tasks subset.jsonl --repos ~/swe-repos --run-dir runs/r1 \\
+      --profile gpt-5.5=gpt-5.5@http://127.0.0.1:8000/v1 \\
+      --profile fallback=openai/openai/gpt-5.5@http://127.0.0.1:8000/v1
+  harnesscheck swebench run --toy --run-dir /tmp/toy-run      # toy repo + toy agent, no network
+"""
+ORDER = 71
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", "--tasks", dest="dataset",
+                   help="tasks: local .jsonl/.json/.parquet, or a dataset name in the local HF cache")
+    p.add_argument("--split", default="test", help="split when loading by dataset name (default test)")
+    p.add_argument("--ids", nargs="+", metavar="ID", help="instance ids to take, in order")
+    p.add_argument("--ids-file", help="file with one instance id a line")
+    p.add_argument("--sample", type=int, help="seeded sample of N tasks stratified by repo")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--no-datasets", action="store_true", help="read the file directly, not with `datasets`")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sel = sub.add_parser("select", help="write a task subset (JSONL, the dataset's layout)")
+    _add_selection(sel)
+    sel.add_argument("--out", required=True, help="JSONL file to write")
+    run = sub.add_parser("run", help="run the agent on the tasks under each profile and compare",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_selection(run)
+    run.add_argument("--run-dir", required=True, help="RUN folder: RUN/PROFILE/TASK/ is written")
+    run.add_argument("--repos", help="folder of local repositories (owner__name, name or owner/name)")
+    run.add_argument("--profile", action="append", default=[], metavar="NAME=MODEL[@ENDPOINT]",
+                     help="a profile (give two to compare)")
+    run.add_argument("--command", help="agent command template (default: codex exec --json ... -m {model} "
+                     "{problem_statement})")
+    run.add_argument("--test-command", help="test command template run after the agent, e.g. "
+                     "'python -m pytest {fail_to_pass}'; sets resolved")
+    run.add_argument("--timeout", type=float, default=1800.0, help="seconds per agent run (default 1800)")
+    run.add_argument("--no-interleave", action="store_true", help="run profiles in the given order every task")
+    run.add_argument("--keep-workdirs", action="store_true", help="keep the working copies")
+    run.add_argument("--toy", action="store_true",
+                     help="use the shipped toy task set, build its repository and use the toy agent")
+
+
+def _parse_profile(text: str):
+    from stats.driver import Profile
+
+    if "=" not in text:
+        raise ValueError(f"profile {text!r} is not NAME=MODEL[@ENDPOINT]")
+    name, rest = text.split("=", 1)
+    model, _, endpoint = rest.partition("@")
+    if not name or not model:
+        raise ValueError(f"profile {text!r} is not NAME=MODEL[@ENDPOINT]")
+    return Profile(name=name, model=model, endpoint=endpoint or None)
+
+
+def _select(args: argparse.Namespace, default_source: Path | None, err) -> list:
+    from stats.swebench import load_tasks, select_tasks
+
+    source = args.dataset or default_source
+    if source is None:
+        raise ValueError("give --dataset/--tasks (or --toy)")
+    ts = load_tasks(source, split=args.split, use_datasets=False if args.no_datasets else None)
+    for note in ts.notes:
+        err.print(f"note: {note}", highlight=False)
+    ids = list(args.ids or [])
+    if args.ids_file:
+        ids += [line.strip() for line in Path(args.ids_file).read_text().splitlines() if line.strip()]
+    return select_tasks(ts.tasks, instance_ids=ids or None, sample=args.sample, seed=args.seed)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from stats.driver import DEFAULT_COMMAND, Profile, run_profiles
+    from stats.swebench import TOY_AGENT, TOY_TASKS, build_toy_repo, write_tasks_jsonl
+
+    err = Console(stderr=True)
+    out = Console()
+    if args.action is None:
+        err.print("give an action: select or run (see --help)")
+        return 2
+    toy = getattr(args, "toy", False)
+    try:
+        tasks = _select(args, TOY_TASKS if toy else None, err)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if args.action == "select":
+        write_tasks_jsonl(tasks, args.out)
+        out.print(f"wrote {len(tasks)} tasks to {args.out}", highlight=False)
+        return 0
+
+    run_dir = Path(args.run_dir)
+    try:
+        profiles = [_parse_profile(p) for p in args.profile]
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    command: str | list[str] = args.command or DEFAULT_COMMAND
+    test_command: str | list[str] | None = args.test_command
+    repos = Path(args.repos) if args.repos else None
+    if toy:
+        if not profiles:
+            profiles = [Profile("gpt-5.5", "gpt-5.5"), Profile("fallback", "openai/openai/gpt-5.5")]
+        if repos is None:
+            repos = run_dir / "repos"
+            target = repos / "harnesscheck__toycalc"
+            if not target.exists():
+                build_toy_repo(target)
+        if not args.command:
+            command = [sys.executable, "-S", str(TOY_AGENT), "exec", "--json", "-m", "{model}", "{problem_statement}"]
+        if test_command is None:
+            test_command = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
+    if repos is None:
+        err.print("[red]error:[/red] give --repos (folder of local repositories)")
+        return 2
+    if not profiles:
+        err.print("[red]error:[/red] give at least one --profile NAME=MODEL[@ENDPOINT]")
+        return 2
+
+    def show(r) -> None:
+        state = "timed out" if r.timed_out else r.error or f"exit {r.returncode}"
+        res = "" if r.resolved is None else (" resolved" if r.resolved else " unresolved")
+        err.print(f"{r.task_id} [{r.profile}] {state}{res}, {r.duration_s:.1f}s, "
+                  f"{len(r.rollout_files)} rollout(s)", highlight=False, markup=False)
+
+    try:
+        run_profiles(
+            tasks, profiles, run_dir=run_dir, repos=repos, command=command, timeout_s=args.timeout,
+            test_command=test_command, interleave=not args.no_interleave, keep_workdirs=args.keep_workdirs,
+            on_result=show,
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if len(profiles) == 2:
+        from stats.compare import compare_sources, write_outputs
+
+        try:
+            comp = compare_sources(run_dir / profiles[0].name, run_dir / profiles[1].name,
+                                   label_a=profiles[0].name, label_b=profiles[1].name)
+        except ValueError as exc:
+            err.print(f"[red]no comparison:[/red] {exc}")
+            return 1
+        out.print(comp.rich_table())
+        for line in comp.summary_lines():
+            out.print(line, highlight=False, soft_wrap=True)
+        paths = write_outputs(comp, run_dir / "comparison")
+        err.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
+    return 0
