@@ -1,0 +1,430 @@
+"""OpenAI Chat Completions stream grammar: a pure fold and a validator.
+
+``accumulate(chunk, snapshot)`` folds one ``chat.completion.chunk`` into a snapshot without
+mutating it (first-seen ``id``/``type``/``name`` per tool call, ``arguments`` joined, reasoning from
+``reasoning_content`` or ``reasoning``); ``final_message(frames, choice=0)`` folds a stream;
+``validate(frames, request=None)`` returns findings for ``RULES`` (API_FACTS.md, "OpenAI Chat
+Completions"), including Dynamo's ``tool_call_dispatch`` side events when they are present.
+
+On repeated fields: openai-python's ``accumulate_delta`` concatenates every string field of a
+tool-call delta except ``index`` and ``type``, so a repeated ``id`` or ``function.name`` arrives
+doubled (CH-GRAMMAR-TOOL-REPEAT); a repeated ``type: "function"`` is harmless and not reported.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .findings import Finding, frames_and_request, short
+
+__all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "RULES", "accumulate", "final_message", "validate"]
+
+DISPATCH_EVENT = "tool_call_dispatch"
+
+RULES: dict[str, str] = {
+    "CH-GRAMMAR-JSON": "Every chunk's data is a JSON object (or the final `[DONE]`).",
+    "CH-GRAMMAR-EVENT-NAME": "Chunks carry no SSE `event:` name (only `tool_call_dispatch` side events do).",
+    "CH-GRAMMAR-ERROR": "The stream carries an error object instead of a chunk.",
+    "CH-GRAMMAR-OBJECT": "Every chunk has `object: \"chat.completion.chunk\"`.",
+    "CH-GRAMMAR-ID": "Every chunk has the same string `id`.",
+    "CH-GRAMMAR-CHOICES": "`choices` is a list of objects with an integer `index` and an object `delta`.",
+    "CH-GRAMMAR-TOOL-INDEX": "Tool-call deltas carry an integer `index`; new indices come in order 0, 1, 2, ...",
+    "CH-GRAMMAR-TOOL-FIRST": "The first delta of a tool-call index carries `id`, `type: \"function\"` and "
+    "a non-empty `function.name`.",
+    "CH-GRAMMAR-TOOL-REPEAT": "Later deltas of a tool-call index carry no `id` or `function.name` "
+    "(the SDK would concatenate them).",
+    "CH-GRAMMAR-TOOL-ARGS": "A tool call's joined `function.arguments` strings parse as a JSON object.",
+    "CH-GRAMMAR-FINISH-REASON": "`finish_reason` is null or one of stop, length, tool_calls, content_filter, "
+    "function_call.",
+    "CH-GRAMMAR-FINISH-ONCE": "Each choice gets exactly one non-null `finish_reason`.",
+    "CH-GRAMMAR-AFTER-FINISH": "No content, reasoning or tool-call delta for a choice after its finish_reason.",
+    "CH-GRAMMAR-FINISH-TOOL-CALLS": "`finish_reason` is `tool_calls` when tool calls were streamed (a forced "
+    "named function may answer `stop`), and only then.",
+    "CH-GRAMMAR-USAGE-CHUNK": "With `stream_options.include_usage`, exactly one chunk with `choices: []` and "
+    "integer usage prompt/completion/total tokens comes after the finish and before `[DONE]`.",
+    "CH-GRAMMAR-DONE": "`data: [DONE]` ends the stream: present, and nothing after it.",
+    "CH-DISPATCH-SHAPE": "A `tool_call_dispatch` frame has `choice_index` and `tool_call{index, id, type: "
+    "\"function\", function{name, arguments}}`.",
+    "CH-DISPATCH-ONCE": "At most one `tool_call_dispatch` per tool call.",
+    "CH-DISPATCH-MATCH": "A dispatched call equals the streamed call (id, name, arguments).",
+    "CH-DISPATCH-EARLY": "A call is dispatched only once its arguments are complete in the deltas.",
+    "CH-DISPATCH-LATE": "A `tool_call_dispatch` comes before the stream ends (before `[DONE]`).",
+    "CH-DISPATCH-MISSING": "When dispatch is offered, every streamed tool call is dispatched.",
+}
+
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+# -- fold -----------------------------------------------------------------------------------
+
+def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Fold one chunk; return the new snapshot (the given one is not mutated).
+
+    Snapshot: ``{"id", "model", "created", "choices": {index: choice}, "usage"}``, each choice
+    ``{"index", "role", "content", "reasoning_content", "tool_calls": {index: call}, "finish_reason"}``.
+    """
+    if not isinstance(chunk, dict) or "error" in chunk:
+        return snapshot
+    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"choices": {}, "usage": None}
+    for key in ("id", "model", "created", "system_fingerprint"):
+        if key in chunk and key not in snap:
+            snap[key] = chunk[key]
+    if isinstance(chunk.get("usage"), dict):
+        snap["usage"] = dict(chunk["usage"])
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return snap
+    new_choices = dict(snap.get("choices") or {})
+    for c in choices:
+        if not isinstance(c, dict) or not _is_int(c.get("index")):
+            continue
+        idx = c["index"]
+        old = new_choices.get(idx) or {
+            "index": idx, "role": None, "content": None, "reasoning_content": None,
+            "tool_calls": {}, "finish_reason": None,
+        }
+        ch = dict(old)
+        delta = c.get("delta")
+        if isinstance(delta, dict):
+            if isinstance(delta.get("role"), str) and ch["role"] is None:
+                ch["role"] = delta["role"]
+            if isinstance(delta.get("content"), str):
+                ch["content"] = _s(ch["content"]) + delta["content"]
+            for rkey in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(rkey), str):
+                    ch["reasoning_content"] = _s(ch["reasoning_content"]) + delta[rkey]
+            tcs = delta.get("tool_calls")
+            if isinstance(tcs, list):
+                calls = dict(ch["tool_calls"])
+                for tc in tcs:
+                    if not isinstance(tc, dict) or not _is_int(tc.get("index")):
+                        continue
+                    ti = tc["index"]
+                    call = dict(calls.get(ti) or {"index": ti, "id": None, "type": None,
+                                                  "function": {"name": None, "arguments": ""}})
+                    fn = dict(call["function"])
+                    if call["id"] is None and isinstance(tc.get("id"), str) and tc["id"]:
+                        call["id"] = tc["id"]
+                    if call["type"] is None and isinstance(tc.get("type"), str):
+                        call["type"] = tc["type"]
+                    f = tc.get("function")
+                    if isinstance(f, dict):
+                        if fn["name"] is None and isinstance(f.get("name"), str) and f["name"]:
+                            fn["name"] = f["name"]
+                        if isinstance(f.get("arguments"), str):
+                            fn["arguments"] = fn["arguments"] + f["arguments"]
+                    call["function"] = fn
+                    calls[ti] = call
+                ch["tool_calls"] = calls
+        if c.get("finish_reason") is not None and ch["finish_reason"] is None:
+            ch["finish_reason"] = c["finish_reason"]
+        new_choices[idx] = ch
+    snap["choices"] = new_choices
+    return snap
+
+
+def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
+    """The folded message of one choice: ``{id, model, role, content, reasoning_content,
+    tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
+    frames, _ = frames_and_request(source)
+    snap: dict[str, Any] | None = None
+    dispatched: list[Any] = []
+    for f in frames:
+        if f.kind != "event":
+            continue
+        if f.event == DISPATCH_EVENT:
+            dispatched.append(f.json)
+        elif isinstance(f.json, dict):
+            snap = accumulate(f.json, snap)
+    if snap is None:
+        return None
+    ch = (snap.get("choices") or {}).get(choice) or {
+        "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
+    calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
+    return {
+        "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
+        "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
+        "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
+        "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
+    }
+
+
+# -- validator ------------------------------------------------------------------------------
+
+def _forced_function(request: Any) -> bool:
+    if not isinstance(request, dict):
+        return False
+    tc = request.get("tool_choice")
+    return isinstance(tc, dict) and (tc.get("type") == "function" or "function" in tc)
+
+
+def _include_usage(request: Any) -> bool:
+    if not isinstance(request, dict):
+        return False
+    so = request.get("stream_options")
+    return isinstance(so, dict) and so.get("include_usage") is True
+
+
+def _parse_obj(text: str) -> tuple[bool, Any]:
+    try:
+        v = json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+    return isinstance(v, dict), v
+
+
+class _Choice:
+    __slots__ = ("finish", "finish_frame", "calls", "last_frame")
+
+    def __init__(self) -> None:
+        self.finish: Any = None
+        self.finish_frame: int | None = None
+        self.calls: dict[int, dict[str, Any]] = {}  # index -> {id, name, args[], first, last}
+        self.last_frame: int | None = None
+
+
+def validate(source: Any, request: Any = None) -> list[Finding]:
+    """Judge a Chat Completions stream (``request``: the request body, for include_usage and
+    tool_choice); never raises on what the server sent."""
+    frames, request = frames_and_request(source, request)
+    out: list[Finding] = []
+
+    def add(rule: str, frame: int | None, message: str, observed: Any = None, expected: Any = None) -> None:
+        out.append(Finding(rule, frame, message, None if observed is None else short(observed),
+                           None if expected is None else short(expected)))
+
+    done_frame: int | None = None
+    first_id: Any = None
+    choices: dict[int, _Choice] = {}
+    usage_frames: list[int] = []
+    dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}
+    early: set[tuple[int, int]] = set()
+    any_chunk = False
+
+    for f in frames:
+        if f.kind != "event":
+            continue
+        i = f.index
+        if f.event == DISPATCH_EVENT:
+            _dispatch(f, i, add, done_frame, choices, dispatches, early)
+            continue
+        if done_frame is not None:
+            add("CH-GRAMMAR-DONE", i, f"frame after [DONE] (#{done_frame})", f.data)
+            continue
+        if f.done:
+            done_frame = i
+            if f.event is not None:
+                add("CH-GRAMMAR-EVENT-NAME", i, "[DONE] with an SSE event name", f.event)
+            continue
+        if f.event is not None:
+            add("CH-GRAMMAR-EVENT-NAME", i, "chunk with an SSE event name", f.event, "no event: line")
+        ch = f.json
+        if not isinstance(ch, dict):
+            add("CH-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data)
+            continue
+        if "error" in ch:
+            add("CH-GRAMMAR-ERROR", i, "error object in the stream", ch.get("error"))
+            continue
+        any_chunk = True
+        if ch.get("object") != "chat.completion.chunk":
+            add("CH-GRAMMAR-OBJECT", i, "wrong object type", ch.get("object"), "chat.completion.chunk")
+        cid = ch.get("id")
+        if not isinstance(cid, str) or not cid:
+            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid)
+        elif first_id is None:
+            first_id = cid
+        elif cid != first_id:
+            add("CH-GRAMMAR-ID", i, "chunk id differs from the first chunk's", cid, first_id)
+        cs = ch.get("choices")
+        if not isinstance(cs, list):
+            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs)
+            continue
+        if not cs:
+            if isinstance(ch.get("usage"), dict):
+                usage_frames.append(i)
+                _check_usage(ch["usage"], i, add)
+            continue
+        for c in cs:
+            if not isinstance(c, dict) or not _is_int(c.get("index")) or not isinstance(c.get("delta"), dict):
+                add("CH-GRAMMAR-CHOICES", i, "choice without an integer index and an object delta", c)
+                continue
+            st = choices.setdefault(c["index"], _Choice())
+            st.last_frame = i
+            delta = c["delta"]
+            fr = c.get("finish_reason")
+            if st.finish is not None:
+                if fr is not None:
+                    add("CH-GRAMMAR-FINISH-ONCE", i, f"second finish_reason for choice {c['index']}", fr,
+                        f"only the one at #{st.finish_frame}")
+                    continue
+                if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
+                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its finish_reason",
+                        delta)
+                    continue
+            _tool_deltas(delta.get("tool_calls"), st, c["index"], i, add, dispatches, early)
+            if fr is not None:
+                if fr not in FINISH_REASONS:
+                    add("CH-GRAMMAR-FINISH-REASON", i, "unknown finish_reason", fr, sorted(FINISH_REASONS))
+                st.finish = fr
+                st.finish_frame = i
+
+    # -- end of stream ------------------------------------------------------------------
+    if done_frame is None:
+        add("CH-GRAMMAR-DONE", None, "the stream ended without data: [DONE]")
+    if not choices and any_chunk:
+        add("CH-GRAMMAR-FINISH-ONCE", None, "no choice was streamed, so no finish_reason")
+    forced = _forced_function(request)
+    for cidx, st in sorted(choices.items()):
+        if st.finish is None:
+            add("CH-GRAMMAR-FINISH-ONCE", None, f"choice {cidx} has no finish_reason")
+        for ti, call in sorted(st.calls.items()):
+            if call["bad_args"]:
+                continue
+            joined = "".join(call["args"])
+            ok, _ = _parse_obj(joined)
+            if not ok:
+                add("CH-GRAMMAR-TOOL-ARGS", call["last"], f"arguments of tool call {ti} do not join to a JSON object",
+                    joined, "a JSON object")
+        if st.finish is not None:
+            if st.calls:
+                allowed = {"tool_calls", "length", "content_filter"} | ({"stop"} if forced else set())
+                if st.finish not in allowed:
+                    add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"tool calls were streamed for choice "
+                        f"{cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
+            elif st.finish == "tool_calls":
+                add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"finish_reason tool_calls but choice {cidx} "
+                    "streamed no tool call", st.finish)
+
+    if _include_usage(request):
+        last_finish = max((st.finish_frame for st in choices.values() if st.finish_frame is not None), default=-1)
+        if not usage_frames:
+            add("CH-GRAMMAR-USAGE-CHUNK", None, "include_usage was requested but no usage chunk came")
+        else:
+            for extra in usage_frames[1:]:
+                add("CH-GRAMMAR-USAGE-CHUNK", extra, "more than one usage chunk")
+            u = usage_frames[0]
+            if u < last_finish:
+                add("CH-GRAMMAR-USAGE-CHUNK", u, "usage chunk before the finish_reason", u, f"after #{last_finish}")
+            if done_frame is not None and u > done_frame:  # pragma: no cover - frames after [DONE] are skipped
+                add("CH-GRAMMAR-USAGE-CHUNK", u, "usage chunk after [DONE]")
+
+    # -- dispatch, at the end -------------------------------------------------------------
+    if dispatches:
+        for (cidx, ti), (di, tc) in sorted(dispatches.items()):
+            st = choices.get(cidx)
+            call = st.calls.get(ti) if st is not None else None
+            if call is None:
+                if (cidx, ti) not in early:
+                    add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} of choice {cidx} was never streamed")
+                continue
+            fn = tc["function"]
+            diffs = []
+            if tc["id"] != call["id"]:
+                diffs.append(f"id {tc['id']!r} != {call['id']!r}")
+            if fn["name"] != call["name"]:
+                diffs.append(f"name {fn['name']!r} != {call['name']!r}")
+            joined = "".join(call["args"])
+            ok_a, va = _parse_obj(fn["arguments"])
+            ok_b, vb = _parse_obj(joined)
+            if not ((ok_a and ok_b and va == vb) or fn["arguments"] == joined):
+                diffs.append(f"arguments {short(fn['arguments'], 60)} != {short(joined, 60)}")
+            if diffs:
+                add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} differs from the streamed call: " + "; ".join(diffs))
+        for cidx, st in sorted(choices.items()):
+            for ti, call in sorted(st.calls.items()):
+                if (cidx, ti) not in dispatches:
+                    add("CH-DISPATCH-MISSING", None, f"tool call {ti} of choice {cidx} was never dispatched",
+                        None, "one tool_call_dispatch per call")
+    return out
+
+
+def _check_usage(usage: dict[str, Any], i: int, add: Any) -> None:
+    bad = [k for k in ("prompt_tokens", "completion_tokens", "total_tokens") if not _is_int(usage.get(k))]
+    if bad:
+        add("CH-GRAMMAR-USAGE-CHUNK", i, f"usage without integer {', '.join(bad)}", usage)
+
+
+def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
+                 dispatches: dict[tuple[int, int], Any], early: set[tuple[int, int]]) -> None:
+    if tcs is None:
+        return
+    if not isinstance(tcs, list):
+        add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", tcs)
+        return
+    for tc in tcs:
+        if not isinstance(tc, dict) or not _is_int(tc.get("index")):
+            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc)
+            continue
+        ti = tc["index"]
+        fn = tc.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        call = st.calls.get(ti)
+        if call is None:
+            if ti != len(st.calls):
+                add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call index out of order", ti, len(st.calls))
+            missing = []
+            if not isinstance(tc.get("id"), str) or not tc.get("id"):
+                missing.append("id")
+            if tc.get("type") != "function":
+                missing.append('type "function"')
+            if not isinstance(fn.get("name"), str) or not fn.get("name"):
+                missing.append("function.name")
+            if missing:
+                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}", tc)
+            call = {"id": tc.get("id"), "name": fn.get("name"), "args": [], "first": i, "last": i, "bad_args": False}
+            st.calls[ti] = call
+        else:
+            repeated = [k for k, v in (("id", tc.get("id")), ("function.name", fn.get("name")))
+                        if isinstance(v, str) and v]
+            if repeated:
+                add("CH-GRAMMAR-TOOL-REPEAT", i, f"later delta of tool call {ti} repeats {', '.join(repeated)}",
+                    tc, "only index and function.arguments")
+        call["last"] = i
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, str):
+            call["bad_args"] = True
+            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args)
+        elif isinstance(args, str):
+            call["args"].append(args)
+            if args and (cidx, ti) in dispatches:
+                early.add((cidx, ti))
+                add("CH-DISPATCH-EARLY", i, f"argument delta for tool call {ti} after it was dispatched "
+                    f"(#{dispatches[(cidx, ti)][0]})", args)
+
+
+def _dispatch(f: Any, i: int, add: Any, done_frame: int | None, choices: dict[int, _Choice],
+              dispatches: dict[tuple[int, int], Any], early: set[tuple[int, int]]) -> None:
+    d = f.json
+    tc = d.get("tool_call") if isinstance(d, dict) else None
+    fn = tc.get("function") if isinstance(tc, dict) else None
+    ok = (
+        isinstance(d, dict) and _is_int(d.get("choice_index")) and isinstance(tc, dict)
+        and _is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
+        and tc.get("type") == "function" and isinstance(fn, dict)
+        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
+    )
+    if not ok:
+        add("CH-DISPATCH-SHAPE", i, "malformed tool_call_dispatch", f.json if f.json is not None else f.data,
+            '{"choice_index", "tool_call": {index, id, type, function{name, arguments}}}')
+        return
+    key = (d["choice_index"], tc["index"])  # type: ignore[index]
+    if done_frame is not None:
+        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (#{done_frame})")
+    if key in dispatches:
+        add("CH-DISPATCH-ONCE", i, f"tool call {key[1]} of choice {key[0]} dispatched again",
+            None, f"once (first at #{dispatches[key][0]})")
+        return
+    dispatches[key] = (i, tc)
+    st = choices.get(key[0])
+    if st is None or key[1] not in st.calls:
+        early.add(key)
+        add("CH-DISPATCH-EARLY", i, f"tool call {key[1]} dispatched before any of its deltas")
