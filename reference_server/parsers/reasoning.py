@@ -18,6 +18,8 @@ If that implicit segment never sees `</think>`, `unterminated_is_reasoning` deci
   is text. To keep streaming equal to one-shot, the implicit segment is then held back until
   `</think>` comes (emitted as reasoning) or the stream finishes (re-read as text).
 A segment opened by an explicit `<think>` and cut off by the end is reasoning in every family.
+An empty (or whitespace-only) reasoning segment is dropped without ending the text around it:
+`a <think></think> b` is the text `a  b`, so no two text parts ever follow each other.
 
 `render(r)` is `<think>\\n` + r + `\\n</think>\\n\\n` for all three, with or without
 start_in_reasoning (the template writes the same form in history).
@@ -85,7 +87,6 @@ class ThinkTagReasoningParser(ReasoningParser):
                     self._buf = self._buf[len(self._buf) - keep :]
                     return
                 self._emit_text(out, self._buf[:i])
-                self._text.end()
                 self._buf = self._buf[i + len(self.open_tag) :]
                 self._in_reasoning = True
                 continue
@@ -125,6 +126,7 @@ class ThinkTagReasoningParser(ReasoningParser):
 
     def _emit_reasoning(self, out: list[ParsedEvent], text: str) -> None:
         if text and (t := self._reasoning.push(text)):
+            self._text.end()  # the text segment before ends only when real reasoning follows
             out.append(ReasoningDelta(t))
 
     # -- rendering ---------------------------------------------------------------------------------

@@ -146,6 +146,7 @@ for fam in REASONING_FAMILIES:
     case(cfg, "stray-close-is-text", "x </think> y", T("x </think> y"))
     case(cfg, "unterminated-explicit", "Hi <think>\nstill thinking ", T("Hi"), R("still thinking"))
     case(cfg, "empty-reasoning", "<think>\n\n</think>\n\nHi", T("Hi"))
+    case(cfg, "empty-reasoning-inside-text", "a <think> </think> b", T("a  b"))
     case(cfg, "trailing-partial-tag", "Hi <thi", T("Hi <thi"))
 
     start = Config(reasoning=fam, start_in_reasoning=True)
@@ -634,3 +635,30 @@ def test_every_registered_parser_is_in_the_table() -> None:
     missing = registered - covered - PENDING
     assert not missing, f"registered parsers without table cases (add cases or list in PENDING): {sorted(missing)}"
     assert not PENDING & covered, "a pending parser has cases now: take it off PENDING"
+
+
+# -- arbitrary (mostly broken) input: splitting never changes the result ------------------------------------
+
+FRAGMENTS = [
+    "<think>", "</think>", "<tool_call>", "</tool_call>", "<function=run>", "<function=", "<parameter=cmd>",
+    "</parameter>", "</function>", "<", "</", "<thi", "<tool_", "{", "}", "[", "]", '"', "\\", ":", ",",
+    '"name"', '"arguments"', '"parameters"', '"run"', "null", "1", "\n", " ", "x", "你", "🎉",
+]
+GARBAGE = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=3), max_size=30).map("".join)
+ALL_CONFIGS = ROUND_TRIP_CONFIGS
+
+
+@SETTINGS
+@given(data=st.data())
+def test_arbitrary_input_split_invariant(data: st.DataObject) -> None:
+    config = data.draw(st.sampled_from(ALL_CONFIGS), label="config")
+    text = data.draw(GARBAGE, label="text")
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=len(text)), label="cuts")
+    events = stream(config, split_at(text, cuts))
+    check_events(events)
+    parts = fold(events)
+    assert parts == one_shot(config, text)
+    for a, b in zip(parts, parts[1:]):
+        assert a.kind == "tool_call" or a.kind != b.kind, "no two text or reasoning parts in a row"
+    for part in parts:
+        assert part.kind == "tool_call" or (part.text and part.text == part.text.strip()), part
