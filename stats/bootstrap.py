@@ -65,7 +65,9 @@ def _check(confidence: float, resamples: int) -> None:
         raise ValueError("resamples must be at least 1")
 
 
-def _resampled_stats(x: np.ndarray, statistic: Statistic, resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _resampled_stats(
+    x: np.ndarray, statistic: Statistic, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """statistic on each of `resamples` bootstrap resamples of x (vectorised along axis=1 if it can)."""
     n = x.size
     out = np.empty(resamples, dtype=float)
@@ -125,7 +127,9 @@ def paired_mean_ci(
     seed: int = 0,
 ) -> ConfidenceInterval:
     """Percentile bootstrap interval of the mean paired difference ``mean(b - a)`` (pairs resampled)."""
-    return bootstrap_ci(paired_differences(a, b), np.mean, confidence=confidence, resamples=resamples, seed=seed)
+    return bootstrap_ci(
+        paired_differences(a, b), np.mean, confidence=confidence, resamples=resamples, seed=seed
+    )
 
 
 def paired_median_ci(

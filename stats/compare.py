@@ -150,8 +150,11 @@ class Comparison:
         pct = f"{ci.confidence * 100:g}%"
         lines = [
             f"Paired tasks: {n}"
-            + (f" (unpaired: {len(self.only_a)} only in A, {len(self.only_b)} only in B)"
-               if self.only_a or self.only_b else ""),
+            + (
+                f" (unpaired: {len(self.only_a)} only in A, {len(self.only_b)} only in B)"
+                if self.only_a or self.only_b
+                else ""
+            ),
             f"Wins/losses/ties: {self.wlt.wins}/{self.wlt.losses}/{self.wlt.ties} "
             f"(A more on {self.wlt.wins}/{n}, B more on {self.wlt.losses}/{n}, equal on {self.wlt.ties}/{n})",
             f"Permutation test (two-sided, {how}): p {format_p(perm.p_value)}",
@@ -173,7 +176,9 @@ class Comparison:
             *(f"- {line}" for line in self.summary_lines()),
         ]
         if self.only_a or self.only_b:
-            out.append(f"- Only in A: {', '.join(self.only_a) or '-'}; only in B: {', '.join(self.only_b) or '-'}")
+            out.append(
+                f"- Only in A: {', '.join(self.only_a) or '-'}; only in B: {', '.join(self.only_b) or '-'}"
+            )
         return "\n".join(out) + "\n"
 
     def rich_table(self) -> Any:
@@ -210,7 +215,13 @@ def format_p(p: float) -> str:
 
 
 def _test_dict(t: PairedTestResult) -> dict[str, Any]:
-    return {"statistic": t.statistic, "p_value": t.p_value, "n": t.n, "method": t.method, "resamples": t.resamples}
+    return {
+        "statistic": t.statistic,
+        "p_value": t.p_value,
+        "n": t.n,
+        "method": t.method,
+        "resamples": t.resamples,
+    }
 
 
 def _read_csv_counts(path: Path, metric: str) -> tuple[dict[str, float], str | None]:
@@ -289,7 +300,9 @@ def compare_counts(
         permutation=paired_permutation_test(xa, xb, resamples=permutation_resamples, seed=seed),
         wilcoxon=wilcoxon_test(xa, xb),
         ci_mean_diff=paired_mean_ci(xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed),
-        ci_median_diff=paired_median_ci(xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed),
+        ci_median_diff=paired_median_ci(
+            xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed
+        ),
     )
 
 
@@ -324,8 +337,14 @@ def plot_differences(comp: Comparison, path: str | Path) -> Path:
     ax = fig.add_subplot(1, 1, 1)
     ax.bar(range(len(values)), values, color=colors, width=0.8)
     ax.axhline(0.0, color="black", linewidth=0.9)
-    ax.axhline(comp.diff_mean, color="#555555", linewidth=0.9, linestyle="--",
-               label=f"mean {comp.diff_mean:+.2f} (95% CI {comp.ci_mean_diff.low:+.1f}..{comp.ci_mean_diff.high:+.1f})")
+    ax.axhline(
+        comp.diff_mean,
+        color="#555555",
+        linewidth=0.9,
+        linestyle="--",
+        label=f"mean {comp.diff_mean:+.2f} "
+        f"(95% CI {comp.ci_mean_diff.low:+.1f}..{comp.ci_mean_diff.high:+.1f})",
+    )
     metric = "tool calls" if comp.metric == "tool_calls" else comp.metric.replace("_", " ")
     ax.set_ylabel(f"{metric}: B - A")
     ax.set_xlabel(f"tasks, sorted by difference (n = {comp.n_tasks})")

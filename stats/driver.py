@@ -102,7 +102,9 @@ class TaskRun:
     error: str | None = None
 
 
-def _fields(task: SweTask, profile: Profile, workdir: Path, codex_home: Path, task_dir: Path) -> dict[str, str]:
+def _fields(
+    task: SweTask, profile: Profile, workdir: Path, codex_home: Path, task_dir: Path
+) -> dict[str, str]:
     return {
         "model": profile.model,
         "problem_statement": task.problem_statement,
@@ -224,7 +226,12 @@ def _run_process(
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -324,8 +331,12 @@ def run_task(
                 _run_git(["apply", str(patch_file)], workdir)
             targv = build_command(test_command, fields, lists)
             trc, ttimed, _, terr = _run_process(
-                targv, workdir, {**os.environ, **profile.env}, timeout_s,
-                task_dir / "tests-stdout.txt", task_dir / "tests-stderr.txt",
+                targv,
+                workdir,
+                {**os.environ, **profile.env},
+                timeout_s,
+                task_dir / "tests-stdout.txt",
+                task_dir / "tests-stderr.txt",
             )
             resolved = trc == 0 and not ttimed and terr is None
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
@@ -346,8 +357,12 @@ def run_task(
         resolved=resolved,
         error=error,
     )
-    meta: dict[str, Any] = {**asdict(result), "endpoint": profile.endpoint, "repo": task.repo,
-                            "base_commit": task.base_commit}
+    meta: dict[str, Any] = {
+        **asdict(result),
+        "endpoint": profile.endpoint,
+        "repo": task.repo,
+        "base_commit": task.base_commit,
+    }
     (task_dir / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
     return result
 
@@ -387,8 +402,16 @@ def run_profiles(
             repo = find_repo(repos, task)
             for profile in interleaved_order(profiles, i) if interleave else profiles:
                 res = run_task(
-                    task, profile, run_dir=run_root, repo=repo, command=command, timeout_s=timeout_s,
-                    test_command=test_command, work_root=work_root, keep_workdir=keep_workdirs, order=order,
+                    task,
+                    profile,
+                    run_dir=run_root,
+                    repo=repo,
+                    command=command,
+                    timeout_s=timeout_s,
+                    test_command=test_command,
+                    work_root=work_root,
+                    keep_workdir=keep_workdirs,
+                    order=order,
                 )
                 order += 1
                 results.append(res)

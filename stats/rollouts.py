@@ -124,7 +124,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def detect_format(records: Iterable[dict[str, Any]]) -> str:
-    """"codex-rollout", "codex-exec", "claude-stream" or "unknown" (first record that tells)."""
+    """ "codex-rollout", "codex-exec", "claude-stream" or "unknown" (first record that tells)."""
     for rec in records:
         kind = rec.get("type")
         if not isinstance(kind, str):
@@ -315,7 +315,9 @@ _PARSERS = {
 }
 
 
-def parse_records(records: Sequence[dict[str, Any]], fmt: str | None = None, path: str | None = None) -> RolloutSummary:
+def parse_records(
+    records: Sequence[dict[str, Any]], fmt: str | None = None, path: str | None = None
+) -> RolloutSummary:
     """Summarise parsed JSONL records; ``fmt`` None detects the format."""
     fmt = fmt or detect_format(records)
     parser = _PARSERS.get(fmt)
@@ -341,7 +343,11 @@ def summarize_files(task_id: str, profile: str, paths: Iterable[str | Path]) -> 
     inp = cached = out = None
     for s in chosen:
         by_tool.update(s.by_tool)
-        inp, cached, out = _add(inp, s.input_tokens), _add(cached, s.cached_input_tokens), _add(out, s.output_tokens)
+        inp, cached, out = (
+            _add(inp, s.input_tokens),
+            _add(cached, s.cached_input_tokens),
+            _add(out, s.output_tokens),
+        )
     models = [s.model for s in chosen if s.model]
     return TaskUsage(
         task_id=task_id,
@@ -370,12 +376,12 @@ def _task_id_of(task_dir: Path) -> str:
     return task_dir.name
 
 
-def summarize_task_dir(task_dir: str | Path, profile: str | None = None, task_id: str | None = None) -> TaskUsage:
+def summarize_task_dir(
+    task_dir: str | Path, profile: str | None = None, task_id: str | None = None
+) -> TaskUsage:
     """One task folder: every ``*.jsonl`` below it. Task id: ``task.json``'s task_id, else the name."""
     d = Path(task_dir)
-    return summarize_files(
-        task_id or _task_id_of(d), profile or d.parent.name, sorted(d.rglob("*.jsonl"))
-    )
+    return summarize_files(task_id or _task_id_of(d), profile or d.parent.name, sorted(d.rglob("*.jsonl")))
 
 
 def load_run_dir(profile_dir: str | Path, profile: str | None = None) -> list[TaskUsage]:
@@ -414,8 +420,18 @@ def write_usage_csv(usages: Iterable[TaskUsage], path: str | Path) -> Path:
     rows = usage_rows(usages)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fields = ["task_id", "profile", "tool_calls", "turns", "input_tokens", "cached_input_tokens",
-              "output_tokens", "format", "model", "tools"]
+    fields = [
+        "task_id",
+        "profile",
+        "tool_calls",
+        "turns",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "format",
+        "model",
+        "tools",
+    ]
     with open(out, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()

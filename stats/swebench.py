@@ -386,9 +386,7 @@ _TOY_GIT_ENV = {
 
 def _git(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     full_env = {**os.environ, **(env or {})}
-    res = subprocess.run(
-        ["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False
-    )
+    res = subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {cwd}: {res.stderr.strip()}")
     return res.stdout.strip()

@@ -39,10 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo and bootstrap draws")
     parser.add_argument(
-        "--resamples", type=int, default=99_999, help="Monte Carlo sign flips when 2^n is too many to enumerate"
+        "--resamples",
+        type=int,
+        default=99_999,
+        help="Monte Carlo sign flips when 2^n is too many to enumerate",
     )
     parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
-    parser.add_argument("--json", action="store_true", help="print comparison.json to stdout instead of the table")
+    parser.add_argument(
+        "--json", action="store_true", help="print comparison.json to stdout instead of the table"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

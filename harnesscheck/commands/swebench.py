@@ -28,8 +28,12 @@ ORDER = 71
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", "--tasks", dest="dataset",
-                   help="tasks: local .jsonl/.json/.parquet, or a dataset name in the local HF cache")
+    p.add_argument(
+        "--dataset",
+        "--tasks",
+        dest="dataset",
+        help="tasks: local .jsonl/.json/.parquet, or a dataset name in the local HF cache",
+    )
     p.add_argument("--split", default="test", help="split when loading by dataset name (default test)")
     p.add_argument("--ids", nargs="+", metavar="ID", help="instance ids to take, in order")
     p.add_argument("--ids-file", help="file with one instance id a line")
@@ -43,22 +47,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sel = sub.add_parser("select", help="write a task subset (JSONL, the dataset's layout)")
     _add_selection(sel)
     sel.add_argument("--out", required=True, help="JSONL file to write")
-    run = sub.add_parser("run", help="run the agent on the tasks under each profile and compare",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = sub.add_parser(
+        "run",
+        help="run the agent on the tasks under each profile and compare",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_selection(run)
     run.add_argument("--run-dir", required=True, help="RUN folder: RUN/PROFILE/TASK/ is written")
     run.add_argument("--repos", help="folder of local repositories (owner__name, name or owner/name)")
-    run.add_argument("--profile", action="append", default=[], metavar="NAME=MODEL[@ENDPOINT]",
-                     help="a profile (give two to compare)")
-    run.add_argument("--command", help="agent command template (default: codex exec --json ... -m {model} "
-                     "{problem_statement})")
-    run.add_argument("--test-command", help="test command template run after the agent, e.g. "
-                     "'python -m pytest {fail_to_pass}'; sets resolved")
+    run.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL[@ENDPOINT]",
+        help="a profile (give two to compare)",
+    )
+    run.add_argument(
+        "--command",
+        help="agent command template (default: codex exec --json ... -m {model} {problem_statement})",
+    )
+    run.add_argument(
+        "--test-command",
+        help="test command template run after the agent, e.g. "
+        "'python -m pytest {fail_to_pass}'; sets resolved",
+    )
     run.add_argument("--timeout", type=float, default=1800.0, help="seconds per agent run (default 1800)")
-    run.add_argument("--no-interleave", action="store_true", help="run profiles in the given order every task")
+    run.add_argument(
+        "--no-interleave", action="store_true", help="run profiles in the given order every task"
+    )
     run.add_argument("--keep-workdirs", action="store_true", help="keep the working copies")
-    run.add_argument("--toy", action="store_true",
-                     help="use the shipped toy task set, build its repository and use the toy agent")
+    run.add_argument(
+        "--toy",
+        action="store_true",
+        help="use the shipped toy task set, build its repository and use the toy agent",
+    )
 
 
 def _parse_profile(text: str):
@@ -128,7 +150,16 @@ def run(args: argparse.Namespace) -> int:
             if not target.exists():
                 build_toy_repo(target)
         if not args.command:
-            command = [sys.executable, "-S", str(TOY_AGENT), "exec", "--json", "-m", "{model}", "{problem_statement}"]
+            command = [
+                sys.executable,
+                "-S",
+                str(TOY_AGENT),
+                "exec",
+                "--json",
+                "-m",
+                "{model}",
+                "{problem_statement}",
+            ]
         if test_command is None:
             test_command = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
     if repos is None:
@@ -141,13 +172,23 @@ def run(args: argparse.Namespace) -> int:
     def show(r) -> None:
         state = "timed out" if r.timed_out else r.error or f"exit {r.returncode}"
         res = "" if r.resolved is None else (" resolved" if r.resolved else " unresolved")
-        err.print(f"{r.task_id} [{r.profile}] {state}{res}, {r.duration_s:.1f}s, "
-                  f"{len(r.rollout_files)} rollout(s)", highlight=False, markup=False)
+        err.print(
+            f"{r.task_id} [{r.profile}] {state}{res}, {r.duration_s:.1f}s, {len(r.rollout_files)} rollout(s)",
+            highlight=False,
+            markup=False,
+        )
 
     try:
         run_profiles(
-            tasks, profiles, run_dir=run_dir, repos=repos, command=command, timeout_s=args.timeout,
-            test_command=test_command, interleave=not args.no_interleave, keep_workdirs=args.keep_workdirs,
+            tasks,
+            profiles,
+            run_dir=run_dir,
+            repos=repos,
+            command=command,
+            timeout_s=args.timeout,
+            test_command=test_command,
+            interleave=not args.no_interleave,
+            keep_workdirs=args.keep_workdirs,
             on_result=show,
         )
     except (OSError, ValueError, KeyError) as exc:
@@ -157,8 +198,12 @@ def run(args: argparse.Namespace) -> int:
         from stats.compare import compare_sources, write_outputs
 
         try:
-            comp = compare_sources(run_dir / profiles[0].name, run_dir / profiles[1].name,
-                                   label_a=profiles[0].name, label_b=profiles[1].name)
+            comp = compare_sources(
+                run_dir / profiles[0].name,
+                run_dir / profiles[1].name,
+                label_a=profiles[0].name,
+                label_b=profiles[1].name,
+            )
         except ValueError as exc:
             err.print(f"[red]no comparison:[/red] {exc}")
             return 1

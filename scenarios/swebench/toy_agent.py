@@ -41,6 +41,7 @@ FIXES = {
 
 def resolve_profile(model: str) -> str:
     """'catalog' or 'fallback', after API_FACTS.md's Codex model catalog rules."""
+
     def match(mid: str) -> bool:
         return any(mid.startswith(slug) for slug in CATALOG_SLUGS)
 
@@ -55,7 +56,7 @@ def resolve_profile(model: str) -> str:
 
 class Recorder:
     def __init__(self, codex_home: Path, model: str, cwd: Path, print_events: bool) -> None:
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         self.session_id = str(uuid.uuid4())
         folder = codex_home / "sessions" / now.strftime("%Y/%m/%d")
         folder.mkdir(parents=True, exist_ok=True)
@@ -64,15 +65,28 @@ class Recorder:
         self.print_events = print_events
         self.calls = 0
         self.items = 0
-        self.tokens = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
-                       "reasoning_output_tokens": 0, "total_tokens": 0}
-        self.line("session_meta", {"id": self.session_id, "timestamp": now.isoformat(), "cwd": str(cwd),
-                                   "originator": "harnesscheck_toy_agent", "cli_version": "0.0.0-toy",
-                                   "model_provider": os.environ.get("HARNESSCHECK_PROVIDER", "harnesscheck")})
+        self.tokens = {
+            "input_tokens": 0,
+            "cached_input_tokens": 0,
+            "output_tokens": 0,
+            "reasoning_output_tokens": 0,
+            "total_tokens": 0,
+        }
+        self.line(
+            "session_meta",
+            {
+                "id": self.session_id,
+                "timestamp": now.isoformat(),
+                "cwd": str(cwd),
+                "originator": "harnesscheck_toy_agent",
+                "cli_version": "0.0.0-toy",
+                "model_provider": os.environ.get("HARNESSCHECK_PROVIDER", "harnesscheck"),
+            },
+        )
         self.event({"type": "thread.started", "thread_id": self.session_id})
 
     def line(self, kind: str, payload: dict[str, Any]) -> None:
-        ts = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        ts = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.fh.write(json.dumps({"timestamp": ts, "type": kind, "payload": payload}) + "\n")
         self.fh.flush()
 
@@ -82,30 +96,68 @@ class Recorder:
             sys.stdout.flush()
 
     def usage(self, prompt_len: int, out_len: int) -> None:
-        last = {"input_tokens": prompt_len, "cached_input_tokens": max(0, prompt_len - 400),
-                "output_tokens": out_len, "reasoning_output_tokens": out_len // 2,
-                "total_tokens": prompt_len + out_len}
+        last = {
+            "input_tokens": prompt_len,
+            "cached_input_tokens": max(0, prompt_len - 400),
+            "output_tokens": out_len,
+            "reasoning_output_tokens": out_len // 2,
+            "total_tokens": prompt_len + out_len,
+        }
         for k, v in last.items():
             self.tokens[k] += v
-        self.line("event_msg", {"type": "token_count",
-                                "info": {"total_token_usage": dict(self.tokens), "last_token_usage": last,
-                                         "model_context_window": 258400}, "rate_limits": None})
+        self.line(
+            "event_msg",
+            {
+                "type": "token_count",
+                "info": {
+                    "total_token_usage": dict(self.tokens),
+                    "last_token_usage": last,
+                    "model_context_window": 258400,
+                },
+                "rate_limits": None,
+            },
+        )
 
     def call(self, kind: str, name: str, args: Any, output: str, exec_item: dict[str, Any]) -> None:
         self.calls += 1
         call_id = f"call_{self.session_id[:8]}_{self.calls}"
         if kind == "function_call":
-            self.line("response_item", {"type": "function_call", "name": name,
-                                        "arguments": json.dumps(args), "call_id": call_id})
-            self.line("response_item", {"type": "function_call_output", "call_id": call_id,
-                                        "output": json.dumps({"output": output, "metadata": {"exit_code": 0}})})
+            self.line(
+                "response_item",
+                {"type": "function_call", "name": name, "arguments": json.dumps(args), "call_id": call_id},
+            )
+            self.line(
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": json.dumps({"output": output, "metadata": {"exit_code": 0}}),
+                },
+            )
         elif kind == "custom_tool_call":
-            self.line("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
-                                        "name": name, "input": args})
-            self.line("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": output})
+            self.line(
+                "response_item",
+                {
+                    "type": "custom_tool_call",
+                    "status": "completed",
+                    "call_id": call_id,
+                    "name": name,
+                    "input": args,
+                },
+            )
+            self.line(
+                "response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": output}
+            )
         else:
-            self.line("response_item", {"type": "local_shell_call", "call_id": call_id, "status": "completed",
-                                        "action": {"type": "exec", "command": args}})
+            self.line(
+                "response_item",
+                {
+                    "type": "local_shell_call",
+                    "call_id": call_id,
+                    "status": "completed",
+                    "action": {"type": "exec", "command": args},
+                },
+            )
             self.line("response_item", {"type": "function_call_output", "call_id": call_id, "output": output})
         self.usage(2000 + 300 * self.calls, 60)
         self.items += 1
@@ -113,22 +165,39 @@ class Recorder:
 
     def close(self, message: str) -> None:
         self.line("event_msg", {"type": "agent_message", "message": message})
-        self.line("response_item", {"type": "message", "role": "assistant",
-                                    "content": [{"type": "output_text", "text": message}]})
+        self.line(
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": message}]},
+        )
         self.line("event_msg", {"type": "task_complete", "last_agent_message": message})
         self.items += 1
-        self.event({"type": "item.completed", "item": {"id": f"item_{self.items}", "type": "agent_message",
-                                                       "text": message}})
-        self.event({"type": "turn.completed", "usage": {k: self.tokens[k] for k in
-                                                       ("input_tokens", "cached_input_tokens", "output_tokens")}})
+        self.event(
+            {
+                "type": "item.completed",
+                "item": {"id": f"item_{self.items}", "type": "agent_message", "text": message},
+            }
+        )
+        self.event(
+            {
+                "type": "turn.completed",
+                "usage": {
+                    k: self.tokens[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens")
+                },
+            }
+        )
         self.fh.close()
 
 
 def shell(rec: Recorder, cwd: Path, argv: list[str], *, local: bool = False) -> str:
     res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
     out = res.stdout + res.stderr
-    item = {"type": "command_execution", "command": " ".join(argv), "aggregated_output": out,
-            "exit_code": res.returncode, "status": "completed" if res.returncode == 0 else "failed"}
+    item = {
+        "type": "command_execution",
+        "command": " ".join(argv),
+        "aggregated_output": out,
+        "exit_code": res.returncode,
+        "status": "completed" if res.returncode == 0 else "failed",
+    }
     if local:
         rec.call("local_shell_call", "local_shell", argv, out, item)
     else:
@@ -140,20 +209,44 @@ def read(rec: Recorder, cwd: Path, name: str, first: int = 1, last: int = 200) -
     lines = (cwd / name).read_text().splitlines()[first - 1 : last]
     out = "\n".join(lines) + "\n"
     argv = ["sed", "-n", f"{first},{last}p", name]
-    rec.call("function_call", "shell", {"command": argv, "workdir": str(cwd)}, out,
-             {"type": "command_execution", "command": " ".join(argv), "aggregated_output": out,
-              "exit_code": 0, "status": "completed"})
+    rec.call(
+        "function_call",
+        "shell",
+        {"command": argv, "workdir": str(cwd)},
+        out,
+        {
+            "type": "command_execution",
+            "command": " ".join(argv),
+            "aggregated_output": out,
+            "exit_code": 0,
+            "status": "completed",
+        },
+    )
     return out
 
 
 def grep(rec: Recorder, cwd: Path, word: str) -> str:
-    hits = [f"{p.name}:{i}:{line}" for p in sorted(cwd.glob("*.py"))
-            for i, line in enumerate(p.read_text().splitlines(), 1) if word in line]
+    hits = [
+        f"{p.name}:{i}:{line}"
+        for p in sorted(cwd.glob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if word in line
+    ]
     out = "\n".join(hits) + "\n"
     argv = ["rg", "-n", word, "."]
-    rec.call("function_call", "shell", {"command": argv, "workdir": str(cwd)}, out,
-             {"type": "command_execution", "command": " ".join(argv), "aggregated_output": out,
-              "exit_code": 0 if hits else 1, "status": "completed"})
+    rec.call(
+        "function_call",
+        "shell",
+        {"command": argv, "workdir": str(cwd)},
+        out,
+        {
+            "type": "command_execution",
+            "command": " ".join(argv),
+            "aggregated_output": out,
+            "exit_code": 0 if hits else 1,
+            "status": "completed",
+        },
+    )
     return out
 
 
@@ -163,19 +256,32 @@ def apply_patch(rec: Recorder, cwd: Path, name: str, before: str, after: str) ->
     ok = before in text
     if ok:
         path.write_text(text.replace(before, after, 1))
-    patch = "*** Begin Patch\n*** Update File: {0}\n@@\n{1}\n{2}\n*** End Patch\n".format(
-        name, "\n".join("-" + x for x in before.splitlines()), "\n".join("+" + x for x in after.splitlines()))
+    minus = "\n".join("-" + x for x in before.splitlines())
+    plus = "\n".join("+" + x for x in after.splitlines())
+    patch = f"*** Begin Patch\n*** Update File: {name}\n@@\n{minus}\n{plus}\n*** End Patch\n"
     out = f"Success. Updated the following files:\nM {name}\n" if ok else "Failed to find expected lines"
-    rec.call("custom_tool_call", "apply_patch", patch, out,
-             {"type": "file_change", "changes": [{"path": str(path), "kind": "update"}],
-              "status": "completed" if ok else "failed"})
+    rec.call(
+        "custom_tool_call",
+        "apply_patch",
+        patch,
+        out,
+        {
+            "type": "file_change",
+            "changes": [{"path": str(path), "kind": "update"}],
+            "status": "completed" if ok else "failed",
+        },
+    )
     return ok
 
 
 def plan(rec: Recorder, steps: list[tuple[str, str]]) -> None:
-    rec.call("function_call", "update_plan", {"plan": [{"step": s, "status": st} for s, st in steps]},
-             "Plan updated", {"type": "todo_list", "items": [{"text": s, "completed": st == "completed"}
-                                                             for s, st in steps]})
+    rec.call(
+        "function_call",
+        "update_plan",
+        {"plan": [{"step": s, "status": st} for s, st in steps]},
+        "Plan updated",
+        {"type": "todo_list", "items": [{"text": s, "completed": st == "completed"} for s, st in steps]},
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -201,11 +307,20 @@ def main(argv: list[str]) -> int:
     profile = resolve_profile(model)
     rec = Recorder(codex_home, model, cwd, as_json)
     rec.event({"type": "turn.started"})
-    rec.line("turn_context", {"cwd": str(cwd), "approval_policy": "never",
-                              "sandbox_policy": {"type": "danger-full-access"}, "model": model,
-                              **({"effort": "medium", "summary": "auto"} if profile == "catalog" else {})})
-    rec.line("response_item", {"type": "message", "role": "user",
-                               "content": [{"type": "input_text", "text": prompt}]})
+    rec.line(
+        "turn_context",
+        {
+            "cwd": str(cwd),
+            "approval_policy": "never",
+            "sandbox_policy": {"type": "danger-full-access"},
+            "model": model,
+            **({"effort": "medium", "summary": "auto"} if profile == "catalog" else {}),
+        },
+    )
+    rec.line(
+        "response_item",
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+    )
     rec.line("event_msg", {"type": "user_message", "message": prompt, "images": []})
     fix = FIXES.get(task_id)
     if fix is None:

@@ -26,8 +26,18 @@ def _cli(argv: list[str]) -> int:
 def test_run1_csv_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli([str(RUN1[0]), str(RUN1[1]), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    for text in ("gpt-5.5 profile", "Fallback profile", "2,087", "1,048", "-1,039", "41.7", "21.0", "-20.8",
-                 "50/0/0", "p < 0.001"):
+    for text in (
+        "gpt-5.5 profile",
+        "Fallback profile",
+        "2,087",
+        "1,048",
+        "-1,039",
+        "41.7",
+        "21.0",
+        "-20.8",
+        "50/0/0",
+        "p < 0.001",
+    ):
         assert text in printed, text
     data = json.loads((tmp_path / "comparison.json").read_text())
     assert data["a"] == "gpt-5.5 profile" and data["b"] == "Fallback profile"
@@ -71,16 +81,28 @@ def _write_rollout(path: Path, model: str, n_calls: int) -> None:
     for i in range(n_calls):
         cid = f"call_{i}"
         if i % 5 == 3:
-            call = {"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": cid}
+            call = {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+                "call_id": cid,
+            }
             out = {"type": "custom_tool_call_output", "call_id": cid, "output": "ok"}
         elif i % 7 == 6:
-            call = {"type": "local_shell_call", "call_id": cid, "status": "completed", "action": {"type": "exec"}}
+            call = {
+                "type": "local_shell_call",
+                "call_id": cid,
+                "status": "completed",
+                "action": {"type": "exec"},
+            }
             out = {"type": "function_call_output", "call_id": cid, "output": "ok"}
         else:
             call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": cid}
             out = {"type": "function_call_output", "call_id": cid, "output": "ok"}
-        recs += [{"timestamp": "t", "type": "response_item", "payload": call},
-                 {"timestamp": "t", "type": "response_item", "payload": out}]
+        recs += [
+            {"timestamp": "t", "type": "response_item", "payload": call},
+            {"timestamp": "t", "type": "response_item", "payload": out},
+        ]
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
@@ -91,9 +113,14 @@ def _csv_counts(path: Path) -> dict[str, int]:
 
 @pytest.mark.parametrize("run", [RUN1, RUN2], ids=["run1", "run2"])
 def test_same_tables_from_synthetic_rollouts(tmp_path: Path, run: tuple[Path, Path]) -> None:
-    for profile, (src, model) in {"gpt-5.5": (run[0], "gpt-5.5"), "other": (run[1], "openai/openai/gpt-5.5")}.items():
+    for profile, (src, model) in {
+        "gpt-5.5": (run[0], "gpt-5.5"),
+        "other": (run[1], "openai/openai/gpt-5.5"),
+    }.items():
         for task_id, n in _csv_counts(src).items():
-            _write_rollout(tmp_path / "run" / profile / task_id / "sessions" / f"rollout-{task_id}.jsonl", model, n)
+            _write_rollout(
+                tmp_path / "run" / profile / task_id / "sessions" / f"rollout-{task_id}.jsonl", model, n
+            )
     from_csv = compare_sources(*run)
     from_rollouts = compare_sources(tmp_path / "run" / "gpt-5.5", tmp_path / "run" / "other")
     assert from_rollouts.pairs == from_csv.pairs

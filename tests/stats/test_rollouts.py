@@ -89,7 +89,9 @@ def test_detect_and_garbage(tmp_path: Path) -> None:
 def test_task_dir_prefers_rollout_over_exec_stdout(tmp_path: Path) -> None:
     task = tmp_path / "gpt-5.5" / "toy__calc-1"
     (task / "sessions" / "2026" / "11" / "03").mkdir(parents=True)
-    shutil.copy(FIXTURES / "codex_rollout.jsonl", task / "sessions" / "2026" / "11" / "03" / "rollout-a.jsonl")
+    shutil.copy(
+        FIXTURES / "codex_rollout.jsonl", task / "sessions" / "2026" / "11" / "03" / "rollout-a.jsonl"
+    )
     shutil.copy(FIXTURES / "codex_exec.jsonl", task / "agent-stdout.jsonl")
     u = summarize_task_dir(task)
     assert (u.task_id, u.profile, u.format, u.tool_calls) == ("toy__calc-1", "gpt-5.5", "codex-rollout", 6)

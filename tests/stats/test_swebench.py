@@ -101,7 +101,12 @@ def test_build_command() -> None:
         "codex exec -m {model} {problem_statement}", {"model": "gpt-5.5", "problem_statement": "fix it {now}"}
     )
     assert argv == ["codex", "exec", "-m", "gpt-5.5", "fix it {now}"]
-    assert build_command(["t", "{fail_to_pass}", "x"], {}, {"fail_to_pass": ["a", "b"]}) == ["t", "a", "b", "x"]
+    assert build_command(["t", "{fail_to_pass}", "x"], {}, {"fail_to_pass": ["a", "b"]}) == [
+        "t",
+        "a",
+        "b",
+        "x",
+    ]
     with pytest.raises(ValueError):
         build_command("run {unknown}", {})
 
@@ -117,25 +122,45 @@ def test_codex_config_for_endpoint() -> None:
 def test_interleaving() -> None:
     a, b = Profile("a", "m"), Profile("b", "m")
     assert [[p.name for p in interleaved_order([a, b], i)] for i in range(4)] == [
-        ["a", "b"], ["b", "a"], ["a", "b"], ["b", "a"]
+        ["a", "b"],
+        ["b", "a"],
+        ["a", "b"],
+        ["b", "a"],
     ]
 
 
 def test_environment_and_timeout(tmp_path: Path) -> None:
     repo, _ = build_toy_repo(tmp_path / "toycalc")
     task = load_tasks(TOY_TASKS, use_datasets=False).tasks[0]
-    show = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % (
-        ["CODEX_HOME", "HARNESSCHECK_TASK_ID", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "HARNESSCHECK_MODEL", "X"],
-    )
+    names = [
+        "CODEX_HOME",
+        "HARNESSCHECK_TASK_ID",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "HARNESSCHECK_MODEL",
+        "X",
+    ]
+    show = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
     prof = Profile("p", "gpt-5.5", endpoint="http://127.0.0.1:9/v1", env={"X": "1"})
-    res = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, command=[sys.executable, "-S", "-c", show])
+    res = run_task(
+        task, prof, run_dir=tmp_path / "run", repo=repo, command=[sys.executable, "-S", "-c", show]
+    )
     assert res.returncode == 0 and not res.timed_out and res.error is None
     env = json.loads((Path(res.folder) / "agent-stdout.jsonl").read_text())
     assert env["HARNESSCHECK_TASK_ID"] == task.instance_id and env["X"] == "1"
-    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1" and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert (
+        env["OPENAI_BASE_URL"] == "http://127.0.0.1:9/v1"
+        and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    )
     assert env["CODEX_HOME"].endswith("codex_home")
-    slow = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, timeout_s=0.5,
-                    command=[sys.executable, "-S", "-c", "import time; time.sleep(30)"])
+    slow = run_task(
+        task,
+        prof,
+        run_dir=tmp_path / "run",
+        repo=repo,
+        timeout_s=0.5,
+        command=[sys.executable, "-S", "-c", "import time; time.sleep(30)"],
+    )
     assert slow.timed_out and slow.duration_s < 10
     missing = run_task(task, prof, run_dir=tmp_path / "run", repo=repo, command=["/nonexistent/agent"])
     assert missing.returncode is None and "could not start" in (missing.error or "")
@@ -153,12 +178,26 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path) -> None:
         run_dir=tmp_path / "run",
         repos=tmp_path / "repos",
         # -S: no site-packages, the toy agent and the tests need only the standard library (faster)
-        command=[sys.executable, "-S", str(TOY_AGENT), "exec", "--json", "-m", "{model}", "{problem_statement}"],
+        command=[
+            sys.executable,
+            "-S",
+            str(TOY_AGENT),
+            "exec",
+            "--json",
+            "-m",
+            "{model}",
+            "{problem_statement}",
+        ],
         test_command=[sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"],
         timeout_s=60,
     )
     assert [(r.task_id[-1], r.profile) for r in runs] == [
-        ("1", "gpt-5.5"), ("1", "fallback"), ("2", "fallback"), ("2", "gpt-5.5"), ("3", "gpt-5.5"), ("3", "fallback"),
+        ("1", "gpt-5.5"),
+        ("1", "fallback"),
+        ("2", "fallback"),
+        ("2", "gpt-5.5"),
+        ("3", "gpt-5.5"),
+        ("3", "fallback"),
     ]
     assert all(r.returncode == 0 and r.resolved and len(r.rollout_files) == 1 for r in runs), runs
     assert len((tmp_path / "run" / "runs.jsonl").read_text().splitlines()) == 6
@@ -191,12 +230,58 @@ def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
         return cmd.run(parser.parse_args(argv))
 
     out = tmp_path / "subset.jsonl"
-    assert cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--sample", "3", "--seed", "2",
-                "--out", str(out)]) == 0
+    assert (
+        cli(
+            [
+                "select",
+                "--tasks",
+                str(VERIFIED_FIXTURE),
+                "--no-datasets",
+                "--sample",
+                "3",
+                "--seed",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert len(load_tasks(out, use_datasets=False)) == 3
-    assert cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--ids", "nope", "--out", str(out)]) == 2
-    assert cli(["run", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--run-dir", str(tmp_path / "r"),
-                "--repos", str(tmp_path), "--profile", "bad"]) == 2
-    assert cli(["run", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--run-dir", str(tmp_path / "r"),
-                "--profile", "a=m"]) == 2
+    assert (
+        cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--ids", "nope", "--out", str(out)])
+        == 2
+    )
+    assert (
+        cli(
+            [
+                "run",
+                "--tasks",
+                str(VERIFIED_FIXTURE),
+                "--no-datasets",
+                "--run-dir",
+                str(tmp_path / "r"),
+                "--repos",
+                str(tmp_path),
+                "--profile",
+                "bad",
+            ]
+        )
+        == 2
+    )
+    assert (
+        cli(
+            [
+                "run",
+                "--tasks",
+                str(VERIFIED_FIXTURE),
+                "--no-datasets",
+                "--run-dir",
+                str(tmp_path / "r"),
+                "--profile",
+                "a=m",
+            ]
+        )
+        == 2
+    )
     assert "error" in capsys.readouterr().err
