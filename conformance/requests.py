@@ -1,0 +1,115 @@
+"""Request bodies for a scenario, per API, and how each API's client carries a turn forward.
+
+`first(api, scenario, model)` builds turn 0; `follow(api, body, answer, scenario, turn)` appends
+the model's answer as the client would send it back (Anthropic thinking blocks with signatures and
+tool_use; Chat reasoning_content + tool_calls; Responses reasoning items with encrypted_content,
+function_call and function_call_output), the tool results, and the next user text, if any.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from scenarios.loader import Scenario
+
+MAX_TOKENS = 4096
+
+
+def anthropic_tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
+            for t in scenario.tools]
+
+
+def chat_tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                              "parameters": t["parameters"]}} for t in scenario.tools]
+
+
+def responses_tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"type": "function", "name": t["name"], "description": t.get("description", ""),
+             "parameters": t["parameters"]} for t in scenario.tools]
+
+
+def first(api: str, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
+    user = scenario.turns[0].user or ""
+    if api == "anthropic":
+        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "stream": stream,
+                                "messages": [{"role": "user", "content": user}]}
+        if scenario.system:
+            body["system"] = scenario.system
+        if scenario.tools:
+            body["tools"] = anthropic_tools(scenario)
+        return body
+    if api == "chat":
+        messages = ([{"role": "system", "content": scenario.system}] if scenario.system else [])
+        body = {"model": model, "stream": stream, "messages": messages + [{"role": "user", "content": user}],
+                "max_tokens": MAX_TOKENS}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if scenario.tools:
+            body["tools"] = chat_tools(scenario)
+        return body
+    body = {"model": model, "stream": stream, "max_output_tokens": MAX_TOKENS,
+            "input": [{"type": "message", "role": "user", "content": user}],
+            "include": ["reasoning.encrypted_content"], "store": True}
+    if scenario.system:
+        body["instructions"] = scenario.system
+    if scenario.tools:
+        body["tools"] = responses_tools(scenario)
+    return body
+
+
+def tool_calls_of(api: str, answer: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(call id, name, arguments JSON) for each tool call in a folded answer."""
+    if api == "anthropic":
+        return [(b["id"], b["name"], json.dumps(b.get("input", {}), ensure_ascii=False))
+                for b in answer.get("content", []) if b.get("type") == "tool_use"]
+    if api == "chat":
+        message = answer["choices"][0]["message"] if "choices" in answer else answer
+        return [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+    return [(i.get("call_id", ""), i["name"], i.get("arguments", "")) for i in answer.get("output", [])
+            if i.get("type") == "function_call"]
+
+
+def follow(api: str, body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]:
+    """The request for `turn` (>= 1), given the request and folded answer of turn - 1."""
+    body = copy.deepcopy(body)
+    calls = tool_calls_of(api, answer)
+    user = scenario.turns[turn].user if turn < len(scenario.turns) else None
+    if api == "anthropic":
+        content = [{k: v for k, v in b.items() if k != "citations" or v} for b in answer.get("content", [])]
+        body["messages"].append({"role": "assistant", "content": content})
+        blocks: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": cid,
+                                         "content": scenario.result_for(name, args)} for cid, name, args in calls]
+        if user:
+            blocks.append({"type": "text", "text": user})
+        if blocks:
+            body["messages"].append({"role": "user", "content": blocks})
+        return body
+    if api == "chat":
+        message = answer["choices"][0]["message"] if "choices" in answer else answer
+        sent: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        for key in ("reasoning_content", "reasoning"):
+            if message.get(key):
+                sent[key] = message[key]
+                break
+        if message.get("tool_calls"):
+            sent["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]}
+                                  for c in message["tool_calls"]]
+        body["messages"].append(sent)
+        for cid, name, args in calls:
+            body["messages"].append({"role": "tool", "tool_call_id": cid, "content": scenario.result_for(name, args)})
+        if user:
+            body["messages"].append({"role": "user", "content": user})
+        return body
+    # Responses: stateless replay of the output items (as Codex does with store: false)
+    for item in answer.get("output", []):
+        kept = {k: v for k, v in item.items() if k not in ("status",)}
+        body["input"].append(kept)
+    for cid, name, args in calls:
+        body["input"].append({"type": "function_call_output", "call_id": cid, "output": scenario.result_for(name, args)})
+    if user:
+        body["input"].append({"type": "message", "role": "user", "content": user})
+    return body

@@ -1,0 +1,61 @@
+"""Responses state and fields: previous_response_id continues the conversation, encrypted
+reasoning comes back when asked, and the fields that make a request a Responses request survive."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.harness import Harness
+from conformance.requests import tool_calls_of
+from conformance.verdict import fail, inconclusive, ok_response
+
+
+@pytest.mark.check("RS-STATE-001")
+def test_previous_response_id_continues(hc: Harness) -> None:
+    scenario = hc.scenario("calculator")
+    body = hc.body("responses", "calculator", stream=False)
+    first = hc.post("responses", "/v1/responses", {**body, "store": True}, label="turn 1 (store: true)")
+    ok_response(first, "turn 1")
+    answer = first.json_body() or {}
+    calls = tool_calls_of("responses", answer)
+    if not calls:
+        inconclusive("the model made no tool call in turn 1")
+    call_id, name, args = calls[0]
+    second_body = {"model": hc.endpoint.model, "previous_response_id": answer.get("id"), "tools": body.get("tools"),
+                   "input": [{"type": "function_call_output", "call_id": call_id,
+                              "output": scenario.result_for(name, args)}]}
+    second = hc.post("responses", "/v1/responses", second_body, label="turn 2 (previous_response_id)")
+    ok_response(second, "turn 2 with previous_response_id")
+    u1 = answer.get("usage") or {}
+    u2 = (second.json_body() or {}).get("usage") or {}
+    floor = int(u1.get("input_tokens") or 0) + 1
+    if int(u2.get("input_tokens") or 0) < floor:
+        fail(f"turn 2's prompt has {u2.get('input_tokens')} tokens, fewer than turn 1's prompt "
+             f"({u1.get('input_tokens')}) plus anything: the stored conversation was not prepended", transcript=second)
+
+
+@pytest.mark.check("RS-STATE-002")
+def test_encrypted_reasoning_when_included(hc: Harness) -> None:
+    body = hc.body("responses", "calculator", stream=False)
+    t = hc.post("responses", "/v1/responses", {**body, "store": False}, label="include reasoning.encrypted_content")
+    ok_response(t, "request with include")
+    reasoning = [i for i in (t.json_body() or {}).get("output", []) if i.get("type") == "reasoning"]
+    if not reasoning:
+        inconclusive("the model returned no reasoning item")
+    if not all(isinstance(i.get("encrypted_content"), str) and i["encrypted_content"] for i in reasoning):
+        fail("a reasoning item has no encrypted_content though include asked for it", transcript=t)
+
+
+@pytest.mark.check("RS-REQ-002")
+def test_responses_fields_echoed(hc: Harness) -> None:
+    body = hc.body("responses", "plain_text", stream=False)
+    body.update({"store": False, "parallel_tool_calls": False, "text": {"verbosity": "low"},
+                 "metadata": {"harnesscheck": "1"}})
+    t = hc.post("responses", "/v1/responses", body, label="fields to echo")
+    ok_response(t, "request")
+    got = t.json_body() or {}
+    wrong = {k: got.get(k) for k, v in (("store", False), ("parallel_tool_calls", False)) if got.get(k) is not v}
+    if (got.get("text") or {}).get("verbosity") != "low":
+        wrong["text.verbosity"] = (got.get("text") or {}).get("verbosity")
+    if wrong:
+        fail(f"fields not echoed as sent: {wrong}", transcript=t)

@@ -1,0 +1,37 @@
+"""Event grammar of streamed answers, in all three APIs: every catalog check that names grammar
+rules is judged here, over the built-in scenarios' streams (text, thinking, one tool call,
+parallel tool calls, interleaved reasoning and tool calls, and a text turn after a tool result)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from conformance import catalog
+from conformance.harness import Harness
+from conformance.verdict import fail, no_findings
+
+# (scenario, turn): turn 1 of calculator answers after a tool result.
+STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]
+GRAMMAR = {"anthropic": "conformance.grammar.anthropic", "chat": "conformance.grammar.chat",
+           "responses": "conformance.grammar.responses"}
+
+
+def _grammar_checks() -> list[object]:
+    return [pytest.param(c.id, marks=pytest.mark.check(c.id), id=c.id) for c in catalog.CHECKS
+            if c.rules and c.api in GRAMMAR]
+
+
+@pytest.mark.parametrize("check_id", _grammar_checks())
+def test_stream_grammar(hc: Harness, check_id: str) -> None:
+    check = catalog.get(check_id)
+    validate = importlib.import_module(GRAMMAR[check.api]).validate
+    for scenario, turn in STREAMS:
+        transcript = hc.stream(check.api, scenario, turn=turn)
+        if transcript.status is None or not 200 <= transcript.status < 300:
+            fail(f"{scenario} turn {turn}: the stream request failed: HTTP {transcript.status} "
+                 f"{transcript.error or transcript.text_body()[:200]}", transcript=transcript)
+        no_findings(validate(transcript, transcript.request_body), transcript, check.rules, f"{scenario} turn {turn}")
+        if transcript.error and any(r.endswith(("STOP-MISSING", "COMPLETED", "DONE")) for r in check.rules):
+            fail(f"{scenario} turn {turn}: the stream did not end cleanly: {transcript.error}", transcript=transcript)
