@@ -38,7 +38,9 @@ class ThinkTagReasoningParser(ReasoningParser):
     # class default for the implicit segment's policy; see the module docstring
     default_unterminated_is_reasoning = True
 
-    def __init__(self, *, start_in_reasoning: bool = False, unterminated_is_reasoning: bool | None = None) -> None:
+    def __init__(
+        self, *, start_in_reasoning: bool = False, unterminated_is_reasoning: bool | None = None
+    ) -> None:
         super().__init__(start_in_reasoning=start_in_reasoning)
         if unterminated_is_reasoning is None:
             unterminated_is_reasoning = self.default_unterminated_is_reasoning

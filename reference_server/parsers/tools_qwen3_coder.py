@@ -103,10 +103,8 @@ def convert_value(raw: str, tool: ToolSpec | None, key: str) -> Any:
 
 
 def _strip_one_newline(value: str) -> str:
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
+    value = value.removeprefix("\n")
+    value = value.removesuffix("\n")
     return value
 
 
@@ -244,7 +242,7 @@ class Qwen3CoderToolParser(TaggedToolParser):
         except ValueError as exc:
             raise ValueError(f"tool call {call.name!r}: arguments are not JSON: {exc}") from None
         if not isinstance(args, dict):
-            raise ValueError(f"tool call {call.name!r}: arguments are not a JSON object")
+            raise ValueError(f"tool call {call.name!r}: arguments are not a JSON object")  # noqa: TRY004
         lines = ["<tool_call>", f"<function={call.name}>"]
         for key, value in args.items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -7,6 +7,7 @@ parse(render(parts)), whole and in random pieces. Every registered parser must a
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -81,7 +82,11 @@ class Config:
     start_in_reasoning: bool = False
 
     def parsers(self) -> tuple[ReasoningParser | None, parsers.ToolParser | None]:
-        r = get_reasoning_parser(self.reasoning)(start_in_reasoning=self.start_in_reasoning) if self.reasoning else None
+        r = (
+            get_reasoning_parser(self.reasoning)(start_in_reasoning=self.start_in_reasoning)
+            if self.reasoning
+            else None
+        )
         t = get_tool_parser(self.tools)(tools=TOOLS, id_factory=call_id) if self.tools else None
         return r, t
 
@@ -115,7 +120,9 @@ def T(text: str) -> Part:
 
 
 def C(index: int, name: str, arguments: str) -> Part:
-    return Part(kind="tool_call", call=ToolCall(index=index, id=call_id(index), name=name, arguments=arguments))
+    return Part(
+        kind="tool_call", call=ToolCall(index=index, id=call_id(index), name=name, arguments=arguments)
+    )
 
 
 REASONING_FAMILIES = ["deepseek_r1", "qwen3", "nemotron_deci"]
@@ -133,15 +140,32 @@ for fam in REASONING_FAMILIES:
     cfg = Config(reasoning=fam)
     case(cfg, "plain", "Hello, world.", T("Hello, world."))
     case(cfg, "plain-trimmed", "  \n Hello\n\n  there \n\n", T("Hello\n\n  there"))
-    case(cfg, "reasoning-text", "<think>\nLet me think.\n</think>\n\nThe answer is 4.", R("Let me think."), T("The answer is 4."))
+    case(
+        cfg,
+        "reasoning-text",
+        "<think>\nLet me think.\n</think>\n\nThe answer is 4.",
+        R("Let me think."),
+        T("The answer is 4."),
+    )
     case(
         cfg,
         "interleaved",
         "<think>r0</think> t0 <think>\nr1 a\n b\n</think>\n\n t1 end",
-        R("r0"), T("t0"), R("r1 a\n b"), T("t1 end"),
+        R("r0"),
+        T("t0"),
+        R("r1 a\n b"),
+        T("t1 end"),
     )
-    case(cfg, "unicode", "<think>\n思考一下 🤔\n</think>\n\n答案是 42 🎉", R("思考一下 🤔"), T("答案是 42 🎉"))
-    case(cfg, "tag-in-reasoning", "<think>use <tool_call> or <think>?</think>ok", R("use <tool_call> or <think>?"), T("ok"))
+    case(
+        cfg, "unicode", "<think>\n思考一下 🤔\n</think>\n\n答案是 42 🎉", R("思考一下 🤔"), T("答案是 42 🎉")
+    )
+    case(
+        cfg,
+        "tag-in-reasoning",
+        "<think>use <tool_call> or <think>?</think>ok",
+        R("use <tool_call> or <think>?"),
+        T("ok"),
+    )
     case(cfg, "not-tags", "a < b, <thin k> and <thinking>", T("a < b, <thin k> and <thinking>"))
     case(cfg, "stray-close-is-text", "x </think> y", T("x </think> y"))
     case(cfg, "unterminated-explicit", "Hi <think>\nstill thinking ", T("Hi"), R("still thinking"))
@@ -152,53 +176,126 @@ for fam in REASONING_FAMILIES:
     start = Config(reasoning=fam, start_in_reasoning=True)
     case(start, "implicit-open", "Let me see.\n</think>\n\nIt is 4.", R("Let me see."), T("It is 4."))
     case(start, "repeated-open-tag", "\n<think>\nr\n</think>\n\na", R("r"), T("a"))
-    case(start, "implicit-then-interleaved", "r0</think>t0<think>r1</think>t1", R("r0"), T("t0"), R("r1"), T("t1"))
+    case(
+        start,
+        "implicit-then-interleaved",
+        "r0</think>t0<think>r1</think>t1",
+        R("r0"),
+        T("t0"),
+        R("r1"),
+        T("t1"),
+    )
     case(start, "explicit-unterminated", "<think>\nr", R("r"))
     unterminated = (R("just this, 你好") if fam == "deepseek_r1" else T("just this, 你好"),)
     case(start, "unterminated", "\njust this, 你好\n", *unterminated)
-    case(start, "unterminated-with-open-tag-inside", "a <think> b", *((R("a <think> b"),) if fam == "deepseek_r1" else (T("a"), R("b"))))
+    case(
+        start,
+        "unterminated-with-open-tag-inside",
+        "a <think> b",
+        *((R("a <think> b"),) if fam == "deepseek_r1" else (T("a"), R("b"))),
+    )
 
 # hermes alone
 H = Config(tools="hermes")
 case(H, "plain", "Hello, world.", T("Hello, world."))
-case(H, "not-tags", "1 < 2, <b>bold</b>, <tool_calls> and <tool_call", T("1 < 2, <b>bold</b>, <tool_calls> and <tool_call"))
+case(
+    H,
+    "not-tags",
+    "1 < 2, <b>bold</b>, <tool_calls> and <tool_call",
+    T("1 < 2, <b>bold</b>, <tool_calls> and <tool_call"),
+)
 case(
     H,
     "one-call",
     'Let me check.\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n',
-    T("Let me check."), C(0, "get_weather", '{"city": "Paris"}'),
+    T("Let me check."),
+    C(0, "get_weather", '{"city": "Paris"}'),
 )
 case(
     H,
     "parallel",
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>\n'
     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\nBoth asked.',
-    C(0, "get_weather", '{"city": "Paris", "days": 2}'), C(1, "get_weather", '{"city": "Oslo"}'), T("Both asked."),
+    C(0, "get_weather", '{"city": "Paris", "days": 2}'),
+    C(1, "get_weather", '{"city": "Oslo"}'),
+    T("Both asked."),
 )
 ESCAPED = r'{"code": "if (a) { b = \"}\"; } // </tool_call>", "re": "\\d+\\{", "u": "\u00e9", "nested": [{"x": "]}"}]}'
-case(H, "escapes", f'<tool_call>\n{{"name": "run", "arguments": {ESCAPED}}}\n</tool_call>', C(0, "run", ESCAPED))
+case(
+    H,
+    "escapes",
+    f'<tool_call>\n{{"name": "run", "arguments": {ESCAPED}}}\n</tool_call>',
+    C(0, "run", ESCAPED),
+)
 case(
     H,
     "unicode",
     '天气？\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "北京 🌧"}}\n</tool_call>',
-    T("天气？"), C(0, "get_weather", '{"city": "北京 🌧"}'),
+    T("天气？"),
+    C(0, "get_weather", '{"city": "北京 🌧"}'),
 )
-case(H, "parameters-synonym", '<tool_call>{"name": "run", "parameters": {"cmd": "ls"}}</tool_call>', C(0, "run", '{"cmd": "ls"}'))
-case(H, "arguments-first", '<tool_call>\n{"arguments": {"cmd": "ls"}, "id": 7, "name": "run"}\n</tool_call>', C(0, "run", '{"cmd": "ls"}'))
+case(
+    H,
+    "parameters-synonym",
+    '<tool_call>{"name": "run", "parameters": {"cmd": "ls"}}</tool_call>',
+    C(0, "run", '{"cmd": "ls"}'),
+)
+case(
+    H,
+    "arguments-first",
+    '<tool_call>\n{"arguments": {"cmd": "ls"}, "id": 7, "name": "run"}\n</tool_call>',
+    C(0, "run", '{"cmd": "ls"}'),
+)
 case(H, "no-arguments", '<tool_call>\n{"name": "run"}\n</tool_call>', C(0, "run", "{}"))
-case(H, "compact-args", '<tool_call>{"name":"run","arguments":{"a":[1,{"b":null}],"c":-1.5e3}}</tool_call>', C(0, "run", '{"a":[1,{"b":null}],"c":-1.5e3}'))
-case(H, "text-around", 'a\n<tool_call>\n{"name": "run", "arguments": {}}\n</tool_call>\n\nb ', T("a"), C(0, "run", "{}"), T("b"))
-case(H, "malformed-is-text", "x <tool_call>\nnot json\n</tool_call> y", T("x <tool_call>\nnot json\n</tool_call> y"))
-case(H, "name-not-string-is-text", '<tool_call>{"name": 5}</tool_call>', T('<tool_call>{"name": 5}</tool_call>'))
-case(H, "unterminated-before-name", 'Hi <tool_call>\n{"arguments": {"a": 1}', T('Hi <tool_call>\n{"arguments": {"a": 1}'))
-case(H, "unterminated-after-name", '<tool_call>\n{"name": "run", "arguments": {"a": 1', C(0, "run", '{"a": 1'))
+case(
+    H,
+    "compact-args",
+    '<tool_call>{"name":"run","arguments":{"a":[1,{"b":null}],"c":-1.5e3}}</tool_call>',
+    C(0, "run", '{"a":[1,{"b":null}],"c":-1.5e3}'),
+)
+case(
+    H,
+    "text-around",
+    'a\n<tool_call>\n{"name": "run", "arguments": {}}\n</tool_call>\n\nb ',
+    T("a"),
+    C(0, "run", "{}"),
+    T("b"),
+)
+case(
+    H,
+    "malformed-is-text",
+    "x <tool_call>\nnot json\n</tool_call> y",
+    T("x <tool_call>\nnot json\n</tool_call> y"),
+)
+case(
+    H,
+    "name-not-string-is-text",
+    '<tool_call>{"name": 5}</tool_call>',
+    T('<tool_call>{"name": 5}</tool_call>'),
+)
+case(
+    H,
+    "unterminated-before-name",
+    'Hi <tool_call>\n{"arguments": {"a": 1}',
+    T('Hi <tool_call>\n{"arguments": {"a": 1}'),
+)
+case(
+    H, "unterminated-after-name", '<tool_call>\n{"name": "run", "arguments": {"a": 1', C(0, "run", '{"a": 1')
+)
 case(H, "unterminated-no-args", '<tool_call>\n{"name": "run", ', C(0, "run", "{}"))
-case(H, "missing-close-tag", '<tool_call>{"name": "run", "arguments": {}} then text', C(0, "run", "{}"), T("then text"))
+case(
+    H,
+    "missing-close-tag",
+    '<tool_call>{"name": "run", "arguments": {}} then text',
+    C(0, "run", "{}"),
+    T("then text"),
+)
 case(
     H,
     "not-a-call-then-call",
     '<tool_call><tool_call>{"name": "run", "arguments": {}}</tool_call>',
-    T("<tool_call>"), C(0, "run", "{}"),
+    T("<tool_call>"),
+    C(0, "run", "{}"),
 )
 
 # qwen3_coder alone
@@ -215,7 +312,8 @@ case(
     Q,
     "one-call",
     "Checking.\n" + qcall("get_weather", ("city", "Paris"), ("days", "3")),
-    T("Checking."), C(0, "get_weather", '{"city": "Paris", "days": 3}'),
+    T("Checking."),
+    C(0, "get_weather", '{"city": "Paris", "days": 3}'),
 )
 case(
     Q,
@@ -241,7 +339,9 @@ case(
 case(
     Q,
     "typed-fallbacks",
-    qcall("get_weather", ("days", "three")) + qcall("run", ("note", "[1]"), ("dry", "True")) + qcall("mystery", ("x", "[1, 2]"), ("y", '"q"')),
+    qcall("get_weather", ("days", "three"))
+    + qcall("run", ("note", "[1]"), ("dry", "True"))
+    + qcall("mystery", ("x", "[1, 2]"), ("y", '"q"')),
     C(0, "get_weather", '{"days": "three"}'),
     C(1, "run", '{"note": "[1]", "dry": "True"}'),
     C(2, "mystery", '{"x": [1, 2], "y": "\\"q\\""}'),
@@ -257,7 +357,8 @@ case(
     Q,
     "parallel",
     qcall("get_weather", ("city", "Paris")) + qcall("get_weather", ("city", "東京 🗼")),
-    C(0, "get_weather", '{"city": "Paris"}'), C(1, "get_weather", '{"city": "東京 🗼"}'),
+    C(0, "get_weather", '{"city": "Paris"}'),
+    C(1, "get_weather", '{"city": "東京 🗼"}'),
 )
 case(Q, "not-tags", "a <function=x> <tool_call b", T("a <function=x> <tool_call b"))
 case(Q, "malformed-is-text", "<tool_call>\nhello\n</tool_call> x", T("<tool_call>\nhello\n</tool_call> x"))
@@ -268,10 +369,20 @@ case(
     "<tool_call>\n<function=run>\n<parameter=cmd>\nls\n</parameter>\n<parameter=timeout>\n3",
     C(0, "run", '{"cmd": "ls"}'),
 )
-case(Q, "missing-end-function", "<tool_call>\n<function=run>\n<parameter=dry>\ntrue\n</parameter>\n</tool_call>ok", C(0, "run", '{"dry": true}'), T("ok"))
+case(
+    Q,
+    "missing-end-function",
+    "<tool_call>\n<function=run>\n<parameter=dry>\ntrue\n</parameter>\n</tool_call>ok",
+    C(0, "run", '{"dry": true}'),
+    T("ok"),
+)
 
 # composed
-for cfg in [Config("deepseek_r1", "hermes", True), Config("qwen3", "hermes"), Config("nemotron_deci", "qwen3_coder")]:
+for cfg in [
+    Config("deepseek_r1", "hermes", True),
+    Config("qwen3", "hermes"),
+    Config("nemotron_deci", "qwen3_coder"),
+]:
     hermes = cfg.tools == "hermes"
     open_ = "" if cfg.start_in_reasoning else "<think>\n"
 
@@ -285,36 +396,63 @@ for cfg in [Config("deepseek_r1", "hermes", True), Config("qwen3", "hermes"), Co
         cfg,
         "reasoning-one-call",
         f"{open_}Need weather.\n</think>\n\n" + call("get_weather", {"city": "Paris"}),
-        R("Need weather."), C(0, "get_weather", '{"city": "Paris"}'),
+        R("Need weather."),
+        C(0, "get_weather", '{"city": "Paris"}'),
     )
     case(
         cfg,
         "interleaved-r0-t0-r1-t1",
-        f"{open_}r0\n</think>\n\n" + call("get_weather", {"city": "Oslo"})
-        + "<think>\nr1\n</think>\n\n" + call("run", {"cmd": "ls"}),
-        R("r0"), C(0, "get_weather", '{"city": "Oslo"}'), R("r1"), C(1, "run", '{"cmd": "ls"}'),
+        f"{open_}r0\n</think>\n\n"
+        + call("get_weather", {"city": "Oslo"})
+        + "<think>\nr1\n</think>\n\n"
+        + call("run", {"cmd": "ls"}),
+        R("r0"),
+        C(0, "get_weather", '{"city": "Oslo"}'),
+        R("r1"),
+        C(1, "run", '{"cmd": "ls"}'),
     )
     case(
         cfg,
         "interleaved-with-text",
-        f"{open_}r0</think>\n\nFirst.\n\n" + call("run", {"cmd": "a"}) + "<think>r1</think>Then.\n\n"
-        + call("run", {"cmd": "b"}) + call("run", {"cmd": "c"}) + "Done 🎉",
-        R("r0"), T("First."), C(0, "run", '{"cmd": "a"}'), R("r1"), T("Then."),
-        C(1, "run", '{"cmd": "b"}'), C(2, "run", '{"cmd": "c"}'), T("Done 🎉"),
+        f"{open_}r0</think>\n\nFirst.\n\n"
+        + call("run", {"cmd": "a"})
+        + "<think>r1</think>Then.\n\n"
+        + call("run", {"cmd": "b"})
+        + call("run", {"cmd": "c"})
+        + "Done 🎉",
+        R("r0"),
+        T("First."),
+        C(0, "run", '{"cmd": "a"}'),
+        R("r1"),
+        T("Then."),
+        C(1, "run", '{"cmd": "b"}'),
+        C(2, "run", '{"cmd": "c"}'),
+        T("Done 🎉"),
     )
     case(
         cfg,
         "call-text-inside-reasoning",
         f"{open_}maybe " + call("run", {"cmd": "x"}) + "?\n</think>\n\nNo call.",
-        R("maybe " + call("run", {"cmd": "x"}) + "?"), T("No call."),
+        R("maybe " + call("run", {"cmd": "x"}) + "?"),
+        T("No call."),
     )
     case(
         cfg,
         "unicode",
         f"{open_}用户想要 🌦\n</think>\n\n好的！\n" + call("get_weather", {"city": "北京"}),
-        R("用户想要 🌦"), T("好的！"), C(0, "get_weather", '{"city": "北京"}'),
+        R("用户想要 🌦"),
+        T("好的！"),
+        C(0, "get_weather", '{"city": "北京"}'),
     )
-    case(cfg, "partial-tag-before-reasoning", f"{open_}r</think>a <too<think>b</think>c", R("r"), T("a <too"), R("b"), T("c"))
+    case(
+        cfg,
+        "partial-tag-before-reasoning",
+        f"{open_}r</think>a <too<think>b</think>c",
+        R("r"),
+        T("a <too"),
+        R("b"),
+        T("c"),
+    )
 
 case(Config(), "plain", "  Hello\n\n world <tool_call>  ", T("Hello\n\n world <tool_call>"))
 
@@ -339,7 +477,7 @@ def one_shot(config: Config, text: str) -> list[Part]:
 
 def split_at(text: str, cuts: list[int]) -> list[str]:
     bounds = [0, *sorted(set(cuts)), len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def check_events(events: list[ParsedEvent]) -> None:
@@ -394,12 +532,18 @@ _PLAIN = st.characters(exclude_categories=("Cs",), exclude_characters="<")
 SEGMENT = st.text(_PLAIN, min_size=1, max_size=40).map(str.strip).filter(bool)
 JSON_STR = st.text(_PLAIN, max_size=20)
 JSON_VALUE = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | JSON_STR,
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | JSON_STR,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(JSON_STR, inner, max_size=3),
     max_leaves=8,
 )
 NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,15}", fullmatch=True)
-HERMES_ARGS = st.dictionaries(JSON_STR, JSON_VALUE, max_size=4).map(lambda d: json.dumps(d, ensure_ascii=False))
+HERMES_ARGS = st.dictionaries(JSON_STR, JSON_VALUE, max_size=4).map(
+    lambda d: json.dumps(d, ensure_ascii=False)
+)
 _NOTE = st.none() | st.text(_PLAIN, max_size=10).filter(lambda s: s.strip() != "null")
 RUN_ARGS = st.fixed_dictionaries(
     {},
@@ -415,7 +559,9 @@ RUN_ARGS = st.fixed_dictionaries(
 )
 QWEN_CALL = st.one_of(
     st.tuples(st.just("run"), RUN_ARGS),
-    st.tuples(st.just("get_weather"), st.fixed_dictionaries({"city": JSON_STR}, optional={"days": st.integers()})),
+    st.tuples(
+        st.just("get_weather"), st.fixed_dictionaries({"city": JSON_STR}, optional={"days": st.integers()})
+    ),
 ).map(lambda t: (t[0], json.dumps(t[1], ensure_ascii=False)))
 
 ROUND_TRIP_CONFIGS = sorted({c.config for c in CASES}, key=lambda c: c.id)
@@ -531,12 +677,17 @@ def test_hermes_render_exact() -> None:
     parser = get_tool_parser("hermes")(id_factory=call_id)
     call = ToolCall(index=0, id="x", name="天气", arguments='{"a": 1}')
     assert parser.render(call) == '<tool_call>\n{"name": "天气", "arguments": {"a": 1}}\n</tool_call>\n'
-    assert parser.render(ToolCall(index=0, id="x", name="f")) == '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n'
+    assert (
+        parser.render(ToolCall(index=0, id="x", name="f"))
+        == '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n'
+    )
 
 
 def test_qwen3_coder_render_exact_and_rejects_non_objects() -> None:
     parser = get_tool_parser("qwen3_coder")(tools=TOOLS, id_factory=call_id)
-    call = ToolCall(index=0, id="x", name="run", arguments='{"cmd": "ls\\n-l", "dry": true, "env": {"A": "é"}}')
+    call = ToolCall(
+        index=0, id="x", name="run", arguments='{"cmd": "ls\\n-l", "dry": true, "env": {"A": "é"}}'
+    )
     assert parser.render(call) == (
         "<tool_call>\n<function=run>\n<parameter=cmd>\nls\n-l\n</parameter>\n<parameter=dry>\ntrue\n</parameter>\n"
         '<parameter=env>\n{"A": "é"}\n</parameter>\n</function>\n</tool_call>\n'
@@ -633,16 +784,47 @@ def test_every_registered_parser_is_in_the_table() -> None:
     covered = {c.config.reasoning for c in CASES} | {c.config.tools for c in CASES}
     registered = set(reasoning_parser_names()) | set(tool_parser_names())
     missing = registered - covered - PENDING
-    assert not missing, f"registered parsers without table cases (add cases or list in PENDING): {sorted(missing)}"
+    assert not missing, (
+        f"registered parsers without table cases (add cases or list in PENDING): {sorted(missing)}"
+    )
     assert not PENDING & covered, "a pending parser has cases now: take it off PENDING"
 
 
 # -- arbitrary (mostly broken) input: splitting never changes the result ------------------------------------
 
 FRAGMENTS = [
-    "<think>", "</think>", "<tool_call>", "</tool_call>", "<function=run>", "<function=", "<parameter=cmd>",
-    "</parameter>", "</function>", "<", "</", "<thi", "<tool_", "{", "}", "[", "]", '"', "\\", ":", ",",
-    '"name"', '"arguments"', '"parameters"', '"run"', "null", "1", "\n", " ", "x", "你", "🎉",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<function=run>",
+    "<function=",
+    "<parameter=cmd>",
+    "</parameter>",
+    "</function>",
+    "<",
+    "</",
+    "<thi",
+    "<tool_",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "\\",
+    ":",
+    ",",
+    '"name"',
+    '"arguments"',
+    '"parameters"',
+    '"run"',
+    "null",
+    "1",
+    "\n",
+    " ",
+    "x",
+    "你",
+    "🎉",
 ]
 GARBAGE = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=3), max_size=30).map("".join)
 ALL_CONFIGS = ROUND_TRIP_CONFIGS
@@ -658,7 +840,7 @@ def test_arbitrary_input_split_invariant(data: st.DataObject) -> None:
     check_events(events)
     parts = fold(events)
     assert parts == one_shot(config, text)
-    for a, b in zip(parts, parts[1:]):
+    for a, b in itertools.pairwise(parts):
         assert a.kind == "tool_call" or a.kind != b.kind, "no two text or reasoning parts in a row"
     for part in parts:
         assert part.kind == "tool_call" or (part.text and part.text == part.text.strip()), part
