@@ -19,7 +19,13 @@ from reference_server.service import Service
 ANTHROPIC_BLOCKS = {"thinking", "redacted_thinking", "tool_use", "tool_result"}
 
 
-def _is_anthropic_shape(messages: list[Any]) -> bool:
+def _is_anthropic_shape(body: dict[str, Any], messages: list[Any]) -> bool:
+    """Anthropic's request shape: a top-level `system`, tools with `input_schema`, or its blocks."""
+    if "system" in body:
+        return True
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
+        return True
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ANTHROPIC_BLOCKS for b in content):
@@ -32,7 +38,7 @@ def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
     if "input" in body:
         system, messages = responses.items_to_messages(body["input"])
         conv = Conversation(model=model, system=system, messages=messages, tools=responses.tools_of(body.get("tools")))
-    elif isinstance(body.get("messages"), list) and _is_anthropic_shape(body["messages"]):
+    elif isinstance(body.get("messages"), list) and _is_anthropic_shape(body, body["messages"]):
         conv = Conversation(model=model, system=anthropic._system_blocks(body.get("system")),
                             messages=anthropic.messages_of(body["messages"], service.faults),
                             tools=anthropic.tools_of(body.get("tools")))
