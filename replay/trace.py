@@ -1,0 +1,477 @@
+"""The trace format: replayable multi-turn sessions as JSONL (documented in docs/trace-format.md).
+
+A trace file is a header line, then one line per turn::
+
+    {"schema": "harnesscheck.trace", "version": 1, "source": "capture", "created": "...", "meta": {}}
+    {"session": "s0", "turn": 0, "api": "anthropic", "path": "/v1/messages", "request": {...}, ...}
+    {"session": "s0", "turn": 1, "api": "anthropic", "path": "/v1/messages",
+     "delta": {"base": "previous", "keep": 2, "append": [{"$answer": "previous"}, {...}]}, ...}
+
+Turns of a session are numbered 0, 1, 2, ... and replayed in that order; sessions run concurrently.
+A turn's request is given whole (``request``) or as a ``delta`` on the previous turn's request:
+the previous request's history list (``messages`` for anthropic/chat, ``input`` for responses)
+cut to its first ``keep`` entries (default: all), then ``append`` added; top-level fields in
+``set`` replaced, names in ``unset`` removed. An ``append`` entry ``{"$answer": "previous"}``
+stands for the previous turn's answer in history form: the recorded ``response`` of that turn in
+fixed mode, the endpoint's own answer in live mode.
+
+Public API: ``Trace``, ``Session``, ``TraceTurn``, ``Timing``, ``load``, ``loads``, ``save``,
+``dumps``, ``validate``, ``expand_session``, ``history_key``, ``TraceError``.
+
+Errors: ``TraceError(ValueError)``, with every problem found (line, session, turn) in its message.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ANSWER",
+    "APIS",
+    "DEFAULT_PATHS",
+    "SCHEMA",
+    "VERSION",
+    "Session",
+    "Timing",
+    "Trace",
+    "TraceError",
+    "TraceTurn",
+    "dumps",
+    "expand_session",
+    "history_key",
+    "load",
+    "loads",
+    "save",
+    "validate",
+]
+
+SCHEMA = "harnesscheck.trace"
+VERSION = 1
+APIS = ("anthropic", "chat", "responses")
+DEFAULT_PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+ANSWER = {"$answer": "previous"}
+_TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "response", "timing",
+              "expect", "synthetic", "meta"}
+_DELTA_KEYS = {"base", "keep", "append", "set", "unset"}
+_TIMING_KEYS = {"at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"}
+
+
+class TraceError(ValueError):
+    """A trace that does not follow the format; the message says where (line, session, turn)."""
+
+
+def history_key(api: str) -> str:
+    """The request field that holds the conversation: ``input`` for responses, else ``messages``."""
+    return "input" if api == "responses" else "messages"
+
+
+def is_answer_marker(entry: Any) -> bool:
+    return isinstance(entry, dict) and entry.get("$answer") == "previous" and len(entry) == 1
+
+
+@dataclass(slots=True)
+class Timing:
+    """Milliseconds. ``at_ms``: earliest send time from the trace start (a fixed schedule; None =
+    as soon as allowed); ``offset_ms``: when it was sent from the session start (informational);
+    ``think_ms``: user think time before this turn, after the previous turn ended; ``tool_ms``:
+    tool execution time before this turn. The replayer waits ``think_ms + tool_ms`` (scaled)
+    after the previous turn, and no earlier than ``at_ms`` (scaled)."""
+
+    at_ms: float | None = None
+    offset_ms: float | None = None
+    think_ms: float = 0.0
+    tool_ms: float = 0.0
+    duration_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ("at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"):
+            value = getattr(self, name)
+            if value is not None and not (name in ("think_ms", "tool_ms") and value == 0):
+                out[name] = _num(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Timing:
+        d = d or {}
+        return cls(at_ms=d.get("at_ms"), offset_ms=d.get("offset_ms"), think_ms=float(d.get("think_ms") or 0),
+                   tool_ms=float(d.get("tool_ms") or 0), duration_ms=d.get("duration_ms"))
+
+
+def _num(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else round(float(v), 3)
+
+
+@dataclass(slots=True, kw_only=True)
+class TraceTurn:
+    """One request of a session. Exactly one of ``request`` (the whole body) and ``delta``.
+
+    ``response``: the answer in history form (the entries it adds to the next request: one
+    assistant message for anthropic/chat, output items for responses), used for ``$answer`` in
+    fixed mode. ``expect``: the answer's structure (``blocks``: kinds in order; ``tool_calls``:
+    names; ``stop``). ``synthetic``: what an importer knew (e.g. Mooncake ``input_length``,
+    ``hash_ids``, ``block_size``), kept so that export gives the same lines back.
+    """
+
+    session: str
+    turn: int
+    api: str = "chat"
+    path: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    request: dict[str, Any] | None = None
+    delta: dict[str, Any] | None = None
+    response: list[Any] | None = None
+    timing: Timing = field(default_factory=Timing)
+    expect: dict[str, Any] | None = None
+    synthetic: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            self.path = DEFAULT_PATHS.get(self.api, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"session": self.session, "turn": self.turn, "api": self.api, "path": self.path}
+        if self.headers:
+            out["headers"] = dict(self.headers)
+        if self.request is not None:
+            out["request"] = self.request
+        if self.delta is not None:
+            out["delta"] = self.delta
+        if self.response is not None:
+            out["response"] = self.response
+        timing = self.timing.to_dict()
+        if timing:
+            out["timing"] = timing
+        for name in ("expect", "synthetic", "meta"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceTurn:
+        return cls(
+            session=str(d["session"]), turn=int(d["turn"]), api=d.get("api", "chat"), path=d.get("path", ""),
+            headers=dict(d.get("headers") or {}), request=d.get("request"), delta=d.get("delta"),
+            response=d.get("response"), timing=Timing.from_dict(d.get("timing")), expect=d.get("expect"),
+            synthetic=d.get("synthetic"), meta=d.get("meta"),
+        )
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    turns: list[TraceTurn] = field(default_factory=list)
+
+    @property
+    def start_ms(self) -> float | None:
+        return self.turns[0].timing.at_ms if self.turns else None
+
+    def requests(self, answers: Mapping[int, list[Any]] | None = None) -> list[dict[str, Any]]:
+        """Every turn's full request body (see ``expand_session``)."""
+        return expand_session(self.turns, answers)
+
+
+@dataclass(slots=True)
+class Trace:
+    sessions: list[Session] = field(default_factory=list)
+    source: str = ""
+    created: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def turns(self) -> list[TraceTurn]:
+        return [t for s in self.sessions for t in s.turns]
+
+    def session(self, sid: str) -> Session:
+        for s in self.sessions:
+            if s.id == sid:
+                return s
+        raise KeyError(sid)
+
+    def header(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, "source": self.source,
+                               "created": self.created or _now_iso()}
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+    @classmethod
+    def build(cls, turns: Iterable[TraceTurn], *, source: str = "", meta: dict[str, Any] | None = None) -> Trace:
+        """Group turns into sessions (first-seen order), turns sorted by number."""
+        by: dict[str, Session] = {}
+        for t in turns:
+            by.setdefault(t.session, Session(t.session)).turns.append(t)
+        for s in by.values():
+            s.turns.sort(key=lambda t: t.turn)
+        return cls(sessions=list(by.values()), source=source, created=_now_iso(), meta=dict(meta or {}))
+
+
+def _now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# -- expansion ---------------------------------------------------------------------------
+
+def _apply_delta(
+    prev: dict[str, Any], delta: Mapping[str, Any], api: str, answer: list[Any] | None,
+    remap: Callable[[list[Any]], list[Any]] | None = None,
+) -> dict[str, Any]:
+    key = history_key(api)
+    body = copy.deepcopy(prev)
+    history = body.get(key)
+    if not isinstance(history, list):
+        raise TraceError(f"delta needs the previous request's {key!r} to be a list")
+    keep = delta.get("keep")
+    if keep is not None:
+        history = history[: int(keep)]
+    appended: list[Any] = []
+    for entry in delta.get("append") or []:
+        if is_answer_marker(entry):
+            if answer is None:
+                raise TraceError("delta refers to the previous answer, but the previous turn has none "
+                                 "(no recorded response and no live answer)")
+            appended.extend(copy.deepcopy(answer))
+        else:
+            appended.append(copy.deepcopy(entry))
+    if remap is not None:
+        appended = remap(appended)
+    body[key] = history + appended
+    for name, value in (delta.get("set") or {}).items():
+        body[name] = copy.deepcopy(value)
+    for name in delta.get("unset") or []:
+        body.pop(name, None)
+    return body
+
+
+def expand_session(
+    turns: list[TraceTurn], answers: Mapping[int, list[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The full request body of every turn, deltas applied in order.
+
+    ``answers`` (turn number -> answer in history form) overrides recorded responses (live mode);
+    without it, ``$answer`` takes the previous turn's recorded ``response``.
+    """
+    out: list[dict[str, Any]] = []
+    for i, t in enumerate(turns):
+        if t.request is not None:
+            out.append(copy.deepcopy(t.request))
+            continue
+        if i == 0 or t.delta is None:
+            raise TraceError(f"session {t.session!r} turn {t.turn}: a delta needs a previous turn")
+        prev_turn = turns[i - 1]
+        answer = (answers or {}).get(prev_turn.turn, prev_turn.response)
+        out.append(_apply_delta(out[-1], t.delta, t.api, answer))
+    return out
+
+
+def expand_turn(
+    prev_request: dict[str, Any] | None, turn: TraceTurn, answer: list[Any] | None,
+    remap: Callable[[list[Any]], list[Any]] | None = None,
+) -> dict[str, Any]:
+    """One turn's full request from the previous one actually sent (the replayer's step)."""
+    if turn.request is not None:
+        return copy.deepcopy(turn.request)
+    if prev_request is None or turn.delta is None:
+        raise TraceError(f"session {turn.session!r} turn {turn.turn}: a delta needs a previous turn")
+    return _apply_delta(prev_request, turn.delta, turn.api, answer, remap)
+
+
+def make_delta(prev: dict[str, Any], cur: dict[str, Any], api: str,
+               answer_slot: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """The delta that turns ``prev`` into ``cur``, or None when ``cur`` is best given whole.
+
+    ``answer_slot`` (start, length) in ``cur``'s history: those entries become one ``$answer``
+    marker (they must lie in the appended part).
+    """
+    key = history_key(api)
+    ph, ch = prev.get(key), cur.get(key)
+    if not isinstance(ph, list) or not isinstance(ch, list):
+        return None
+    keep = 0
+    while keep < min(len(ph), len(ch)) and ph[keep] == ch[keep]:
+        keep += 1
+    if keep == 0 and ph:
+        return None  # nothing shared: a new conversation, give it whole
+    append: list[Any] = list(ch[keep:])
+    if answer_slot is not None:
+        start, length = answer_slot
+        if start >= keep and length > 0:
+            rel = start - keep
+            append = append[:rel] + [dict(ANSWER)] + append[rel + length:]
+    delta: dict[str, Any] = {"base": "previous"}
+    if keep != len(ph):
+        delta["keep"] = keep
+    delta["append"] = append
+    sets = {k: v for k, v in cur.items() if k != key and (k not in prev or prev[k] != v)}
+    unset = [k for k in prev if k != key and k not in cur]
+    if sets:
+        delta["set"] = sets
+    if unset:
+        delta["unset"] = unset
+    return delta
+
+
+# -- validation ----------------------------------------------------------------------------
+
+def _where(t: Mapping[str, Any], line: int | None) -> str:
+    loc = f"line {line}: " if line is not None else ""
+    return f"{loc}session {t.get('session')!r} turn {t.get('turn')!r}"
+
+
+def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
+    """Problems with one turn line, as sentences (empty when fine)."""
+    loc = f"line {line}: " if line is not None else ""
+    if not isinstance(d, dict):
+        return [f"{loc}a turn line must be a JSON object, got {type(d).__name__}"]
+    errs: list[str] = []
+    where = _where(d, line)
+    for name in ("session", "turn"):
+        if name not in d:
+            errs.append(f"{loc}missing required field {name!r}")
+    if errs:
+        return errs
+    if not isinstance(d["session"], str) or not d["session"]:
+        errs.append(f"{where}: 'session' must be a non-empty string")
+    if not isinstance(d["turn"], int) or isinstance(d["turn"], bool) or d["turn"] < 0:
+        errs.append(f"{where}: 'turn' must be an integer >= 0")
+    unknown = set(d) - _TURN_KEYS
+    if unknown:
+        errs.append(f"{where}: unknown field(s) {sorted(unknown)} (known: {sorted(_TURN_KEYS)})")
+    api = d.get("api", "chat")
+    if api not in APIS:
+        errs.append(f"{where}: 'api' must be one of {list(APIS)}, got {api!r}")
+    if "path" in d and (not isinstance(d["path"], str) or not d["path"].startswith("/")):
+        errs.append(f"{where}: 'path' must start with '/', got {d['path']!r}")
+    has_req, has_delta = d.get("request") is not None, d.get("delta") is not None
+    if has_req == has_delta:
+        errs.append(f"{where}: give exactly one of 'request' (the whole body) and 'delta'")
+    if has_req:
+        if not isinstance(d["request"], dict):
+            errs.append(f"{where}: 'request' must be a JSON object")
+    if has_delta:
+        delta = d["delta"]
+        if not isinstance(delta, dict):
+            errs.append(f"{where}: 'delta' must be a JSON object")
+        else:
+            if delta.get("base") != "previous":
+                errs.append(f"{where}: delta 'base' must be \"previous\"")
+            bad = set(delta) - _DELTA_KEYS
+            if bad:
+                errs.append(f"{where}: unknown delta field(s) {sorted(bad)} (known: {sorted(_DELTA_KEYS)})")
+            if "keep" in delta and (not isinstance(delta["keep"], int) or delta["keep"] < 0):
+                errs.append(f"{where}: delta 'keep' must be an integer >= 0")
+            if not isinstance(delta.get("append", []), list):
+                errs.append(f"{where}: delta 'append' must be a list")
+            if not isinstance(delta.get("set", {}), dict):
+                errs.append(f"{where}: delta 'set' must be an object")
+            if not isinstance(delta.get("unset", []), list):
+                errs.append(f"{where}: delta 'unset' must be a list of field names")
+    if d.get("response") is not None and not isinstance(d["response"], list):
+        errs.append(f"{where}: 'response' must be a list of history entries")
+    if "headers" in d and not (isinstance(d["headers"], dict)
+                               and all(isinstance(v, str) for v in d["headers"].values())):
+        errs.append(f"{where}: 'headers' must map names to strings")
+    timing = d.get("timing")
+    if timing is not None:
+        if not isinstance(timing, dict):
+            errs.append(f"{where}: 'timing' must be an object")
+        else:
+            bad = set(timing) - _TIMING_KEYS
+            if bad:
+                errs.append(f"{where}: unknown timing field(s) {sorted(bad)} (known: {sorted(_TIMING_KEYS)})")
+            for k, v in timing.items():
+                if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
+                    errs.append(f"{where}: timing {k!r} must be a number >= 0, got {v!r}")
+    return errs
+
+
+def validate(trace: Trace) -> list[str]:
+    """Problems across the trace (numbering, deltas that cannot expand), as sentences."""
+    errs: list[str] = []
+    seen: set[str] = set()
+    for s in trace.sessions:
+        if s.id in seen:
+            errs.append(f"session {s.id!r} appears twice")
+        seen.add(s.id)
+        numbers = [t.turn for t in s.turns]
+        if numbers != list(range(len(numbers))):
+            errs.append(f"session {s.id!r}: turns must be numbered 0..{len(numbers) - 1} without gaps "
+                        f"or repeats, got {numbers}")
+            continue
+        for t in s.turns:
+            errs += validate_turn_dict(t.to_dict())
+        if s.turns and s.turns[0].delta is not None:
+            errs.append(f"session {s.id!r} turn 0: the first turn must give the whole request")
+            continue
+        try:
+            answers = {t.turn: [] for t in s.turns if t.response is None}  # live slots: expand shape only
+            expand_session(s.turns, answers)
+        except TraceError as exc:
+            errs.append(f"session {s.id!r}: {exc}")
+    return errs
+
+
+# -- load / save ---------------------------------------------------------------------------
+
+def loads(text: str, *, check: bool = True) -> Trace:
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines:
+        raise TraceError("empty trace: expected a header line")
+    n0, first = lines[0]
+    try:
+        head = json.loads(first)
+    except ValueError as exc:
+        raise TraceError(f"line {n0}: header is not JSON: {exc}") from exc
+    if not isinstance(head, dict) or head.get("schema") != SCHEMA:
+        raise TraceError(f"line {n0}: expected a header with \"schema\": {SCHEMA!r}, got {first[:120]!r}")
+    if head.get("version") != VERSION:
+        raise TraceError(f"line {n0}: unsupported trace version {head.get('version')!r} (this kit reads {VERSION})")
+    turns: list[TraceTurn] = []
+    errs: list[str] = []
+    for n, ln in lines[1:]:
+        try:
+            d = json.loads(ln)
+        except ValueError as exc:
+            errs.append(f"line {n}: not JSON: {exc}")
+            continue
+        problems = validate_turn_dict(d, n)
+        if problems:
+            errs += problems
+            continue
+        turns.append(TraceTurn.from_dict(d))
+    if errs:
+        raise TraceError("invalid trace:\n  " + "\n  ".join(errs[:50]))
+    trace = Trace.build(turns, source=head.get("source", ""), meta=head.get("meta"))
+    trace.created = head.get("created", "")
+    if check:
+        problems = validate(trace)
+        if problems:
+            raise TraceError("invalid trace:\n  " + "\n  ".join(problems[:50]))
+    return trace
+
+
+def load(path: str | Path, *, check: bool = True) -> Trace:
+    return loads(Path(path).read_text(encoding="utf-8"), check=check)
+
+
+def dumps(trace: Trace) -> str:
+    lines = [json.dumps(trace.header(), ensure_ascii=False)]
+    for s in trace.sessions:
+        for t in s.turns:
+            lines.append(json.dumps(t.to_dict(), ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def save(trace: Trace, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(dumps(trace), encoding="utf-8")
+    return p
