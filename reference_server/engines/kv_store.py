@@ -1,0 +1,157 @@
+"""A bounded LRU store of real KV tensors, one entry per full block of tokens, keyed by hash chains.
+
+Keys come from `prefix_cache.block_keys`: block i's key names the whole prefix up to block i, so a
+lookup walks the chain and stops at the first block it lacks. Each entry holds, per layer, the key
+and value tensors of that block's tokens (`[batch=1, kv_heads, block_size, head_dim]`), cloned out
+of a request's cache so the request's own tensors can be freed. `gather` concatenates the blocks of
+a hit back into per-layer tensors that seed a new request's cache.
+
+Eviction is least recently used, tails first: a hit or an insert touches its chain's blocks from
+the last to the first, so a chain's first block is its most recent and is evicted last (a middle
+block evicted first would orphan the blocks after it). Blocks pinned by a running request (from
+admission, where its cached-token count is reported, to its end) are never evicted, so the count
+reported is the count reused.
+
+Thread safety: a lock guards every method; the engine calls it from the event loop (match, pin)
+and from its compute thread (gather, insert).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reference_server.prefix_cache import block_keys
+
+LayerKV = tuple[Any, Any]  # (keys, values) torch tensors, [1, kv_heads, tokens, head_dim]
+
+
+@dataclass(slots=True)
+class KVStats:
+    queries: int = 0
+    query_tokens: int = 0
+    hit_tokens: int = 0
+    blocks: int = 0
+    pinned_blocks: int = 0
+    evictions: int = 0
+    inserted_blocks: int = 0
+    bytes: int = 0
+
+
+class KVBlockStore:
+    def __init__(self, *, block_size: int, capacity_blocks: int) -> None:
+        if block_size < 1 or capacity_blocks < 0:
+            raise ValueError("block_size must be >= 1 and capacity_blocks >= 0")
+        self.block_size = block_size
+        self.capacity = capacity_blocks
+        self._blocks: OrderedDict[bytes, tuple[LayerKV, ...]] = OrderedDict()
+        self._pins: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+        self.stats = KVStats()
+        self._block_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self._blocks
+
+    def match(self, ids: Sequence[int]) -> tuple[int, list[bytes]]:
+        """Tokens of this prompt whose KV is stored (full blocks; at least one token is left to compute,
+        since the last prompt position's logits are needed), and the keys of those blocks."""
+        keys = block_keys(ids[: max(len(ids) - 1, 0)], self.block_size)
+        with self._lock:
+            hit: list[bytes] = []
+            for key in keys:
+                if key not in self._blocks:
+                    break
+                hit.append(key)
+            self._touch(hit)
+            self.stats.queries += 1
+            self.stats.query_tokens += len(ids)
+            self.stats.hit_tokens += len(hit) * self.block_size
+        return len(hit) * self.block_size, hit
+
+    def pin(self, keys: Sequence[bytes]) -> None:
+        with self._lock:
+            for key in keys:
+                self._pins[key] = self._pins.get(key, 0) + 1
+            self.stats.pinned_blocks = len(self._pins)
+
+    def unpin(self, keys: Sequence[bytes]) -> None:
+        with self._lock:
+            for key in keys:
+                left = self._pins.get(key, 0) - 1
+                if left > 0:
+                    self._pins[key] = left
+                else:
+                    self._pins.pop(key, None)
+            self.stats.pinned_blocks = len(self._pins)
+            self._evict()
+
+    def gather(self, keys: Sequence[bytes]) -> list[LayerKV]:
+        """Per-layer (keys, values) for the blocks of a hit, concatenated along the token axis."""
+        import torch
+
+        with self._lock:
+            missing = [k for k in keys if k not in self._blocks]
+            if missing:  # only possible for unpinned keys: the engine pins before it gathers
+                raise KeyError(f"{len(missing)} block(s) of the hit were evicted")
+            entries = [self._blocks[k] for k in keys]
+        if not entries:
+            return []
+        layers = len(entries[0])
+        return [(torch.cat([e[i][0] for e in entries], dim=-2), torch.cat([e[i][1] for e in entries], dim=-2))
+                for i in range(layers)]
+
+    def insert(self, ids: Sequence[int], layers: Sequence[LayerKV]) -> int:
+        """Store the full blocks of `ids` whose KV `layers` holds (token i of ids at position i);
+        returns how many blocks were new."""
+        if not layers:
+            return 0
+        length = min(len(ids), int(layers[0][0].shape[-2]))
+        keys = block_keys(ids[:length], self.block_size)
+        with self._lock:
+            new = 0
+            for n, key in enumerate(keys):
+                if key in self._blocks:
+                    continue
+                a, b = n * self.block_size, (n + 1) * self.block_size
+                entry = tuple((k[..., a:b, :].clone(), v[..., a:b, :].clone()) for k, v in layers)
+                if not self._block_bytes:
+                    self._block_bytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size()
+                                            for k, v in entry)
+                self._blocks[key] = entry
+                new += 1
+            self._touch(keys)
+            self.stats.inserted_blocks += new
+            self._evict()
+        return new
+
+    def _touch(self, keys: Sequence[bytes]) -> None:
+        for key in reversed(keys):  # the chain's first block ends up most recent
+            if key in self._blocks:
+                self._blocks.move_to_end(key)
+
+    def _evict(self) -> None:
+        over = len(self._blocks) - self.capacity
+        if over > 0:
+            for key in list(self._blocks):
+                if over <= 0:
+                    break
+                if key in self._pins:
+                    continue
+                del self._blocks[key]
+                over -= 1
+                self.stats.evictions += 1
+        self.stats.blocks = len(self._blocks)
+        self.stats.bytes = len(self._blocks) * self._block_bytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._blocks.clear()
+            self.stats.blocks = 0
+            self.stats.bytes = 0
