@@ -1,0 +1,275 @@
+"""Responses stream grammar: fixtures pass; each mutation breaks exactly one rule."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conformance.grammar import responses as rs
+from conformance.grammar.findings import Finding, rules_of
+from conformance.wire.sse import SSEFrame, decode_all
+from conformance.wire.transcript import Transcript
+
+FIXTURES = Path(__file__).parent / "fixtures"
+VALID = sorted(p.name for p in FIXTURES.glob("responses_*.sse"))
+FC = "responses_reasoning_function_call.sse"
+TXT = "responses_text.sse"
+
+Ev = list[list[Any]]
+
+
+def load(name: str) -> Ev:
+    return [[f.event, f.json] for f in decode_all((FIXTURES / name).read_bytes()) if f.kind == "event"]
+
+
+def frames(events: Ev) -> list[SSEFrame]:
+    return [SSEFrame.make(d, event=n, index=i) for i, (n, d) in enumerate(events)]
+
+
+def renumber(e: Ev) -> None:
+    start = e[0][1]["sequence_number"]
+    for k, (_, d) in enumerate(e):
+        if isinstance(d, dict):
+            d["sequence_number"] = start + k
+
+
+def at(e: Ev, typ: str, nth: int = 0) -> int:
+    return [i for i, (_, d) in enumerate(e) if isinstance(d, dict) and d.get("type") == typ][nth]
+
+
+def delete(e: Ev, i: int) -> None:
+    del e[i]
+    renumber(e)
+
+
+def move(e: Ev, src: int, dst: int) -> None:
+    e.insert(dst, e.pop(src))
+    renumber(e)
+
+
+def completed(e: Ev) -> dict[str, Any]:
+    return e[at(e, "response.completed")][1]["response"]
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_valid_fixture_has_no_findings(name: str) -> None:
+    fr = decode_all((FIXTURES / name).read_bytes())
+    assert rs.validate(fr) == []
+    assert rs.validate(Transcript(api="responses", method="POST", url="u", frames=fr)) == []
+
+
+def test_final_message_and_fold_from_deltas() -> None:
+    m = rs.final_message(decode_all((FIXTURES / FC).read_bytes()))
+    assert m is not None and m["response"]["status"] == "completed"
+    assert [o["type"] for o in m["output"]] == ["reasoning", "message", "function_call"]
+    # without the output_item.done events the fold builds the items from the deltas alone
+    events = [d for _, d in load(FC) if d["type"] != "response.output_item.done"]
+    snap = None
+    for d in events:
+        before = copy.deepcopy(snap)
+        new = rs.accumulate(d, snap)
+        assert snap == before
+        snap = new
+    out = snap["output"]
+    assert out[0]["summary"][0]["text"] == "**Planning**\n\nI should read the file before editing."
+    assert out[1]["content"][0]["text"] == "I'll read `main.py` first."
+    assert out[2]["arguments"] == '{"path": "main.py"}' and out[2]["name"] == "read_file"
+
+
+def test_sdk_accepts_fixture() -> None:
+    openai = pytest.importorskip("openai")
+    from openai.types.responses import ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(ResponseStreamEvent)
+    for _, d in load(FC):
+        adapter.validate_python(d)
+    assert openai
+
+
+# -- mutations ------------------------------------------------------------------------------
+
+def m_json(e: Ev) -> None: e.insert(3, [None, "{nope"])
+def m_event_name(e: Ev) -> None: e[3][0] = "response.output_text.delta"
+def m_event_name_missing(e: Ev) -> None: e[3][0] = None
+def m_unknown(e: Ev) -> None:
+    e.insert(3, ["response.surprise", {"type": "response.surprise"}])
+    renumber(e)
+def m_seq_gap(e: Ev) -> None:
+    for _, d in e[5:]:
+        d["sequence_number"] += 1
+def m_seq_missing(e: Ev) -> None: del e[4][1]["sequence_number"]
+def m_seq_start(e: Ev) -> None:
+    for _, d in e:
+        d["sequence_number"] += 5
+def m_seq_repeat(e: Ev) -> None: e[6][1]["sequence_number"] = e[5][1]["sequence_number"]; [d.update(sequence_number=d["sequence_number"] - 1) for _, d in e[7:]]
+def m_created_late(e: Ev) -> None:
+    move(e, 0, 1)  # in_progress first, then created: the in_progress rule has nothing to say (created is not first)
+def m_created_missing(e: Ev) -> None: delete(e, 0)
+def m_in_progress_missing(e: Ev) -> None: delete(e, 1)
+def m_output_index(e: Ev) -> None:
+    for _, d in e:
+        if d.get("output_index") == 2:
+            d["output_index"] = 3
+def m_item_order_overlap(e: Ev) -> None:  # message item added before the reasoning item is done
+    move(e, at(e, "response.output_item.done"), at(e, "response.output_item.added", 1))
+def m_item_order_text_done_missing(e: Ev) -> None:
+    i = at(e, "response.output_text.done")
+    delete(e, i)
+def m_item_order_args_after_done(e: Ev) -> None:
+    i = at(e, "response.function_call_arguments.done")
+    late = copy.deepcopy(e[at(e, "response.function_call_arguments.delta")])
+    late[1]["delta"] = ""
+    e.insert(i + 1, late)
+    renumber(e)
+def m_item_order_delta_unknown_item(e: Ev) -> None:
+    i = at(e, "response.output_text.delta")
+    stray = copy.deepcopy(e[i])
+    stray[1]["output_index"] = 7
+    e.insert(i, stray)
+    renumber(e)
+def m_item_ids(e: Ev) -> None: e[at(e, "response.output_text.delta", 1)][1]["item_id"] = "msg_other"
+def m_item_ids_missing(e: Ev) -> None: del e[at(e, "response.output_item.added")][1]["item"]["id"]; [d.pop("item_id", None) for _, d in e if d.get("output_index") == 0]; e[at(e, "response.output_item.done")][1]["item"].pop("id"); completed(e)["output"][0].pop("id")
+def m_unclosed(e: Ev) -> None: delete(e, at(e, "response.output_item.done", 2))
+def m_function_call(e: Ev) -> None:
+    e[at(e, "response.output_item.added", 2)][1]["item"].pop("name")
+    e[at(e, "response.output_item.done", 2)][1]["item"].pop("name")
+def m_call_id(e: Ev) -> None:
+    e[at(e, "response.output_item.added", 2)][1]["item"]["call_id"] = ""
+    e[at(e, "response.output_item.done", 2)][1]["item"]["call_id"] = ""
+def m_name_changes(e: Ev) -> None: e[at(e, "response.output_item.done", 2)][1]["item"]["name"] = "write_file"
+def m_args_done(e: Ev) -> None: e[at(e, "response.function_call_arguments.done")][1]["arguments"] = '{"path": "other.py"}'
+def m_args_item(e: Ev) -> None: e[at(e, "response.output_item.done", 2)][1]["item"]["arguments"] = '{"path":"main.py"}'
+def m_args_json(e: Ev) -> None:
+    bad = '{"path": "main.py"'
+    delete(e, at(e, "response.function_call_arguments.delta", 2))
+    e[at(e, "response.function_call_arguments.done")][1]["arguments"] = bad
+    e[at(e, "response.output_item.done", 2)][1]["item"]["arguments"] = bad
+    completed(e)["output"][2]["arguments"] = bad
+def m_text_done(e: Ev) -> None: e[at(e, "response.output_text.done")][1]["text"] = "different"
+def m_part_done(e: Ev) -> None: e[at(e, "response.content_part.done")][1]["part"]["text"] = "different"
+def m_summary_done(e: Ev) -> None: e[at(e, "response.reasoning_summary_text.done")][1]["text"] = "x"
+def m_item_text(e: Ev) -> None: e[at(e, "response.output_item.done", 1)][1]["item"]["content"][0]["text"] = "x"
+def m_completed_missing(e: Ev) -> None: del e[-1]
+def m_after_completed(e: Ev) -> None:
+    e.append(copy.deepcopy(e[-1]))
+    renumber(e)
+def m_failed_is_terminal(e: Ev) -> None:
+    e[-1][0] = "response.failed"
+    e[-1][1].update(type="response.failed", response={"status": "failed", "error": {"code": "server_error"}})
+def m_completed_output(e: Ev) -> None:
+    out = completed(e)["output"]
+    out[0], out[1] = out[1], out[0]
+def m_completed_output_missing(e: Ev) -> None: completed(e)["output"].pop()
+def m_usage(e: Ev) -> None: completed(e)["usage"] = None
+def m_usage_field(e: Ev) -> None: completed(e)["usage"].pop("total_tokens")
+def m_error(e: Ev) -> None:
+    e[-1:] = [["error", {"type": "error", "code": "server_error", "message": "boom", "param": None}]]
+    renumber(e)
+
+
+MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
+    (TXT, m_json, {"RS-GRAMMAR-JSON"}),
+    (TXT, m_event_name, {"RS-GRAMMAR-EVENT-NAME"}),
+    (TXT, m_event_name_missing, {"RS-GRAMMAR-EVENT-NAME"}),
+    (TXT, m_unknown, {"RS-GRAMMAR-UNKNOWN-EVENT"}),
+    (FC, m_seq_gap, {"RS-GRAMMAR-SEQUENCE"}),
+    (FC, m_seq_missing, {"RS-GRAMMAR-SEQUENCE"}),
+    (FC, m_seq_start, {"RS-GRAMMAR-SEQUENCE"}),
+    (FC, m_seq_repeat, {"RS-GRAMMAR-SEQUENCE"}),
+    (FC, m_created_late, {"RS-GRAMMAR-CREATED"}),
+    (FC, m_created_missing, {"RS-GRAMMAR-CREATED"}),
+    (FC, m_in_progress_missing, {"RS-GRAMMAR-IN-PROGRESS"}),
+    (FC, m_output_index, {"RS-GRAMMAR-OUTPUT-INDEX"}),
+    (FC, m_item_order_overlap, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (FC, m_item_order_text_done_missing, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (FC, m_item_order_args_after_done, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (FC, m_item_order_delta_unknown_item, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (FC, m_item_ids, {"RS-GRAMMAR-ITEM-IDS"}),
+    (FC, m_item_ids_missing, {"RS-GRAMMAR-ITEM-IDS"}),
+    (FC, m_unclosed, {"RS-GRAMMAR-ITEM-UNCLOSED"}),
+    (FC, m_function_call, {"RS-GRAMMAR-FUNCTION-CALL"}),
+    (FC, m_call_id, {"RS-GRAMMAR-FUNCTION-CALL"}),
+    (FC, m_name_changes, {"RS-GRAMMAR-FUNCTION-CALL"}),
+    (FC, m_args_done, {"RS-GRAMMAR-ARGS-DONE"}),
+    (FC, m_args_item, {"RS-GRAMMAR-ARGS-DONE"}),
+    (FC, m_args_json, {"RS-GRAMMAR-ARGS-JSON"}),
+    (FC, m_text_done, {"RS-GRAMMAR-TEXT-DONE"}),
+    (FC, m_part_done, {"RS-GRAMMAR-TEXT-DONE"}),
+    (FC, m_summary_done, {"RS-GRAMMAR-TEXT-DONE"}),
+    (FC, m_item_text, {"RS-GRAMMAR-TEXT-DONE"}),
+    (FC, m_completed_missing, {"RS-GRAMMAR-COMPLETED"}),
+    (TXT, m_after_completed, {"RS-GRAMMAR-COMPLETED"}),
+    (TXT, m_failed_is_terminal, set()),
+    (FC, m_completed_output, {"RS-GRAMMAR-COMPLETED-OUTPUT"}),
+    (FC, m_completed_output_missing, {"RS-GRAMMAR-COMPLETED-OUTPUT"}),
+    (FC, m_usage, {"RS-GRAMMAR-USAGE"}),
+    (TXT, m_usage_field, {"RS-GRAMMAR-USAGE"}),
+    (TXT, m_error, {"RS-GRAMMAR-ERROR"}),
+]
+
+
+@pytest.mark.parametrize(("fixture", "mutate", "expected"), MUTATIONS, ids=[m[1].__name__ for m in MUTATIONS])
+def test_mutation_breaks_exactly_one_rule(fixture: str, mutate: Callable[[Ev], None], expected: set[str]) -> None:
+    events = load(fixture)
+    mutate(events)
+    findings = rs.validate(frames(events))
+    assert rules_of(findings) == expected, [str(f) for f in findings]
+    assert all(f.rule in rs.RULES for f in findings)
+
+
+def test_every_rule_has_a_failing_case() -> None:
+    assert set().union(*(m[2] for m in MUTATIONS)) == set(rs.RULES)
+
+
+def test_trailing_done_is_tolerated_and_empty_stream_reported() -> None:
+    events = load(TXT) + [[None, "[DONE]"]]
+    assert rs.validate(frames(events)) == []
+    assert rules_of(rs.validate([])) == {"RS-GRAMMAR-COMPLETED", "RS-GRAMMAR-CREATED"}
+
+
+# -- never raises ---------------------------------------------------------------------------
+
+JSONISH = st.one_of(st.none(), st.booleans(), st.integers(-1, 3), st.text(max_size=4), st.lists(st.integers(), max_size=2))
+TYPES = st.sampled_from(sorted(rs.EVENT_TYPES) + ["x"])
+ITEMS = st.sampled_from([{"id": "a", "type": "message", "content": []}, {"id": "b", "type": "function_call", "name": "f", "call_id": "c", "arguments": "{}"},
+                         {"id": "r", "type": "reasoning", "summary": [{"text": "s"}]}])
+
+
+@st.composite
+def plausible_event(draw: st.DrawFn) -> list[Any]:
+    d: dict[str, Any] = {"type": draw(TYPES), "sequence_number": draw(st.integers(0, 4) | JSONISH),
+                         "output_index": draw(st.integers(0, 2) | JSONISH), "item_id": draw(st.sampled_from(["a", "b", "r"]) | JSONISH),
+                         "content_index": draw(st.integers(0, 1) | JSONISH), "summary_index": draw(st.integers(0, 1) | JSONISH),
+                         "delta": draw(st.just("x") | JSONISH), "text": draw(st.just("x") | JSONISH),
+                         "arguments": draw(st.just("{}") | JSONISH), "item": draw(ITEMS | JSONISH),
+                         "part": draw(st.just({"type": "output_text", "text": "x"}) | JSONISH),
+                         "response": draw(st.just({"output": [], "usage": {"input_tokens": 1}}) | JSONISH)}
+    return [draw(st.sampled_from([d["type"], None])), draw(st.just(d) | JSONISH | st.sampled_from(["[DONE]", "{x"]))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(plausible_event(), max_size=12))
+def test_validator_and_fold_never_raise(events: Ev) -> None:
+    fr = frames(events)
+    findings = rs.validate(fr)
+    assert all(isinstance(f, Finding) and f.rule in rs.RULES for f in findings)
+    rs.final_message(fr)
+
+
+def test_package_dispatch_and_rule_ids() -> None:
+    import conformance.grammar as g
+
+    assert len(g.ALL_RULES) == len(g.anthropic.RULES) + len(g.chat.RULES) + len(g.responses.RULES)
+    for prefix, mod in (("AN-", g.anthropic), ("CH-", g.chat), ("RS-", g.responses)):
+        assert all(r.startswith(prefix) and r.upper() == r for r in mod.RULES)
+    assert g.module_for("messages") is g.anthropic
+    assert g.validate_for("responses", decode_all((FIXTURES / TXT).read_bytes())) == []
+    with pytest.raises(KeyError, match="known"):
+        g.module_for("nope")
