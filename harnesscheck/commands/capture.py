@@ -1,0 +1,65 @@
+"""`harnesscheck capture`: a recording reverse proxy between a real client and its endpoint."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "capture"
+ORDER = 40
+HELP = "record a real client's session through a reverse proxy (streams pass through untouched)"
+DESCRIPTION = """\
+Run a reverse proxy on --listen that forwards everything to --upstream untouched (method, path and
+query, headers minus hop-by-hop ones, body bytes; SSE streamed through chunk by chunk) and records
+each exchange (request, response transcript, chunk and frame arrival times) into --out (JSONL).
+Secrets are redacted before anything is written: API keys, Authorization, cookies and every
+--redact-header, also where the same values appear in bodies. Stop it with Ctrl-C.
+
+Then make a trace of it:  harnesscheck trace from-capture CAPTURE --out TRACE
+
+Example (Claude Code):
+  harnesscheck capture --upstream http://localhost:8000 --listen 9000 --out cc.capture.jsonl
+  ANTHROPIC_BASE_URL=http://localhost:9000 claude -p "fix the build"
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--upstream", required=True, metavar="URL", help="the endpoint to forward to")
+    parser.add_argument("--listen", type=int, default=9000, metavar="PORT", help="port to listen on (0: any free)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--out", required=True, metavar="FILE", help="capture file to write (JSONL)")
+    parser.add_argument("--redact-header", action="append", default=[], metavar="NAME",
+                        help="also redact this header (and its value anywhere), repeatable")
+    parser.add_argument("--trace", metavar="FILE", help="on exit, also convert the capture into this trace")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from replay.capture import CaptureProxy, capture_to_trace
+    from replay.client import run_async
+    from replay.trace import save
+
+    async def main() -> int:
+        proxy = CaptureProxy(upstream=args.upstream, out=args.out, host=args.host, port=args.listen,
+                             redact_headers=args.redact_header)
+        await proxy.start()
+        print(f"capture proxy listening on {proxy.url} -> {args.upstream}; writing {args.out}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover
+                pass
+        await stop.wait()
+        await proxy.stop()
+        print(f"captured {proxy.count} exchange(s) into {args.out}", flush=True)
+        return 0
+
+    rc = run_async(main())
+    if args.trace:
+        trace = capture_to_trace(args.out)
+        save(trace, args.trace)
+        print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.trace}")
+    return rc

@@ -1,0 +1,96 @@
+"""`harnesscheck replay`: play a trace against an endpoint and time every turn."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "replay"
+ORDER = 41
+HELP = "replay a trace (sessions concurrently, turns in order) and time each turn: TTFT, ITL, tool-ready"
+DESCRIPTION = """\
+Replay TRACE (a file from `harnesscheck trace ...` or `capture`, or builtin:agent-coding) against
+--endpoint. Sessions run concurrently (at most --concurrency), turns in order, with the recorded
+think and tool times (times --time-scale; 0 = no waiting).
+
+Modes: fixed (default): the recorded answers are the history, so prompts are identical run to
+run; live: the endpoint's own answers become the history (tool results from the trace).
+
+Per turn: status, time to headers, TTFT, inter-token times, tool-ready times, end; written to
+--out as results.json (turns + summary percentiles) and turns.csv (one row per turn).
+The client is aiohttp on uvloop (the benchmark clock; see issue 8).
+
+Example:
+  harnesscheck replay builtin:agent-coding --endpoint http://localhost:8000 --mode live --out runs/r1
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="trace file, or builtin:agent-coding")
+    parser.add_argument("--endpoint", required=True, metavar="URL")
+    parser.add_argument("--model", help="model id for every request (default: the trace's; if empty, the "
+                                        "endpoint's first listed model)")
+    parser.add_argument("--mode", choices=["fixed", "live"], default="fixed")
+    parser.add_argument("--concurrency", type=int, default=16, help="sessions in flight at once (default 16)")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="factor on think/tool/schedule times")
+    parser.add_argument("--out", metavar="DIR", help="write results.json and turns.csv here")
+    parser.add_argument("--api-key", help="sent as x-api-key (anthropic) or Authorization: Bearer (others); "
+                                          "never written to the results")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra header")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, seconds")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from replay.replayer import ReplayOptions, first_model, replay
+    from replay.trace import TraceError, load
+
+    api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY")
+    try:
+        if args.trace.startswith("builtin:"):
+            from replay.workloads import build
+
+            trace = build(args.trace.split(":", 1)[1])
+        else:
+            trace = load(args.trace)
+    except (OSError, TraceError, KeyError) as exc:
+        print(f"error: {exc}")
+        return 2
+    model = args.model
+    if not model and any(not (t.request or {}).get("model", "x") for t in trace.turns):
+        model = first_model(args.endpoint, api_key)
+        if not model:
+            print("error: the trace has no model id and the endpoint lists none; pass --model")
+            return 2
+    headers = {}
+    for h in args.header:
+        name, _, value = h.partition(":")
+        headers[name.strip()] = value.strip()
+    opts = ReplayOptions(endpoint=args.endpoint, model=model, mode=args.mode, concurrency=args.concurrency,
+                         time_scale=args.time_scale, api_key=api_key, headers=headers, timeout=args.timeout,
+                         progress=not args.no_progress)
+    result = replay(trace, opts)
+    if args.out:
+        paths = result.write(args.out)
+        print(f"results: {paths['json']}  {paths['csv']}")
+    s = result.summary
+    if args.json:
+        print(json.dumps(s, indent=1))
+    else:
+        def fmt(stats: dict) -> str:
+            return "-" if not stats.get("n") else f"p50 {stats['p50']:.1f}  p90 {stats['p90']:.1f}  p99 {stats['p99']:.1f}"
+
+        print(f"{s['turns_ok']}/{s['turns']} turns ok in {s['wall_s']:.1f} s ({s['sessions']} sessions, "
+              f"max in flight {s['max_in_flight']}, mode {s['mode']}, {s['client']})")
+        print(f"  TTFT ms         {fmt(s['ttft_ms'])}")
+        print(f"  ITL ms          {fmt(s['itl_ms'])}")
+        print(f"  tool ready ms   {fmt(s['first_tool_ready_ms'])}")
+        print(f"  end ms          {fmt(s['end_ms'])}")
+        for r in result.records:
+            if not r.get("ok"):
+                print(f"  FAILED {r['session']} turn {r['turn']}: {r.get('error_kind')}: {(r.get('error') or '')[:200]}")
+                break
+    return 0 if s["turns_failed"] == 0 else 1

@@ -1,0 +1,93 @@
+"""`harnesscheck trace`: make, convert and check trace files."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "trace"
+ORDER = 42
+HELP = "make, convert and check traces (from a capture, AIPerf, Mooncake, built-in workloads)"
+DESCRIPTION = """\
+Trace files (docs/trace-format.md) are what `harnesscheck replay` plays.
+
+  trace from-capture CAPTURE --out TRACE        a capture (harnesscheck capture) into a trace
+  trace import aiperf|mooncake FILE --out TRACE [--api chat] [--model ID] [--block-size 512]
+  trace export aiperf|mooncake TRACE --out FILE
+  trace workload agent-coding --out TRACE [--sessions 4] [--turns 5] [--prompt-tokens 8000] [--api anthropic]
+  trace check TRACE                             validate, print sessions and turns
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("from-capture", help="convert a capture file into a trace")
+    p.add_argument("capture")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("import", help="import an AIPerf multi_turn or Mooncake trace")
+    p.add_argument("format", choices=["aiperf", "mooncake"])
+    p.add_argument("file")
+    p.add_argument("--out", required=True)
+    p.add_argument("--api", default="chat", choices=["anthropic", "chat", "responses"])
+    p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
+    p.add_argument("--block-size", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
+    p = sub.add_parser("export", help="export a trace as AIPerf multi_turn or Mooncake JSONL")
+    p.add_argument("format", choices=["aiperf", "mooncake"])
+    p.add_argument("trace")
+    p.add_argument("--out", required=True)
+    p.add_argument("--block-size", type=int, default=512)
+    p = sub.add_parser("workload", help="write a built-in workload trace")
+    p.add_argument("name", choices=["agent-coding"])
+    p.add_argument("--out", required=True)
+    p.add_argument("--sessions", type=int, default=4)
+    p.add_argument("--turns", type=int, default=5)
+    p.add_argument("--prompt-tokens", type=int, default=8000)
+    p.add_argument("--api", default="anthropic", choices=["anthropic", "chat", "responses"])
+    p.add_argument("--model", default="")
+    p = sub.add_parser("check", help="validate a trace and summarise it")
+    p.add_argument("trace")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from replay import formats
+    from replay.trace import TraceError, load, save
+
+    try:
+        if args.action == "from-capture":
+            from replay.capture import capture_to_trace
+
+            trace = capture_to_trace(args.capture)
+        elif args.action == "import":
+            if args.format == "aiperf":
+                trace = formats.import_aiperf(Path(args.file), api=args.api, model=args.model)
+            else:
+                trace = formats.import_mooncake(Path(args.file), api=args.api, model=args.model,
+                                                block_size=args.block_size)
+        elif args.action == "export":
+            trace = load(args.trace)
+            text = formats.export_aiperf(trace) if args.format == "aiperf" else \
+                formats.export_mooncake(trace, block_size=args.block_size)
+            Path(args.out).write_text(text, encoding="utf-8")
+            print(f"{args.format}: {len(text.splitlines())} line(s) -> {args.out}")
+            return 0
+        elif args.action == "workload":
+            from replay.workloads import build
+
+            trace = build(args.name, sessions=args.sessions, turns=args.turns, prompt_tokens=args.prompt_tokens,
+                          api=args.api, model=args.model)
+        else:
+            trace = load(args.trace)
+            print(f"{args.trace}: source {trace.source or '?'}, {len(trace.sessions)} session(s), "
+                  f"{len(trace.turns)} turn(s)")
+            for s in trace.sessions:
+                apis = sorted({t.api for t in s.turns})
+                print(f"  {s.id}: {len(s.turns)} turn(s), api {','.join(apis)}, "
+                      f"{sum(1 for t in s.turns if t.delta is not None)} delta(s)")
+            return 0
+    except (OSError, ValueError, TraceError, KeyError) as exc:
+        print(f"error: {exc}")
+        return 2
+    save(trace, args.out)
+    print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.out}")
+    return 0
