@@ -114,9 +114,13 @@ def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:
         return an_grammar.final_message(transcript)
     if api == "chat":
         from conformance.grammar import chat as grammar
-    else:
-        from conformance.grammar import responses as grammar  # type: ignore[no-redef]
-    return grammar.final_message(transcript)
+        return grammar.final_message(transcript)
+    from conformance.grammar import responses as grammar  # type: ignore[no-redef]
+    folded = grammar.final_message(transcript)
+    if folded is None:
+        return None
+    # The non-stream shape: the final response object, with the items as they were streamed.
+    return {**(folded.get("response") or {}), "output": folded["output"]}
 
 
 def api_key_from_env(value: str | None) -> str | None:

@@ -1,0 +1,76 @@
+"""Run the conformance suites programmatically (what `harnesscheck check` / `run` / `faults
+--matrix` do): pytest over this package with the plugin, results JSON in an output folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@dataclass(slots=True)
+class SuiteOptions:
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    apis: str = "anthropic,chat,responses"
+    tries: int = 3
+    timeout: float = 30.0
+    expect: tuple[str, ...] = ()
+    server_args: tuple[str, ...] = ()
+    junit: str | None = None
+    select: str | None = None  # pytest -k expression
+    verbose: bool = False
+
+    def pytest_args(self, out: Path) -> list[str]:
+        args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
+                "--results", str(out / "results.json"), "--transcripts", str(out / "transcripts"),
+                "--apis", self.apis, "--tries", str(self.tries), "--hc-timeout", str(self.timeout),
+                "-p", "no:randomly", "-rfE", "--tb=line"]
+        args += ["-v"] if self.verbose else ["-q"]
+        if self.endpoint:
+            args += ["--endpoint", self.endpoint]
+        if self.model:
+            args += ["--model", self.model]
+        for feature in self.expect:
+            args += ["--expect", feature]
+        for server_arg in self.server_args:
+            args.append(f"--server-arg={server_arg}")
+        if self.junit:
+            args += ["--junitxml", self.junit]
+        if self.select:
+            args += ["-k", self.select]
+        return args
+
+
+def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False) -> dict[str, Any]:
+    """Run the suite; return the results document. The API key travels by environment only."""
+    out.mkdir(parents=True, exist_ok=True)
+    args = options.pytest_args(out)
+    env_key = {"HARNESSCHECK_API_KEY": options.api_key} if options.api_key else {}
+    if subprocess_run:
+        import os
+
+        stdout = subprocess.DEVNULL if quiet else None
+        subprocess.run([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key}, stdout=stdout,
+                       stderr=stdout, check=False)
+    else:
+        import os
+
+        import pytest
+
+        os.environ.update(env_key)
+        pytest.main(args)
+    results = out / "results.json"
+    if not results.exists():
+        raise RuntimeError(f"the conformance run wrote no {results}; see the output above")
+    return json.loads(results.read_text(encoding="utf-8"))
+
+
+def must_failed(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in doc["checks"] if c["level"] == "MUST" and c["outcome"] == "fail"]

@@ -1,0 +1,65 @@
+"""`harnesscheck faults`: the reference server's known-bug switches, and the fault matrix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+NAME = "faults"
+ORDER = 31
+HELP = "list the reference server's fault modes (one known bug each); --matrix proves every check catches one"
+DESCRIPTION = """\
+Each fault makes the reference server reproduce one known bug (`harnesscheck serve --fault NAME`).
+With --matrix, the whole suite runs once per fault (and once clean): the checks the catalog maps
+to a fault must fail, no other MUST check may fail, and the clean server must pass everything.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", action="store_true", help="run the fault matrix (takes minutes)")
+    parser.add_argument("--only", action="append", default=[], metavar="FAULT", help="matrix: only these faults")
+    parser.add_argument("--out", default="harnesscheck-results/fault-matrix", metavar="DIR",
+                        help="matrix output folder (default: harnesscheck-results/fault-matrix)")
+    parser.add_argument("--workers", type=int, default=2, help="suite runs in parallel (default: 2)")
+    parser.add_argument("--json", action="store_true", help="list faults as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance import catalog
+    from reference_server.faults import FAULTS
+
+    if not args.matrix:
+        if args.json:
+            print(json.dumps([{"name": f.name, "bug": f.bug, "source": f.source,
+                               "caught_by": [c.id for c in catalog.checks_for_fault(f.name)]}
+                              for f in FAULTS.values()], indent=1))
+            return 0
+        for f in FAULTS.values():
+            caught = ", ".join(c.id for c in catalog.checks_for_fault(f.name)) or "NO CHECK"
+            print(f"{f.name:36} {f.bug}\n{'':36} source: {f.source}; caught by: {caught}")
+        return 0
+
+    from rich.progress import Progress
+
+    from conformance.fault_matrix import coverage_problems, run_matrix, write
+
+    static = coverage_problems()
+    for problem in static:
+        print(f"catalog: {problem}")
+    names = args.only or sorted(FAULTS)
+    with Progress() as bar:
+        task = bar.add_task("fault matrix", total=len(names) + 1)
+        matrix = run_matrix(Path(args.out), faults=names, workers=args.workers,
+                            progress=lambda run: bar.update(task, advance=1, description=run.fault))
+    path = write(matrix, Path(args.out))
+    rows = {}
+    for cell in matrix["cells"]:
+        if cell["outcome"] in ("fail", "error"):
+            rows.setdefault(cell["fault"], []).append(cell["check"] + ("" if cell["expected_fail"] else "!"))
+    for fault in names:
+        print(f"{fault:36} fails: {', '.join(rows.get(fault, [])) or '-'}")
+    for problem in matrix["problems"]:
+        print(f"PROBLEM {problem}")
+    print(f"matrix: {path}  ({len(matrix['problems']) + len(static)} problem(s); '!' = not mapped in the catalog)")
+    return 1 if matrix["problems"] or static else 0
