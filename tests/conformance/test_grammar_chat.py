@@ -79,6 +79,24 @@ def test_fold_is_pure_and_keeps_first_id() -> None:
     assert call["id"] == "call_abc123" and call["function"]["name"] == "get_weather"
 
 
+@pytest.mark.parametrize("name", ["chat_parallel_tools_usage.sse", "chat_tool_dispatch.sse"])
+def test_sdk_agrees_with_the_fold(name: str) -> None:
+    pytest.importorskip("openai")
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    from openai.types.chat import ChatCompletionChunk
+
+    fr = decode_all((FIXTURES / name).read_bytes())
+    state = ChatCompletionStreamState()
+    for f in fr:
+        if f.kind == "event" and f.event is None and isinstance(f.json, dict):
+            state.handle_chunk(ChatCompletionChunk.model_validate(f.json))
+    sdk = state.get_final_completion().choices[0]
+    ours = chat.final_message(fr)
+    assert sdk.finish_reason == ours["finish_reason"]
+    assert [(t.id, t.function.name, t.function.arguments) for t in sdk.message.tool_calls or []] == [
+        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in ours["tool_calls"]]
+
+
 # -- mutations ------------------------------------------------------------------------------
 
 def m_json(e: Ev) -> None: e.insert(2, [None, "{broken"])
