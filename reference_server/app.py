@@ -32,6 +32,13 @@ def _stream(frames: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
+def api_of(request: Request) -> ApiKind:
+    """Whose error shape a request gets when its route does not decide it."""
+    if request.url.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
+        return "anthropic"
+    return "openai"
+
+
 def create_app(config: ServerConfig | None = None, *, service: Service | None = None) -> Starlette:
     config = config or ServerConfig()
     if service is None:
@@ -40,19 +47,21 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
     store = responses.ResponseStore(config.stored_responses)
     faults = service.faults
 
-    def handler(api: ApiKind, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    def handler(api: ApiKind | None, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """api None: the shape follows the client (Anthropic when it sends anthropic-version)."""
         async def wrapped(request: Request) -> Response:
+            kind: ApiKind = api or api_of(request)
             try:
                 check_auth(request, config.api_key)
                 return await fn(request)
             except ApiError as error:
-                return error_response(error, api, faults)
+                return error_response(error, kind, faults)
             except UnknownModel as error:
                 return error_response(ApiError(404, f"model '{error}' not found", param="model",
-                                               code="model_not_found"), api, faults)
+                                               code="model_not_found"), kind, faults)
             except Exception:  # a server bug: still answer in shape, and log it
                 log.exception("unhandled error on %s", request.url.path)
-                return error_response(ApiError(500, "internal server error"), api, faults)
+                return error_response(ApiError(500, "internal server error"), kind, faults)
         return wrapped
 
     async def body_of(request: Request) -> dict[str, Any]:
@@ -154,8 +163,8 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         Route("/v1/chat/completions", handler("openai", chat_completions), methods=["POST"]),
         Route("/v1/responses", handler("openai", create_response), methods=["POST"]),
         Route("/v1/responses", handler("openai", responses_get), methods=["GET"]),
-        Route("/v1/models", handler("openai", list_models), methods=["GET"]),
-        Route("/v1/models/{model_id:path}", handler("openai", get_model), methods=["GET"]),
+        Route("/v1/models", handler(None, list_models), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", handler(None, get_model), methods=["GET"]),
     ]
     for prefix in ("", "/v1"):
         routes.append(Route(f"{prefix}/tokenize", handler("openai", tokenize_route), methods=["POST"]))
@@ -163,7 +172,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        api: ApiKind = "anthropic" if request.url.path.startswith("/v1/messages") else "openai"
+        api = api_of(request)
         message = f"{request.method} {request.url.path}: " + ("no such route" if exc.status_code == 404
                                                                 else exc.detail or "not allowed")
         return error_response(ApiError(exc.status_code, message), api, faults)

@@ -1,7 +1,7 @@
 """What the scripted model says next, decided from the whole conversation.
 
-A conversation whose first user message starts a built-in scenario gets that scenario's turn k,
-where k counts the assistant turns after it; turns are decided by the whole history, never by
+A conversation with a user message that starts a built-in scenario (the first such message) gets
+that scenario's turn k, where k counts the assistant turns after it; turns are decided by the whole history, never by
 "the last message is a user message" (OpenClaw appends user context after tool results, and
 Claude Code can end `messages` with a system entry). Anything else gets a default answer: short
 reasoning and "ok", or a tool call when tool_choice requires one or the user names a tool.
@@ -15,14 +15,21 @@ from typing import Any
 
 from reference_server.conversation import Conversation, ToolSpec
 from reference_server.events import Part, ToolCall
-from scenarios.loader import ModelPart, find_by_user_text
+from scenarios.loader import ModelPart, Scenario, find_by_user_text
 
 
-def _first_user_text(conv: Conversation) -> tuple[int, str]:
+def _scenario_start(conv: Conversation) -> tuple[int, Scenario | None]:
+    """The first user message that starts a scenario, and the scenario.
+
+    Not just the first user message: harnesses put context first (Claude Code's system reminders,
+    Codex's environment context as its own user item), so the trigger can come later.
+    """
     for i, message in enumerate(conv.messages):
         if message.role == "user" and message.text.strip():
-            return i, message.text
-    return -1, ""
+            scenario = find_by_user_text(message.text)
+            if scenario is not None:
+                return i, scenario
+    return -1, None
 
 
 def _to_parts(model: tuple[ModelPart, ...]) -> list[Part]:
@@ -36,8 +43,7 @@ def _to_parts(model: tuple[ModelPart, ...]) -> list[Part]:
 
 
 def next_turn(conv: Conversation, *, thinking: bool) -> list[Part]:
-    start, first_text = _first_user_text(conv)
-    scenario = find_by_user_text(first_text) if first_text else None
+    start, scenario = _scenario_start(conv)
     if scenario is not None:
         k = sum(1 for m in conv.messages[start:] if m.role == "assistant")
         if k < len(scenario.turns):

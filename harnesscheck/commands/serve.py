@@ -48,6 +48,8 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--decode-ms", type=float, default=2.0, help="scripted timing: interval between output tokens")
     g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens")
     g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
+    g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
+                   help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
 
 
 def config_from_args(args: argparse.Namespace):  # -> ServerConfig
@@ -74,6 +76,7 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
                            decode_ms=args.decode_ms),
         block_size=args.block_size,
         max_concurrency=args.max_concurrency,
+        max_body_bytes=getattr(args, "max_body_bytes", 32 * 1024 * 1024),
     )
 
 
