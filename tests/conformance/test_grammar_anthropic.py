@@ -362,7 +362,7 @@ def plausible_event(draw: st.DrawFn) -> list[Any]:
     return [name, draw(st.just(d) | JSONISH | st.sampled_from(["[DONE]", "{bad"]))]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(plausible_event(), max_size=15))
 def test_validator_and_fold_never_raise(events: Ev) -> None:
     fr = frames(events)

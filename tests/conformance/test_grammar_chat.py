@@ -287,7 +287,7 @@ def plausible_chunk(draw: st.DrawFn) -> list[Any]:
     return [name, draw(st.just(d) | JSONISH | st.sampled_from(["[DONE]", "{x"]))]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(plausible_chunk(), max_size=12), st.sampled_from([None, USAGE_REQ, {"tool_choice": {"type": "function"}}, "junk"]))
 def test_validator_and_fold_never_raise(events: Ev, request: Any) -> None:
     fr = frames(events)

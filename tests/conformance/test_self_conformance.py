@@ -1,0 +1,37 @@
+"""The kit's suite against the reference server, both directions: the clean server passes every
+check, and each fault fails exactly the checks the catalog maps to it (and no other MUST check).
+
+Each case runs the whole suite in a subprocess against its own server, so the fault cases spread
+over pytest-xdist workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance import catalog
+from conformance.fault_matrix import CLEAN, coverage_problems, run_one
+from reference_server.faults import FAULTS
+from reports.schema import validate_results
+
+
+def test_every_check_has_a_fault_and_every_fault_a_check() -> None:
+    assert coverage_problems() == []
+
+
+def test_catalog_ids_are_stable_and_well_formed() -> None:
+    for check in catalog.CHECKS:
+        api, contract, number = check.id.split("-")
+        assert api in ("AN", "CH", "RS") and contract.isupper() and number.isdigit() and len(number) == 3
+        assert check.source and check.remedy and check.title
+
+
+@pytest.mark.parametrize("fault", [CLEAN, *sorted(FAULTS)])
+def test_fault_matrix_row(fault: str, tmp_path: Path) -> None:
+    run = run_one(fault, tmp_path)
+    assert run.outcomes, "the suite recorded no checks"
+    assert run.problems() == [], "\n".join(run.problems())
+    if fault == CLEAN:
+        doc = validate_results(__import__("json").loads((tmp_path / "clean" / "results.json").read_text()))
+        assert {c["id"] for c in doc["checks"]} == {c.id for c in catalog.CHECKS}
