@@ -21,7 +21,9 @@ def test_previous_response_id_continues(hc: Harness) -> None:
     if not calls:
         inconclusive("the model made no tool call in turn 1")
     call_id, name, args = calls[0]
+    # Instructions are not carried over by previous_response_id, so send them again, as clients do.
     second_body = {"model": hc.endpoint.model, "previous_response_id": answer.get("id"), "tools": body.get("tools"),
+                   "instructions": body.get("instructions"),
                    "input": [{"type": "function_call_output", "call_id": call_id,
                               "output": scenario.result_for(name, args)}]}
     second = hc.post("responses", "/v1/responses", second_body, label="turn 2 (previous_response_id)")

@@ -35,3 +35,10 @@ def test_fault_matrix_row(fault: str, tmp_path: Path) -> None:
     if fault == CLEAN:
         doc = validate_results(__import__("json").loads((tmp_path / "clean" / "results.json").read_text()))
         assert {c["id"] for c in doc["checks"]} == {c.id for c in catalog.CHECKS}
+
+
+def test_catalog_rules_exist_in_the_grammar() -> None:
+    from conformance.grammar import ALL_RULES
+
+    unknown = [(c.id, r) for c in catalog.CHECKS for r in c.rules if r not in ALL_RULES]
+    assert unknown == []
