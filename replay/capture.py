@@ -265,6 +265,7 @@ class CaptureProxy:
             except ValueError:
                 t.request_body = {"$text": body_bytes.decode("utf-8", "replace")}
         self.secrets |= _secret_variants(secrets_from_headers(headers, self.extra))
+        self.secrets |= _secret_variants(secrets_from_headers(t.response_headers, self.extra))
         t.request_headers = _redact_headers(headers, self.extra)
         t.response_headers = _redact_headers(t.response_headers, self.extra)
         t.url = redact_url(t.url)
