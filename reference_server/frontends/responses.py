@@ -148,6 +148,8 @@ def tools_of(raw: Any) -> list[ToolSpec]:
         if tool.get("type") == "function":
             name = expect(tool, "name", str, required=True, where=f"tools[{n}].")
             params = tool.get("parameters") or {"type": "object", "properties": {}}
+            if not isinstance(params, dict):
+                raise ApiError(400, f"tools[{n}].parameters: expected an object", param="tools")
             tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""), parameters=params))
         elif tool.get("type") == "custom" and isinstance(tool.get("name"), str):
             tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description") or ""),

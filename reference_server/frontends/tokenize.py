@@ -33,8 +33,15 @@ def _is_anthropic_shape(body: dict[str, Any], messages: list[Any]) -> bool:
     return False
 
 
+def _model(service: Service, body: dict[str, Any]) -> str:
+    """The model asked for (validated: 400 when not a string, 404 when not served), else the default."""
+    model = expect(body, "model", str) or service.default_model
+    service.profile(model)
+    return model
+
+
 def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
-    model = body.get("model") or service.default_model
+    model = _model(service, body)
     if "input" in body:
         system, messages = responses.items_to_messages(body["input"])
         conv = Conversation(model=model, system=system, messages=messages, tools=responses.tools_of(body.get("tools")))
@@ -55,6 +62,7 @@ def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
 
 def tokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
     max_len = 1 << 20
+    _model(service, body)
     if "prompt" in body:
         prompt = expect(body, "prompt", str, required=True)
         ids = service.tokenizer.encode(prompt)
@@ -77,6 +85,7 @@ def tokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def detokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
+    _model(service, body)
     tokens = expect(body, "tokens", list, required=True)
     vocab = service.tokenizer.vocab_size
     if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in tokens):
