@@ -26,7 +26,7 @@ smaller than the tokenizer's. `tokenizer=model` loads the model directory's toke
 
 Options (`--engine-option KEY=VALUE`): mode, device (cpu|cuda|cuda:N), dtype (auto|float32|bfloat16|
 float16), tokenizer (server|model), cache_mb (KV store bound, default 2048), cache_blocks (overrides
-cache_mb), max_active, prefill_chunk (tokens per prefill forward, default 4096), threads (torch CPU
+cache_mb), max_active, prefill_chunk (tokens per prefill forward, default 16384), threads (torch CPU
 threads), temperature, seed, gguf_file, attn (sdpa|eager).
 """
 
@@ -200,7 +200,7 @@ class TransformersEngine(Engine):
     def __init__(self, *, model: Any, tokenizer: Tokenizer, model_path: str, device: str, dtype: str,
                  mode: Literal["scripted", "free"] = "scripted", block_size: int = 16,
                  cache_blocks: int | None = None, cache_mb: float = 2048.0, max_active: int = 8,
-                 prefill_chunk: int = 4096, temperature: float = 0.0, seed: int = 0,
+                 prefill_chunk: int = 16384, temperature: float = 0.0, seed: int = 0,
                  extra: dict[str, Any] | None = None) -> None:
         import torch
 
@@ -319,7 +319,7 @@ class TransformersEngine(Engine):
                      block_size=block_size, cache_blocks=cache_blocks,
                      cache_mb=float(opts.get("cache_mb", 2048)),
                      max_active=max_active if max_active is not None else int(opts.get("max_active", 8)),
-                     prefill_chunk=int(opts.get("prefill_chunk", 4096)),
+                     prefill_chunk=int(opts.get("prefill_chunk", 16384)),
                      temperature=float(opts.get("temperature", 0.0)), seed=int(opts.get("seed", 0)),
                      extra={"family": manifest.get("family"), "gguf_file": gguf_file,
                             "tokenizer": opts.get("tokenizer", "server"),

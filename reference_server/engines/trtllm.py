@@ -1,0 +1,188 @@
+"""The TensorRT-LLM engine (production, on a B200/H200): the LLM API with KV-cache block reuse.
+
+NOT VERIFIED HERE: TensorRT-LLM cannot be installed or run on the machines this project is built
+on. This module is written against TensorRT-LLM's documented LLM API (`from tensorrt_llm import LLM,
+SamplingParams`; `tensorrt_llm.llmapi.KvCacheConfig(enable_block_reuse=True)`;
+`llm.generate_async(prompt, sampling_params, streaming=True)` yielding a result whose
+`outputs[0].token_ids_diff` are the new ids and, in recent releases, `cached_tokens` the prompt tokens
+served from reused KV blocks, as trtllm-serve reports in usage). Its adapter logic is tested here
+with a stand-in object of that shape; the real test runs only where `tensorrt_llm` imports.
+
+Token ids in and out: the server tokenizes (the model directory must use the server's tokenizer
+ids, or run with a tokenizer whose ids match the model's), TensorRT-LLM does not detokenize.
+Output is the model's own (free mode); scripted content is the transformers engine's job.
+
+`start` waits for the first response, so usage at message_start carries the engine's own
+cached-token count (TensorRT-LLM knows it once the request is scheduled); the first token is
+handed out as the stream's first chunk.
+
+Options (`--engine-option KEY=VALUE`): free_gpu_memory_fraction (default 0.85), tokens_per_block
+(KV block size, default 32), max_tokens_in_kv (bound on the KV pool), temperature (default 0),
+top_p, backend (pytorch default), tensor_parallel_size, max_seq_len, max_batch_size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from reference_server.engines.base import Engine, GenerateRequest, Generation
+from reference_server.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from reference_server.config import ServerConfig
+
+
+class TrtllmUnavailable(RuntimeError):
+    pass
+
+
+def _int(opts: dict[str, str], key: str) -> int | None:
+    return int(opts[key]) if key in opts else None
+
+
+class _TrtGeneration(Generation):
+    def __init__(self, engine: TrtllmEngine, request: GenerateRequest, result: Any) -> None:
+        self.engine = engine
+        self.request = request
+        self.prompt_tokens = len(request.prompt_ids)
+        self.cached_tokens = 0
+        self.output_ids = []
+        self.finish_reason = None
+        self._result = result
+        self._stream = result.__aiter__()
+        self._first: list[int] | None = None
+        self._done = False
+        self._closed = False
+
+    async def _admit(self) -> None:
+        """Wait for the first response: it carries the first token(s) and the cache-hit count."""
+        try:
+            first = await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            self._first = []
+            return
+        self._first = self._take(first)
+
+    def _take(self, result: Any) -> list[int]:
+        cached = getattr(result, "cached_tokens", None)
+        if cached is not None:
+            self.cached_tokens = min(int(cached), self.prompt_tokens)
+        out = result.outputs[0]
+        new = list(getattr(out, "token_ids_diff", None) or out.token_ids[len(self.output_ids):])
+        if out.finish_reason is not None:
+            self.finish_reason = "length" if out.finish_reason == "length" else "stop"
+            self._done = True
+        return new
+
+    async def __aiter__(self) -> AsyncIterator[list[int]]:
+        try:
+            if self._first:
+                self.output_ids.extend(self._first)
+                yield self._first
+            while not self._done:
+                try:
+                    result = await self._stream.__anext__()
+                except StopAsyncIteration:
+                    break
+                new = self._take(result)
+                if new:
+                    self.output_ids.extend(new)
+                    yield new
+            if self.finish_reason is None:
+                self.finish_reason = "length" if len(self.output_ids) >= self.request.max_tokens else "stop"
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._done:  # the client went away: cancel the request in the engine
+            abort = getattr(self._result, "abort", None)
+            if abort is not None:
+                abort()
+        self.engine._release()
+
+
+class TrtllmEngine(Engine):
+    name = "trtllm"
+    device = "cuda"
+    timing = "real-compute"
+
+    def __init__(self, llm: Any, *, tokenizer: Tokenizer, model_path: str, sampling_factory: Any,
+                 options: dict[str, str] | None = None, block_size: int | None = None) -> None:
+        import asyncio
+
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.model_path = model_path
+        self.options = dict(options or {})
+        self.block_size = block_size
+        self._sampling = sampling_factory
+        self._active = 0
+        self._slots = asyncio.Semaphore(int(self.options.get("max_active", 256)))
+
+    @classmethod
+    def from_config(cls, config: ServerConfig, tokenizer: Tokenizer) -> TrtllmEngine:
+        try:
+            from tensorrt_llm import LLM, SamplingParams
+            from tensorrt_llm.llmapi import KvCacheConfig
+        except ImportError as error:
+            raise TrtllmUnavailable(
+                f"--engine trtllm needs TensorRT-LLM (import failed: {error}); it runs on NVIDIA GPUs "
+                "(B200/H200) in NVIDIA's container. Use --engine transformers here.") from error
+        if not config.model_path:
+            raise TrtllmUnavailable("--engine trtllm needs --model-path (a Hugging Face checkpoint directory)")
+        opts = dict(config.engine_options)
+        block = int(opts.get("tokens_per_block", 32))
+        kv = KvCacheConfig(enable_block_reuse=True,
+                           free_gpu_memory_fraction=float(opts.get("free_gpu_memory_fraction", 0.85)),
+                           **({"max_tokens": int(opts["max_tokens_in_kv"])} if "max_tokens_in_kv" in opts else {}))
+        kwargs: dict[str, Any] = {"kv_cache_config": kv, "skip_tokenizer_init": True}
+        for key in ("tensor_parallel_size", "max_seq_len", "max_batch_size"):
+            if key in opts:
+                kwargs[key] = int(opts[key])
+        if "backend" in opts:
+            kwargs["backend"] = opts["backend"]
+        # tokens_per_block is a build/runtime setting of the KV pool; the LLM API takes it in
+        # kv_cache_config on recent releases and in build_config on older ones.
+        if hasattr(kv, "tokens_per_block"):
+            kv.tokens_per_block = block
+        llm = LLM(model=config.model_path, **kwargs)
+        return cls(llm, tokenizer=tokenizer, model_path=config.model_path, sampling_factory=SamplingParams,
+                   options=opts, block_size=block)
+
+    def sampling_params(self, request: GenerateRequest) -> Any:
+        temperature = float(self.options.get("temperature", 0.0))
+        kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "end_id": request.eos_id,
+                                  "temperature": temperature, "detokenize": False}
+        if "top_p" in self.options:
+            kwargs["top_p"] = float(self.options["top_p"])
+        return self._sampling(**kwargs)
+
+    async def start(self, request: GenerateRequest) -> Generation:
+        await self._slots.acquire()
+        self._active += 1
+        try:
+            result = self.llm.generate_async({"prompt_token_ids": list(request.prompt_ids)},
+                                             self.sampling_params(request), streaming=True)
+            generation = _TrtGeneration(self, request, result)
+            await generation._admit()
+        except BaseException:
+            self._release()
+            raise
+        return generation
+
+    def _release(self) -> None:
+        self._active -= 1
+        self._slots.release()
+
+    def active_requests(self) -> int:
+        return self._active
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name, "device": self.device, "timing": self.timing, "mode": "free",
+                "model_path": self.model_path, "block_size": self.block_size, "kv_block_reuse": True,
+                "options": self.options, "verified": "not on this project's machines (no GPU, no TensorRT-LLM)"}
