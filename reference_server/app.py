@@ -18,9 +18,8 @@ from starlette.routing import Route
 
 from reference_server.config import ServerConfig
 from reference_server.engines import build_engine
-from reference_server.events import Event
 from reference_server.frontends import anthropic, chat, models, responses, tokenize
-from reference_server.frontends.common import ApiError, ApiKind, check_auth, error_response, read_json
+from reference_server.frontends.common import ApiError, ApiKind, check_auth, error_response, read_json, stream_frames
 from reference_server.service import Service, UnknownModel
 from reference_server.tokenizer import load as load_tokenizer
 
@@ -77,7 +76,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
                                             faults=faults)
         if body.get("stream"):
-            return _stream(anthropic.stream_frames(adapter, turn.events()))
+            return _stream(stream_frames(adapter, turn.events()))
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)
@@ -101,7 +100,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                   model=conv.model, include_usage=include_usage,
                                   dispatch=config.enable_streaming_tool_dispatch, faults=faults)
         if body.get("stream"):
-            return _stream(chat.stream_frames(adapter, turn.events()))
+            return _stream(stream_frames(adapter, turn.events()))
         async for event in turn.events():
             adapter.feed(event)
         return JSONResponse(adapter.completion())
@@ -119,7 +118,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
 
         if body.get("stream"):
             async def frames() -> AsyncIterator[bytes]:
-                async for frame in responses.stream_frames(adapter, turn.events()):
+                async for frame in stream_frames(adapter, turn.events()):
                     yield frame
                 remember()
             return _stream(frames())

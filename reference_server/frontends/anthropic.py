@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
@@ -309,13 +308,6 @@ class AnthropicStream:
                 "content": self.blocks, "stop_reason": self.stop_reason, "stop_sequence": None,
                 "usage": self.final_usage}
 
-
-async def stream_frames(adapter: AnthropicStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-    for frame in adapter.start():
-        yield frame
-    async for event in events:
-        for frame in adapter.feed(event):
-            yield frame
 
 
 def message_id() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
@@ -241,10 +240,3 @@ class ChatStream:
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}],
                 "usage": self.usage}
 
-
-async def stream_frames(adapter: ChatStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-    for frame in adapter.start():
-        yield frame
-    async for event in events:
-        for frame in adapter.feed(event):
-            yield frame

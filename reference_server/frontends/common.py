@@ -12,7 +12,8 @@ import io
 import json
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
 
 import zstandard
 from starlette.requests import Request
@@ -113,6 +114,21 @@ def check_auth(request: Request, api_key: str | None) -> None:
     # Constant-time comparison: the time taken tells nothing about how much of the key matched.
     if not hmac.compare_digest(given.encode(), api_key.encode()):
         raise ApiError(401, "invalid or missing API key" if given else "missing API key (x-api-key or Bearer)")
+
+
+class Adapter(Protocol):
+    def start(self) -> list[bytes]: ...
+
+    def feed(self, event: Any) -> list[bytes]: ...
+
+
+async def stream_frames(adapter: Adapter, events: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """An API adapter's SSE frames for a turn's internal events: its opening frames, then each event's."""
+    for frame in adapter.start():
+        yield frame
+    async for event in events:
+        for frame in adapter.feed(event):
+            yield frame
 
 
 def sse(event: str | None, data: Any) -> bytes:

@@ -13,10 +13,9 @@ import copy
 import json
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
 from typing import Any
 
-from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from reference_server.conversation import Conversation, Message, ToolResult, ToolSpec
 from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from reference_server.faults import Faults
@@ -337,13 +336,6 @@ class ResponsesStream:
         else:
             self.parts.append(Part(kind=kind, text=text))  # type: ignore[arg-type]
 
-
-async def stream_frames(adapter: ResponsesStream, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-    for frame in adapter.start():
-        yield frame
-    async for event in events:
-        for frame in adapter.feed(event):
-            yield frame
 
 
 def response_id() -> str:
