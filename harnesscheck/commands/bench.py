@@ -1,0 +1,96 @@
+"""`harnesscheck bench`: the articles' headline measurements (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+NAME = "bench"
+ORDER = 50
+HELP = "benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT)"
+DESCRIPTION = """\
+Benchmarks against --endpoint, or with none against embedded reference servers started with a
+non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
+bootstrap 95% CI per arm, ratios with intervals) and writes OUT/bench-NAME.json (a results
+document, docs/results-schema.md) and a PNG plot.
+
+  preamble  TTFT of K new sessions sharing one long system prompt: stable / fresh billing header /
+            header stripped (article 1: 168 / 912 / 169 ms)
+  dispatch  time to each tool call complete, to its tool_call_dispatch frame (Chat) and to the end
+            of stream, for the buffered, inline and dispatch server modes
+  history   next-turn TTFT with the history kept vs the past reasoning rewritten (167 vs 322 ms)
+"""
+
+
+def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
+    p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
+    p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
+    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--sessions", type=int, default=sessions, help=f"measured samples per arm (default: {sessions})")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up rounds discarded (default: 1)")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    p.add_argument("--prefill-us-per-token", type=float, default=100.0,
+                   help="embedded timing: cost per uncached prompt token (default: 100 µs)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the embedded servers, repeatable (e.g. --server-arg=--block-size=32)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCH")
+    sub.required = True
+    p = sub.add_parser("preamble", help="TTFT: stable prefix vs per-session billing header vs stripped")
+    _common(p, sessions=8)
+    p.add_argument("--system-tokens", type=int, default=8000,
+                   help="length of the shared system prompt in tokens (default: 8000; the article's GPU run: 52K)")
+    p.add_argument("--decode-ms", type=float, default=1.0, help="embedded timing: interval between output tokens")
+    p = sub.add_parser("dispatch", help="tool-ready latency: buffered vs inline vs dispatch")
+    _common(p, sessions=5)
+    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated APIs (default: all three)")
+    p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
+    p = sub.add_parser("history", help="next-turn TTFT: history kept vs past reasoning rewritten")
+    _common(p, sessions=8)
+    p.add_argument("--decode-ms", type=float, default=0.2, help="embedded timing: interval between output tokens")
+    p.add_argument("--system-tokens", type=int, default=2000, help="shared system prompt tokens (default: 2000)")
+    p.add_argument("--turn-tokens", type=int, default=1500,
+                   help="tokens of the previous assistant turn after its reasoning (default: 1500)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from replay.benchmarks import common
+
+    api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY")
+    out = Path(args.out)
+    if args.bench == "preamble":
+        from replay.benchmarks.preamble import PreambleOptions, run_preamble
+
+        doc = run_preamble(PreambleOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, system_tokens=args.system_tokens,
+            sessions=args.sessions, warmup=args.warmup, ttft_base_ms=args.ttft_base_ms,
+            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+    elif args.bench == "dispatch":
+        from replay.benchmarks.dispatch import DispatchOptions, run_dispatch
+
+        doc = run_dispatch(DispatchOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
+            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
+            scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
+            ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
+            decode_ms=args.decode_ms, server_args=args.server_arg))
+    else:
+        from replay.benchmarks.history import HistoryOptions, run_history
+
+        doc = run_history(HistoryOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
+            system_tokens=args.system_tokens, turn_tokens=args.turn_tokens, ttft_base_ms=args.ttft_base_ms,
+            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+    for bench in doc["benchmarks"]:
+        print(common.format_table(bench))
+        for line in bench.get("settings", {}).get("summary", []):
+            print("  " + line)
+        print()
+    for path in common.write_outputs(doc, out, f"bench-{args.bench}"):
+        print(f"wrote {path}")
+    return 0
