@@ -6,7 +6,9 @@ SSE with the engine slot freed when the client goes away (the generator's `final
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -44,6 +46,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         tokenizer = load_tokenizer()
         service = Service(config, build_engine(config, tokenizer), tokenizer)
     store = responses.ResponseStore(config.stored_responses)
+    serial = itertools.count()  # with the clock, a chat completion id unique per request
     faults = service.faults
 
     def handler(api: ApiKind | None, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -96,7 +99,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         conv = chat.to_conversation(body, faults)
         turn = await service.start_turn(conv, id_prefix="call_")
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        adapter = chat.ChatStream(completion_id=f"chatcmpl-{turn.prompt.text.__hash__() & 0xFFFFFFFF:08x}",
+        adapter = chat.ChatStream(completion_id=f"chatcmpl-{time.time_ns():x}{next(serial):04x}",
                                   model=conv.model, include_usage=include_usage,
                                   dispatch=config.enable_streaming_tool_dispatch, faults=faults)
         if body.get("stream"):

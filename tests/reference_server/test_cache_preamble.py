@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import time
+import zlib
 from typing import Any
 
 import httpx
@@ -116,7 +117,7 @@ def preamble_bodies(shape: str, seed: str) -> list[dict[str, Any]]:
     text = big_text(seed)
     bodies = []
     for n in range(2):
-        h = header(n + hash(seed) % 1000 * 10)
+        h = header(n + zlib.crc32(seed.encode()) * 10)
         if shape == "own_block":  # Claude Code: the header as system[0], the prompt in later blocks
             system: Any = [{"type": "text", "text": h},
                            {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
