@@ -268,7 +268,16 @@ class ResponsesStream:
             if self.include_encrypted and not self.faults.on("rs-no-encrypted-content"):
                 item["encrypted_content"] = pack_reasoning(text)
             if (self.body.get("reasoning") or {}).get("summary"):
-                item["summary"] = [{"type": "summary_text", "text": text}]
+                # A summary was asked for (Codex: summary "auto"): the reasoning text is its own summary,
+                # announced by the summary events before the item is done, as OpenAI streams it.
+                part = {"type": "summary_text", "text": text}
+                at = {**where, "summary_index": 0}
+                out.append(self._event("response.reasoning_summary_part.added", **at,
+                                       part={"type": "summary_text", "text": ""}))
+                out.append(self._event("response.reasoning_summary_text.delta", **at, delta=text))
+                out.append(self._event("response.reasoning_summary_text.done", **at, text=text))
+                out.append(self._event("response.reasoning_summary_part.done", **at, part=dict(part)))
+                item["summary"] = [part]
         elif item["type"] == "function_call":
             arguments = item["arguments"]
             if self.faults.on("rs-arguments-done-mismatch"):

@@ -243,6 +243,18 @@ def test_codex_responses_body_shape(reference_server: str) -> None:
     output = events[-1]["response"]["output"]
     assert [i["type"] for i in output] == ["reasoning", "function_call"]
     assert output[0]["encrypted_content"] and output[0]["summary"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    summary = "".join(e["delta"] for e in events if e["type"] == "response.reasoning_summary_text.delta")
+    assert summary == output[0]["summary"][0]["text"] == CALC.turns[0].model[0].text
+    # The SDK folds the same stream (summary events included) to the non-streamed response.
+    oa = openai.OpenAI(base_url=reference_server + "/v1", api_key="k", max_retries=0)
+    sdk_body = {k: v for k, v in body.items() if k not in ("stream", "client_metadata")}
+    with oa.responses.stream(**sdk_body, extra_body={"client_metadata": body["client_metadata"]}) as stream:
+        folded = stream.get_final_response()
+    plain = oa.responses.create(**sdk_body)
+    strip = lambda r: [{k: v for k, v in i.model_dump().items() if k not in ("id", "parsed_arguments")}  # noqa: E731
+                       for i in r.output]
+    assert strip(folded) == strip(plain)
     call = output[1]
     assert call["call_id"] and json.loads(call["arguments"]) == {"expression": "15 * 23"}
     usage = events[-1]["response"]["usage"]
