@@ -78,7 +78,8 @@ def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
         uri = arms_plot(bench)
         if not uri:
             continue
-        png = out / (f"{stem}.png" if len(doc["benchmarks"]) == 1 else f"{stem}-{bench['name']}.png")
+        name = bench["name"].removeprefix(stem.removeprefix("bench-") + "-")
+        png = out / (f"{stem}.png" if len(doc["benchmarks"]) == 1 else f"{stem}-{name}.png")
         png.write_bytes(base64.b64decode(uri.split(",", 1)[1]))
         written.append(png)
     return written

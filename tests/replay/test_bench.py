@@ -34,3 +34,26 @@ def test_preamble_header_costs_and_stripping_restores(tmp_path, capsys):
     assert usage["stable"]["cache_read_input_tokens"] >= 1400
     assert usage["header"]["cache_read_input_tokens"] < 100
     json.dumps(doc)
+
+
+def test_dispatch_tool_ready_before_end_unless_buffered(tmp_path):
+    rc = main(["bench", "dispatch", "--sessions", "2", "--apis", "chat,anthropic,responses", "--scenarios",
+               "interleaved", "--decode-ms", "2", "--out", str(tmp_path)])
+    assert rc == 0
+    doc = load_results(tmp_path / "bench-dispatch.json")
+    assert (tmp_path / "bench-dispatch-interleaved-chat.png").exists()
+    for api in ("chat", "anthropic", "responses"):
+        bench = _bench(doc, f"dispatch-interleaved-{api}")
+        arms = {a["name"]: a for a in bench["arms"]}
+        modes = bench["settings"]["modes"]
+        for mode in ("inline", "dispatch"):
+            end = arms[f"{mode} end"]["median"]
+            # interleaved: r0 t0 r1 t1, so the first call is complete long before the end
+            assert arms[f"{mode} tool0 complete"]["median"] < end - 20, (api, mode, arms)
+            assert modes[mode]["saving_per_turn_ms"] > 20
+        buffered_end = arms["buffered end"]["median"]
+        assert arms["buffered tool0 complete"]["median"] >= buffered_end - 5, (api, arms)
+        assert modes["buffered"]["saving_per_turn_ms"] < 5
+        if api == "chat":
+            assert arms["dispatch tool0 dispatch"]["median"] < arms["dispatch end"]["median"] - 20
+            assert "inline tool0 dispatch" not in arms

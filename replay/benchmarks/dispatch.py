@@ -1,0 +1,244 @@
+"""`bench dispatch`: how early a harness can start each tool (article 2).
+
+For the tool-calling first turns of the ``parallel_tools`` and ``interleaved`` scenarios, per API,
+the time from the request start to
+
+- each tool call *complete*: Anthropic ``content_block_stop`` of the ``tool_use`` block; Responses
+  ``response.function_call_arguments.done``; Chat the first chunk after which the call's accumulated
+  arguments parse as a JSON object (a client parsing incrementally can start it then);
+- Chat also: the *boundary*, where a client without incremental JSON parsing learns the call is
+  complete (the next tool-call index starts, or ``finish_reason``);
+- its ``tool_call_dispatch`` frame (Chat, when the server sends one);
+- the end of the stream (the last byte).
+
+Server modes (embedded): ``buffered`` (``--fault buffer-tool-calls``: calls held to the end of the
+turn), ``inline`` (``--no-enable-streaming-tool-dispatch``: calls stream inline, no dispatch frame)
+and ``dispatch`` (the default). The saving per turn is the end of stream minus the time the first
+tool could start; a harness that waits for the end of stream gets none of it. Against an external
+endpoint there is a single mode, ``endpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replay.benchmarks import common
+
+MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-streaming-tool-dispatch"],
+         "dispatch": []}
+
+
+@dataclass
+class DispatchOptions:
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    sessions: int = 5
+    warmup: int = 1
+    apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
+    scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
+    ttft_base_ms: float = 10.0
+    prefill_us_per_token: float = 100.0
+    decode_ms: float = 5.0
+    server_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Turn:
+    """One streamed turn: ms from the request start."""
+
+    ready: dict[int, float] = field(default_factory=dict)  # call index -> complete
+    dispatch: dict[int, float] = field(default_factory=dict)  # call index -> tool_call_dispatch frame
+    boundary: dict[int, float] = field(default_factory=dict)  # Chat: next index starts / finish_reason
+    end: float = 0.0
+    ttft: float | None = None
+    error: str | None = None
+
+
+async def record(session: Any, url: str, api: str, body: dict[str, Any], headers: dict[str, str]) -> Turn:
+    """Stream one request, timing every event as its network read returns."""
+    from replay.client import FastSSE
+
+    turn = Turn()
+    sse = FastSSE()
+    clock = time.perf_counter_ns
+    chat_args: dict[int, str] = {}
+    items: dict[int, int] = {}  # Responses output_index -> call number
+    blocks: dict[int, int] = {}  # Anthropic block index -> call number
+    hdrs = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    start = clock()
+    async with session.post(url, data=json.dumps(body).encode(), headers=hdrs) as resp:
+        if resp.status != 200:
+            turn.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+            return turn
+        while True:
+            chunk = await resp.content.readany()
+            if not chunk:
+                break
+            t = (clock() - start) / 1e6
+            for event, text in sse.feed(chunk):
+                if text == "[DONE]":
+                    continue
+                try:
+                    d = json.loads(text)
+                except ValueError:
+                    continue
+                _on(api, event, d, t, turn, chat_args, items, blocks)
+    turn.end = (clock() - start) / 1e6
+    return turn
+
+
+def _on(api: str, event: str | None, d: dict[str, Any], t: float, turn: Turn, chat_args: dict[int, str],
+        items: dict[int, int], blocks: dict[int, int]) -> None:
+    if api == "chat":
+        if event == "tool_call_dispatch":
+            idx = (d.get("tool_call") or {}).get("index", 0)
+            turn.dispatch.setdefault(idx, t)
+            return
+        for choice in d.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if turn.ttft is None and (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                                      or delta.get("tool_calls")):
+                turn.ttft = t
+            for tc in delta.get("tool_calls") or ():
+                idx = tc.get("index", 0)
+                if idx not in chat_args:  # a new index: the earlier calls are complete
+                    for other in chat_args:
+                        turn.boundary.setdefault(other, t)
+                chat_args[idx] = chat_args.get(idx, "") + ((tc.get("function") or {}).get("arguments") or "")
+                if idx not in turn.ready:
+                    try:
+                        if isinstance(json.loads(chat_args[idx]), dict):
+                            turn.ready[idx] = t
+                    except ValueError:
+                        pass
+            if choice.get("finish_reason"):
+                for idx in chat_args:
+                    turn.ready.setdefault(idx, t)
+                    turn.boundary.setdefault(idx, t)
+    elif api == "anthropic":
+        typ = d.get("type")
+        if typ == "content_block_start" and (d.get("content_block") or {}).get("type") == "tool_use":
+            blocks[d.get("index", 0)] = len(blocks)
+        elif typ == "content_block_delta" and turn.ttft is None:
+            turn.ttft = t
+        elif typ == "content_block_stop" and d.get("index") in blocks:
+            turn.ready.setdefault(blocks[d["index"]], t)
+    else:
+        typ = d.get("type") or event
+        if typ == "response.output_item.added" and (d.get("item") or {}).get("type") == "function_call":
+            items[d.get("output_index", 0)] = len(items)
+        elif typ and typ.endswith(".delta") and turn.ttft is None:
+            turn.ttft = t
+        elif typ == "response.function_call_arguments.done" and d.get("output_index") in items:
+            turn.ready.setdefault(items[d["output_index"]], t)
+        elif typ == "response.output_item.done" and d.get("output_index") in items:
+            turn.ready.setdefault(items[d["output_index"]], t)
+
+
+def _request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
+    from conformance.requests import first
+    from scenarios.loader import get
+
+    return first(api, get(scenario_id), model)
+
+
+async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> dict[tuple[str, str, str], list[Turn]]:
+    import aiohttp
+
+    hdrs = common.headers(opts.api_key)
+    out: dict[tuple[str, str, str], list[Turn]] = {}
+    bodies = {(s, a): _request(a, s, model) for s in opts.scenarios for a in opts.apis}
+    modes = list(urls)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        for rnd in range(opts.warmup + opts.sessions):
+            k = rnd % len(modes)
+            for mode in modes[k:] + modes[:k]:
+                for (scenario, api), body in bodies.items():
+                    turn = await record(session, urls[mode] + common.PATHS[api], api, body, hdrs)
+                    if turn.error:
+                        raise RuntimeError(f"{mode}/{scenario}/{api}: {turn.error}")
+                    if rnd >= opts.warmup:
+                        out.setdefault((scenario, api, mode), []).append(turn)
+    return out
+
+
+def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
+    from conformance.results import now_iso
+    from replay.client import run_async
+
+    started = now_iso()
+    if opts.endpoint:
+        url = opts.endpoint.rstrip("/")
+        model = common.resolve_model(url, opts.model, opts.api_key)
+        turns = run_async(_measure({"endpoint": url}, model, opts))
+        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        endpoint = url
+    else:
+        from reference_server.config import DEFAULT_MODEL_IDS
+
+        model = opts.model or DEFAULT_MODEL_IDS[0]
+        timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
+        arg_lists = [[*extra, *timing, *opts.server_args] for extra in MODES.values()]
+        with common.embedded_servers(*arg_lists) as servers:
+            turns = run_async(_measure({m: s.url for m, s in zip(MODES, servers, strict=True)}, model, opts))
+        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+        endpoint = "embedded"
+    benchmarks = []
+    for scenario in opts.scenarios:
+        for api in opts.apis:
+            benchmarks.append(_benchmark(scenario, api, {m: t for (s, a, m), t in turns.items()
+                                                         if s == scenario and a == api}, server["timing"], opts))
+    settings = {"sessions": opts.sessions, "warmup_rounds": opts.warmup, "apis": opts.apis,
+                "scenarios": opts.scenarios, "concurrency": 1,
+                "modes": {m: " ".join(a) or "(default)" for m, a in MODES.items()} if not opts.endpoint else
+                {"endpoint": "the endpoint's own setting"}}
+    if not opts.endpoint:
+        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
+                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=opts.apis,
+                                   server=server, settings=settings, started_at=started)
+
+
+def _benchmark(scenario: str, api: str, by_mode: dict[str, list[Turn]], timing: str,
+               opts: DispatchOptions) -> dict[str, Any]:
+    arms: list[dict[str, Any]] = []
+    per_mode: dict[str, dict[str, Any]] = {}
+    summary: list[str] = []
+    for mode, turns in by_mode.items():
+        n_calls = max((len(t.ready) for t in turns), default=0)
+        for i in range(n_calls):
+            arms.append(common.arm(f"{mode} tool{i} complete", [t.ready[i] for t in turns if i in t.ready]))
+            if any(i in t.boundary for t in turns):
+                arms.append(common.arm(f"{mode} tool{i} boundary", [t.boundary[i] for t in turns if i in t.boundary]))
+            if any(i in t.dispatch for t in turns):
+                arms.append(common.arm(f"{mode} tool{i} dispatch", [t.dispatch[i] for t in turns if i in t.dispatch]))
+        arms.append(common.arm(f"{mode} end", [t.end for t in turns]))
+        first_start = [min([*t.ready.values(), *t.dispatch.values()], default=t.end) for t in turns]
+        saving = [t.end - f for t, f in zip(turns, first_start, strict=True)]
+        lead = [sum(t.end - v for v in t.ready.values()) for t in turns]
+        per_mode[mode] = {"first_tool_start_ms": round(float(np.median(first_start)), 3),
+                          "end_ms": round(float(np.median([t.end for t in turns])), 3),
+                          "saving_per_turn_ms": round(float(np.median(saving)), 3),
+                          "tool_lead_sum_ms": round(float(np.median(lead)), 3),
+                          "calls": n_calls}
+        summary.append(f"{mode}: first tool can start at {per_mode[mode]['first_tool_start_ms']:.1f} ms, "
+                       f"end of stream {per_mode[mode]['end_ms']:.1f} ms, saving per turn "
+                       f"{per_mode[mode]['saving_per_turn_ms']:.1f} ms")
+    ratios = []
+    names = {a["name"]: a for a in arms}
+    if "buffered tool0 complete" in names:
+        for mode in by_mode:
+            if mode != "buffered" and f"{mode} tool0 complete" in names:
+                ratios.append(common.ratio(f"{mode}/buffered tool0 complete", names[f"{mode} tool0 complete"],
+                                           names["buffered tool0 complete"]))
+    return {"name": f"dispatch-{scenario}-{api}", "title": f"Tool-ready latency: {scenario}, {api}", "unit": "ms",
+            "timing": timing, "better": "lower",
+            "settings": {"scenario": scenario, "api": api, "sessions": opts.sessions, "modes": per_mode,
+                         "summary": summary},
+            "arms": arms, "ratios": ratios}
