@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -179,3 +180,24 @@ def test_no_tool_call_dispatch(no_dispatch_server: str, model: str) -> None:
     frames = post_stream(no_dispatch_server, "/v1/chat/completions", chat_body(model, "parallel_tools"))
     # Tool calls are still streamed inline as soon as parsed.
     assert dispatch_check(frames, want_dispatch=False) == 2
+
+
+@pytest.fixture(scope="module")
+def slow_server(server_factory) -> str:
+    return server_factory("--decode-ms", "20")
+
+
+def test_client_disconnect_frees_the_slot(slow_server: str) -> None:
+    bodies = {"/v1/messages": {"model": DEEPSEEK, "max_tokens": 1000, "messages": [
+                  {"role": "user", "content": load_all()["plain_text"].trigger}]},
+              "/v1/chat/completions": chat_body(DEEPSEEK, "plain_text"),
+              "/v1/responses": {"model": DEEPSEEK, "input": load_all()["plain_text"].trigger}}
+    for path, body in bodies.items():
+        with httpx.stream("POST", slow_server + path, json={**body, "stream": True}, timeout=30) as response:
+            for n, _ in enumerate(response.iter_lines()):
+                if n > 6:
+                    break  # hang up mid-stream
+        deadline = time.monotonic() + 5
+        while httpx.get(slow_server + "/health").json()["active_requests"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert httpx.get(slow_server + "/health").json()["active_requests"] == 0, path
