@@ -104,7 +104,7 @@ class _TorchGeneration(Generation):
             for i, (k, v) in enumerate(eng.store.gather(self._keys)):
                 cache.update(k, v, i)
         t1 = time.perf_counter()
-        ids = self.request.prompt_ids
+        ids = self.request.prompt_ids or [self.request.eos_id]  # an empty prompt still gets a forward pass
         past = self.cached_tokens
         logits = None
         while past < len(ids):
@@ -375,6 +375,9 @@ class TransformersEngine(Engine):
 
     def pick(self, logits: Any) -> int:
         torch = self._torch
+        if self.mode == "free" and logits.shape[-1] > self.tokenizer.vocab_size:
+            # the embedding table is padded past the tokenizer: never emit an id it cannot decode
+            logits = logits[: self.tokenizer.vocab_size]
         if self.mode == "free" and self.temperature > 0:
             probs = torch.softmax(logits.float() / self.temperature, dim=-1).cpu()
             return int(torch.multinomial(probs, 1, generator=self._generator).item())
