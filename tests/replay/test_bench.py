@@ -57,3 +57,17 @@ def test_dispatch_tool_ready_before_end_unless_buffered(tmp_path):
         if api == "chat":
             assert arms["dispatch tool0 dispatch"]["median"] < arms["dispatch end"]["median"] - 20
             assert "inline tool0 dispatch" not in arms
+
+
+def test_history_rewrite_costs_the_previous_turn(tmp_path):
+    rc = main(["bench", "history", "--sessions", "3", "--system-tokens", "500", "--turn-tokens", "600",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    doc = load_results(tmp_path / "bench-history.json")
+    bench = _bench(doc, "history-ttft")
+    ratio = next(r for r in bench["ratios"] if r["name"] == "rewritten/kept")
+    assert ratio["value"] > 1.5 and ratio["ci95"][0] > 1.2, ratio
+    usage = bench["settings"]["usage_first_sample"]
+    kept, rewritten = usage["kept"], usage["rewritten"]
+    assert kept["prompt_tokens"] - kept["cached_tokens"] < 100
+    assert rewritten["prompt_tokens"] - rewritten["cached_tokens"] >= 600

@@ -1,0 +1,129 @@
+"""`bench history`: next-turn TTFT with the history kept versus rewritten (article 1: 167 vs 322 ms).
+
+Each session (Chat Completions): a shared system prompt (warmed once per server), then a unique user
+message that has the model call a ``Note`` tool with a long quoted text, so the assistant turn is
+short reasoning followed by a long tool call (``--turn-tokens``). The measured request is the next
+turn: that history, sent back exactly as streamed, plus the tool result. A server that keeps the
+history as generated reuses the cached turn and prefills only the tool result; one that rewrites
+past reasoning before templating (the reference server's ``--fault rewrite-history-reasoning``)
+misses the cache from that reasoning on, so it prefills the whole previous turn again.
+
+Arms: ``kept`` (default server) and ``rewritten`` (the fault); the ratio rewritten/kept. Against an
+external endpoint only one arm runs, ``endpoint``, and the cached-token counts it reports say which
+case it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay.benchmarks import common
+
+NOTE_TOOL = {"type": "function", "function": {
+    "name": "Note", "description": "Save a note.",
+    "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+
+
+@dataclass
+class HistoryOptions:
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    sessions: int = 8
+    warmup: int = 1
+    system_tokens: int = 2000
+    turn_tokens: int = 1500
+    ttft_base_ms: float = 10.0
+    prefill_us_per_token: float = 100.0
+    decode_ms: float = 0.2
+    server_args: list[str] = field(default_factory=list)
+
+
+def _cached(usage: dict[str, Any]) -> int | None:
+    details = usage.get("prompt_tokens_details") or {}
+    v = details.get("cached_tokens", usage.get("cache_read_input_tokens"))
+    return v if isinstance(v, int) else None
+
+
+async def _session(client: Any, url: str, model: str, system: str, note: str, hdrs: dict[str, str]) -> dict[str, Any]:
+    user = f"Session {uuid.uuid4().hex}. Use the Note tool with `{note}`"
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "messages": messages,
+            "tools": [NOTE_TOOL], "max_tokens": 2 * len(note) + 256}
+    first = await client.post(url + common.PATHS["chat"], body, api="chat", headers=hdrs)
+    if not first.ok or not first.answer:
+        raise RuntimeError(f"history turn 1 failed: {first.error}")
+    answer = first.answer[0]
+    calls = answer.get("tool_calls") or []
+    if not calls:
+        raise RuntimeError("history turn 1: the model made no tool call")
+    follow = messages + [answer] + [{"role": "tool", "tool_call_id": c.get("id", ""), "content": "saved"}
+                                    for c in calls]
+    second = await client.post(url + common.PATHS["chat"], {**body, "messages": follow}, api="chat", headers=hdrs)
+    if not second.ok or second.ttft_ns is None:
+        raise RuntimeError(f"history turn 2 failed: {second.error or 'no content event'}")
+    return {"ttft_ms": second.ttft_ns / 1e6, "prompt_tokens": second.usage.get("prompt_tokens"),
+            "cached_tokens": _cached(second.usage), "turn1_output_tokens": first.usage.get("completion_tokens")}
+
+
+async def _measure(urls: dict[str, str], model: str, system: str, note: str,
+                   opts: HistoryOptions) -> dict[str, list[dict[str, Any]]]:
+    from replay.client import StreamClient
+
+    hdrs = common.headers(opts.api_key)
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in urls}
+    names = list(urls)
+    async with StreamClient(limit=4) as client:
+        for rnd in range(opts.warmup + opts.sessions):  # round 0 also warms the shared system prompt
+            k = rnd % len(names)
+            for name in names[k:] + names[:k]:
+                m = await _session(client, urls[name], model, system, note, hdrs)
+                if rnd >= opts.warmup:
+                    out[name].append(m)
+    return out
+
+
+def run_history(opts: HistoryOptions) -> dict[str, Any]:
+    from conformance.results import now_iso
+    from replay.client import run_async
+
+    started = now_iso()
+    system = common.filler_text(opts.system_tokens, seed=1)
+    note = common.filler_text(opts.turn_tokens, seed=2).replace("`", "'")
+    if opts.endpoint:
+        url = opts.endpoint.rstrip("/")
+        model = common.resolve_model(url, opts.model, opts.api_key)
+        found = run_async(_measure({"endpoint": url}, model, system, note, opts))
+        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        endpoint = url
+    else:
+        from reference_server.config import DEFAULT_MODEL_IDS
+
+        model = opts.model or DEFAULT_MODEL_IDS[0]
+        timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
+        with common.embedded_servers([*timing, *opts.server_args],
+                                     ["--fault", "rewrite-history-reasoning", *timing, *opts.server_args]) as (a, b):
+            found = run_async(_measure({"kept": a.url, "rewritten": b.url}, model, system, note, opts))
+        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+        endpoint = "embedded"
+    arms = {name: common.arm(name, [m["ttft_ms"] for m in ms], seed=n) for n, (name, ms) in enumerate(found.items())}
+    ratios = [common.ratio("rewritten/kept", arms["rewritten"], arms["kept"], seed=21)] if "rewritten" in arms else []
+    usage = {name: {k: ms[0][k] for k in ("prompt_tokens", "cached_tokens", "turn1_output_tokens")}
+             for name, ms in found.items() if ms}
+    summary = [f"{name}: next-turn prompt {u['prompt_tokens']} tokens, {u['cached_tokens']} from the cache"
+               for name, u in usage.items()]
+    settings: dict[str, Any] = {"api": "chat", "system_tokens": opts.system_tokens, "turn_tokens": opts.turn_tokens,
+                                "sessions": opts.sessions, "warmup_rounds": opts.warmup, "concurrency": 1,
+                                "arms": {"kept": "default server", "rewritten": "--fault rewrite-history-reasoning"}
+                                if not opts.endpoint else {"endpoint": "the endpoint's own behaviour"},
+                                "usage_first_sample": usage, "summary": summary}
+    if not opts.endpoint:
+        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
+                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    bench = {"name": "history-ttft", "title": "Next-turn TTFT: history kept vs past reasoning rewritten",
+             "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
+             "arms": list(arms.values()), "ratios": ratios}
+    return common.results_document(benchmarks=[bench], endpoint=endpoint, model=model, apis=["chat"],
+                                   server=server, settings=settings, started_at=started)
