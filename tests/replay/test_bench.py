@@ -71,3 +71,18 @@ def test_history_rewrite_costs_the_previous_turn(tmp_path):
     kept, rewritten = usage["kept"], usage["rewritten"]
     assert kept["prompt_tokens"] - kept["cached_tokens"] < 100
     assert rewritten["prompt_tokens"] - rewritten["cached_tokens"] >= 600
+
+
+def test_preamble_against_an_endpoint_runs_stable_and_header(tmp_path):
+    from reference_server.launch import ServerProcess
+
+    with ServerProcess(["--no-strip-anthropic-preamble", "--prefill-us-per-token", "100"]) as server:
+        rc = main(["bench", "preamble", "--endpoint", server.url, "--system-tokens", "800", "--sessions", "3",
+                   "--out", str(tmp_path)])
+    assert rc == 0
+    doc = load_results(tmp_path / "bench-preamble.json")
+    assert doc["run"]["server"]["kind"] == "external" and doc["run"]["endpoint"] == server.url
+    bench = _bench(doc, "preamble-ttft")
+    assert [a["name"] for a in bench["arms"]] == ["stable", "header"]
+    assert [r["name"] for r in bench["ratios"]] == ["header/stable"]
+    assert bench["ratios"][0]["value"] > 1.5
