@@ -137,19 +137,21 @@ class TrtllmEngine(Engine):
             raise TrtllmUnavailable("--engine trtllm needs --model-path (a Hugging Face checkpoint directory)")
         opts = dict(config.engine_options)
         block = int(opts.get("tokens_per_block", 32))
-        kv = KvCacheConfig(enable_block_reuse=True,
-                           free_gpu_memory_fraction=float(opts.get("free_gpu_memory_fraction", 0.85)),
-                           **({"max_tokens": int(opts["max_tokens_in_kv"])} if "max_tokens_in_kv" in opts else {}))
+        kv_kwargs: dict[str, Any] = {"enable_block_reuse": True,
+                                     "free_gpu_memory_fraction": float(opts.get("free_gpu_memory_fraction", 0.85))}
+        if "max_tokens_in_kv" in opts:
+            kv_kwargs["max_tokens"] = int(opts["max_tokens_in_kv"])
+        # tokens_per_block: a KvCacheConfig field on recent releases (a build setting on older ones).
+        if "tokens_per_block" in getattr(KvCacheConfig, "model_fields", {}):
+            kv_kwargs["tokens_per_block"] = block
+        kv = KvCacheConfig(**kv_kwargs)
         kwargs: dict[str, Any] = {"kv_cache_config": kv, "skip_tokenizer_init": True}
         for key in ("tensor_parallel_size", "max_seq_len", "max_batch_size"):
             if key in opts:
                 kwargs[key] = int(opts[key])
         if "backend" in opts:
             kwargs["backend"] = opts["backend"]
-        # tokens_per_block is a build/runtime setting of the KV pool; the LLM API takes it in
-        # kv_cache_config on recent releases and in build_config on older ones.
-        if hasattr(kv, "tokens_per_block"):
-            kv.tokens_per_block = block
+        opts.setdefault("max_active", str(min(256, config.max_concurrency)))
         llm = LLM(model=config.model_path, **kwargs)
         return cls(llm, tokenizer=tokenizer, model_path=config.model_path, sampling_factory=SamplingParams,
                    options=opts, block_size=block)
