@@ -51,9 +51,12 @@ def test_dispatch_tool_ready_before_end_unless_buffered(tmp_path):
             # interleaved: r0 t0 r1 t1, so the first call is complete long before the end
             assert arms[f"{mode} tool0 complete"]["median"] < end - 20, (api, mode, arms)
             assert modes[mode]["saving_per_turn_ms"] > 20
-        buffered_end = arms["buffered end"]["median"]
-        assert arms["buffered tool0 complete"]["median"] >= buffered_end - 5, (api, arms)
-        assert modes["buffered"]["saving_per_turn_ms"] < 5
+        # buffered: the first call arrives only after the whole turn was generated, with the end
+        # (margins leave room for a loaded machine)
+        buffered = arms["buffered tool0 complete"]["median"]
+        assert buffered >= arms["inline tool1 complete"]["median"] - 10, (api, arms)
+        assert buffered >= arms["buffered end"]["median"] - 15, (api, arms)
+        assert modes["buffered"]["saving_per_turn_ms"] < 0.1 * modes["inline"]["saving_per_turn_ms"]
         if api == "chat":
             assert arms["dispatch tool0 dispatch"]["median"] < arms["dispatch end"]["median"] - 20
             assert "inline tool0 dispatch" not in arms
