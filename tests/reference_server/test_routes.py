@@ -16,6 +16,7 @@ import zstandard
 
 from scenarios.loader import load_all
 
+HTTP = httpx.Client(timeout=60)  # one client: a new httpx client per request costs ~50 ms (TLS context)
 NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 DEEPSEEK = "deepseek-ai/DeepSeek-R1"
 MODELS = [NEMOTRON, DEEPSEEK]
@@ -30,7 +31,7 @@ def sse_events(text: str) -> list[dict[str, Any]]:
 # --- models ----------------------------------------------------------------------------------------
 
 def test_models_openai_shape(reference_server: str) -> None:
-    body = httpx.get(reference_server + "/v1/models").json()
+    body = HTTP.get(reference_server + "/v1/models").json()
     assert body["object"] == "list"
     assert [m["id"] for m in body["data"]] == MODELS
     for m in body["data"]:
@@ -40,7 +41,7 @@ def test_models_openai_shape(reference_server: str) -> None:
 
 
 def test_models_anthropic_shape(reference_server: str) -> None:
-    body = httpx.get(reference_server + "/v1/models", headers=AV).json()
+    body = HTTP.get(reference_server + "/v1/models", headers=AV).json()
     assert body["has_more"] is False and body["first_id"] == MODELS[0] and body["last_id"] == MODELS[-1]
     for m in body["data"]:
         assert m["type"] == "model" and m["display_name"] and m["created_at"].endswith("Z")
@@ -51,10 +52,10 @@ def test_models_anthropic_shape(reference_server: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_model_by_id_raw_and_encoded(reference_server: str, model: str) -> None:
     for path in (model, model.replace("/", "%2F"), model.replace("/", "%2f")):
-        raw = httpx.get(reference_server + "/v1/models/" + path)
+        raw = HTTP.get(reference_server + "/v1/models/" + path)
         assert raw.status_code == 200, (path, raw.text)
         assert raw.json()["id"] == model and raw.json()["object"] == "model"
-        shaped = httpx.get(reference_server + "/v1/models/" + path, headers=AV)
+        shaped = HTTP.get(reference_server + "/v1/models/" + path, headers=AV)
         assert shaped.status_code == 200 and shaped.json()["type"] == "model" and shaped.json()["id"] == model
     # The SDKs percent-encode the id.
     assert openai.OpenAI(base_url=reference_server + "/v1", api_key="k").models.retrieve(model).id == model
@@ -63,9 +64,9 @@ def test_model_by_id_raw_and_encoded(reference_server: str, model: str) -> None:
 
 def test_unknown_model_id_404_in_shape(reference_server: str) -> None:
     for path in ("nope", "nvidia/nope", "nvidia%2Fnope"):
-        r = httpx.get(reference_server + "/v1/models/" + path)
+        r = HTTP.get(reference_server + "/v1/models/" + path)
         assert r.status_code == 404 and set(r.json()["error"]) >= {"message", "type", "param", "code"}
-        r = httpx.get(reference_server + "/v1/models/" + path, headers=AV)
+        r = HTTP.get(reference_server + "/v1/models/" + path, headers=AV)
         assert r.status_code == 404
         assert r.json()["type"] == "error" and r.json()["error"]["type"] == "not_found_error"
     with pytest.raises(anthropic.NotFoundError):
@@ -75,11 +76,11 @@ def test_unknown_model_id_404_in_shape(reference_server: str) -> None:
 
 
 def test_head_root_and_unknown_route(reference_server: str) -> None:
-    assert httpx.head(reference_server + "/").status_code == 200
-    assert httpx.get(reference_server + "/").status_code == 200
-    r = httpx.get(reference_server + "/v1/nothing-here")
+    assert HTTP.head(reference_server + "/").status_code == 200
+    assert HTTP.get(reference_server + "/").status_code == 200
+    r = HTTP.get(reference_server + "/v1/nothing-here")
     assert r.status_code == 404 and "error" in r.json()
-    r = httpx.post(reference_server + "/v1/messages/nothing", json={})
+    r = HTTP.post(reference_server + "/v1/messages/nothing", json={})
     assert r.status_code == 404 and r.json()["type"] == "error"
 
 
@@ -88,27 +89,27 @@ def test_head_root_and_unknown_route(reference_server: str) -> None:
 @pytest.mark.parametrize("prefix", ["", "/v1"])
 def test_tokenize_prompt_and_chat_form(reference_server: str, prefix: str) -> None:
     text = "Hello, wörld! <think>x</think> 15 * 23"
-    tok = httpx.post(reference_server + prefix + "/tokenize",
+    tok = HTTP.post(reference_server + prefix + "/tokenize",
                      json={"model": NEMOTRON, "prompt": text, "return_token_strs": True}).json()
     assert tok["count"] == len(tok["tokens"]) > 0 and tok["max_model_len"] > 0
     assert len(tok["token_strs"]) == tok["count"]
-    ascii_strs = httpx.post(reference_server + prefix + "/tokenize", json={"prompt": "plain ascii <think>",
+    ascii_strs = HTTP.post(reference_server + prefix + "/tokenize", json={"prompt": "plain ascii <think>",
                                                                          "return_token_strs": True}).json()
     assert "".join(ascii_strs["token_strs"]) == "plain ascii <think>"
-    back = httpx.post(reference_server + prefix + "/detokenize", json={"model": NEMOTRON, "tokens": tok["tokens"]})
+    back = HTTP.post(reference_server + prefix + "/detokenize", json={"model": NEMOTRON, "tokens": tok["tokens"]})
     assert back.json() == {"prompt": text}
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
-    chat = httpx.post(reference_server + prefix + "/tokenize",
+    chat = HTTP.post(reference_server + prefix + "/tokenize",
                       json={"model": NEMOTRON, "messages": messages, "return_text": True}).json()
     assert chat["text"].endswith("<|im_start|>assistant\n") and "Be brief." in chat["text"]
-    no_gen = httpx.post(reference_server + prefix + "/tokenize",
+    no_gen = HTTP.post(reference_server + prefix + "/tokenize",
                         json={"messages": messages, "add_generation_prompt": False, "return_text": True}).json()
     assert chat["text"].startswith(no_gen["text"]) and no_gen["count"] < chat["count"]
     # The count agrees with what a chat request is charged.
-    usage = httpx.post(reference_server + "/v1/chat/completions",
+    usage = HTTP.post(reference_server + "/v1/chat/completions",
                        json={"model": NEMOTRON, "messages": messages}).json()["usage"]
     assert usage["prompt_tokens"] == chat["count"]
-    ds = httpx.post(reference_server + prefix + "/tokenize", json={"model": DEEPSEEK, "messages": messages,
+    ds = HTTP.post(reference_server + prefix + "/tokenize", json={"model": DEEPSEEK, "messages": messages,
                                                                   "return_text": True}).json()
     assert ds["text"].startswith("<|begin_of_sentence|>") and ds["text"].endswith("<|Assistant|><think>\n")
 
@@ -118,7 +119,7 @@ def test_tokenize_prompt_and_chat_form(reference_server: str, prefix: str) -> No
 def test_beta_query_and_compressed_bodies(reference_server: str) -> None:
     body = {"model": NEMOTRON, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
     raw = json.dumps(body).encode()
-    plain = httpx.post(reference_server + "/v1/messages?beta=true", content=raw,
+    plain = HTTP.post(reference_server + "/v1/messages?beta=true", content=raw,
                        headers={**AV, "content-type": "application/json"})
     assert plain.status_code == 200 and plain.json()["type"] == "message"
     for encoding, data in (("gzip", gzip.compress(raw)), ("zstd", zstandard.ZstdCompressor().compress(raw))):
@@ -128,14 +129,14 @@ def test_beta_query_and_compressed_bodies(reference_server: str) -> None:
                 rs = {"model": NEMOTRON, "input": "hi"}
                 payload = gzip.compress(json.dumps(rs).encode()) if encoding == "gzip" else \
                     zstandard.ZstdCompressor().compress(json.dumps(rs).encode())
-            r = httpx.post(reference_server + path, content=payload,
+            r = HTTP.post(reference_server + path, content=payload,
                            headers={"content-type": "application/json", "content-encoding": encoding})
             assert r.status_code == 200, (encoding, path, r.text)
     # Streaming zstd, as Codex sends it (no content size in the frame header).
     compressor = zstandard.ZstdCompressor()
     chunked = compressor.compressobj()
     streamed = chunked.compress(raw) + chunked.flush()
-    r = httpx.post(reference_server + "/v1/chat/completions", content=streamed,
+    r = HTTP.post(reference_server + "/v1/chat/completions", content=streamed,
                    headers={"content-type": "application/json", "content-encoding": "zstd"})
     assert r.status_code == 200, r.text
 
@@ -168,13 +169,13 @@ def test_claude_code_body_shape(reference_server: str) -> None:
     headers = {**AV, "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,"
                "context-management-2025-06-27", "x-app": "cli", "x-api-key": "anything",
                "x-claude-code-session-id": "s1"}
-    assert httpx.head(reference_server + "/").status_code == 200
+    assert HTTP.head(reference_server + "/").status_code == 200
     messages: list[Any] = [
         {"role": "user", "content": [{"type": "text", "text": "<system-reminder>ctx</system-reminder>"}]},
         {"role": "user", "content": [{"type": "text", "text": CALC.trigger, "cache_control": {"type": "ephemeral"}}]},
         {"role": "system", "content": "Mid-conversation system note."},  # the last entry can be system
     ]
-    r = httpx.post(reference_server + "/v1/messages?beta=true", json=claude_code_body(messages), headers=headers)
+    r = HTTP.post(reference_server + "/v1/messages?beta=true", json=claude_code_body(messages), headers=headers)
     assert r.status_code == 200, r.text
     events = sse_events(r.text)
     tool = next(e["content_block"] for e in events if e["type"] == "content_block_start"
@@ -194,7 +195,7 @@ def test_claude_code_body_shape(reference_server: str) -> None:
                                       "cache_control": {"type": "ephemeral"}}]},
         {"role": "user", "content": "<internal context from the harness>"},
     ]
-    r = httpx.post(reference_server + "/v1/messages?beta=true", json=claude_code_body(messages), headers=headers)
+    r = HTTP.post(reference_server + "/v1/messages?beta=true", json=claude_code_body(messages), headers=headers)
     assert r.status_code == 200, r.text
     events = sse_events(r.text)
     text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
@@ -207,16 +208,16 @@ def test_consecutive_user_messages_and_system_role(reference_server: str) -> Non
         "type": "ephemeral"}}], "messages": [
         {"role": "user", "content": "one"}, {"role": "user", "content": "two"},
         {"role": "system", "content": [{"type": "text", "text": "note"}]}, {"role": "user", "content": "three"}]}
-    r = httpx.post(reference_server + "/v1/messages", json=body, headers=AV)
+    r = HTTP.post(reference_server + "/v1/messages", json=body, headers=AV)
     assert r.status_code == 200, r.text
-    tok = httpx.post(reference_server + "/tokenize", json={**body, "return_text": True}).json()
+    tok = HTTP.post(reference_server + "/tokenize", json={**body, "return_text": True}).json()
     assert all(word in tok["text"] for word in ("one", "two", "note", "three"))
-    count = httpx.post(reference_server + "/v1/messages/count_tokens", json=body).json()["input_tokens"]
+    count = HTTP.post(reference_server + "/v1/messages/count_tokens", json=body).json()["input_tokens"]
     usage = r.json()["usage"]
     assert count == usage["input_tokens"] + usage["cache_read_input_tokens"] == tok["count"]
     chat = {"model": NEMOTRON, "messages": [{"role": "user", "content": "one"}, {"role": "user", "content": "two"},
                                             {"role": "system", "content": "note"}]}
-    assert httpx.post(reference_server + "/v1/chat/completions", json=chat).status_code == 200
+    assert HTTP.post(reference_server + "/v1/chat/completions", json=chat).status_code == 200
 
 
 def test_codex_responses_body_shape(reference_server: str) -> None:
@@ -235,7 +236,7 @@ def test_codex_responses_body_shape(reference_server: str) -> None:
     }
     headers = {"content-type": "application/json", "content-encoding": "zstd", "originator": "codex_exec",
                "session_id": "0199", "authorization": "Bearer k"}
-    r = httpx.post(reference_server + "/v1/responses", headers=headers,
+    r = HTTP.post(reference_server + "/v1/responses", headers=headers,
                    content=zstandard.ZstdCompressor().compress(json.dumps(body).encode()))
     assert r.status_code == 200, r.text
     events = sse_events(r.text)
@@ -263,13 +264,13 @@ def test_codex_responses_body_shape(reference_server: str) -> None:
     replay = [{**output[0], "content": None, "x_extra": {"a": 1}}, {**call, "x_extra": True},
               {"type": "function_call_output", "call_id": call["call_id"], "output": "345", "x_extra": 1}]
     body["input"] = body["input"] + replay
-    r = httpx.post(reference_server + "/v1/responses", json=body)
+    r = HTTP.post(reference_server + "/v1/responses", json=body)
     assert r.status_code == 200, r.text
     final = sse_events(r.text)[-1]["response"]
     texts = [c["text"] for i in final["output"] if i["type"] == "message" for c in i["content"]]
     assert texts == [CALC.turns[1].model[-1].text]
     # The reasoning was restored into the prompt: it is there in the chat-form witness.
-    tok = httpx.post(reference_server + "/tokenize", json={"model": NEMOTRON, "input": body["input"],
+    tok = HTTP.post(reference_server + "/tokenize", json={"model": NEMOTRON, "input": body["input"],
                                                            "tools": tools, "return_text": True}).json()
     assert CALC.turns[0].model[0].text in tok["text"]
 
@@ -280,20 +281,20 @@ def test_chat_nvext_and_unknown_fields(reference_server: str) -> None:
                                       "latency_sensitivity": 0.5}},
             "chat_template_kwargs": {"enable_thinking": True}, "some_unknown": [1], "seed": 3, "n": 1,
             "logprobs": False, "user": "u", "store": False, "metadata": {"k": "v"}}
-    r = httpx.post(reference_server + "/v1/chat/completions", json=body)
+    r = HTTP.post(reference_server + "/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == "ok"
 
 
 def test_thinking_disabled_and_tool_choice(reference_server: str) -> None:
     base = {"model": NEMOTRON, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
-    r = httpx.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "disabled"}}).json()
+    r = HTTP.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "disabled"}}).json()
     assert [b["type"] for b in r["content"]] == ["text"]
-    r = httpx.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "enabled",
+    r = HTTP.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "enabled",
                                                                                "budget_tokens": 1024}}).json()
     assert [b["type"] for b in r["content"]] == ["thinking", "text"]
     forced = {**base, "tools": CLAUDE_CODE_TOOLS[:2], "tool_choice": {"type": "tool", "name": "calculator"}}
-    r = httpx.post(reference_server + "/v1/messages", json=forced).json()
+    r = HTTP.post(reference_server + "/v1/messages", json=forced).json()
     assert r["content"][-1]["type"] == "tool_use" and r["content"][-1]["name"] == "calculator"
     assert r["stop_reason"] == "tool_use"
 
@@ -306,8 +307,8 @@ def no_anthropic_server(server_factory) -> str:
 def test_no_enable_anthropic_api(no_anthropic_server: str) -> None:
     body = {"model": NEMOTRON, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     for path in ("/v1/messages", "/v1/messages?beta=true", "/v1/messages/count_tokens"):
-        r = httpx.post(no_anthropic_server + path, json=body, headers=AV)
+        r = HTTP.post(no_anthropic_server + path, json=body, headers=AV)
         assert r.status_code == 404 and r.json()["type"] == "error"
         assert r.json()["error"]["type"] == "not_found_error"
     chat = {"model": NEMOTRON, "messages": [{"role": "user", "content": "hi"}]}
-    assert httpx.post(no_anthropic_server + "/v1/chat/completions", json=chat).status_code == 200
+    assert HTTP.post(no_anthropic_server + "/v1/chat/completions", json=chat).status_code == 200

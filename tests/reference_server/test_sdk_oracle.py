@@ -158,8 +158,8 @@ def test_chat(oa: openai.OpenAI, scenario_id: str, family: str) -> None:
         request: dict[str, Any] = dict(model=MODELS[family], messages=messages, max_tokens=4096,
                                        **({"tools": tools} if tools else {}))
         with oa.chat.completions.stream(**request) as stream:
+            chunks = [event.chunk for event in stream if event.type == "chunk"]  # the raw chunks, for a hand fold
             streamed = stream.get_final_completion()
-        chunks = list(oa.chat.completions.create(**request, stream=True))
         by_hand, hand_finish = fold_chat_by_hand(chunks)
         plain = oa.chat.completions.create(**request)
         want = chat_expected(scenario, k)
