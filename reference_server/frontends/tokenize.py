@@ -44,7 +44,8 @@ def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
     model = _model(service, body)
     if "input" in body:
         system, messages = responses.items_to_messages(body["input"])
-        conv = Conversation(model=model, system=system, messages=messages, tools=responses.tools_of(body.get("tools")))
+        instructions = expect(body, "instructions", str)
+        conv = Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages, tools=responses.tools_of(body.get("tools")))
     elif isinstance(body.get("messages"), list) and _is_anthropic_shape(body, body["messages"]):
         conv = Conversation(model=model, system=anthropic._system_blocks(body.get("system")),
                             messages=anthropic.messages_of(body["messages"], service.faults),

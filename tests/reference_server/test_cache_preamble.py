@@ -237,6 +237,27 @@ def chat_turns(url: str, scenario: Scenario, model: str, system: str):
                              "content": scenario.result_for(call["function"]["name"], call["function"]["arguments"])})
 
 
+def responses_turns(url: str, scenario: Scenario, model: str, system: str):
+    """Stateless, as Codex runs: output items (reasoning with encrypted_content) go back as input."""
+    tools = [{"type": "function", "name": t["name"], "description": t.get("description", ""),
+              "parameters": t["parameters"]} for t in scenario.tools]
+    items: list[Any] = []
+    for k in range(len(scenario.turns) + 1):
+        turn = scenario.turns[k] if k < len(scenario.turns) else None
+        if turn is not None and turn.user is not None:
+            items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": turn.user}]})
+        request = {"model": model, "instructions": system, "input": list(items), "store": False,
+                   "include": ["reasoning.encrypted_content"], "max_output_tokens": 4096}
+        if tools:
+            request["tools"] = tools
+        response = post(url, "/v1/responses", request)
+        yield k, request, response
+        items += response["output"]
+        items += [{"type": "function_call_output", "call_id": i["call_id"],
+                   "output": scenario.result_for(i["name"], i["arguments"])}
+                  for i in response["output"] if i["type"] == "function_call"]
+
+
 def single_reasoning_segment(scenario: Scenario) -> bool:
     """Chat carries one reasoning string per turn: only turns with reasoning first survive it."""
     for turn in scenario.turns:
@@ -247,27 +268,30 @@ def single_reasoning_segment(scenario: Scenario) -> bool:
     return True
 
 
-CASES = [(s, m, api) for s in sorted(load_all()) for m in MODELS for api in ("anthropic", "chat")
-         if api == "anthropic" or single_reasoning_segment(load_all()[s])]
+CASES = [(s, m, api) for s in sorted(load_all()) for m in MODELS for api in ("anthropic", "responses", "chat")
+         if api != "chat" or single_reasoning_segment(load_all()[s])]
+TURNS = {"anthropic": anthropic_turns, "chat": chat_turns, "responses": responses_turns}
+FIELDS = ("model", "system", "messages", "tools", "instructions", "input")
 
 
 @pytest.mark.parametrize(("scenario_id", "model", "api"), CASES)
 def test_history_is_a_token_prefix(fresh_server: str, scenario_id: str, model: str, api: str) -> None:
     scenario = load_all()[scenario_id]
     system = f"{scenario.system}\n(prefix test via {api})"  # a prompt no other test in this module sends
-    turns = list((anthropic_turns if api == "anthropic" else chat_turns)(fresh_server, scenario, model, system))
+    turns = list(TURNS[api](fresh_server, scenario, model, system))
     checked = 0
     for (k, request, response), (_, next_request, next_response) in zip(turns, turns[1:]):
-        tok_body = {key: request[key] for key in ("model", "system", "messages", "tools") if key in request}
-        next_tok_body = {key: next_request[key] for key in ("model", "system", "messages", "tools")
-                         if key in next_request}
+        tok_body = {key: request[key] for key in FIELDS if key in request}
+        next_tok_body = {key: next_request[key] for key in FIELDS if key in next_request}
         prompt, next_prompt = tokenize(fresh_server, tok_body), tokenize(fresh_server, next_tok_body)
+        usage, next_usage = response["usage"], next_response["usage"]
         if api == "anthropic":
-            usage, next_usage = response["usage"], next_response["usage"]
             out_tokens, total, next_cached = usage["output_tokens"], an_total(usage), \
                 next_usage["cache_read_input_tokens"]
+        elif api == "responses":
+            out_tokens, total = usage["output_tokens"], usage["input_tokens"]
+            next_cached = next_usage["input_tokens_details"]["cached_tokens"]
         else:
-            usage, next_usage = response["usage"], next_response["usage"]
             out_tokens, total = usage["completion_tokens"], usage["prompt_tokens"]
             next_cached = next_usage["prompt_tokens_details"]["cached_tokens"]
         assert prompt["count"] == total  # /tokenize renders what the request was served with
