@@ -29,6 +29,7 @@ class Endpoint:
     expect: frozenset[str] = frozenset()
     embedded: bool = False
     server_args: tuple[str, ...] = ()
+    witness: str = "auto"  # history checks: auto | tokenize | cache | timing
 
     def headers(self, api: str) -> dict[str, str]:
         headers = {"content-type": "application/json"}

@@ -44,5 +44,8 @@ def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVE
     add("--expect", action="append", default=[], metavar="FEATURE",
         help=f"declare an optional feature the endpoint offers, so its absence fails instead of skipping; "
              f"repeatable: {', '.join(FEATURES)}")
+    add("--witness", default="auto", choices=["auto", "tokenize", "cache", "timing"],
+        help="history checks: force one witness (chat-form /tokenize, prefix-cache usage, or paired TTFT timing); "
+             "auto takes the strongest the endpoint offers (default: auto)")
     add("--server-arg", action="append", default=[], metavar="ARG",
         help="extra argument for the embedded reference server, repeatable (e.g. --server-arg=--fault=NAME)")

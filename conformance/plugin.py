@@ -55,7 +55,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _start_embedded(config: pytest.Config) -> tuple[str, Any]:
     from reference_server.launch import ServerProcess
 
-    args = ["--decode-ms", "0.5", "--ttft-base-ms", "1", "--prefill-us-per-token", "1",
+    # Fast, but with time in it: decode and prefill costs that timing witnesses can see.
+    args = ["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50",
             *config.getoption("hc_server_arg")]
     server = ServerProcess(args).start()
     return server.url, server
@@ -79,14 +80,15 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     endpoint = Endpoint(url=url, model=model, api_key=api_key,
                         apis=tuple(a.strip() for a in config.getoption("hc_apis").split(",") if a.strip()),
                         tries=int(config.getoption("hc_tries")), timeout=timeout, expect=frozenset(expect),
-                        embedded=server is not None, server_args=tuple(config.getoption("hc_server_arg")))
+                        embedded=server is not None, server_args=tuple(config.getoption("hc_server_arg")),
+                        witness=config.getoption("hc_witness"))
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if server else url, model=model, apis=list(endpoint.apis),
         server={"kind": "embedded" if server else "external", "engine": "scripted" if server else None,
                 "faults": [a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")],
                 "timing": "scripted-model" if server else "unknown"},
-        settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect),
+        settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
                   "server_args": list(endpoint.server_args)},
         secrets=[api_key] if api_key else [])
     config.stash[COLLECTOR] = collector

@@ -23,6 +23,7 @@ class SuiteOptions:
     timeout: float = 30.0
     expect: tuple[str, ...] = ()
     server_args: tuple[str, ...] = ()
+    witness: str = "auto"
     junit: str | None = None
     select: str | None = None  # pytest -k expression
     verbose: bool = False
@@ -31,7 +32,7 @@ class SuiteOptions:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
                 "--results", str(out / "results.json"), "--transcripts", str(out / "transcripts"),
                 "--apis", self.apis, "--tries", str(self.tries), "--hc-timeout", str(self.timeout),
-                "-p", "no:randomly", "-rfE", "--tb=line"]
+                "--witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line"]
         args += ["-v"] if self.verbose else ["-q"]
         if self.endpoint:
             args += ["--endpoint", self.endpoint]

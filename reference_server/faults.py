@@ -24,7 +24,7 @@ _ALL = [
           "article 1: interleaved reasoning flattened before Dynamo's fix"),
     Fault("truncate-agent-reasoning", "reasoning dropped from agent (tool-calling) turns in history: "
           "truncate_history_thinking left on", "article 1: history thinking truncated; enable_thinking fix"),
-    Fault("rewrite-history-reasoning", "reasoning of past turns rewritten (whitespace collapsed) before the next turn",
+    Fault("rewrite-history-reasoning", "reasoning of past turns re-serialised (whitespace normalised) before the next turn",
           "article 1: 167 vs 322 ms when reasoning is rewritten"),
     Fault("preamble-not-stripped", "x-anthropic-billing-header kept at prompt position 0",
           "article 1: --strip-anthropic-preamble; API_FACTS Anthropic billing header"),

@@ -38,7 +38,7 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
     return SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,
                         api_key=args.hc_api_key or os.environ.get("HARNESSCHECK_API_KEY"), apis=args.hc_apis,
                         tries=args.hc_tries, timeout=args.hc_timeout, expect=tuple(args.hc_expect),
-                        server_args=tuple(args.hc_server_arg), junit=args.junit, select=args.select,
+                        server_args=tuple(args.hc_server_arg), witness=args.hc_witness, junit=args.junit, select=args.select,
                         verbose=args.verbose)
 
 

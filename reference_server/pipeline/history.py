@@ -66,8 +66,8 @@ def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> li
         joined = " ".join(p.text for p in parts if p.kind == "reasoning")
         rest = [p for p in parts if p.kind != "reasoning"]
         parts = ([Part(kind="reasoning", text=joined)] if joined else []) + rest
-    if faults.on("rewrite-history-reasoning"):
-        parts = [Part(kind="reasoning", text=re.sub(r"\s+", " ", p.text).strip() + " ") if p.kind == "reasoning"
+    if faults.on("rewrite-history-reasoning"):  # re-serialised: whitespace normalised, a leading space
+        parts = [Part(kind="reasoning", text=" " + re.sub(r"\s+", " ", p.text).strip()) if p.kind == "reasoning"
                  else p for p in parts]
     if profile.family.drops_plain_turn_reasoning and not agent_turn:
         parts = [p for p in parts if p.kind != "reasoning"]
