@@ -40,6 +40,13 @@ def _first_call_complete_ns(api: str, t: Transcript) -> int | None:
     return last_args0
 
 
+def _value(arguments: object) -> object:
+    try:
+        return json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return arguments
+
+
 def _judge(hc: Harness, api: str) -> None:
     t = hc.stream(api, SCENARIO)
     ok_response(t, f"{SCENARIO} stream")
@@ -108,7 +115,7 @@ def test_chat_tool_call_dispatch_frames(hc: Harness) -> None:
         want = streamed.get(index)
         fn = call["function"]
         if want is None or call.get("id") != want["id"] or fn.get("name") != want["name"] or \
-                json.loads(fn.get("arguments") or "null") != json.loads(want["arguments"] or "null"):
+                _value(fn.get("arguments")) != _value(want["arguments"]):
             fail(f"tool_call_dispatch for call {index} differs from the streamed call {want}", transcript=t)
         if f.index < last_args_frame.get(index, -1):
             fail(f"tool_call_dispatch for call {index} came before its arguments were complete", transcript=t)

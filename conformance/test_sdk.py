@@ -27,6 +27,16 @@ def _openai_client(hc: Harness) -> openai.OpenAI:
                          timeout=hc.endpoint.timeout, max_retries=0)
 
 
+def _canonical(arguments: Any) -> str:
+    """Arguments compared by value when they are JSON, as text when they are not."""
+    if not isinstance(arguments, str):
+        return json.dumps(arguments, sort_keys=True)
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
+    except ValueError:
+        return arguments
+
+
 def _an_shape(content: list[Any]) -> list[tuple[Any, ...]]:
     out = []
     for b in content:
@@ -36,7 +46,7 @@ def _an_shape(content: list[Any]) -> list[tuple[Any, ...]]:
         elif b["type"] == "thinking":
             out.append(("thinking", b["thinking"]))
         elif b["type"] == "tool_use":
-            out.append(("tool_use", b["name"], json.dumps(b["input"], sort_keys=True)))
+            out.append(("tool_use", b["name"], _canonical(b["input"])))
     return out
 
 
@@ -67,7 +77,7 @@ def test_anthropic_sdk_stream_matches_create(hc: Harness) -> None:
 
 
 def _chat_shape(message: Any) -> tuple[Any, ...]:
-    calls = tuple((c.function.name, json.dumps(json.loads(c.function.arguments or "{}"), sort_keys=True))
+    calls = tuple((c.function.name, _canonical(c.function.arguments))
                   for c in (message.tool_calls or []))
     return (message.content or "", calls)
 
@@ -101,8 +111,7 @@ def _rs_shape(output: list[Any]) -> list[tuple[Any, ...]]:
         if item["type"] == "message":
             out.append(("message", "".join(p.get("text", "") for p in item.get("content", []))))
         elif item["type"] == "function_call":
-            out.append(("function_call", item["name"], json.dumps(json.loads(item["arguments"] or "{}"),
-                                                                   sort_keys=True)))
+            out.append(("function_call", item["name"], _canonical(item["arguments"])))
         elif item["type"] == "reasoning":
             out.append(("reasoning", "".join(p.get("text", "") for p in item.get("content") or [])))
     return out

@@ -29,6 +29,8 @@ def test_stream_grammar(hc: Harness, check_id: str) -> None:
     validate = importlib.import_module(GRAMMAR[check.api]).validate
     for scenario, turn in STREAMS:
         transcript = hc.stream(check.api, scenario, turn=turn)
+        if turn > 0 and transcript.status is not None and 400 <= transcript.status < 500:
+            continue  # a broken earlier answer made the follow-up unbuildable: other checks judge that
         if transcript.status is None or not 200 <= transcript.status < 300:
             fail(f"{scenario} turn {turn}: the stream request failed: HTTP {transcript.status} "
                  f"{transcript.error or transcript.text_body()[:200]}", transcript=transcript)

@@ -22,6 +22,7 @@ from reference_server.config import ServerConfig
 from reference_server.engines import build_engine
 from reference_server.frontends import anthropic, chat, models, responses, tokenize
 from reference_server.frontends.common import ApiError, ApiKind, check_auth, error_response, read_json, stream_frames
+from reference_server.conversation import InvalidConversation
 from reference_server.service import Service, UnknownModel
 from reference_server.tokenizer import load as load_tokenizer
 
@@ -58,6 +59,8 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                 return await fn(request)
             except ApiError as error:
                 return error_response(error, kind, faults)
+            except InvalidConversation as error:
+                return error_response(ApiError(400, str(error)), kind, faults)
             except UnknownModel as error:
                 return error_response(ApiError(404, f"model '{error}' not found", param="model",
                                                code="model_not_found"), kind, faults)

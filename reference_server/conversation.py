@@ -14,6 +14,11 @@ from reference_server.events import Part, ToolCall
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class InvalidConversation(ValueError):
+    """The client's conversation cannot be rendered (e.g. tool arguments that are not a JSON
+    object); frontends answer it with a 400 in their API's shape."""
+
+
 @dataclass(slots=True)
 class ToolSpec:
     name: str

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.conversation import Conversation, Message
+from reference_server.conversation import Conversation, InvalidConversation, Message
 from reference_server.events import Part, ToolCall
 from reference_server.faults import Faults
 from reference_server.parsers import get_reasoning_parser, get_tool_parser
@@ -54,7 +54,11 @@ def render_part(part: Part, reasoning: ReasoningParser | None, tools: ToolParser
         assert part.call is not None
         if tools is None:
             return f"<tool_call>\n{{\"name\": \"{part.call.name}\", \"arguments\": {part.call.arguments or '{}'}}}\n</tool_call>\n"
-        return tools.render(part.call)
+        try:
+            return tools.render(part.call)
+        except ValueError as error:
+            raise InvalidConversation(f"tool call {part.call.name!r}: arguments must be a JSON object ({error})") \
+                from error
     return tools.render_text(part.text) if tools else part.text + "\n\n"
 
 
