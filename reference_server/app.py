@@ -45,7 +45,9 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
     config = config or ServerConfig()
     if service is None:
         tokenizer = load_tokenizer()
-        service = Service(config, build_engine(config, tokenizer), tokenizer)
+        engine = build_engine(config, tokenizer)
+        # An engine may bring its own tokenizer (a real model's); usage counts must use the same one.
+        service = Service(config, engine, getattr(engine, "tokenizer", tokenizer))
     store = responses.ResponseStore(config.stored_responses)
     serial = itertools.count()  # with the clock, a chat completion id unique per request
     faults = service.faults

@@ -103,7 +103,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
         return 2
     args.api_key = args.api_key or os.environ.get("HARNESSCHECK_SERVER_API_KEY")
-    app = create_app(config_from_args(args))
+    try:
+        app = create_app(config_from_args(args))
+    except (ValueError, RuntimeError, ImportError, OSError) as error:  # engine setup: say why, no traceback
+        print(f"harnesscheck serve: cannot start the {args.engine} engine: {error}")
+        return 2
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
