@@ -137,7 +137,14 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         return JSONResponse(adapter.response())
 
     async def responses_get(request: Request) -> Response:
-        # Codex tries a WebSocket upgrade first; a plain 404-free refusal makes it fall back to POST.
+        # Codex tries a WebSocket upgrade first. Measured with Codex 0.171.0 (docs/clients.md): 426
+        # makes it fall back to POST at once (one GET, ~0.4 s); 404/405/403/501 make it retry with
+        # backoff for ~6.5 s; 400 fails the turn. A proxy drops the hop-by-hop Upgrade header, so the
+        # WebSocket handshake is also recognised by Sec-WebSocket-Key or openai-beta responses_websockets.
+        h = request.headers
+        if ("websocket" in h.get("upgrade", "").lower() or "sec-websocket-key" in h
+                or "responses_websockets" in h.get("openai-beta", "")):
+            raise ApiError(426, "GET /v1/responses: no WebSocket transport on this server; use POST /v1/responses")
         raise ApiError(405, "GET /v1/responses: use POST (no WebSocket transport on this server)")
 
     async def list_models(request: Request) -> Response:
