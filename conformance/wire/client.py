@@ -9,10 +9,12 @@ does makes them raise.
 - ``astream_request`` / ``apost_json`` / ``aget``: async twins.
 
 Two timeouts: ``timeout`` is the total deadline for the whole exchange, ``read_timeout`` the
-longest silence allowed between two reads. The sync client checks the deadline after every chunk
-and never waits longer than ``min(read_timeout, timeout)`` for one read, so a server that trickles
-a byte a second is cut off at the deadline (give or take one inter-byte gap); the async client
-enforces the deadline exactly. Timeouts, refused or reset connections, a stream cut mid-body,
+longest silence allowed between two reads. Both clients enforce the deadline exactly, headers
+included: the async client with ``asyncio.wait_for``; the sync client checks it after every chunk
+and, for what happens between chunks (a server that trickles its headers or its body a byte at a
+time, which no per-read timeout catches), arms a timer that shuts the connection's socket down at
+the deadline. (With a caller-supplied ``httpx.Client`` whose pooled connection is reused, that
+socket is not seen, and only the per-read timeout bounds the header phase.) Timeouts, refused or reset connections, a stream cut mid-body,
 oversize frames and a wrong content type all end up in ``Transcript.error`` (with
 ``error_kind``), keeping the frames received so far.
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -142,7 +146,7 @@ class _Recording:
         if not any(s in f.raw for s in self._secret_bytes):
             return f
         data = redact_text(f.data, self.secrets)
-        parsed, err, done = _parse_data(data) if f.kind == "event" else (None, f.json_error, False)
+        parsed, err, done = _parse_data(data, f.utf8_error) if f.kind == "event" else (None, f.json_error, False)
         return replace(f, raw=self._scrub(f.raw), data=data, json=parsed, json_error=err, done=done,
                        comment=None if f.comment is None else redact_text(f.comment, self.secrets))
 
@@ -192,6 +196,8 @@ def _classify(exc: BaseException, rec: _Recording) -> tuple[str, str]:
         return "deadline", f"total deadline of {rec.timeout:g} s exceeded {where}"
     if isinstance(exc, FrameTooLarge):
         return "too_large", str(exc)
+    if isinstance(exc, httpx.TransportError | OSError) and time.monotonic_ns() >= rec.deadline_ns:
+        return "deadline", f"total deadline of {rec.timeout:g} s exceeded {where}"
     if isinstance(exc, httpx.ConnectTimeout):
         return "connect_timeout", f"connect timed out: {exc}"
     if isinstance(exc, httpx.ReadTimeout):
@@ -253,8 +259,10 @@ def _exchange(
     )
     own = client is None
     c = client if client is not None else httpx.Client()
+    guard = _SocketDeadline(rec.remaining())
     try:
-        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout)}
+        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout),
+                                  "extensions": {"trace": guard.trace}}
         if content is not None:
             kwargs["content"] = content
         elif json_body is not None:
@@ -263,12 +271,57 @@ def _exchange(
             rec.on_headers(resp)
             for chunk in resp.iter_bytes():
                 rec.on_chunk(chunk)
+        if guard.fired:  # a close-delimited body just ends when its socket is shut down
+            raise _Deadline()
     except _RECOVERABLE as exc:
         rec.fail_exc(exc)
     finally:
+        guard.cancel()
         if own:
             c.close()
     return rec.finish()
+
+
+class _SocketDeadline:
+    """Shuts the exchange's socket down when the total deadline passes (sync client).
+
+    A blocking read that keeps getting a byte now and then never hits its read timeout; shutting
+    the socket down from a timer thread makes that read return at once, and the exchange ends
+    with an error that ``_classify`` files as the deadline. The socket comes from httpcore's trace
+    hook when the connection is opened.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):
+                with self._lock:
+                    self._sock = sock
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done or self._sock is None:
+                return
+            self.fired = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
 
 
 async def _aexchange(

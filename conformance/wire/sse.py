@@ -72,8 +72,8 @@ class SSEFrame:
     """One recorded piece of an event stream.
 
     ``data`` is the joined ``data`` lines (``"\\n"`` between them); ``json`` the parsed data (None
-    when the data is not JSON: then ``json_error`` says why, unless the data is ``[DONE]``, which
-    sets ``done``). ``id`` is the stream's last event id at dispatch time (it persists across events,
+    when the data is not JSON, or not UTF-8, which JSON must be: then ``json_error`` says why,
+    unless the data is ``[DONE]``, which sets ``done``). ``id`` is the stream's last event id at dispatch time (it persists across events,
     as the spec says); ``retry`` is set when this block carried a valid ``retry`` field. ``raw`` is
     the bytes of the frame as received. ``t_ns`` (arrival, monotonic ns from the request start) and
     ``chunk_index`` (which network read completed it) are stamped by the client.
@@ -146,19 +146,22 @@ class SSEFrame:
     def from_dict(cls, d: dict[str, Any]) -> SSEFrame:
         data = d.get("data", "")
         kind = d.get("kind", "event")
-        parsed, err, done = _parse_data(data) if kind == "event" else (None, None, False)
+        utf8_error = bool(d.get("utf8_error", False))
+        parsed, err, done = _parse_data(data, utf8_error) if kind == "event" else (None, None, False)
         return cls(
             index=d["index"], kind=kind, event=d.get("event"), data=data, id=d.get("id"),
             retry=d.get("retry"), raw=d.get("raw", "").encode("latin-1"), json=parsed,
             json_error=err if kind == "event" else d.get("json_error"), done=done,
-            utf8_error=bool(d.get("utf8_error", False)), comment=d.get("comment"),
+            utf8_error=utf8_error, comment=d.get("comment"),
             t_ns=d.get("t_ns"), chunk_index=d.get("chunk_index"),
         )
 
 
-def _parse_data(data: str) -> tuple[Any, str | None, bool]:
+def _parse_data(data: str, utf8_error: bool = False) -> tuple[Any, str | None, bool]:
     if data == "[DONE]":
         return None, None, True
+    if utf8_error:  # JSON text must be UTF-8 (RFC 8259 section 8.1): bytes that are not make it invalid
+        return None, "data is not valid UTF-8 (the bad bytes were decoded as U+FFFD)", False
     try:
         return _json.loads(data), None, False
     except (ValueError, RecursionError) as exc:
@@ -183,6 +186,7 @@ class SSEDecoder:
             raise ValueError("max_frame_bytes must be positive")
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
+        self._scan = 0
         self._bom_checked = False
         self._block = _Block()
         self._last_id: str | None = None
@@ -247,11 +251,15 @@ class SSEDecoder:
         buf = self._buf
         start = 0
         n = len(buf)
+        scan = self._scan  # bytes before this offset hold no line end: never scan them twice
+        self._scan = 0
         while start < n:
-            m = _EOL.search(buf, start)
+            m = _EOL.search(buf, max(start, scan))
             if m is None:
+                self._scan = n - start
                 break
             if m.group() == b"\r" and m.end() == n and not final:
+                self._scan = m.start() - start
                 break  # a CR at the very end: an LF may follow in the next chunk
             if m.start() - start > self.max_frame_bytes:
                 raise FrameTooLarge(m.start() - start, self.max_frame_bytes, "line")
@@ -311,7 +319,7 @@ class SSEDecoder:
                 t_ns=t_ns, chunk_index=chunk_index,
             )
         data = "\n".join(block.data)
-        parsed, err, done = _parse_data(data)
+        parsed, err, done = _parse_data(data, block.utf8_error)
         return SSEFrame(
             index=self._take_index(), kind="event", event=block.event, data=data, id=self._last_id,
             retry=block.retry, raw=bytes(block.raw), json=parsed, json_error=err, done=done,
