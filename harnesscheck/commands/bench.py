@@ -8,7 +8,8 @@ from pathlib import Path
 
 NAME = "bench"
 ORDER = 50
-HELP = "benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT)"
+HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
+        "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token)")
 DESCRIPTION = """\
 Benchmarks against --endpoint, or with none against embedded reference servers started with a
 non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
@@ -20,6 +21,12 @@ document, docs/results-schema.md) and a PNG plot.
   dispatch  time to each tool call complete, to its tool_call_dispatch frame (Chat) and to the end
             of stream, for the buffered, inline and dispatch server modes
   history   next-turn TTFT with the history kept vs the past reasoning rewritten (167 vs 322 ms)
+  overlap   turn latency with tools run after the stream vs while it streams (replay.executor),
+            next to the article's model (sum vs max(remaining generation, tool time))
+  fidelity  the kit's TTFT / inter-token error against a ground-truth server that logs its own
+            times, at concurrency 1, 16, 64, 256; aiohttp+uvloop (the kit's client) vs plain httpx
+  server    the reference server's own CPU per streamed token at concurrency 1, 8, 32, engine
+            delays zero (vs Dynamo's ~20 µs per SSE frame)
 """
 
 
@@ -56,6 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--system-tokens", type=int, default=2000, help="shared system prompt tokens (default: 2000)")
     p.add_argument("--turn-tokens", type=int, default=1500,
                    help="tokens of the previous assistant turn after its reasoning (default: 1500)")
+    p = sub.add_parser("overlap", help="turn latency: tools after the stream vs while streaming")
+    _common(p, sessions=6)
+    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    p.add_argument("--apis", default="anthropic,chat,responses", help="comma-separated APIs (default: all three)")
+    p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
+    p.add_argument("--tool-ms", default="300,300", metavar="MS,MS",
+                   help="fake tool durations per call index, the last repeated (default: 300,300)")
+    p.add_argument("--concurrency-safe", action="store_true",
+                   help="the fake tools are concurrency-safe (run in parallel); default: one at a time")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +95,17 @@ def run(args: argparse.Namespace) -> int:
             scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
             ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
             decode_ms=args.decode_ms, server_args=args.server_arg))
-    else:
+    elif args.bench == "overlap":
+        from replay.benchmarks.overlap import OverlapOptions, run_overlap
+
+        doc = run_overlap(OverlapOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
+            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
+            scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
+            tool_ms=[float(x) for x in args.tool_ms.split(",") if x.strip()],
+            concurrency_safe=args.concurrency_safe, ttft_base_ms=args.ttft_base_ms,
+            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+    elif args.bench == "history":
         from replay.benchmarks.history import HistoryOptions, run_history
 
         doc = run_history(HistoryOptions(
