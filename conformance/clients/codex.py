@@ -1,0 +1,87 @@
+"""Codex CLI (`@openai/codex`): `codex exec --json PROMPT` with a throwaway CODEX_HOME.
+
+config.toml holds a ``model_provider`` with ``base_url`` (the proxy + /v1), ``wire_api =
+"responses"`` and an ``env_key`` (so the Authorization header is sent: with only OPENAI_API_KEY
+and ``openai_base_url`` it was not). ``supports_websockets`` is left to the option
+``websockets`` (None: not written, the provider default; True: Codex first tries
+``GET /v1/responses`` as a WebSocket upgrade). Sandbox and approvals:
+``--dangerously-bypass-approvals-and-sandbox`` (the throwaway work folder is the blast radius; the
+Linux sandbox needs namespaces a container may lack). The shell tool is ``exec_command``
+(fallback metadata and gpt-5.5 alike in 0.171.0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conformance.clients import Client, Parsed, Prepared
+from conformance.clients.install import Install
+
+KEY_ENV = "HARNESSCHECK_CODEX_KEY"
+
+
+def toml_str(s: str) -> str:
+    return json.dumps(s)  # a JSON string is a valid TOML basic string
+
+
+def config_toml(base_url: str, model: str, *, websockets: bool | None = None, provider: str = "harnesscheck",
+                extra: dict[str, Any] | None = None) -> str:
+    lines = [f"model = {toml_str(model)}", f"model_provider = {toml_str(provider)}",
+             "approval_policy = \"never\"", "sandbox_mode = \"danger-full-access\"",
+             "check_for_update_on_startup = false", "",
+             "[analytics]", "enabled = false", "",
+             f"[model_providers.{provider}]", f"name = {toml_str('harnesscheck endpoint')}",
+             f"base_url = {toml_str(base_url)}", "wire_api = \"responses\"", f"env_key = {toml_str(KEY_ENV)}"]
+    if websockets is not None:
+        lines.append(f"supports_websockets = {'true' if websockets else 'false'}")
+    for k, v in (extra or {}).items():
+        lines.append(f"{k} = {json.dumps(v)}")
+    return "\n".join(lines) + "\n"
+
+
+class Codex(Client):
+    name = "codex"
+    install_name = "codex"
+    apis = ("responses",)
+    tool = "exec_command"
+    tool_arg = "cmd"
+
+    def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
+        home = work / "home"
+        codex_home = home / ".codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        text = config_toml(base_url.rstrip("/") + "/v1", model, websockets=self.options.get("websockets"))
+        (codex_home / "config.toml").write_text(text)
+        env = {"HOME": str(home), "CODEX_HOME": str(codex_home), KEY_ENV: api_key}
+        return Prepared(env=env, cwd=home, home=home, files={str(codex_home / "config.toml"): text})
+
+    def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:
+        return [str(inst.modules / ".bin" / "codex"), "exec", "--json", "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox", "-m", model, prompt]
+
+    def parse(self, stdout: str, stderr: str, rc: int) -> Parsed:
+        p = Parsed(raw=[])
+        texts: list[str] = []
+        errors: list[str] = []
+        for line in stdout.splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(ev, dict):
+                continue
+            p.raw.append(ev)
+            item = ev.get("item") or {}
+            if ev.get("type") == "item.completed" and item.get("type") == "agent_message":
+                texts.append(str(item.get("text") or ""))
+            elif ev.get("type") == "item.completed" and item.get("type") == "command_execution":
+                p.tool_runs.append({"command": item.get("command"), "output": item.get("aggregated_output"),
+                                    "exit_code": item.get("exit_code")})
+            elif ev.get("type") in ("turn.failed", "error"):
+                errors.append(json.dumps(ev.get("error") or ev.get("message") or ev)[:1000])
+        p.final_text = texts[-1] if texts else ""
+        p.is_error = rc != 0 or bool(errors)
+        p.error = "; ".join(errors) or ("" if rc == 0 else (stderr.strip()[-2000:] or f"exit {rc}"))
+        return p

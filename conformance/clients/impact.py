@@ -1,0 +1,143 @@
+"""Client impact as data: which reference-server faults break which real client.
+
+``run_impact(clients, faults)`` runs each client's text and tool turns against the reference server
+once clean and once per fault, and records a verdict per (fault, client): ``breaks`` when a turn
+that passes clean fails under the fault, else ``unaffected``. ``conformance/clients/impact.json``
+keeps the latest measurement with the client versions; ``verdicts_for(check)`` gives a check's
+per-harness verdicts: measured ones first (a check breaks a client when any of its faults does),
+the catalog's static ``clients`` dict as the fallback for clients not measured.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+IMPACT_PATH = Path(__file__).with_name("impact.json")
+BREAKS, OK = "breaks", "unaffected"
+
+# API_FACTS.md, "What breaks real clients": faults that break a client, and a few that do not.
+FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-type-mismatch", "reject-cache-control", "reject-system-role",
+                   "rs-missing-completed", "rs-missing-call-id", "invalid-tool-json", "an-end-turn-after-tool-use",
+                   "chat-finish-stop-after-tool-calls", "reject-unknown-fields", "reject-compressed-body")
+FAULTS_TOLERATED = ("an-block-index-skip", "an-event-name-mismatch", "an-missing-message-stop",
+                    "message-start-zero-input-tokens", "rs-sequence-gap", "rs-arguments-done-mismatch")
+DEFAULT_FAULTS = FAULTS_BREAKING + FAULTS_TOLERATED
+# (client, api) pairs a fault matrix runs; OpenClaw over Chat Completions shows the finish_reason bug.
+DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("openclaw", "chat"))
+
+
+def client_key(name: str, api: str | None) -> str:
+    return name if api is None else f"{name}:{api}"
+
+
+def load(path: Path = IMPACT_PATH) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save(data: dict[str, Any], path: Path = IMPACT_PATH) -> Path:
+    path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def label_of(entry: dict[str, Any]) -> str:
+    """'Claude Code 2.1.197' (the same spelling as the catalog's static dicts)."""
+    return f"{entry['label']} {entry['version']}".strip()
+
+
+def verdicts_for(check: Any, data: dict[str, Any] | None = None) -> dict[str, str]:
+    """Per-harness verdicts of a catalog check: measured (impact.json) over the static catalog dict."""
+    data = load() if data is None else data
+    out: dict[str, str] = {}
+    measured_labels: set[str] = set()
+    clients = data.get("clients") or {}
+    for key, entry in clients.items():
+        per_fault = (data.get("faults") or {})
+        tested = [f for f in check.faults if key in (per_fault.get(f) or {})]
+        if not tested:
+            continue
+        label = label_of(entry)
+        measured_labels.add(entry["label"])
+        verdict = BREAKS if any(per_fault[f][key]["verdict"] == BREAKS for f in tested) else OK
+        if out.get(label) != BREAKS:
+            out[label] = verdict
+    for name, verdict in (check.clients or {}).items():
+        if not any(name.startswith(lbl) for lbl in measured_labels):
+            out.setdefault(name, verdict)
+    return out
+
+
+def verdict_line(check: Any, data: dict[str, Any] | None = None) -> str:
+    """'Claude Code 2.1.197: would break (AN-STREAM-003); Codex 0.171.0: unaffected'."""
+    parts = []
+    for name, v in verdicts_for(check, data).items():
+        parts.append(f"{name}: " + (f"would break ({check.id})" if v == BREAKS else "unaffected"))
+    return "; ".join(parts)
+
+
+def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_RUNS,
+               faults: tuple[str, ...] = DEFAULT_FAULTS, model: str | None = None, timeout: float = 180.0,
+               server_args: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    from conformance.clients import get_client, install, runner
+    from reference_server.launch import ServerProcess
+
+    from conformance import catalog
+
+    model = model or "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+    data: dict[str, Any] = {"schema": "harnesscheck.client-impact", "version": 1,
+                            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": model,
+                            "clients": {}, "clean": {}, "faults": {}, "skipped": {}}
+    prepared = []
+    for name, api in runs:
+        client = get_client(name, api)
+        inst = install.ensure(client.install_name)
+        key = client_key(name, api)
+        if not inst.ok:
+            data["skipped"][key] = inst.skip
+            continue
+        data["clients"][key] = {"label": client.label.split(" (")[0] + ("" if api is None else f" ({api})"),
+                                "version": inst.version, "api": client.api}
+        prepared.append((key, client, inst))
+    for fault in (None, *faults):
+        args = [*server_args, "--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]
+        if fault:
+            args += ["--fault", fault]
+        with ServerProcess(args) as server:
+            for key, client, inst in prepared:
+                if progress:
+                    progress(f"{fault or 'clean'} / {key}")
+                turns = runner.run_client(client, inst, server.url, model, out / (fault or "clean"), timeout=timeout)
+                cell = {"turns": {t.turn: {"ok": t.ok, "failed": [c.id + ": " + c.detail[:200] for c in t.checks
+                                                                   if not c.ok],
+                                           "final_text": t.final_text[:200], "error": t.error[:300],
+                                           "seconds": t.seconds} for t in turns}}
+                if fault is None:
+                    data["clean"][key] = cell
+                    continue
+                clean = data["clean"].get(key, {}).get("turns", {})
+                broken = [n for n, t in cell["turns"].items() if not t["ok"] and clean.get(n, {}).get("ok")]
+                cell["verdict"] = BREAKS if broken else OK
+                cell["broken_turns"] = broken
+                data["faults"].setdefault(fault, {})[key] = cell
+        if fault:
+            data["faults"].setdefault(fault, {})["_checks"] = [c.id for c in catalog.checks_for_fault(fault)]
+    return data
+
+
+def table(data: dict[str, Any]) -> list[list[str]]:
+    """Rows: fault, then a verdict per client."""
+    keys = list(data.get("clients") or {})
+    rows = [["fault", *[label_of(data["clients"][k]) for k in keys]]]
+    for fault, cells in (data.get("faults") or {}).items():
+        row = [fault]
+        for k in keys:
+            c = cells.get(k)
+            row.append("-" if c is None else (BREAKS + " (" + ",".join(c.get("broken_turns") or []) + ")"
+                                              if c["verdict"] == BREAKS else OK))
+        rows.append(row)
+    return rows

