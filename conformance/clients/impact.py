@@ -25,6 +25,20 @@ FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-type-mismatch", "reject-ca
 FAULTS_TOLERATED = ("an-block-index-skip", "an-event-name-mismatch", "an-missing-message-stop",
                     "message-start-zero-input-tokens", "rs-sequence-gap", "rs-arguments-done-mismatch")
 DEFAULT_FAULTS = FAULTS_BREAKING + FAULTS_TOLERATED
+# The wire APIs a fault can touch; a client runs only against faults of the API it speaks.
+_ALL = ("anthropic", "responses", "chat")
+FAULT_APIS = {"reject-cache-control": ("anthropic",), "reject-system-role": ("anthropic",),
+              "message-start-zero-input-tokens": ("anthropic",), "reject-compressed-body": ("responses",),
+              "invalid-tool-json": _ALL, "reject-unknown-fields": _ALL}
+
+
+def fault_apis(fault: str) -> tuple[str, ...]:
+    if fault in FAULT_APIS:
+        return FAULT_APIS[fault]
+    for prefix, api in (("an-", "anthropic"), ("rs-", "responses"), ("chat-", "chat")):
+        if fault.startswith(prefix):
+            return (api,)
+    return _ALL
 # (client, api) pairs a fault matrix runs; OpenClaw over Chat Completions shows the finish_reason bug.
 DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("openclaw", "chat"))
 
@@ -109,6 +123,8 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
             args += ["--fault", fault]
         with ServerProcess(args) as server:
             for key, client, inst in prepared:
+                if fault and client.api not in fault_apis(fault):
+                    continue
                 if progress:
                     progress(f"{fault or 'clean'} / {key}")
                 turns = runner.run_client(client, inst, server.url, model, out / (fault or "clean"), timeout=timeout)

@@ -102,6 +102,8 @@ def ensure(name: str, *, timeout: float = DEFAULT_INSTALL_TIMEOUT, root: Path | 
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        return Install(name, prefix, skip=f"cannot run npm: {exc}")
     except subprocess.TimeoutExpired:
         return Install(name, prefix, skip=f"npm install {PACKAGES[name][0]} did not finish in {timeout:.0f} s",
                        seconds=time.monotonic() - t0)

@@ -1,0 +1,53 @@
+"""Real clients against the reference server (opt in: HARNESSCHECK_E2E=1; see conftest.py).
+
+Each client completes a text turn and a tool turn through the capture proxy; Codex falls back from
+the WebSocket transport at once (the server answers the upgrade 426); one fault that breaks each
+client does break it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.clients import get_client, runner
+from reference_server.launch import ServerProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
+MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess(FAST) as s:
+        yield s.url
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "openclaw"])
+def test_client_completes_both_turns(name, server, e2e_install, tmp_path):
+    client = get_client(name)
+    inst = e2e_install(client.install_name)
+    results = runner.run_client(client, inst, server, MODEL, tmp_path)
+    for r in results:
+        assert r.ok, (r.turn, [(c.id, c.detail) for c in r.checks if not c.ok], r.error, r.stderr_tail[-800:])
+    assert results[1].turn == "tool"
+
+
+def test_codex_websocket_refusal_falls_back_at_once(server, e2e_install, tmp_path):
+    inst = e2e_install("codex")
+    r = runner.run_turn(get_client("codex", websockets=True), inst, server, MODEL, tmp_path, turn="text",
+                        prompt=runner.TEXT_PROMPT)
+    assert r.ok and r.ws_probes >= 1
+    assert [q["status"] for q in r.requests if q["method"] == "GET"] == [426] * r.ws_probes
+    assert r.first_post_s is not None and r.first_post_s < 4.0  # 405 cost ~6.5 s of retries
+
+
+@pytest.mark.parametrize("name,fault,turn", [("claude-code", "an-delta-type-mismatch", "tool"),
+                                             ("codex", "rs-missing-completed", "text")])
+def test_fault_breaks_client(name, fault, turn, e2e_install, tmp_path):
+    client = get_client(name)
+    inst = e2e_install(client.install_name)
+    prompt = dict(runner.turns_for(client))[turn]
+    with ServerProcess([*FAST, "--fault", fault]) as s:
+        r = runner.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=prompt, timeout=150)
+    assert not r.ok
