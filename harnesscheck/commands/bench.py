@@ -72,14 +72,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="fake tool durations per call index, the last repeated (default: 300,300)")
     p.add_argument("--concurrency-safe", action="store_true",
                    help="the fake tools are concurrency-safe (run in parallel); default: one at a time")
+    p = sub.add_parser("fidelity", help="the client clock vs a ground-truth server, at concurrency 1..256")
+    p.add_argument("--concurrency", default="1,16,64,256", help="comma-separated levels (default: 1,16,64,256)")
+    p.add_argument("--requests", type=int, default=32,
+                   help="measured requests per level at least (each worker's first request is discarded)")
+    p.add_argument("--transports", default="aiohttp+uvloop,httpx",
+                   help="comma-separated: aiohttp+uvloop (the kit's StreamClient), httpx (plain)")
+    p.add_argument("--first-ms", type=float, default=50.0, help="ground truth: time to the first chunk")
+    p.add_argument("--chunks", type=int, default=64, help="ground truth: chunks per response")
+    p.add_argument("--gap-ms", type=float, default=5.0, help="ground truth: gap between chunks")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+    p = sub.add_parser("server", help="the reference server's CPU per streamed token (engine delays zero)")
+    p.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default: 1,8,32)")
+    p.add_argument("--windows", type=int, default=4, help="measurement windows per level (default: 4)")
+    p.add_argument("--requests-per-window", type=int, default=8,
+                   help="requests per window at least (a window has max(this, concurrency))")
+    p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated APIs, rotated")
+    p.add_argument("--scenarios", default="long_reasoning,long_agent_turn", help="comma-separated scenario ids")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
+    p.add_argument("--profile", action="store_true",
+                   help="run the server under cProfile and report its top functions (slower)")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
 
 
 def run(args: argparse.Namespace) -> int:
     from replay.benchmarks import common
 
-    api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY")
+    api_key = getattr(args, "api_key", None) or os.environ.get("HARNESSCHECK_API_KEY")
     out = Path(args.out)
-    if args.bench == "preamble":
+    if args.bench == "fidelity":
+        from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
+
+        doc = run_fidelity(FidelityOptions(
+            concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], requests=args.requests,
+            transports=[t.strip() for t in args.transports.split(",") if t.strip()], first_ms=args.first_ms,
+            chunks=args.chunks, gap_ms=args.gap_ms))
+    elif args.bench == "server":
+        from replay.benchmarks.server_cost import ServerCostOptions, run_server_cost
+
+        doc = run_server_cost(ServerCostOptions(
+            concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], windows=args.windows,
+            requests_per_window=args.requests_per_window,
+            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
+            scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()], server_args=args.server_arg,
+            profile=args.profile))
+    elif args.bench == "preamble":
         from replay.benchmarks.preamble import PreambleOptions, run_preamble
 
         doc = run_preamble(PreambleOptions(
