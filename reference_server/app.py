@@ -41,6 +41,23 @@ def api_of(request: Request) -> ApiKind:
     return "openai"
 
 
+_BODY_FAULTS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+def parse(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a frontend's conversion of a request body. What escapes its validation (a field of a
+    type it did not expect, say) was caused by the body: a 400 that names it, not a 500; logged
+    with the traceback, since it means a validation gap in the frontend."""
+    try:
+        return fn(*args, **kwargs)
+    except (ApiError, InvalidConversation, UnknownModel):
+        raise
+    except _BODY_FAULTS as exc:
+        log.warning("a malformed body got past %s's validation; answering 400", getattr(fn, "__qualname__", fn),
+                    exc_info=True)
+        raise ApiError(400, f"malformed request body ({type(exc).__name__}: {exc})") from exc
+
+
 def create_app(config: ServerConfig | None = None, *, service: Service | None = None) -> Starlette:
     config = config or ServerConfig()
     if service is None:
@@ -78,7 +95,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         if not config.enable_anthropic_api:
             raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
         body = await body_of(request)
-        conv = anthropic.to_conversation(body, faults)
+        conv = parse(anthropic.to_conversation, body, faults)
         turn = await service.start_turn(conv, id_prefix="toolu_")
         adapter = anthropic.AnthropicStream(message_id=anthropic.message_id(), model=conv.model,
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
@@ -93,7 +110,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
     async def count_tokens(request: Request) -> Response:
         if not config.enable_anthropic_api:
             raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
-        conv = anthropic.to_conversation(await body_of(request), faults, count_only=True)
+        conv = parse(anthropic.to_conversation, await body_of(request), faults, count_only=True)
         count = service.count_tokens(conv)
         if faults.on("count-tokens-mismatch"):
             count = count + 7
@@ -101,7 +118,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
 
     async def chat_completions(request: Request) -> Response:
         body = await body_of(request)
-        conv = chat.to_conversation(body, faults)
+        conv = parse(chat.to_conversation, body, faults)
         turn = await service.start_turn(conv, id_prefix="call_")
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         adapter = chat.ChatStream(completion_id=f"chatcmpl-{time.time_ns():x}{next(serial):04x}",
@@ -115,7 +132,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
 
     async def create_response(request: Request) -> Response:
         body = await body_of(request)
-        conv = responses.to_conversation(body, store, faults)
+        conv = parse(responses.to_conversation, body, store, faults)
         turn = await service.start_turn(conv, id_prefix="call_")
         adapter = responses.ResponsesStream(response_id=responses.response_id(), body=body, faults=faults)
 
@@ -154,10 +171,10 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         return JSONResponse(models.get_model(service, request))
 
     async def tokenize_route(request: Request) -> Response:
-        return JSONResponse(tokenize.tokenize(service, await body_of(request)))
+        return JSONResponse(parse(tokenize.tokenize, service, await body_of(request)))
 
     async def detokenize_route(request: Request) -> Response:
-        return JSONResponse(tokenize.detokenize(service, await body_of(request)))
+        return JSONResponse(parse(tokenize.detokenize, service, await body_of(request)))
 
     async def root(request: Request) -> Response:
         if request.method == "HEAD":

@@ -10,6 +10,7 @@ import gzip
 import hmac
 import io
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from collections.abc import AsyncIterator
@@ -42,6 +43,8 @@ class ApiError(Exception):
 
 def error_response(error: ApiError, api: ApiKind, faults: Faults) -> JSONResponse:
     status = error.status
+    # A message that quotes the client's input may carry a lone surrogate: JSON rendering would fail.
+    error.message = error.message.encode("utf-8", "backslashreplace").decode("utf-8")
     if faults.on("bad-input-500") and status == 400:
         status = 500
     if faults.on("wrong-error-shape"):
@@ -96,12 +99,41 @@ async def read_json(request: Request, *, limit: int, faults: Faults | None = Non
     if not raw.strip():
         raise ApiError(400, "request body is empty; expected a JSON object")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(body):
+        raise ApiError(400, "request body is not valid Unicode: a \\u escape encodes a lone UTF-16 surrogate")
     return body
+
+
+def _no_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON (RFC 8259); Python's parser takes them, and echoing one back
+    # (Responses echoes temperature) would fail when the answer is rendered.
+    raise ValueError(f"{name} is not a JSON value")
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """True when a string (key or value) anywhere in the JSON value cannot be encoded as UTF-8."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def check_auth(request: Request, api_key: str | None) -> None:
