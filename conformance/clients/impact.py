@@ -60,23 +60,39 @@ def save(data: dict[str, Any], path: Path = IMPACT_PATH) -> Path:
 
 
 def label_of(entry: dict[str, Any]) -> str:
-    """'Claude Code 2.1.197' (the same spelling as the catalog's static dicts)."""
-    return f"{entry['label']} {entry['version']}".strip()
+    """'Claude Code 2.1.197' (the same spelling as the catalog's static dicts); one label for all of
+    a client's wire APIs, so OpenClaw over Chat and over Messages give one verdict per check."""
+    return f"{entry['label'].split(' (')[0]} {entry['version']}".strip()
+
+
+def column_of(key: str, entry: dict[str, Any]) -> str:
+    api = key.partition(":")[2]
+    return label_of(entry) + (f" ({api})" if api else "")
 
 
 def verdicts_for(check: Any, data: dict[str, Any] | None = None) -> dict[str, str]:
-    """Per-harness verdicts of a catalog check: measured (impact.json) over the static catalog dict."""
+    """Per-harness verdicts of a catalog check: measured (impact.json) over the static catalog dict.
+
+    Measured: the clients that speak the check's API and ran against the check's faults (all of
+    them for a grammar or request check, the first one for a witness check); a check breaks a
+    client when one of those faults broke it. Other clients keep the catalog's static verdict.
+    """
     data = load() if data is None else data
     out: dict[str, str] = {}
     measured_labels: set[str] = set()
     clients = data.get("clients") or {}
+    # A witness check (SDK, history, usage) also lists faults whose failure it shows only as collateral,
+    # so only its first fault speaks for it; a grammar / request check is decided by each of its faults.
+    own = check.faults[:1] if check.witness else check.faults
     for key, entry in clients.items():
+        if check.api not in ("any", entry.get("api")):
+            continue  # a client measured over another wire API says nothing about this check
         per_fault = (data.get("faults") or {})
-        tested = [f for f in check.faults if key in (per_fault.get(f) or {})]
+        tested = [f for f in own if key in (per_fault.get(f) or {})]
         if not tested:
             continue
         label = label_of(entry)
-        measured_labels.add(entry["label"])
+        measured_labels.add(label.rsplit(" ", 1)[0])
         verdict = BREAKS if any(per_fault[f][key]["verdict"] == BREAKS for f in tested) else OK
         if out.get(label) != BREAKS:
             out[label] = verdict
@@ -114,8 +130,7 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
         if not inst.ok:
             data["skipped"][key] = inst.skip
             continue
-        data["clients"][key] = {"label": client.label.split(" (")[0] + ("" if api is None else f" ({api})"),
-                                "version": inst.version, "api": client.api}
+        data["clients"][key] = {"label": client.label.split(" (")[0], "version": inst.version, "api": client.api}
         prepared.append((key, client, inst))
     for fault in (None, *faults):
         args = [*server_args, "--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]
@@ -148,7 +163,7 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
 def table(data: dict[str, Any]) -> list[list[str]]:
     """Rows: fault, then a verdict per client."""
     keys = list(data.get("clients") or {})
-    rows = [["fault", *[label_of(data["clients"][k]) for k in keys]]]
+    rows = [["fault", *[column_of(k, data["clients"][k]) for k in keys]]]
     for fault, cells in (data.get("faults") or {}).items():
         row = [fault]
         for k in keys:
@@ -157,3 +172,15 @@ def table(data: dict[str, Any]) -> list[list[str]]:
                                               if c["verdict"] == BREAKS else OK))
         rows.append(row)
     return rows
+
+
+def catalog_updates(data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """Check id -> the clients dict the catalog should hold after this measurement (changed ones only)."""
+    from conformance import catalog
+
+    out = {}
+    for check in catalog.CHECKS:
+        new = verdicts_for(check, data)
+        if new != dict(check.clients):
+            out[check.id] = new
+    return out

@@ -113,6 +113,19 @@ def stream_errors(t: dict[str, Any]) -> list[str]:
     return out
 
 
+def stream_complete(t: dict[str, Any]) -> bool:
+    """The stream reached its terminal event (the client may hang up right after it)."""
+    for f in t.get("frames") or []:
+        if f.get("event") in ("message_stop", "response.completed", "response.incomplete") or \
+                (f.get("data") or "").strip() == "[DONE]":
+            return True
+    return False
+
+
+def _hung_up(error: str) -> bool:
+    return any(s in error for s in ("closing transport", "ConnectionReset", "Connection reset", "BrokenPipe"))
+
+
 def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
     """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs)."""
     calls: dict[str, dict[str, str]] = {}
@@ -142,6 +155,26 @@ def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
                     if tc.get("id"):
                         calls[str(tc["id"])] = {"id": str(tc["id"]), "name": str((tc.get("function") or {}).get("name")),
                                                 "arguments": ""}
+    body = t.get("body")
+    if isinstance(body, dict):  # Transcript.to_dict: {"b64", "text"}
+        body = body.get("text")
+    if not calls and isinstance(body, str) and body.lstrip().startswith("{"):  # a non-streamed answer
+        try:
+            d = json.loads(body)
+        except ValueError:
+            d = {}
+        for b in d.get("content") or []:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                calls[str(b.get("id"))] = {"id": str(b.get("id")), "name": str(b.get("name")),
+                                           "arguments": json.dumps(b.get("input"))}
+        for it in d.get("output") or []:
+            if isinstance(it, dict) and it.get("type") == "function_call":
+                calls[str(it.get("call_id"))] = {"id": str(it.get("call_id")), "name": str(it.get("name")),
+                                                 "arguments": str(it.get("arguments"))}
+        for ch in d.get("choices") or []:
+            for tc in ((ch or {}).get("message") or {}).get("tool_calls") or []:
+                calls[str(tc.get("id"))] = {"id": str(tc.get("id")), "name": str((tc.get("function") or {}).get("name")),
+                                            "arguments": str((tc.get("function") or {}).get("arguments"))}
     return list(calls.values())
 
 
@@ -196,10 +229,11 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
         where = f"{t.get('method')} {t.get('url')}"
         if is_ws_probe(t) and t.get("status") in WS_PROBE_STATUSES:
             continue
-        if t.get("error"):
+        if t.get("error") and not (_hung_up(t["error"]) and stream_complete(t)):
             bad.append(f"{where}: {t['error']}")
         elif t.get("status") is None or t["status"] >= 400:
-            bad.append(f"{where}: HTTP {t.get('status')} {(t.get('body') or '')[:200] if isinstance(t.get('body'), str) else ''}")
+            text = (t.get("body") or {}).get("text") if isinstance(t.get("body"), dict) else t.get("body")
+            bad.append(f"{where}: HTTP {t.get('status')} {str(text or '')[:200]}")
         else:
             bad += [f"{where}: {e}" for e in stream_errors(t)]
     if not models:

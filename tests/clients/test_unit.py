@@ -311,3 +311,69 @@ def test_openclaw_needs_node24(tmp_path):
 def test_cache_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path))
     assert install.cache_dir() == tmp_path
+
+
+def test_verdicts_only_from_clients_speaking_the_checks_api():
+    data = {"clients": {"codex": {"label": "Codex", "version": "0.171.0", "api": "responses"},
+                        "openclaw:chat": {"label": "OpenClaw", "version": "2026.9.6", "api": "chat"}},
+            "faults": {"invalid-tool-json": {"codex": {"verdict": "breaks"}, "openclaw:chat": {"verdict": "breaks"}}}}
+    assert "Codex 0.171.0" not in impact.verdicts_for(catalog.get("AN-STREAM-006"), data)
+    assert impact.verdicts_for(catalog.get("CH-STREAM-002"), data) == {"OpenClaw 2026.9.6": "breaks"}
+    # a witness check is spoken for by its first fault only (invalid-tool-json is collateral for AN-HIST-001)
+    assert impact.verdicts_for(catalog.get("RS-HIST-001"), data) == dict(catalog.get("RS-HIST-001").clients)
+
+
+# -- the runner's plumbing with a stand-in client (a Python script speaking Messages) -------------------
+
+_FAKE = r'''
+import json, os, sys, httpx
+base = os.environ["BASE"]
+body = {"model": sys.argv[2], "max_tokens": 64, "stream": False,
+        "messages": [{"role": "user", "content": sys.argv[1]}],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
+                                                     "required": ["command"]}}]}
+h = {"x-api-key": os.environ["KEY"], "anthropic-version": "2023-06-01"}
+r = httpx.post(base + "/v1/messages", json=body, headers=h, timeout=30).json()
+calls = [b for b in r["content"] if b["type"] == "tool_use"]
+if calls:
+    import subprocess
+    out = subprocess.run(calls[0]["input"]["command"], shell=True, capture_output=True, text=True).stdout
+    body["messages"] += [{"role": "assistant", "content": r["content"]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0]["id"],
+                                                       "content": out}]}]
+    r = httpx.post(base + "/v1/messages", json=body, headers=h, timeout=30).json()
+if os.environ.get("HANG"):
+    import time; time.sleep(60)
+print(json.dumps({"type": "result", "is_error": False, "result": "".join(b.get("text", "") for b in r["content"])}))
+'''
+
+
+class _Fake(__import__("conformance.clients.claude_code", fromlist=["ClaudeCode"]).ClaudeCode):
+    def __init__(self, hang: bool = False):
+        super().__init__()
+        self.hang = hang
+
+    def prepare(self, inst, work, base_url, model, api_key):
+        prep = super().prepare(inst, work, base_url, model, api_key)
+        prep.env.update(BASE=base_url, KEY=api_key, **({"HANG": "1"} if self.hang else {}))
+        return prep
+
+    def command(self, inst, prep, prompt, model):
+        import sys
+        return [sys.executable, "-c", _FAKE, prompt, model]
+
+
+def test_run_client_with_a_stand_in(reference_server, tmp_path):
+    results = runner.run_client(_Fake(), fake_install(tmp_path, "claude-code"), reference_server,
+                                "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path / "out", timeout=60)
+    assert [r.turn for r in results] == ["text", "tool"]
+    assert all(r.ok for r in results), [(c.id, c.detail) for r in results for c in r.checks]
+    assert results[0].final_text == "ok" and results[1].marker_seen is True
+    assert runner.DUMMY_KEY not in (tmp_path / "out" / "claude-code" / "tool" / "capture.jsonl").read_text()
+    assert results[0].first_post_s is not None
+
+
+def test_run_turn_time_limit(reference_server, tmp_path):
+    r = runner.run_turn(_Fake(hang=True), fake_install(tmp_path, "claude-code"), reference_server,
+                        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path, turn="text", prompt="Say ok", timeout=3)
+    assert r.timed_out and not r.ok and "timed out" in r.error
