@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -122,6 +123,11 @@ def stream_complete(t: dict[str, Any]) -> bool:
     return False
 
 
+def _same_id(a: str, b: str) -> bool:
+    """Call ids match; OpenClaw (Chat) strips non-alphanumerics from ids it sends back (call_9e6d -> call9e6d)."""
+    return a == b or re.sub(r"[^A-Za-z0-9]", "", a) == re.sub(r"[^A-Za-z0-9]", "", b)
+
+
 def _hung_up(error: str) -> bool:
     return any(s in error for s in ("closing transport", "ConnectionReset", "Connection reset", "BrokenPipe"))
 
@@ -129,6 +135,7 @@ def _hung_up(error: str) -> bool:
 def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
     """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs)."""
     calls: dict[str, dict[str, str]] = {}
+    by_index: dict[int, str] = {}
     last = ""
     for f in t.get("frames") or []:
         d = _frame_json(f)
@@ -152,9 +159,13 @@ def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
         elif "choices" in d:
             for ch in d.get("choices") or []:
                 for tc in ((ch or {}).get("delta") or {}).get("tool_calls") or []:
+                    fn = tc.get("function") or {}
                     if tc.get("id"):
-                        calls[str(tc["id"])] = {"id": str(tc["id"]), "name": str((tc.get("function") or {}).get("name")),
-                                                "arguments": ""}
+                        calls[str(tc["id"])] = {"id": str(tc["id"]), "name": str(fn.get("name")), "arguments": ""}
+                        by_index[tc.get("index", 0)] = str(tc["id"])
+                    key = by_index.get(tc.get("index", 0))
+                    if key in calls and fn.get("arguments"):
+                        calls[key]["arguments"] += str(fn["arguments"])
     body = t.get("body")
     if isinstance(body, dict):  # Transcript.to_dict: {"b64", "text"}
         body = body.get("text")
@@ -250,7 +261,7 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
         for i, call in calls:
             for later in models[i + 1:]:
                 for res in tool_results(later.get("request_body")):
-                    if res["id"] == call["id"] and res["text"].strip() and not res["is_error"]:
+                    if _same_id(res["id"], call["id"]) and res["text"].strip() and not res["is_error"]:
                         ran.append((call, res))
         texts = [r["text"] for _, r in ran]
         marker_seen = any(marker in x for x in texts) or marker in final_text
