@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -277,6 +278,7 @@ def run_fidelity(opts: FidelityOptions) -> dict[str, Any]:
     from replay.benchmarks import common
 
     started = now_iso()
+    load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     ttft_arms: dict[str, list[dict[str, Any]]] = {t: [] for t in opts.transports}
     itl_arms: dict[str, list[dict[str, Any]]] = {t: [] for t in opts.transports}
@@ -330,6 +332,10 @@ def run_fidelity(opts: FidelityOptions) -> dict[str, Any]:
     run_settings = {"transports": {"aiohttp+uvloop": "replay.client.StreamClient on uvloop",
                                    "httpx": "httpx.AsyncClient aiter_lines, asyncio default loop, no pool limit"},
                     "concurrency": opts.concurrency, "min_requests_per_level": opts.requests,
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+                    "note": "client and ground-truth server share this machine's CPUs; the error includes any "
+                            "delay before the server reads the request (see loadavg)",
                     "ground_truth": {"first_chunk_ms": opts.first_ms, "chunks": opts.chunks,
                                      "chunk_gap_ms": opts.gap_ms}}
     return common.results_document(benchmarks=benchmarks, endpoint="embedded ground-truth server", model="ground-truth",
