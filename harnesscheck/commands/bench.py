@@ -154,6 +154,56 @@ def run(args: argparse.Namespace) -> int:
         for line in bench.get("settings", {}).get("summary", []):
             print("  " + line)
         print()
-    for path in common.write_outputs(doc, out, f"bench-{args.bench}"):
+    written = common.write_outputs(doc, out, f"bench-{args.bench}")
+    if args.bench in _CAPTIONED:
+        _caption_plots(doc, [p for p in written if p.suffix == ".png"], f"bench-{args.bench}")
+    for path in written:
         print(f"wrote {path}")
     return 0
+
+
+_CAPTIONED = {"overlap", "fidelity", "server"}
+
+
+def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
+    """Add a caption under each plot: engine, timing (real compute / scripted model), machine and
+    the main settings, so a plot read on its own still says what it measured."""
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    run = doc["run"]
+    server, m = run.get("server") or {}, run.get("machine") or {}
+    by_png = {}
+    for bench in doc["benchmarks"]:
+        name = bench["name"].removeprefix(stem.removeprefix("bench-") + "-")
+        by_png[f"{stem}.png" if len(doc["benchmarks"]) == 1 else f"{stem}-{name}.png"] = bench
+    for png in pngs:
+        bench = by_png.get(png.name)
+        if bench is None:
+            continue
+        st = bench.get("settings") or {}
+        keys = ("scenario", "api", "sessions", "tool_ms", "concurrency", "first_chunk_ms", "chunks", "chunk_gap_ms",
+                "windows", "requests_per_window")
+        shown = ", ".join(f"{k}={st[k]}" for k in keys if k in st)
+        tm = (run.get("settings") or {}).get("timing_model")
+        lines = [bench.get("title") or bench["name"],
+                 f"timing: {bench.get('timing', server.get('timing', 'unknown'))} · engine: {server.get('engine')} "
+                 f"({server.get('kind')}) · endpoint: {run.get('endpoint')}",
+                 f"machine: {m.get('hostname')}, {m.get('cpus')} CPUs, {m.get('platform')}, Python {m.get('python')}"
+                 f" · {run.get('started_at')}",
+                 shown + (f" · timing model {tm}" if tm else "")]
+        import textwrap
+
+        lines = [part for line in lines if line for part in textwrap.wrap(line, 100)]
+        img = imread(str(png))
+        h, w = img.shape[:2]
+        dpi = 110
+        extra = 16 * len(lines) + 12
+        fig = Figure(figsize=(w / dpi, (h + extra) / dpi), dpi=dpi)
+        ax = fig.add_axes((0, extra / (h + extra), 1, h / (h + extra)))
+        ax.imshow(img)
+        ax.axis("off")
+        for i, line in enumerate(lines):
+            fig.text(0.01, (extra - 14 - 16 * i) / (h + extra), line, fontsize=7.5 if i else 8.5,
+                     weight="bold" if i == 0 else "normal", color="#1f2937", va="bottom")
+        fig.savefig(str(png), dpi=dpi, facecolor="white")
