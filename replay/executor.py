@@ -129,7 +129,7 @@ class StreamingToolExecutor:
             return
         data = frame.json if getattr(frame, "json", None) is not None else _parse(frame.data)
         if isinstance(data, dict):
-            self.on_event(frame.event, data, t_ns)
+            self.on_event(frame.event, data, t_ns if t_ns is not None else getattr(frame, "t_ns", None))
 
     def on_event(self, event: str | None, d: Mapping[str, Any], t_ns: int | None = None) -> None:
         """One decoded event of the stream; ``t_ns``: when it was read (default: now)."""

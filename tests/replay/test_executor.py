@@ -166,3 +166,27 @@ def _ids(api, answer):
     if api == "chat":
         return answer[0]["tool_calls"]
     return [{"id": it["call_id"]} for it in answer if it.get("type") == "function_call"]
+
+
+@pytest.mark.parametrize("fixture,api,n", [("anthropic_parallel_tools", "anthropic", 2),
+                                           ("chat_tool_dispatch", "chat", None),
+                                           ("responses_reasoning_function_call", "responses", None)])
+def test_recorded_sse_frames(fixture, api, n):
+    from pathlib import Path
+
+    from conformance.wire.sse import decode_all
+
+    data = (Path(__file__).parents[1] / "conformance" / "fixtures" / f"{fixture}.sse").read_bytes()
+
+    async def go():
+        ex = StreamingToolExecutor(api, {}, default=sleep_tool(1))
+        for frame in decode_all(data):
+            ex.on_frame(frame)
+        ex.end_stream()
+        await ex.barrier()
+        return ex
+
+    ex = asyncio.run(go())
+    assert ex.calls and all(r.ready_source != "end_of_stream" and r.end_ns for r in ex.calls), ex.timeline()
+    assert n is None or len(ex.calls) == n
+    assert all(isinstance(r.arguments, dict) for r in ex.calls)
