@@ -377,3 +377,17 @@ def test_run_turn_time_limit(reference_server, tmp_path):
     r = runner.run_turn(_Fake(hang=True), fake_install(tmp_path, "claude-code"), reference_server,
                         "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path, turn="text", prompt="Say ok", timeout=3)
     assert r.timed_out and not r.ok and "timed out" in r.error
+
+
+def test_tool_result_ids_match_after_openclaw_rewrites_them():
+    assert runner._same_id("call_9e6dfca5", "call9e6dfca5") and not runner._same_id("call_1", "call_2")
+    frames = [{"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
+                  {"index": 0, "id": "call_ab_1", "type": "function", "function": {"name": "exec", "arguments": ""}}]}}]})},
+              {"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
+                  {"index": 0, "function": {"arguments": "{\"command\":\"echo ok\"}"}}]}}]})}]
+    first = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": frames, "request_body": {}}
+    second = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": [], "request_body": {
+        "messages": [{"role": "tool", "tool_call_id": "callab1", "content": "ok"}]}}
+    assert runner.tool_calls(first)[0]["arguments"] == '{"command":"echo ok"}'
+    checks, _ = runner.capture_checks([first, second], tool_turn=True, rc=0, final_text="Done.")
+    assert checks[2].ok, checks[2].detail
