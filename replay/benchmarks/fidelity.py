@@ -11,8 +11,9 @@ chunk writes; ``GET /log`` returns the log and the most streams it had in flight
 
 The kit's client measures at concurrency 1, 16, 64 and 256: ``c`` workers, each sending requests
 back to back (a closed loop, starts spread over one request's duration so the level is a steady
-``c`` in flight; each worker's first request, which opens its connection, is discarded); the error per request is client TTFT minus server TTFT, and per chunk the
-client's gap minus the server's gap. Two transports in the same run, same server:
+``c`` in flight; each worker's first request, which opens its connection, is discarded); the
+error per request is client TTFT minus server TTFT, and per chunk the client's gap minus the
+server's gap. Two transports in the same run, same server:
 
 - ``aiohttp+uvloop``: ``replay.client.StreamClient`` (the kit's timed client) on uvloop;
 - ``httpx``: a plain ``httpx.AsyncClient`` (``aiter_lines``) on asyncio's default loop, with no
@@ -169,7 +170,7 @@ class GroundTruthProcess:
 class FidelityOptions:
     concurrency: list[int] = field(default_factory=lambda: [1, 16, 64, 256])
     transports: list[str] = field(default_factory=lambda: ["aiohttp+uvloop", "httpx"])
-    requests: int = 32  # at least this many measured per level (each of `c` workers: ceil(requests / c), +1 discarded)
+    requests: int = 32  # measured per level at least (each of `c` workers: ceil(requests / c), +1 discarded)
     first_ms: float = FIRST_MS
     chunks: int = CHUNKS
     gap_ms: float = GAP_MS
@@ -254,7 +255,8 @@ def _get(url: str) -> dict[str, Any]:
     return r.json()
 
 
-def _level(url: str, transport: str, c: int, per_worker: int, stagger_s: float) -> tuple[list[Measured], dict[str, Any]]:
+def _level(url: str, transport: str, c: int, per_worker: int,
+           stagger_s: float) -> tuple[list[Measured], dict[str, Any]]:
     from replay.client import run_async
 
     _get(url + "/reset")

@@ -209,7 +209,8 @@ def _benchmark(scenario: str, api: str, by_arm: dict[str, list[Sample]], timing:
                  f"{'within' if v['within_slack'] else 'beyond'} the {v['slack_ms']:.1f} ms timer slack)"
                  for k, v in agreement.items()),
                f"saving per turn (after-stream - streaming): {saving:.1f} ms"]
-    return {"name": f"overlap-{scenario}-{api}", "title": f"Turn latency, tools after vs while streaming: {scenario}, {api}",
+    return {"name": f"overlap-{scenario}-{api}",
+            "title": f"Turn latency, tools after vs while streaming: {scenario}, {api}",
             "unit": "ms", "timing": timing, "better": "lower",
             "settings": {"scenario": scenario, "api": api, "sessions": opts.sessions, "tool_ms": durations,
                          "concurrency_safe": safe, "agreement": agreement, "saving_per_turn_ms": round(saving, 3),
