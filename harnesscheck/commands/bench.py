@@ -92,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
     p.add_argument("--profile", action="store_true",
                    help="run the server under cProfile and report its top functions (slower)")
+    p.add_argument("--endpoint", default=None, metavar="URL",
+                   help="measure this server instead of an embedded one (needs --pid)")
+    p.add_argument("--pid", type=int, default=None, help="with --endpoint: the server's process id on this machine")
+    p.add_argument("--model", default=None, help="with --endpoint: model id (default: the first of /v1/models)")
+    p.add_argument("--api-key", default=None, help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
 
 
@@ -115,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             requests_per_window=args.requests_per_window,
             apis=[a.strip() for a in args.apis.split(",") if a.strip()],
             scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()], server_args=args.server_arg,
-            profile=args.profile))
+            profile=args.profile, endpoint=args.endpoint, pid=args.pid, model=args.model, api_key=api_key))
     elif args.bench == "preamble":
         from replay.benchmarks.preamble import PreambleOptions, run_preamble
 

@@ -15,6 +15,9 @@ Reference (issue 8): Dynamo 1.6.1's Rust frontend (mocker engine, reasoning and 
 spends about 20 µs of CPU per SSE frame: 43-49k tokens per frontend CPU-second at concurrency 8-32,
 23-30k at concurrency 1.
 
+``--endpoint URL --pid PID`` measures another server running on this machine instead (e.g. a
+Dynamo frontend; PID is its process; its engine's delays are its own business).
+
 ``--profile`` runs the server under cProfile (slower: use it for where, not how much) and adds the
 top functions by own time to the document (``settings.profile``).
 """
@@ -49,6 +52,10 @@ class ServerCostOptions:
     server_args: list[str] = field(default_factory=list)
     profile: bool = False
     profile_top: int = 25
+    endpoint: str | None = None  # measure this server instead (with pid: its process on this machine)
+    pid: int | None = None
+    model: str | None = None
+    api_key: str | None = None
 
 
 def cpu_seconds(pid: int) -> float:
@@ -128,7 +135,7 @@ class Window:
 
 
 async def _window(client: Any, url: str, bodies: list[tuple[str, dict[str, Any]]], c: int, n: int,
-                  pid: int) -> Window:
+                  pid: int, headers: dict[str, str] | None = None) -> Window:
     queue = list(range(n))
     tokens = frames = failed = 0
 
@@ -137,7 +144,7 @@ async def _window(client: Any, url: str, bodies: list[tuple[str, dict[str, Any]]
         while queue:
             k = queue.pop()
             api, body = bodies[k % len(bodies)]
-            r = await client.post(url + common.PATHS[api], body, api=api)
+            r = await client.post(url + common.PATHS[api], body, api=api, headers=headers)
             if not r.ok:
                 failed += 1
                 continue
@@ -157,13 +164,14 @@ async def _measure(url: str, pid: int, model: str, opts: ServerCostOptions) -> l
     from scenarios.loader import get
 
     bodies = [(api, first(api, get(s), model)) for s in opts.scenarios for api in opts.apis]
+    hdrs = common.headers(opts.api_key)
     out: list[Window] = []
     async with StreamClient(limit=0) as client:
-        await _window(client, url, bodies, 2, len(bodies), pid)  # warm-up: imports, caches, connections
+        await _window(client, url, bodies, 2, len(bodies), pid, hdrs)  # warm-up: imports, caches, connections
         for c in opts.concurrency:
             n = max(opts.requests_per_window, c)
             for _ in range(opts.windows):
-                out.append(await _window(client, url, bodies, c, n, pid))
+                out.append(await _window(client, url, bodies, c, n, pid, hdrs))
     return out
 
 
@@ -186,12 +194,19 @@ def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
     from replay.client import run_async
 
     started = now_iso()
-    model = DEFAULT_MODEL_IDS[0]
+    load_before = os.getloadavg()
+    if opts.endpoint:
+        if not opts.pid:
+            raise ValueError("bench server --endpoint needs --pid: the server's process on this machine")
+        url = opts.endpoint.rstrip("/")
+        model = common.resolve_model(url, opts.model, opts.api_key)
+        windows = run_async(_measure(url, opts.pid, model, opts))
+        return _document(windows, opts, model, [], started, load_before, None)
+    model = opts.model or DEFAULT_MODEL_IDS[0]
     args = [*common.timing_args(0, 0, 0), *opts.server_args]
     prof = None
     if opts.profile:
         prof = os.path.join(tempfile.mkdtemp(prefix="hc-server-prof-"), "server.prof")
-    load_before = os.getloadavg()
     with _Server(args, prof) as srv:
         windows = run_async(_measure(srv.url, srv.pid, model, opts))
     profile = _profile_top(prof, opts.profile_top) if prof and os.path.exists(prof) else None
@@ -227,7 +242,7 @@ def _document(windows: list[Window], opts: ServerCostOptions, model: str, args: 
         rows.append(row)
     summary = [f"c={r['concurrency']:<3} {r['tokens_per_s'] or 0:>8.0f} tokens/s, "
                f"{r['server_cpu_s_per_million_tokens'] or 0:>7.1f} server CPU-s per million tokens "
-               f"({r['tokens_per_server_cpu_s'] or 0:.0f} tokens per CPU-s; Dynamo {r['dynamo_tokens_per_cpu_s']}), "
+               f"({r['tokens_per_server_cpu_s'] or 0:.0f} tokens per CPU-s; Dynamo {r['dynamo_tokens_per_cpu_s'] or '-'}), "
                f"{r['server_cpu_us_per_sse_frame'] or 0:.1f} µs per SSE frame "
                f"({r.get('vs_dynamo_per_frame', 0):.1f}x Dynamo's ~20)" for r in rows]
     if profile:
@@ -247,14 +262,17 @@ def _document(windows: list[Window], opts: ServerCostOptions, model: str, args: 
     timing = "real-compute"  # the server's CPU time is real; the engine's delays are zero
     base = {"timing": timing, "better": "lower"}
     benchmarks = [
-        {**base, "name": "server-cpu-per-token", "title": "Reference server CPU per output token (µs)", "unit": "µs",
+        {**base, "name": "server-cpu-per-token", "title": "Server CPU per output token (µs)", "unit": "µs",
          "settings": settings, "arms": per_token, "ratios": []},
-        {**base, "name": "server-cpu-per-frame", "title": "Reference server CPU per SSE frame (µs; Dynamo ~20)",
+        {**base, "name": "server-cpu-per-frame", "title": "Server CPU per SSE frame (µs; Dynamo ~20)",
          "unit": "µs", "settings": {k: v for k, v in settings.items() if k not in ("rows", "summary", "profile")},
          "arms": per_frame, "ratios": []}]
     server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": timing}
+    if opts.endpoint:
+        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown", "pid": opts.pid}
     run_settings = {"concurrency": opts.concurrency, "engine_delays": "zero (--ttft-base-ms 0 "
                     "--prefill-us-per-token 0 --decode-ms 0)", "client": "replay.client.StreamClient (aiohttp + uvloop)",
                     "cpu_source": "/proc/PID/stat utime+stime of the server process", "profiled": opts.profile}
-    return common.results_document(benchmarks=benchmarks, endpoint="embedded", model=model, apis=opts.apis,
+    return common.results_document(benchmarks=benchmarks, endpoint=opts.endpoint or "embedded", model=model,
+                                   apis=opts.apis,
                                    server=server, settings=run_settings, started_at=started)
