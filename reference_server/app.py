@@ -16,7 +16,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from reference_server.config import ServerConfig
 from reference_server.engines import build_engine
@@ -164,6 +165,16 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
             raise ApiError(426, "GET /v1/responses: no WebSocket transport on this server; use POST /v1/responses")
         raise ApiError(405, "GET /v1/responses: use POST (no WebSocket transport on this server)")
 
+    async def responses_websocket(websocket: WebSocket) -> None:
+        # A direct connection: uvicorn turns the upgrade into a WebSocket scope before any HTTP route
+        # sees it; deny it with the same 426 (a bare close would answer 403, which Codex retries ~6.5 s).
+        body = error_response(ApiError(426, "GET /v1/responses: no WebSocket transport on this server; "
+                                            "use POST /v1/responses"), "openai", faults)
+        try:
+            await websocket.send_denial_response(body)
+        except RuntimeError:  # the server lacks the websocket.http.response extension
+            await websocket.close()
+
     async def list_models(request: Request) -> Response:
         return JSONResponse(models.list_models(service, request))
 
@@ -194,6 +205,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         Route("/v1/chat/completions", handler("openai", chat_completions), methods=["POST"]),
         Route("/v1/responses", handler("openai", create_response), methods=["POST"]),
         Route("/v1/responses", handler("openai", responses_get), methods=["GET"]),
+        WebSocketRoute("/v1/responses", responses_websocket),
         Route("/v1/models", handler(None, list_models), methods=["GET"]),
         Route("/v1/models/{model_id:path}", handler(None, get_model), methods=["GET"]),
     ]
