@@ -391,3 +391,17 @@ def test_tool_result_ids_match_after_openclaw_rewrites_them():
     assert runner.tool_calls(first)[0]["arguments"] == '{"command":"echo ok"}'
     checks, _ = runner.capture_checks([first, second], tool_turn=True, rc=0, final_text="Done.")
     assert checks[2].ok, checks[2].detail
+
+
+def test_reference_server_refuses_the_websocket_upgrade_with_426(reference_server):
+    import httpx
+
+    ws = {"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13",
+          "openai-beta": "responses_websockets=2026-02-06"}
+    r = httpx.get(reference_server + "/v1/responses", headers=ws, timeout=10)
+    assert r.status_code == 426 and r.json()["error"]["message"].startswith("GET /v1/responses")
+    # a direct upgrade (uvicorn makes it a WebSocket scope) is denied with the same 426
+    r = httpx.get(reference_server + "/v1/responses", headers={**ws, "Connection": "Upgrade", "Upgrade": "websocket"},
+                  timeout=10)
+    assert r.status_code == 426 and "error" in r.json()
+    assert httpx.get(reference_server + "/v1/responses", timeout=10).status_code == 405
