@@ -15,7 +15,7 @@ from conformance.harness import Harness
 from conformance.verdict import fail, inconclusive, ok_response, skip
 from conformance.wire.transcript import Transcript
 
-SCENARIO = "interleaved"  # r0 t0 r1 t1: generation goes on after t0 completes
+SCENARIO = "long_reasoning"  # r0 t0 r1 t1 with ~700 reasoning tokens generated after t0 completes
 MIN_SPAN_NS = 5_000_000  # below this the stream is too fast for timing to tell anything
 
 
