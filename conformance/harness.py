@@ -67,7 +67,7 @@ class Harness:
         call = client.stream_request if stream else client.post_json
         transcript = call(self._url(path), headers=merged, json_body=None if content is not None else body,
                           content=content, timeout=self.endpoint.timeout, api=api,
-                          read_timeout=min(10.0, self.endpoint.timeout))
+                          read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
         self.attach(label or f"POST {path}", transcript)
         return transcript
 
