@@ -23,6 +23,8 @@ Errors: ``TraceError(ValueError)``, with every problem found (line, session, tur
 
 from __future__ import annotations
 
+from harnesscheck.errors import HarnesscheckError
+
 import copy
 import json
 import time
@@ -62,7 +64,7 @@ _DELTA_KEYS = {"base", "keep", "append", "set", "unset"}
 _TIMING_KEYS = {"at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"}
 
 
-class TraceError(ValueError):
+class TraceError(HarnesscheckError, ValueError):
     """A trace that does not follow the format; the message says where (line, session, turn)."""
 
 

@@ -10,6 +10,8 @@ names the file (when there is one) and the JSON path of the first problem.
 
 from __future__ import annotations
 
+from harnesscheck.errors import HarnesscheckError
+
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class ResultsError(ValueError):
+class ResultsError(HarnesscheckError, ValueError):
     """A results document is missing, unreadable, or does not match the schema."""
 
 

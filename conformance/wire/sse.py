@@ -28,6 +28,8 @@ Hierarchy::
 
 from __future__ import annotations
 
+from harnesscheck.errors import HarnesscheckError
+
 import json as _json
 import re
 from dataclasses import dataclass, field, replace
@@ -50,7 +52,7 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 FrameKind = Literal["event", "comment", "nodata", "truncated"]
 
 
-class WireError(Exception):
+class WireError(HarnesscheckError):
     """Root of the wire layer's own errors."""
 
 

@@ -32,6 +32,8 @@ threads), temperature, seed, gguf_file, attn (sdpa|eager).
 
 from __future__ import annotations
 
+from harnesscheck.errors import HarnesscheckError
+
 import asyncio
 import importlib.util
 import inspect
@@ -56,7 +58,7 @@ log = logging.getLogger("harnesscheck.engine.transformers")
 MODES = ("scripted", "free")
 
 
-class EngineConfigError(ValueError):
+class EngineConfigError(HarnesscheckError, ValueError):
     """The model or the options cannot be served; the message says why and what to do."""
 
 
