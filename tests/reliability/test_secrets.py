@@ -67,6 +67,8 @@ def test_planted_key_never_written(tmp_path: Path) -> None:
     planted = {"api key": key, "cookie": cookie, "bearer": bearer}
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("HARNESSCHECK_API_KEY", None)
+    # The suite's pytest child with the conformance plugin only (the auto-loaded ones cost ~2 s).
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_PLUGINS="conformance.plugin")
     out, cap_dir, rep_dir = tmp_path / "check", tmp_path / "capture", tmp_path / "replay"
     cap_dir.mkdir()
     logs: list[bytes] = []
