@@ -14,9 +14,9 @@ included: the async client with ``asyncio.wait_for``; the sync client checks it 
 and, for what happens between chunks (a server that trickles its headers or its body a byte at a
 time, which no per-read timeout catches), arms a timer that shuts the connection's socket down at
 the deadline. (With a caller-supplied ``httpx.Client`` whose pooled connection is reused, that
-socket is not seen, and only the per-read timeout bounds the header phase.) Timeouts, refused or reset connections, a stream cut mid-body,
-oversize frames and a wrong content type all end up in ``Transcript.error`` (with
-``error_kind``), keeping the frames received so far.
+socket is not seen, and only the per-read timeout bounds the header phase.) Timeouts, refused
+or reset connections, a stream cut mid-body, oversize frames and a wrong content type all end up
+in ``Transcript.error`` (with ``error_kind``), keeping the frames received so far.
 
 Headers are sent as given and stored redacted; the secret values they carry are also scrubbed
 from the stored URL, request body, response body, frames and error texts (a server that echoes a
@@ -146,7 +146,8 @@ class _Recording:
         if not any(s in f.raw for s in self._secret_bytes):
             return f
         data = redact_text(f.data, self.secrets)
-        parsed, err, done = _parse_data(data, f.utf8_error) if f.kind == "event" else (None, f.json_error, False)
+        parsed, err, done = (_parse_data(data, f.utf8_error) if f.kind == "event"
+                             else (None, f.json_error, False))
         return replace(f, raw=self._scrub(f.raw), data=data, json=parsed, json_error=err, done=done,
                        comment=None if f.comment is None else redact_text(f.comment, self.secrets))
 
