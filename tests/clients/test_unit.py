@@ -254,8 +254,8 @@ def _impact_data() -> dict:
 
 def test_verdicts_measured_over_static():
     data = _impact_data()
-    assert impact.verdicts_for(catalog.get("RS-STREAM-004"), data) == {"Codex 0.171.0": "breaks"}
-    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), data) == {"Codex 0.171.0": "unaffected"}
+    assert impact.verdicts_for(catalog.get("RS-STREAM-004"), data)["Codex 0.171.0"] == "breaks"
+    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), data)["Codex 0.171.0"] == "unaffected"
     # measured for Claude Code; the static OpenClaw verdict stays as the fallback
     v = impact.verdicts_for(catalog.get("AN-STREAM-002"), data)
     assert v["Claude Code 2.1.197"] == "unaffected" and v.get("OpenClaw 2026.9.6") == "unaffected"
