@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.catalog import Check
+from conformance.clients.impact import verdicts_for
 from conformance.grammar.findings import Finding
 from conformance.outcome import Outcome
 from conformance.wire.redact import redact_text
@@ -79,7 +80,7 @@ class Collector:
                 "outcome": str(r.outcome), "message": redact_text(r.message, self.secrets),
                 "source": r.check.source, "remedy": r.check.remedy, "duration_s": round(r.duration_s, 4),
                 "transcript": r.transcript_path, "finding": finding,
-                "clients": dict(r.check.clients), "faults": list(r.check.faults),
+                "clients": verdicts_for(r.check), "faults": list(r.check.faults),
             })
         run = {**self.run, "finished_at": now_iso()}
         return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,

@@ -68,6 +68,19 @@ class Conversation:
     def system_text(self) -> str:
         return "\n".join(self.system)
 
+    def turn_user_text(self) -> str:
+        """The user text that opened the current turn: the first user message after the newest
+        assistant or tool message. Harnesses append context after it (OpenClaw adds an internal
+        user message), so the newest user message is not always what the user asked."""
+        start = 0
+        for i, message in enumerate(self.messages):
+            if message.role in ("assistant", "tool"):
+                start = i + 1
+        for message in self.messages[start:]:
+            if message.role == "user" and message.text.strip():
+                return message.text
+        return self.last_user_text()
+
     def last_user_text(self) -> str:
         """The newest user text, skipping mid-conversation system entries and tool results."""
         for message in reversed(self.messages):

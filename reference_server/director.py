@@ -81,7 +81,7 @@ def _named_tool(conv: Conversation) -> ToolSpec | None:
         return conv.tools[0]
     if not conv.tools or _answered(conv):
         return None
-    text = conv.last_user_text()
+    text = conv.turn_user_text()
     for tool in conv.tools:  # "use the Bash tool", "call weather"
         if re.search(rf"\b{re.escape(tool.name)}\b", text):
             return tool
@@ -91,7 +91,7 @@ def _named_tool(conv: Conversation) -> ToolSpec | None:
 def _default_turn(conv: Conversation) -> list[Part]:
     tool = _named_tool(conv)
     if tool is not None:
-        args = json.dumps(example_arguments(tool.parameters, conv.last_user_text()), ensure_ascii=False)
+        args = json.dumps(example_arguments(tool.parameters, conv.turn_user_text()), ensure_ascii=False)
         return [Part(kind="reasoning", text=f"The user wants me to use {tool.name}."),
                 Part(kind="tool_call", call=ToolCall(index=0, id="", name=tool.name, arguments=args))]
     if _answered(conv):
