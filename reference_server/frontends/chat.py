@@ -149,7 +149,7 @@ def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
     options = expect(body, "stream_options", dict)
     if options is not None:
         expect(options, "include_usage", bool, where="stream_options.")
-    stop = body.get("stop")
+    stop = expect(body, "stop", (str, list))
     parallel = expect(body, "parallel_tool_calls", bool)
     return Conversation(model=model, system=system, messages=messages, tools=tools_of(body.get("tools")),
                         tool_choice=tool_choice_of(body.get("tool_choice")), max_tokens=max_tokens,
