@@ -7,6 +7,7 @@ first token (so message_start can carry real usage); iterating it yields lists o
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,28 @@ class Engine(ABC):
 
     def cache_stats(self) -> dict[str, Any]:
         return {}
+
+
+class Slots:
+    """Engine slots and prefix-cache pins, shared by the engines: admission takes a slot and pins
+    the cached blocks it will reuse (so the count reported is the count reused); release frees both."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = asyncio.Semaphore(limit)
+        self.active = 0
+
+    async def admit(self, cache: Any, prompt_ids: Sequence[int]) -> tuple[int, list[bytes]]:
+        await self._free.acquire()
+        self.active += 1
+        cached, keys = cache.match(prompt_ids)
+        cache.pin(keys)
+        return cached, keys
+
+    def release(self, cache: Any, keys: Sequence[bytes]) -> None:
+        cache.unpin(keys)
+        self.active -= 1
+        self._free.release()
 
 
 def clip(ids: Sequence[int], max_tokens: int) -> tuple[list[int], bool]:

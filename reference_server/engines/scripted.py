@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation, clip
+from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
 from reference_server.prefix_cache import PrefixCache
 from reference_server.tokenizer import Tokenizer
 
@@ -68,8 +68,7 @@ class _ScriptedGeneration(Generation):
         self._closed = True
         # Generated tokens join the cache, so a next turn that repeats them verbatim reuses them.
         self.engine.cache.insert(self.request.prompt_ids + self.output_ids)
-        self.engine.cache.unpin(self._keys)
-        self.engine._release()
+        self.engine.slots.release(self.engine.cache, self._keys)
 
 
 class ScriptedEngine(Engine):
@@ -83,22 +82,14 @@ class ScriptedEngine(Engine):
         self.timing_model = timing or TimingModel()
         self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks)
         self.max_concurrency = max_concurrency
-        self._slots = asyncio.Semaphore(max_concurrency)
-        self._active = 0
+        self.slots = Slots(max_concurrency)
 
     async def start(self, request: GenerateRequest) -> Generation:
-        await self._slots.acquire()
-        self._active += 1
-        cached, keys = self.cache.match(request.prompt_ids)
-        self.cache.pin(keys)
+        cached, keys = await self.slots.admit(self.cache, request.prompt_ids)
         return _ScriptedGeneration(self, request, cached, keys)
 
-    def _release(self) -> None:
-        self._active -= 1
-        self._slots.release()
-
     def active_requests(self) -> int:
-        return self._active
+        return self.slots.active
 
     def cache_stats(self) -> dict[str, Any]:
         return asdict(self.cache.stats) | {"block_size": self.cache.block_size}

@@ -46,7 +46,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation, clip
+from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
 from reference_server.engines.kv_store import KVBlockStore, LayerKV
 from reference_server.tokenizer import Tokenizer
 
@@ -191,8 +191,7 @@ class _TorchGeneration(Generation):
         # after any step of this request still running there; the slot is free at once.
         if self._cache is not None:
             self.engine.submit(self._release_compute)
-        self.engine.store.unpin(self._keys)
-        self.engine._release()
+        self.engine.slots.release(self.engine.store, self._keys)
 
 
 class TransformersEngine(Engine):
@@ -242,8 +241,7 @@ class TransformersEngine(Engine):
         self._logits_kw = "logits_to_keep" if "logits_to_keep" in params else (
             "num_logits_to_keep" if "num_logits_to_keep" in params else None)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hc-compute")
-        self._slots = asyncio.Semaphore(self.max_active)
-        self._active = 0
+        self.slots = Slots(self.max_active)
         self._torch = torch
 
     # --- construction ---------------------------------------------------------------------------
@@ -396,18 +394,11 @@ class TransformersEngine(Engine):
     # --- Engine interface -----------------------------------------------------------------------
 
     async def start(self, request: GenerateRequest) -> Generation:
-        await self._slots.acquire()
-        self._active += 1
-        cached, keys = self.store.match(request.prompt_ids)
-        self.store.pin(keys)
+        cached, keys = await self.slots.admit(self.store, request.prompt_ids)
         return _TorchGeneration(self, request, cached, keys)
 
-    def _release(self) -> None:
-        self._active -= 1
-        self._slots.release()
-
     def active_requests(self) -> int:
-        return self._active
+        return self.slots.active
 
     def cache_stats(self) -> dict[str, Any]:
         return asdict(self.store.stats) | {"block_size": self.store.block_size,
