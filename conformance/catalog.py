@@ -157,6 +157,10 @@ CHECKS: list[Check] = [
     _c("RS-HIST-002", "responses", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Responses)",
        SHOULD, "DESIGN: the prefix property", "replay reasoning items exactly",
        ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
+    _c("AN-HIST-003", "anthropic", "Thinking stays on when the client does not turn it off", SHOULD,
+       "article 1: with a reasoning parser configured and thinking not disabled, enable_thinking=true",
+       "enable thinking unless the request disables it", "thinking-off-by-default",
+       witness="thinking blocks with and without the thinking field"),
     # --- Chat Completions -------------------------------------------------------------------------
     _c("CH-STREAM-001", "chat", "Tool-call deltas carry id, type and name only in the first delta of an index", MUST,
        "API_FACTS: the SDK concatenates every string field per index", "send id/name once per index",

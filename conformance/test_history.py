@@ -41,3 +41,20 @@ def test_chat_agent_turn_history(hc: Harness) -> None:
 @pytest.mark.check("RS-HIST-002")
 def test_responses_agent_turn_history(hc: Harness) -> None:
     judge(hc, "responses", AGENT_TURN, witnesses=VERBATIM)
+
+
+@pytest.mark.check("AN-HIST-003")
+def test_thinking_on_unless_turned_off(hc: Harness) -> None:
+    from conformance.verdict import fail, inconclusive, ok_response
+
+    body = hc.body("anthropic", "calculator", stream=False)
+    asked = hc.post("anthropic", "/v1/messages", {**body, "thinking": {"type": "enabled", "budget_tokens": 2048}},
+                    label="thinking asked for")
+    ok_response(asked, "request with thinking enabled")
+    if not any(b.get("type") == "thinking" for b in (asked.json_body() or {}).get("content", [])):
+        inconclusive("the model does not think even when asked (no reasoning parser?)")
+    silent = hc.post("anthropic", "/v1/messages", body, label="thinking not mentioned")
+    ok_response(silent, "request without a thinking field")
+    if not any(b.get("type") == "thinking" for b in (silent.json_body() or {}).get("content", [])):
+        fail("the model thinks when asked but not when the request says nothing about thinking: thinking should "
+             "stay on unless the client turns it off", transcript=silent)

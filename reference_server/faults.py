@@ -26,6 +26,8 @@ _ALL = [
           "truncate_history_thinking left on", "article 1: history thinking truncated; enable_thinking fix"),
     Fault("rewrite-history-reasoning", "reasoning of past turns re-serialised (whitespace normalised) before the next turn",
           "article 1: 167 vs 322 ms when reasoning is rewritten"),
+    Fault("thinking-off-by-default", "thinking only when the client asks for it, though a reasoning parser is "
+          "configured (enable_thinking left at the template default)", "article 1: fix 3, enable_thinking=true"),
     Fault("preamble-not-stripped", "x-anthropic-billing-header kept at prompt position 0",
           "article 1: --strip-anthropic-preamble; API_FACTS Anthropic billing header"),
     Fault("preamble-simple-strip", "strip only when the joined system text starts with the header and a newline "

@@ -121,7 +121,7 @@ class Service:
 
     async def start_turn(self, conv: Conversation, *, id_prefix: str = "call_") -> Turn:
         profile = self.profile(conv.model)
-        thinking = thinking_enabled(profile, conv)
+        thinking = thinking_enabled(profile, conv, self.faults)
         prompt = self.prompt(conv)
         digest = hashlib.blake2b(prompt.text.encode(), digest_size=8).hexdigest()
         request_id = f"{digest}{next(self._ids):06d}"

@@ -42,8 +42,10 @@ def make_parsers(profile: ModelProfile, conv: Conversation, *, thinking: bool,
     return reasoning, tools
 
 
-def thinking_enabled(profile: ModelProfile, conv: Conversation) -> bool:
+def thinking_enabled(profile: ModelProfile, conv: Conversation, faults: Faults | None = None) -> bool:
     """Thinking is on when a reasoning parser is configured, unless the client turned it off."""
+    if faults is not None and faults.on("thinking-off-by-default"):
+        return bool(profile.reasoning_parser) and conv.thinking is True
     return bool(profile.reasoning_parser) and conv.thinking is not False
 
 
@@ -73,6 +75,9 @@ def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> li
     if faults.on("rewrite-history-reasoning"):  # re-serialised: whitespace normalised, a leading space
         parts = [Part(kind="reasoning", text=" " + re.sub(r"\s+", " ", p.text).strip()) if p.kind == "reasoning"
                  else p for p in parts]
+    if faults.on("truncate-agent-reasoning") and not profile.family.reads_reasoning:
+        # Templates that read only content get the same bug as the over-eager plain-turn policy.
+        parts = [p for p in parts if p.kind != "reasoning"]
     if profile.family.drops_plain_turn_reasoning and not agent_turn:
         parts = [p for p in parts if p.kind != "reasoning"]
     return parts
@@ -80,7 +85,7 @@ def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> li
 
 def build_template_input(conv: Conversation, profile: ModelProfile, faults: Faults, *,
                          system: list[str]) -> TemplateInput:
-    thinking = thinking_enabled(profile, conv)
+    thinking = thinking_enabled(profile, conv, faults)
     reasoning, tools = make_parsers(profile, conv, thinking=thinking)
     messages: list[dict[str, Any]] = []
     if system:

@@ -10,6 +10,7 @@ import pytest
 from conformance.runner import SuiteOptions, run_suite
 
 HIST = {"AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"}
+ALWAYS_PASS = {"AN-HIST-003"}  # thinking on by default: no witness involved
 ORDER_CHECKS = {"AN-HIST-001", "RS-HIST-001"}  # interleaved scenarios: flattening shows there
 # What each witness can see: a rewrite keeps the text (tokenize cannot tell); dropped reasoning
 # makes turn N+1 shorter, not slower (timing cannot tell).
@@ -32,8 +33,24 @@ def test_history_checks_by_witness(witness: str, fault: str | None, tmp_path: Pa
     doc = run_suite(SuiteOptions(select="test_history", witness=witness, server_args=server_args, timeout=30.0),
                     tmp_path, subprocess_run=True, quiet=True)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
-    assert set(outcomes) == HIST
+    assert set(outcomes) == HIST | ALWAYS_PASS
     expected = EXPECTED_FAIL.get((witness, fault), set()) if fault else set()
     failing = {k for k, v in outcomes.items() if v == "fail"}
     assert failing == expected, {k: v for k, v in outcomes.items()}
-    assert all(outcomes[k] == "pass" for k in HIST - expected), outcomes
+    assert all(outcomes[k] == "pass" for k in (HIST | ALWAYS_PASS) - expected), outcomes
+
+
+DEEPSEEK = "deepseek-ai/DeepSeek-R1"  # a family whose template drops plain-turn reasoning
+
+
+@pytest.mark.parametrize("fault", [None, "truncate-agent-reasoning"])
+def test_drop_plain_turn_family_keeps_agent_turn_reasoning(fault: str | None, tmp_path: Path) -> None:
+    """Policy: a DeepSeek-R1-style family may drop reasoning on plain turns, never on agent turns."""
+    server_args = (f"--fault={fault}",) if fault else ()
+    doc = run_suite(SuiteOptions(select="test_history", model=DEEPSEEK, server_args=server_args), tmp_path,
+                    subprocess_run=True, quiet=True)
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    if fault is None:
+        assert all(v == "pass" for v in outcomes.values()), outcomes
+    else:
+        assert {k for k, v in outcomes.items() if v == "fail"} == HIST, outcomes
