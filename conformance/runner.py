@@ -49,8 +49,10 @@ class SuiteOptions:
         return args
 
 
-def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False) -> dict[str, Any]:
-    """Run the suite; return the results document. The API key travels by environment only."""
+def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False,
+              usage: dict[str, float] | None = None) -> dict[str, Any]:
+    """Run the suite; return the results document. The API key travels by environment only.
+    With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}."""
     out.mkdir(parents=True, exist_ok=True)
     args = options.pytest_args(out)
     env_key = {"HARNESSCHECK_API_KEY": options.api_key} if options.api_key else {}
@@ -58,8 +60,12 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
         import os
 
         stdout = subprocess.DEVNULL if quiet else None
-        subprocess.run([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key}, stdout=stdout,
-                       stderr=stdout, check=False)
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key},
+                                stdout=stdout, stderr=stdout)
+        _, _, rusage = os.wait4(proc.pid, 0)  # this child's own peak, not every child's of this process
+        proc.returncode = 0
+        if usage is not None:
+            usage["max_rss_mb"] = rusage.ru_maxrss / 1024
     else:
         import os
 

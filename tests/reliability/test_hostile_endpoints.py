@@ -9,8 +9,6 @@ real suite run as `harnesscheck check` does (a pytest subprocess), four runs wit
 from __future__ import annotations
 
 import asyncio
-import resource
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -148,17 +146,22 @@ def test_suite_against_every_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # the auto-loaded plugins (hypothesis, xdist, ...) cost ~2 s of start-up each and judge nothing.
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("PYTEST_PLUGINS", "conformance.plugin")
+    rss: dict[int, float] = {}
+
     def run(n: int) -> tuple[dict[str, str], dict[str, Any], float, HostileServer]:
         group = GROUPS[n]
         with HostileServer(group, max_seconds=20) as server:
             t0 = time.monotonic()
+            usage: dict[str, float] = {}
             doc = run_suite(SuiteOptions(endpoint=server.url, model="m", timeout=SUITE_TIMEOUT, tries=1,
-                                         select=SELECT), tmp_path / f"run{n}", subprocess_run=True, quiet=True)
+                                         select=SELECT), tmp_path / f"run{n}", subprocess_run=True, quiet=True,
+                            usage=usage)
+            rss[n] = usage["max_rss_mb"]
             return group, doc, time.monotonic() - t0, server
 
     with ThreadPoolExecutor(len(GROUPS)) as pool:
         runs = list(pool.map(run, range(len(GROUPS))))
-    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1024 if sys.platform != "darwin" else 1024**2)
+    rss_mb = max(rss.values())  # each suite run's own peak (os.wait4), not this worker's other children
     lines = []
     for group, doc, elapsed, server in runs:
         checks = doc["checks"]
