@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,14 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
         stdout = subprocess.DEVNULL if quiet else None
         proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key},
                                 stdout=stdout, stderr=stdout)
-        _, _, rusage = os.wait4(proc.pid, 0)  # this child's own peak, not every child's of this process
-        proc.returncode = 0
+        peak_kb = 0
+        while proc.poll() is None:
+            # VmHWM: the peak of the child's own address space (ru_maxrss would include the
+            # parent's resident set inherited at fork, before exec).
+            peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
+            time.sleep(0.1)
         if usage is not None:
-            usage["max_rss_mb"] = rusage.ru_maxrss / 1024
+            usage["max_rss_mb"] = peak_kb / 1024
     else:
         import os
 
@@ -77,6 +82,17 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
     if not results.exists():
         raise RuntimeError(f"the conformance run wrote no {results}; see the output above")
     return json.loads(results.read_text(encoding="utf-8"))
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def must_failed(doc: dict[str, Any]) -> list[dict[str, Any]]:
