@@ -80,7 +80,7 @@ class Collector:
                 "outcome": str(r.outcome), "message": redact_text(r.message, self.secrets),
                 "source": r.check.source, "remedy": r.check.remedy, "duration_s": round(r.duration_s, 4),
                 "transcript": r.transcript_path, "finding": finding,
-                "clients": verdicts_for(r.check), "faults": list(r.check.faults),
+                "clients": _harness_verdicts(r), "faults": list(r.check.faults),
             })
         run = {**self.run, "finished_at": now_iso()}
         return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,
@@ -92,6 +92,15 @@ class Collector:
             results_path.parent.mkdir(parents=True, exist_ok=True)
             results_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
         return doc
+
+
+def _harness_verdicts(r: CheckResult) -> dict[str, str]:
+    """Beside a failing check, what it means for each real client (measured, see clients/impact.json);
+    a passing check breaks nobody, so it carries none."""
+    if r.outcome not in (Outcome.FAIL, Outcome.ERROR):
+        return {}
+    return {name: ("would break" if verdict == "breaks" else "unaffected")
+            for name, verdict in verdicts_for(r.check).items()}
 
 
 def elapsed(start: float) -> float:

@@ -95,5 +95,17 @@ def _vm_hwm_kb(pid: int) -> int:
     return 0
 
 
+def harness_lines(doc: dict[str, Any]) -> list[str]:
+    """Per real client, the failing checks that would break it: 'Claude Code 2.1.197: would break (AN-REQ-001)'."""
+    breaks: dict[str, list[str]] = {}
+    for check in doc["checks"]:
+        for client, verdict in (check.get("clients") or {}).items():
+            breaks.setdefault(client, [])
+            if verdict == "would break":
+                breaks[client].append(check["id"])
+    return [f"{client}: would break ({', '.join(ids)})" if ids else f"{client}: unaffected by the failures"
+            for client, ids in sorted(breaks.items())]
+
+
 def must_failed(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in doc["checks"] if c["level"] == "MUST" and c["outcome"] == "fail"]

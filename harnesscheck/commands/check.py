@@ -43,11 +43,13 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.runner import must_failed, run_suite
+    from conformance.runner import harness_lines, must_failed, run_suite
     from reports.summary import format_summary
 
     out = Path(args.out)
     doc = run_suite(suite_options(args), out)
     print(format_summary(doc))
+    for line in harness_lines(doc):
+        print(line)
     print(f"results: {out / 'results.json'}")
     return 1 if must_failed(doc) else 0

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.runner import must_failed, run_suite
+    from conformance.runner import harness_lines, must_failed, run_suite
     from reports.html import write_report
     from reports.summary import format_summary
 
@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     doc = run_suite(suite_options(args), out)
     print()
     print(format_summary(doc))
+    for line in harness_lines(doc):
+        print(line)
     print(f"results:     {out / 'results.json'}")
     if not args.no_report:
         report = out / "report.html"
