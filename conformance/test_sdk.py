@@ -4,6 +4,7 @@ error and folds them to the same answer as the non-streaming call (ids and signa
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -54,54 +55,10 @@ def _oracle_failure(hc: Harness, api: str, scenario: str, turn: int, what: str) 
     fail(f"{scenario} turn {turn}: {what}", transcript=hc.stream(api, scenario, turn=turn))
 
 
-@pytest.mark.check("AN-SDK-001")
-def test_anthropic_sdk_stream_matches_create(hc: Harness) -> None:
-    client = _anthropic_client(hc)
-    for scenario_id in SCENARIOS:
-        scenario = hc.scenario(scenario_id)
-        body = reqs.first("anthropic", scenario, hc.endpoint.model, stream=False)
-        for turn in range(min(2, len(scenario.turns))):
-            params = {k: v for k, v in body.items() if k != "stream"}
-            try:
-                with client.messages.stream(**params) as stream:
-                    streamed = stream.get_final_message()
-                created = client.messages.create(**params)
-            except Exception as exc:  # the SDK's own complaint is the finding
-                _oracle_failure(hc, "anthropic", scenario_id, turn, f"the anthropic SDK failed: "
-                                f"{type(exc).__name__}: {exc}")
-            if _an_shape(streamed.content) != _an_shape(created.content) or streamed.stop_reason != created.stop_reason:
-                _oracle_failure(hc, "anthropic", scenario_id, turn,
-                                f"streamed {_an_shape(streamed.content)} / {streamed.stop_reason} differs from "
-                                f"non-streamed {_an_shape(created.content)} / {created.stop_reason}")
-            body = reqs.follow("anthropic", body, created.model_dump(), scenario, turn + 1)
-
-
 def _chat_shape(message: Any) -> tuple[Any, ...]:
     calls = tuple((c.function.name, _canonical(c.function.arguments))
                   for c in (message.tool_calls or []))
     return (message.content or "", calls)
-
-
-@pytest.mark.check("CH-SDK-001")
-def test_openai_chat_stream_matches_create(hc: Harness) -> None:
-    client = _openai_client(hc)
-    for scenario_id in SCENARIOS:
-        scenario = hc.scenario(scenario_id)
-        body = reqs.first("chat", scenario, hc.endpoint.model, stream=False)
-        for turn in range(min(2, len(scenario.turns))):
-            params = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-            try:
-                with client.chat.completions.stream(**params) as stream:
-                    streamed = stream.get_final_completion()
-                created = client.chat.completions.create(**params)
-            except Exception as exc:
-                _oracle_failure(hc, "chat", scenario_id, turn, f"the openai SDK failed: {type(exc).__name__}: {exc}")
-            s, c = streamed.choices[0], created.choices[0]
-            if _chat_shape(s.message) != _chat_shape(c.message) or s.finish_reason != c.finish_reason:
-                _oracle_failure(hc, "chat", scenario_id, turn,
-                                f"streamed {_chat_shape(s.message)} / {s.finish_reason} differs from non-streamed "
-                                f"{_chat_shape(c.message)} / {c.finish_reason}")
-            body = reqs.follow("chat", body, created.model_dump(), scenario, turn + 1)
 
 
 def _rs_shape(output: list[Any]) -> list[tuple[Any, ...]]:
@@ -117,22 +74,53 @@ def _rs_shape(output: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
+def _with_stream(open_stream: Callable[..., Any], final: str) -> Callable[[dict[str, Any]], Any]:
+    def run(params: dict[str, Any]) -> Any:
+        with open_stream(**params) as stream:
+            return getattr(stream, final)()
+    return run
+
+
+def _oracle(hc: Harness, api: str, streamed_answer: Callable[[dict[str, Any]], Any],
+            created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
+            dump: Callable[[Any], dict[str, Any]]) -> None:
+    """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
+    created answer goes back as history the way the SDK hands it out."""
+    for scenario_id in SCENARIOS:
+        scenario = hc.scenario(scenario_id)
+        body = reqs.first(api, scenario, hc.endpoint.model, stream=False)
+        for turn in range(min(2, len(scenario.turns))):
+            params = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+            try:
+                streamed, created = streamed_answer(params), created_answer(params)
+            except Exception as exc:  # the SDK's own complaint is the finding
+                _oracle_failure(hc, api, scenario_id, turn, f"the {'anthropic' if api == 'anthropic' else 'openai'} SDK failed: "
+                                f"{type(exc).__name__}: {exc}")
+            if shape(streamed) != shape(created):
+                _oracle_failure(hc, api, scenario_id, turn,
+                                f"streamed {shape(streamed)} differs from non-streamed {shape(created)}")
+            body = reqs.follow(api, body, dump(created), scenario, turn + 1)
+
+
+@pytest.mark.check("AN-SDK-001")
+def test_anthropic_sdk_stream_matches_create(hc: Harness) -> None:
+    client = _anthropic_client(hc)
+    _oracle(hc, "anthropic", _with_stream(client.messages.stream, "get_final_message"),
+            lambda p: client.messages.create(**p), lambda m: (_an_shape(m.content), m.stop_reason),
+            lambda m: m.model_dump())
+
+
+@pytest.mark.check("CH-SDK-001")
+def test_openai_chat_stream_matches_create(hc: Harness) -> None:
+    client = _openai_client(hc)
+    _oracle(hc, "chat", _with_stream(client.chat.completions.stream, "get_final_completion"),
+            lambda p: client.chat.completions.create(**p),
+            lambda c: (_chat_shape(c.choices[0].message), c.choices[0].finish_reason), lambda c: c.model_dump())
+
+
 @pytest.mark.check("RS-SDK-001")
 def test_openai_responses_stream_matches_create(hc: Harness) -> None:
     client = _openai_client(hc)
-    for scenario_id in SCENARIOS:
-        scenario = hc.scenario(scenario_id)
-        body = reqs.first("responses", scenario, hc.endpoint.model, stream=False)
-        for turn in range(min(2, len(scenario.turns))):
-            params = {k: v for k, v in body.items() if k != "stream"}
-            try:
-                with client.responses.stream(**params) as stream:
-                    streamed = stream.get_final_response()
-                created = client.responses.create(**params)
-            except Exception as exc:
-                _oracle_failure(hc, "responses", scenario_id, turn,
-                                f"the openai SDK failed: {type(exc).__name__}: {exc}")
-            if _rs_shape(streamed.output) != _rs_shape(created.output):
-                _oracle_failure(hc, "responses", scenario_id, turn, f"streamed {_rs_shape(streamed.output)} differs "
-                                f"from non-streamed {_rs_shape(created.output)}")
-            body = reqs.follow("responses", body, created.model_dump(exclude_none=True), scenario, turn + 1)
+    _oracle(hc, "responses", _with_stream(client.responses.stream, "get_final_response"),
+            lambda p: client.responses.create(**p), lambda r: _rs_shape(r.output),
+            lambda r: r.model_dump(exclude_none=True))
