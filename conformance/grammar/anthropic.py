@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Finding, frames_and_request, short
+from .findings import Finding, fold, frames_and_request, short
 
 __all__ = ["EVENT_TYPES", "RULES", "STOP_REASONS", "accumulate", "final_message", "validate"]
 
@@ -178,11 +178,7 @@ def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """The message folded from a stream (a Transcript or frames); None without message_start."""
-    frames, _ = frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    for f in frames:
-        if f.kind == "event" and isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
+    snap = fold(source, accumulate)
     if snap is None:
         return None
     content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]

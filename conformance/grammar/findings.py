@@ -55,6 +55,16 @@ def frames_and_request(source: Any, request: Any = None) -> tuple[list[SSEFrame]
     return [], request
 
 
+def fold(source: Any, accumulate: Any) -> dict[str, Any] | None:
+    """Fold a stream's JSON events with an API's pure `accumulate(event, snapshot)`."""
+    frames, _ = frames_and_request(source)
+    snap: dict[str, Any] | None = None
+    for f in frames:
+        if f.kind == "event" and isinstance(f.json, dict):
+            snap = accumulate(f.json, snap)
+    return snap
+
+
 def rules_of(findings: Iterable[Finding]) -> set[str]:
     return {f.rule for f in findings}
 

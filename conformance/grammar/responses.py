@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Finding, frames_and_request, short
+from .findings import Finding, fold, frames_and_request, short
 
 __all__ = ["EVENT_TYPES", "RULES", "TERMINAL", "accumulate", "final_message", "validate"]
 
@@ -177,11 +177,7 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """``{"response": final response object, "output": [items by output_index]}``; None if empty."""
-    frames, _ = frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    for f in frames:
-        if f.kind == "event" and isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
+    snap = fold(source, accumulate)
     if snap is None:
         return None
     output = snap.get("output") or {}
