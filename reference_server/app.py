@@ -6,6 +6,7 @@ SSE with the engine slot freed when the client goes away (the generator's `final
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -15,7 +16,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
@@ -31,8 +32,57 @@ log = logging.getLogger("harnesscheck.server")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
-def _stream(frames: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+class SSEResponse(Response):
+    """A text/event-stream body from an async iterator of chunks (each one or more whole SSE frames),
+    written by a plain ASGI send loop: one `send` per chunk, nothing held back, nothing dropped.
+
+    The client going away (``http.disconnect``) cancels the loop, so the frame iterator's ``finally``
+    runs and the engine slot is freed; an error inside the iterator propagates (the connection is
+    cut mid-stream, as with Starlette's StreamingResponse).
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self.chunks = chunks
+        self.status_code = 200
+        self.background = None
+        self.init_headers(SSE_HEADERS)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        pump = asyncio.ensure_future(self._pump(send))
+        watch = asyncio.ensure_future(_until_disconnect(receive))
+        try:
+            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not pump.done():
+                pump.cancel()
+            # Wait for the loop to unwind, so the iterator's finally has run when the request ends.
+            await asyncio.gather(pump, watch, return_exceptions=True)
+        if not pump.cancelled() and pump.exception() is not None:
+            raise pump.exception()  # type: ignore[misc]
+
+    async def _pump(self, send: Any) -> None:
+        chunks = self.chunks
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for chunk in chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+async def _until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _stream(frames: AsyncIterator[bytes]) -> SSEResponse:
+    return SSEResponse(frames)
 
 
 def api_of(request: Request) -> ApiKind:
@@ -102,7 +152,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
                                             faults=faults)
         if body.get("stream"):
-            return _stream(stream_frames(adapter, turn.events()))
+            return _stream(stream_frames(adapter, turn.steps()))
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)
@@ -126,7 +176,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                   model=conv.model, include_usage=include_usage,
                                   dispatch=config.enable_streaming_tool_dispatch, faults=faults)
         if body.get("stream"):
-            return _stream(stream_frames(adapter, turn.events()))
+            return _stream(stream_frames(adapter, turn.steps()))
         async for event in turn.events():
             adapter.feed(event)
         return JSONResponse(adapter.completion())
@@ -144,7 +194,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
 
         if body.get("stream"):
             async def frames() -> AsyncIterator[bytes]:
-                async for frame in stream_frames(adapter, turn.events()):
+                async for frame in stream_frames(adapter, turn.steps()):
                     yield frame
                 remember()
             return _stream(frames())

@@ -50,27 +50,40 @@ class Turn:
         return self.generation.cached_tokens
 
     async def events(self) -> AsyncIterator[Event]:
+        async for step in self.steps():
+            for event in step:
+                yield event
+
+    async def steps(self) -> AsyncIterator[list[Event]]:
+        """The turn's events grouped by the moment they became ready: one list per engine step (the
+        tokens the engine yielded at once), then one for the end (held-back text, buffered calls,
+        Finish). A stream writes each list in one go; a list may be empty."""
         held: list[ParsedEvent] = []  # the buffer-tool-calls fault holds calls to the end
         buffer = self.faults.on("buffer-tool-calls")
+        bend = self.faults.on("invalid-tool-json")
+        eos_id, push, feed = self.eos_id, self.decoder.push, self.parser.feed
         saw_call = False
         try:
             async for ids in self.generation:
-                text = self.decoder.push([i for i in ids if i != self.eos_id])
-                for event in self._bend(self.parser.feed(text)):
-                    saw_call |= isinstance(event, ToolCallStart)
-                    if buffer and isinstance(event, ToolCallStart | ToolCallArgsDelta | ToolCallEnd):
-                        held.append(event)
-                    else:
-                        yield event
-            for event in [*self._bend(self.parser.finish()), *held]:
-                saw_call |= isinstance(event, ToolCallStart)
-                yield event
+                events = feed(push([i for i in ids if i != eos_id] if eos_id in ids else ids))
+                if not events:
+                    continue
+                if bend:
+                    events = self._bend(events)
+                if buffer:
+                    held.extend(e for e in events if isinstance(e, ToolCallStart | ToolCallArgsDelta | ToolCallEnd))
+                    events = [e for e in events if not isinstance(e, ToolCallStart | ToolCallArgsDelta | ToolCallEnd)]
+                saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in events)
+                yield events  # type: ignore[misc]
+            last: list[Event] = [*self._bend(self.parser.finish()), *held]
+            saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in last)
         finally:
             await self.generation.close()
         reason = self.generation.finish_reason or "stop"
         usage = Usage(prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
                       completion_tokens=len(self.generation.output_ids))
-        yield Finish(reason="tool_calls" if saw_call and reason == "stop" else reason, usage=usage)
+        last.append(Finish(reason="tool_calls" if saw_call and reason == "stop" else reason, usage=usage))
+        yield last
 
     def _bend(self, events: list[ParsedEvent]) -> list[ParsedEvent]:
         """The invalid-tool-json fault: arguments that no longer join to a JSON object."""

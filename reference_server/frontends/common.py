@@ -154,19 +154,32 @@ class Adapter(Protocol):
     def feed(self, event: Any) -> list[bytes]: ...
 
 
-async def stream_frames(adapter: Adapter, events: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-    """An API adapter's SSE frames for a turn's internal events: its opening frames, then each event's."""
-    for frame in adapter.start():
-        yield frame
-    async for event in events:
-        for frame in adapter.feed(event):
-            yield frame
+async def stream_frames(adapter: Adapter, steps: AsyncIterator[list[Any]]) -> AsyncIterator[bytes]:
+    """An API adapter's SSE frames for a turn's internal events, as body chunks: its opening frames,
+    then per step (the events that became ready at the same moment, see `Turn.steps`) the frames of
+    all its events joined. Each frame stays a complete SSE event of its own; only the writes are
+    fewer (one per step instead of one per frame)."""
+    opening = b"".join(adapter.start())
+    if opening:
+        yield opening
+    feed = adapter.feed
+    async for step in steps:
+        if len(step) == 1:
+            frames = feed(step[0])
+        else:
+            frames = [frame for event in step for frame in feed(event)]
+        if frames:
+            yield frames[0] if len(frames) == 1 else b"".join(frames)
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps builds one per call
 
 
 def sse(event: str | None, data: Any) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
+    payload = data if isinstance(data, str) else _JSON(data)
+    if event:
+        return f"event: {event}\ndata: {payload}\n\n".encode()
+    return f"data: {payload}\n\n".encode()
 
 
 # --- small validators shared by the request parsers --------------------------------------------
