@@ -8,13 +8,37 @@ Public face (the modules stay importable on their own):
     paired_mean_ci(a, b, ...), paired_median_ci(a, b, ...), ratio_ci(a, b, statistic=np.median, ...)
     stats.rollouts: tool calls, turns, tokens from Codex / Claude Code logs
     stats.compare: the two-profile comparison table (``harnesscheck compare``)
-    stats.swebench: SWE-bench task selection and the two-profile driver
+    stats.swebench: SWE-bench task selection; stats.driver: the two-profile driver
+    stats.toy_agent: a small agent loop (Responses API, Codex-like tools) for the toy SWE-style run
 Every paired difference is ``b - a``.
+
+Names are imported on first use (PEP 562), so that ``python -m stats.toy_agent`` and the other light
+modules start without loading numpy and scipy.
 """
 
-from stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
-from stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
-from stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
+    from stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
+    from stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
+
+_EXPORTS = {
+    "ConfidenceInterval": "stats.bootstrap",
+    "bootstrap_ci": "stats.bootstrap",
+    "paired_mean_ci": "stats.bootstrap",
+    "paired_median_ci": "stats.bootstrap",
+    "ratio_ci": "stats.bootstrap",
+    "WinsLossesTies": "stats.paired",
+    "wilcoxon_test": "stats.paired",
+    "wins_losses_ties": "stats.paired",
+    "PairedTestResult": "stats.permutation",
+    "paired_differences": "stats.permutation",
+    "paired_permutation_test": "stats.permutation",
+}
 
 __all__ = [
     "ConfidenceInterval",
@@ -29,3 +53,16 @@ __all__ = [
     "wilcoxon_test",
     "wins_losses_ties",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stats' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

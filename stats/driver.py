@@ -9,7 +9,8 @@ second, ...; with k profiles the order rotates), the driver:
    points a custom model provider at it (Responses API, no WebSocket, key from
    ``HARNESSCHECK_API_KEY``);
 3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
-   {model} {problem_statement}``) in the working copy with a time limit, stdin closed, stdout to
+   {model} {problem_statement}``; ``TOY_AGENT_COMMAND`` runs the kit's own small agent loop,
+   ``stats.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
    ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out the whole process group is
    killed;
 4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
@@ -40,6 +41,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +53,7 @@ from stats.swebench import SweTask
 
 __all__ = [
     "DEFAULT_COMMAND",
+    "TOY_AGENT_COMMAND",
     "Profile",
     "TaskRun",
     "build_command",
@@ -65,6 +68,18 @@ __all__ = [
 DEFAULT_COMMAND = (
     "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "
     "-m {model} {problem_statement}"
+)
+#: the kit's own small agent loop (``stats.toy_agent``), called as Codex is: it sends the profile's
+#: model id to the profile's endpoint (Responses API, streamed) and writes a Codex rollout
+TOY_AGENT_COMMAND = (
+    sys.executable,
+    "-m",
+    "stats.toy_agent",
+    "exec",
+    "--json",
+    "-m",
+    "{model}",
+    "{problem_statement}",
 )
 
 

@@ -5,16 +5,24 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stats.compare import compare_sources, write_outputs
-from stats.driver import Profile, build_command, codex_config_toml, interleaved_order, run_profiles, run_task
+from stats.driver import (
+    TOY_AGENT_COMMAND,
+    Profile,
+    build_command,
+    codex_config_toml,
+    interleaved_order,
+    run_profiles,
+    run_task,
+)
 from stats.rollouts import load_run_dir
 from stats.swebench import (
     COLUMNS,
-    TOY_AGENT,
     TOY_TASKS,
     VERIFIED_FIXTURE,
     SweTask,
@@ -167,56 +175,67 @@ def test_environment_and_timeout(tmp_path: Path) -> None:
     assert json.loads((Path(missing.folder) / "task.json").read_text())["error"]
 
 
-def test_toy_run_two_profiles_end_to_end(tmp_path: Path) -> None:
-    """The toy SWE-style run: two profiles interleaved, rollouts for both, and the comparison table."""
+SMALL, ALIAS = "harnesscheck/small", "harnesscheck/small-alias"
+
+
+def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callable[..., str]) -> None:
+    """The toy SWE-style run: a real agent loop (stats.toy_agent) against a reference server process,
+    two profiles (two served model ids) interleaved, rollouts for both, and the comparison table."""
+    endpoint = server_factory("--model-id", SMALL, "--model-id", ALIAS) + "/v1"
     repo, _ = build_toy_repo(tmp_path / "repos" / "harnesscheck__toycalc")
     tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False))
-    profiles = [Profile("gpt-5.5", "gpt-5.5"), Profile("fallback", "openai/openai/gpt-5.5")]
+    profiles = [Profile("small", SMALL, endpoint=endpoint), Profile("alias", ALIAS, endpoint=endpoint)]
     runs = run_profiles(
         tasks,
         profiles,
         run_dir=tmp_path / "run",
         repos=tmp_path / "repos",
-        # -S: no site-packages, the toy agent and the tests need only the standard library (faster)
-        command=[
-            sys.executable,
-            "-S",
-            str(TOY_AGENT),
-            "exec",
-            "--json",
-            "-m",
-            "{model}",
-            "{problem_statement}",
-        ],
+        command=TOY_AGENT_COMMAND,
         test_command=[sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"],
         timeout_s=60,
     )
     assert [(r.task_id[-1], r.profile) for r in runs] == [
-        ("1", "gpt-5.5"),
-        ("1", "fallback"),
-        ("2", "fallback"),
-        ("2", "gpt-5.5"),
-        ("3", "gpt-5.5"),
-        ("3", "fallback"),
+        ("1", "small"),
+        ("1", "alias"),
+        ("2", "alias"),
+        ("2", "small"),
+        ("3", "small"),
+        ("3", "alias"),
     ]
-    assert all(r.returncode == 0 and r.resolved and len(r.rollout_files) == 1 for r in runs), runs
+    stderr = [(Path(r.folder) / "agent-stderr.txt").read_text()[-500:] for r in runs]
+    assert all(r.returncode == 0 and r.error is None and not r.timed_out for r in runs), (runs, stderr)
+    assert all(r.resolved and len(r.rollout_files) == 1 for r in runs), runs  # the fix made the tests pass
     assert len((tmp_path / "run" / "runs.jsonl").read_text().splitlines()) == 6
-    patch = (tmp_path / "run" / "gpt-5.5" / "harnesscheck__toycalc-1" / "model.patch").read_text()
-    assert "+    return a + b" in patch
+    patch = (tmp_path / "run" / "small" / "harnesscheck__toycalc-1" / "model.patch").read_text()
+    assert "-    return a - b" in patch and "+    return a + b" in patch
 
-    usage = {u.task_id: u for u in load_run_dir(tmp_path / "run" / "gpt-5.5")}
-    assert usage["harnesscheck__toycalc-1"].format == "codex-rollout"  # rollout preferred over stdout
-    assert usage["harnesscheck__toycalc-1"].model == "gpt-5.5"
-    assert usage["harnesscheck__toycalc-1"].by_tool["apply_patch"] == 1
-    assert usage["harnesscheck__toycalc-3"].input_tokens
+    for profile in profiles:
+        usage = {u.task_id: u for u in load_run_dir(tmp_path / "run" / profile.name)}
+        assert sorted(usage) == [t.instance_id for t in tasks]
+        for task_id, u in usage.items():
+            assert u.format == "codex-rollout" and u.model == profile.model  # rollout preferred over stdout
+            # the scripted model's calls, made by the agent: look, patch, run the tests
+            assert u.tool_calls == 3 and u.by_tool == {"apply_patch": 1, "shell": 2}, (task_id, u)
+            assert u.input_tokens and u.output_tokens and u.cached_input_tokens  # usage from the server
+        task_dir = tmp_path / "run" / profile.name / "harnesscheck__toycalc-2"
+        (rollout,) = (task_dir / "sessions").rglob("rollout-*.jsonl")
+        lines = [json.loads(x) for x in rollout.read_text().splitlines()]
+        calls = [x["payload"] for x in lines if x["type"] == "response_item"]
+        outputs = [c["output"] for c in calls if c["type"] == "function_call_output"]
+        assert "OK" in json.loads(outputs[-1])["output"]  # the agent ran the tests after patching
+        assert lines[-1]["payload"]["last_agent_message"].startswith("Fixed `mul`")
+        events = [json.loads(x) for x in (task_dir / "agent-stdout.jsonl").read_text().splitlines()]
+        assert [e["type"] for e in events][:2] == ["thread.started", "turn.started"]
+        assert events[-1]["type"] == "turn.completed" and events[-1]["usage"]["input_tokens"] > 0
 
-    comp = compare_sources(tmp_path / "run" / "gpt-5.5", tmp_path / "run" / "fallback")
+    comp = compare_sources(tmp_path / "run" / "small", tmp_path / "run" / "alias")
     assert comp.n_tasks == 3
-    assert (comp.total_a, comp.total_b) == (9 + 9 + 10, 3 + 3 + 3)
-    assert (comp.wlt.wins, comp.wlt.losses, comp.wlt.ties) == (3, 0, 0)
-    assert comp.permutation.method == "exact" and comp.permutation.p_value == pytest.approx(0.25)
+    assert (comp.total_a, comp.total_b) == (9, 9)  # one scripted model behind both ids: an A/A run
+    assert (comp.wlt.wins, comp.wlt.losses, comp.wlt.ties) == (0, 0, 3)
+    assert comp.permutation.p_value == pytest.approx(1.0)
     paths = write_outputs(comp, tmp_path / "out")
-    assert "| gpt-5.5 | 28 | 9.3 |" in paths["markdown"].read_text()
+    table = paths["markdown"].read_text()
+    assert "| small | 9 | 3.0 |" in table and "| alias | 9 | 3.0 |" in table, table
 
 
 def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,93 @@
+"""The toy agent's pieces: arguments, the patch tool, the shell tool, and a failed request's rollout.
+
+Its loop against a reference server runs in tests/stats/test_swebench.py (the toy SWE-style run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stats.rollouts import parse_file
+from stats.toy_agent import PatchError, apply_patch, parse_args, run_shell
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a**b\n"
+
+
+def test_parse_args_takes_codex_exec_arguments() -> None:
+    argv = ["exec", "--json", "--skip-git-repo-check", "-c", "k=v", "-m", "m1", "fix\n`add`", "--max-turns=4"]
+    opts = parse_args(argv)
+    assert (opts["model"], opts["json"], opts["max_turns"], opts["words"]) == ("m1", True, 4, ["fix\n`add`"])
+    with pytest.raises(ValueError):
+        parse_args(["--request-timeout", "soon", "x"])
+
+
+def test_apply_patch_update_add_delete_move(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(CALC)
+    (tmp_path / "old.txt").write_text("x\n")
+    patch = (
+        "*** Begin Patch\n"
+        "*** Update File: calc.py\n"
+        "@@ def mul(a, b):\n"
+        "-    return a**b\n"
+        "+    return a * b\n"
+        "@@ def add(a, b):\n"  # a second hunk above the first one is not found after it
+        "-    return a - b\n"
+        "+    return a + b\n"
+        "*** End Patch\n"
+    )
+    with pytest.raises(PatchError, match="Failed to find expected lines"):
+        apply_patch(patch, tmp_path)
+    patch = patch.replace("@@ def mul", "@@ def xx")  # an unknown header: search from the start
+    with pytest.raises(PatchError):
+        apply_patch(patch, tmp_path)
+    ok = (
+        "*** Begin Patch\n*** Update File: calc.py\n@@ def add(a, b):\n-    return a - b\n+    return a + b\n"
+        "@@\n def mul(a, b):\n-    return a**b\n+    return a * b\n"
+        "*** Add File: pkg/new.py\n+VALUE = 1\n*** Delete File: old.txt\n*** End Patch"
+    )
+    assert apply_patch(ok, tmp_path) == ["M calc.py", "A pkg/new.py", "D old.txt"]
+    assert (tmp_path / "calc.py").read_text() == CALC.replace("a - b", "a + b").replace("a**b", "a * b")
+    assert (tmp_path / "pkg" / "new.py").read_text() == "VALUE = 1\n" and not (tmp_path / "old.txt").exists()
+    moved = (
+        "*** Begin Patch\n*** Update File: calc.py\n*** Move to: calc2.py\n@@\n"
+        "-    return a + b\n+    return b + a\n*** End Patch"
+    )
+    assert apply_patch(moved, tmp_path) == ["M calc2.py"] and not (tmp_path / "calc.py").exists()
+    with pytest.raises(PatchError, match="Begin Patch"):
+        apply_patch("--- a/calc.py\n+++ b/calc.py\n", tmp_path)
+
+
+def test_shell_runs_argv_with_this_python(tmp_path: Path) -> None:
+    out, code = run_shell({"command": ["python", "-c", "import sys; print(sys.executable)"]}, tmp_path)
+    assert code == 0 and json.loads(out)["output"].strip() == sys.executable
+    out, code = run_shell({"command": "echo hi; exit 3"}, tmp_path)
+    assert code == 3 and json.loads(out)["output"] == "hi\n" and json.loads(out)["metadata"]["exit_code"] == 3
+    sleep = ["python", "-c", "import time; time.sleep(5)"]
+    out, code = run_shell({"command": sleep, "timeout_ms": 1000}, tmp_path)
+    assert code == 124 and "timed out" in json.loads(out)["output"]
+    assert run_shell({"command": []}, tmp_path)[1] == 2
+    assert run_shell({"command": ["/nonexistent/tool"]}, tmp_path)[1] == 127
+
+
+def test_unreachable_endpoint_exits_1_with_a_rollout(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "CODEX_HOME": str(tmp_path / "home"),
+        "HARNESSCHECK_ENDPOINT": "http://127.0.0.1:9/v1",  # discard port: connection refused
+        "HARNESSCHECK_MODEL": "m",
+    }
+    cmd = [sys.executable, "-m", "stats.toy_agent", "exec", "--request-timeout", "5", "fix it"]
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "request failed" in res.stderr
+    (rollout,) = (tmp_path / "home" / "sessions").rglob("rollout-*.jsonl")
+    summary = parse_file(rollout)
+    assert summary.format == "codex-rollout" and summary.tool_calls == 0 and summary.model == "m"
+    no_endpoint = {k: v for k, v in env.items() if k not in ("HARNESSCHECK_ENDPOINT", "OPENAI_BASE_URL")}
+    res = subprocess.run(cmd, cwd=tmp_path, env=no_endpoint, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "usage" in res.stderr
