@@ -15,7 +15,7 @@ from reference_server.conversation import Conversation, Message, ToolChoice, Too
 from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from reference_server.faults import Faults
-from reference_server.frontends.common import ApiError, expect, positive_int, sse
+from reference_server.frontends.common import ApiError, SSETemplate, expect, positive_int, sse
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -178,11 +178,26 @@ class ChatStream:
         self.content = ""
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        # The per-token frames, pre-encoded around their one varying string (same bytes as _chunk's).
+        self._templates: dict[Any, SSETemplate] = {}
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return sse(None, {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                          "model": self.model, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                                            "finish_reason": finish}]})
+        return sse(None, self._payload(delta, finish))
+
+    def _payload(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    def _delta(self, key: str | int, text: str) -> bytes:
+        """`_chunk({key: text})` (a str key) or the arguments delta of tool call `key` (an int)."""
+        template = self._templates.get(key)
+        if template is None:
+            def build(slot: str) -> dict[str, Any]:
+                if isinstance(key, str):
+                    return self._payload({key: slot})
+                return self._payload({"tool_calls": [{"index": key, "function": {"arguments": slot}}]})
+            template = self._templates[key] = SSETemplate(None, build)
+        return template.frame(text)
 
     def start(self) -> list[bytes]:
         return [self._chunk({"role": "assistant", "content": ""})]
@@ -190,10 +205,10 @@ class ChatStream:
     def feed(self, event: Event) -> list[bytes]:
         if isinstance(event, ReasoningDelta):
             self.reasoning += event.text
-            return [self._chunk({"reasoning_content": event.text})]
+            return [self._delta("reasoning_content", event.text)]
         if isinstance(event, TextDelta):
             self.content += event.text
-            return [self._chunk({"content": event.text})]
+            return [self._delta("content", event.text)]
         if isinstance(event, ToolCallStart):
             self.calls[event.index] = {"id": event.id, "type": "function",
                                        "function": {"name": event.name, "arguments": ""}}
@@ -202,11 +217,11 @@ class ChatStream:
         if isinstance(event, ToolCallArgsDelta):
             call = self.calls[event.index]
             call["function"]["arguments"] += event.text
-            delta: dict[str, Any] = {"index": event.index, "function": {"arguments": event.text}}
             if self.faults.on("chat-repeat-tool-id-name"):
                 delta = {"index": event.index, "id": call["id"], "type": "function",
                          "function": {"name": call["function"]["name"], "arguments": event.text}}
-            return [self._chunk({"tool_calls": [delta]})]
+                return [self._chunk({"tool_calls": [delta]})]
+            return [self._delta(event.index, event.text)]
         if isinstance(event, ToolCallEnd):
             if not self.dispatch:
                 return []

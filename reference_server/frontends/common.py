@@ -11,9 +11,10 @@ import hmac
 import io
 import json
 import re
+import uuid
 import zlib
 from dataclasses import dataclass
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol
 
 import zstandard
@@ -173,6 +174,8 @@ async def stream_frames(adapter: Adapter, steps: AsyncIterator[list[Any]]) -> As
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps builds one per call
+# The JSON form of one string, exactly as `_JSON` writes it inside an object (ensure_ascii=False).
+json_str = json.encoder.encode_basestring
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -180,6 +183,27 @@ def sse(event: str | None, data: Any) -> bytes:
     if event:
         return f"event: {event}\ndata: {payload}\n\n".encode()
     return f"data: {payload}\n\n".encode()
+
+
+class SSETemplate:
+    """A frame whose only varying part is one string: `sse(event, build(text))` cut around it, so the
+    frequent delta frames cost a string encoding and two concatenations instead of building and
+    encoding a dict per token. `SSETemplate(event, build).frame(text) == sse(event, build(text))`
+    for a `build` that puts its argument in one string value and is otherwise fixed.
+    """
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self, event: str | None, build: Callable[[str], Any]) -> None:
+        slot = f"\x00{uuid.uuid4().hex}\x00"  # a string no fixed part of the frame can hold
+        marker = json_str(slot).encode()
+        whole = sse(event, build(slot))
+        if whole.count(marker) != 1:
+            raise ValueError("SSETemplate: build must place its argument exactly once")
+        self.head, _, self.tail = whole.partition(marker)
+
+    def frame(self, text: str) -> bytes:
+        return self.head + json_str(text).encode() + self.tail
 
 
 # --- small validators shared by the request parsers --------------------------------------------

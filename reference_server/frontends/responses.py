@@ -20,7 +20,7 @@ from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDe
                                      ToolCallEnd, ToolCallStart)
 from reference_server.faults import Faults
 from reference_server.frontends.chat import tool_choice_of
-from reference_server.frontends.common import ApiError, expect, positive_int, sse
+from reference_server.frontends.common import ApiError, expect, json_str, positive_int, sse
 from reference_server.signing import pack_reasoning, unpack_reasoning
 
 ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store", "text", "truncation",
@@ -228,10 +228,23 @@ class ResponsesStream:
                 "model": self.body.get("model"), "output": copy.deepcopy(self.output), "usage": self.usage,
                 "error": None, "incomplete_details": self.incomplete, **echoed}
 
+    def _next_seq(self) -> int:
+        seq = self.seq
+        self.seq += 2 if (seq == 3 and self.faults.on("rs-sequence-gap")) else 1
+        return seq
+
     def _event(self, kind: str, **fields: Any) -> bytes:
-        payload = {"type": kind, "sequence_number": self.seq, **fields}
-        self.seq += 2 if (self.faults.on("rs-sequence-gap") and self.seq == 3) else 1
-        return sse(kind, payload)
+        return sse(kind, {"type": kind, "sequence_number": self._next_seq(), **fields})
+
+    def _delta(self, kind: str, text: str, *, content: bool = False, logprobs: bool = False) -> bytes:
+        """`_event(kind, [content_index=0,] delta=text, [logprobs=[],] **self._where())`, the same
+        bytes, written directly (the frame of nearly every token)."""
+        assert self.open is not None
+        pre = '"content_index":0,' if content else ""
+        post = '"logprobs":[],' if logprobs else ""
+        return (f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":{self._next_seq()},{pre}'
+                f'"delta":{json_str(text)},{post}"item_id":{json_str(self.open["id"])},'
+                f'"output_index":{len(self.output) - 1}}}\n\n').encode()
 
     def start(self) -> list[bytes]:
         return [self._event("response.created", response=self.response()),
@@ -299,7 +312,7 @@ class ResponsesStream:
                                    "content": [{"type": "reasoning_text", "text": ""}]})
             self.open["content"][0]["text"] += event.text
             self._part("reasoning", event.text)
-            out.append(self._event("response.reasoning_text.delta", content_index=0, delta=event.text, **self._where()))
+            out.append(self._delta("response.reasoning_text.delta", event.text, content=True))
         elif isinstance(event, TextDelta):
             if not self.open or self.open["type"] != "message":
                 out += self._open({"id": f"msg_{self.id[5:]}_{len(self.output)}", "type": "message",
@@ -307,8 +320,7 @@ class ResponsesStream:
                                    "content": [{"type": "output_text", "text": "", "annotations": []}]})
             self.open["content"][0]["text"] += event.text
             self._part("text", event.text)
-            out.append(self._event("response.output_text.delta", content_index=0, delta=event.text, logprobs=[],
-                                   **self._where()))
+            out.append(self._delta("response.output_text.delta", event.text, content=True, logprobs=True))
         elif isinstance(event, ToolCallStart):
             item = {"id": f"fc_{self.id[5:]}_{len(self.output)}", "type": "function_call", "status": "in_progress",
                     "call_id": event.id, "name": event.name, "arguments": ""}
@@ -319,7 +331,7 @@ class ResponsesStream:
         elif isinstance(event, ToolCallArgsDelta):
             self.open["arguments"] += event.text
             self.parts[-1].call.arguments += event.text
-            out.append(self._event("response.function_call_arguments.delta", delta=event.text, **self._where()))
+            out.append(self._delta("response.function_call_arguments.delta", event.text))
         elif isinstance(event, ToolCallEnd):
             out += self._close()
         elif isinstance(event, Finish):

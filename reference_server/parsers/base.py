@@ -88,12 +88,21 @@ def held_suffix(text: str, tags: Sequence[str]) -> int:
     """Length of the longest suffix of `text` that is a proper prefix of one of `tags`.
 
     That suffix may still become a tag, so a streaming parser holds it back until more text comes.
+    Only a suffix that starts with a tag's first character can qualify, so the search looks at
+    those positions alone (a chunk with no `<` in its tail costs one `find`).
     """
     longest = max((len(t) for t in tags), default=0)
-    for k in range(min(len(text), longest - 1), 0, -1):
-        tail = text[-k:]
+    start = max(0, len(text) - longest + 1)
+    firsts = [t[0] for t in tags if t]
+    while start < len(text):
+        found = [i for i in (text.find(f, start) for f in firsts) if i >= 0]
+        if not found:
+            return 0
+        i = min(found)
+        tail = text[i:]
         if any(t.startswith(tail) for t in tags):
-            return k
+            return len(text) - i
+        start = i + 1
     return 0
 
 
