@@ -27,7 +27,12 @@ smaller than the tokenizer's. `tokenizer=model` loads the model directory's toke
 Options (`--engine-option KEY=VALUE`): mode, device (cpu|cuda|cuda:N), dtype (auto|float32|bfloat16|
 float16), tokenizer (server|model), cache_mb (KV store bound, default 2048), cache_blocks (overrides
 cache_mb), max_active, prefill_chunk (tokens per prefill forward, default 16384), threads (torch CPU
-threads), temperature, seed, gguf_file, attn (sdpa|eager).
+threads for prefill, default torch's), decode_threads (for one-token decode steps, default 1),
+temperature, seed, gguf_file, attn (sdpa|eager).
+
+Why decode_threads defaults to 1: a one-token step of a small model is too little work to split, and on
+a busy machine an OpenMP parallel region waits for its descheduled second thread (measured here at
+load 6: 15 ms per step on one thread, 270-370 ms on two). Prefill has enough work to gain from more.
 """
 
 from __future__ import annotations
@@ -202,6 +207,7 @@ class TransformersEngine(Engine):
                  mode: Literal["scripted", "free"] = "scripted", block_size: int = 16,
                  cache_blocks: int | None = None, cache_mb: float = 2048.0, max_active: int = 8,
                  prefill_chunk: int = 16384, temperature: float = 0.0, seed: int = 0,
+                 threads: int | None = None, decode_threads: int = 1,
                  extra: dict[str, Any] | None = None) -> None:
         import torch
 
@@ -240,6 +246,9 @@ class TransformersEngine(Engine):
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._logits_kw = "logits_to_keep" if "logits_to_keep" in params else (
             "num_logits_to_keep" if "num_logits_to_keep" in params else None)
+        self.prefill_threads = max(1, threads or torch.get_num_threads())
+        self.decode_threads = max(1, decode_threads)
+        self._threads_now = torch.get_num_threads()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hc-compute")
         self.slots = Slots(self.max_active)
         self._torch = torch
@@ -274,8 +283,6 @@ class TransformersEngine(Engine):
         path = Path(model_path)
         if not path.exists():
             raise EngineConfigError(f"model path {str(path)!r} does not exist")
-        if "threads" in opts:
-            torch.set_num_threads(int(opts["threads"]))
         device = opts.get("device", "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineConfigError(f"device={device} asked for, but torch sees no CUDA device "
@@ -321,6 +328,8 @@ class TransformersEngine(Engine):
                      max_active=max_active if max_active is not None else int(opts.get("max_active", 8)),
                      prefill_chunk=int(opts.get("prefill_chunk", 16384)),
                      temperature=float(opts.get("temperature", 0.0)), seed=int(opts.get("seed", 0)),
+                     threads=int(opts["threads"]) if "threads" in opts else None,
+                     decode_threads=int(opts.get("decode_threads", 1)),
                      extra={"family": manifest.get("family"), "gguf_file": gguf_file,
                             "tokenizer": opts.get("tokenizer", "server"),
                             "transformers": transformers.__version__, "torch": torch.__version__})
@@ -364,6 +373,10 @@ class TransformersEngine(Engine):
         """One forward pass over `ids` at positions past.., extending `cache`; the last position's logits."""
         torch = self._torch
         device = self.model.device
+        threads = self.decode_threads if len(ids) == 1 else self.prefill_threads
+        if threads != self._threads_now:  # torch's setting is process-wide; only this thread computes
+            torch.set_num_threads(threads)
+            self._threads_now = threads
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
         position_ids = torch.arange(past, past + len(ids), dtype=torch.long, device=device).unsqueeze(0)
         kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True, "position_ids": position_ids}
@@ -414,6 +427,8 @@ class TransformersEngine(Engine):
             "block_size": self.store.block_size, "cache_capacity_blocks": self.store.capacity,
             "cache_block_bytes": self.block_bytes, "prefill_chunk": self.prefill_chunk,
             "max_active": self.max_active, "temperature": self.temperature,
+            "threads": self.prefill_threads if self.device == "cpu" else None,
+            "decode_threads": self.decode_threads if self.device == "cpu" else None,
             "scheduling": "one compute thread; requests interleave per forward pass (no batching)",
             **{k: v for k, v in self.extra.items() if v is not None},
         }

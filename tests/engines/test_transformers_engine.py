@@ -79,6 +79,10 @@ def test_scripted_mode_emits_the_script(tiny_model_dir: Path) -> None:
     d = eng.describe()
     assert d["engine"] == "transformers" and d["timing"] == "real-compute" and d["mode"] == "scripted"
     assert d["device"] == "cpu" and d["params"] > 0 and d["block_size"] == BLOCK
+    assert d["decode_threads"] == 1 and d["threads"] >= 1
+    import torch
+
+    assert torch.get_num_threads() == 1  # the last forward pass was a one-token decode step
 
 
 def test_scripted_mode_clips_at_max_tokens(tiny_model_dir: Path) -> None:
