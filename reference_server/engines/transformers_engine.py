@@ -374,7 +374,7 @@ class TransformersEngine(Engine):
         torch = self._torch
         device = self.model.device
         threads = self.decode_threads if len(ids) == 1 else self.prefill_threads
-        if threads != self._threads_now:  # torch's setting is process-wide; only this thread computes
+        if threads != self._threads_now:  # per thread (OpenMP): set here, on the compute thread
             torch.set_num_threads(threads)
             self._threads_now = threads
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
