@@ -50,7 +50,9 @@ class SSEResponse(Response):
         self.init_headers(SSE_HEADERS)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        pump = asyncio.ensure_future(self._pump(send))
+        # The start goes through the middleware's send (it records that the response started); the
+        # body chunks go straight to the server's (the wrappers only pass them on).
+        pump = asyncio.ensure_future(self._pump(send, scope.get(RAW_SEND, send)))
         watch = asyncio.ensure_future(_until_disconnect(receive))
         try:
             await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -63,17 +65,28 @@ class SSEResponse(Response):
         if not pump.cancelled() and pump.exception() is not None:
             raise pump.exception()  # type: ignore[misc]
 
-    async def _pump(self, send: Any) -> None:
+    async def _pump(self, send: Any, body_send: Any) -> None:
         chunks = self.chunks
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+RAW_SEND = "harnesscheck.server_send"
+
+
+class _App(Starlette):
+    """Starlette that keeps the server's own `send` in the scope (RAW_SEND), for SSEResponse."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 async def _until_disconnect(receive: Any) -> None:
@@ -270,7 +283,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                                                 else exc.detail or "not allowed")
         return error_response(ApiError(exc.status_code, message), api, faults)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = _App(routes=routes, exception_handlers={HTTPException: http_error})
     app.state.service = service
     return app
 

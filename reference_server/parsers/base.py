@@ -91,6 +91,14 @@ def held_suffix(text: str, tags: Sequence[str]) -> int:
     Only a suffix that starts with a tag's first character can qualify, so the search looks at
     those positions alone (a chunk with no `<` in its tail costs one `find`).
     """
+    if len(tags) == 1:  # the usual call: one tag
+        tag = tags[0]
+        i = text.find(tag[:1], max(0, len(text) - len(tag) + 1)) if len(tag) > 1 else -1
+        while i >= 0:
+            if tag.startswith(text[i:]):
+                return len(text) - i
+            i = text.find(tag[0], i + 1)
+        return 0
     longest = max((len(t) for t in tags), default=0)
     start = max(0, len(text) - longest + 1)
     firsts = [t[0] for t in tags if t]

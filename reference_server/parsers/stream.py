@@ -85,6 +85,8 @@ class StreamParser:
 
 
 def _merge(events: list[ParsedEvent]) -> list[ParsedEvent]:
+    if len(events) < 2:
+        return events
     out: list[ParsedEvent] = []
     for event in events:
         last = out[-1] if out else None
