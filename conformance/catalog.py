@@ -57,7 +57,7 @@ CHECKS: list[Check] = [
     _c("AN-STREAM-003", "anthropic", "Every block is started, streamed and stopped; one block open at a time", MUST,
        "API_FACTS: content_block_start / delta / stop per block",
        "close each block with content_block_stop before the next starts; never send deltas after the stop",
-       "an-missing-block-stop",
+       ("an-missing-block-stop", "an-delta-unstarted-block"),
        rules=("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN", "AN-GRAMMAR-BLOCK-CLOSED",
               "AN-GRAMMAR-BLOCK-UNSTOPPED"), clients={CC: OK, OC: OK}),
     _c("AN-STREAM-004", "anthropic", "Delta types match their block (no text_delta in a tool_use block)", MUST,
@@ -84,7 +84,8 @@ CHECKS: list[Check] = [
        "an-usage-missing", rules=("AN-GRAMMAR-DELTA-USAGE",)),
     _c("AN-SDK-001", "anthropic", "The anthropic SDK's stream helper folds every scenario to the non-stream answer",
        MUST, "API_FACTS: SDK accumulate_event", "follow the event grammar; keep streamed and non-streamed "
-       "content equal", ("an-block-index-skip", "invalid-tool-json", "an-usage-missing"), witness="anthropic SDK",
+       "content equal", ("an-block-index-skip", "invalid-tool-json", "an-usage-missing", "an-delta-unstarted-block"),
+       witness="anthropic SDK",
        clients={CC: OK, OC: OK}),
     _c("AN-DISPATCH-001", "anthropic", "A tool_use block closes when its call is complete, not at the end of the turn",
        SHOULD, "article 2: content_block_stop != message_stop", "stream tool calls as they are parsed",

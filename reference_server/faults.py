@@ -66,6 +66,8 @@ _ALL = [
     Fault("an-signature-after-stop", "signature_delta after the thinking block's stop",
           "API_FACTS: signature_delta just before its stop"),
     Fault("an-missing-block-stop", "a content block is never stopped", "API_FACTS: stream events"),
+    Fault("an-delta-unstarted-block", "a content_block_delta for a block whose content_block_start was never sent "
+          "(a stray delta before the first block starts)", "API_FACTS: what breaks real clients (Content block not found)"),
     Fault("an-end-turn-after-tool-use", "stop_reason end_turn after tool_use blocks", "API_FACTS: stop_reason"),
     Fault("an-missing-message-stop", "stream ends without message_stop", "API_FACTS: stream events"),
     Fault("an-event-name-mismatch", "SSE event name differs from the data's type", "API_FACTS: event name equals type"),

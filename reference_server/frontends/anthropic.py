@@ -228,6 +228,8 @@ class AnthropicStream:
             self.index += 1
         self.open = block["type"]
         self.blocks.append(json.loads(json.dumps(block)))
+        if self.faults.on("an-delta-unstarted-block") and self.index == 0:
+            out.append(self._delta({"type": "text_delta", "text": ""}))  # delta before its block's start
         return out + [sse("content_block_start", {"type": "content_block_start", "index": self.index,
                                                   "content_block": block})]
 
