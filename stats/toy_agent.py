@@ -4,11 +4,17 @@ Called the way the driver calls Codex (``DEFAULT_COMMAND``'s shape; Codex flags 
 ignored), in the task's working copy. Each model request goes to the endpoint with the official
 ``openai`` SDK over the Responses API, streamed, with Codex-like function tools:
 
-``shell``        ``{"command": [argv...], "workdir"?: str, "timeout_ms"?: int}``; runs the argument
-                 list (no shell; a string runs under ``bash -lc``; ``python``/``python3`` mean this
-                 interpreter) and answers ``{"output": ..., "metadata": {"exit_code", "duration_seconds"}}``.
+``exec_command``  ``{"cmd": str, "workdir"?: str, "timeout_ms"?: int}``, Codex's shell tool: runs
+                 ``cmd`` under ``bash -c`` in the working copy (this interpreter's folder first on
+                 PATH) and answers as Codex does (``Wall time: ...``, ``Process exited with code N``,
+                 ``Output:`` and the output); ``apply_patch <<'EOF' ... EOF`` is applied here, as
+                 Codex intercepts it.
 ``apply_patch``  ``{"input": "*** Begin Patch ... *** End Patch"}`` in Codex's patch format (Add, Delete,
                  Update File with ``@@`` hunks of context/``-``/``+`` lines, ``*** Move to:``).
+
+Real Codex (0.171, fallback model metadata) offers ``exec_command`` but no ``apply_patch`` tool, so the
+scripted toy scenarios (``scenarios/data/toycalc_fix*.yaml``) patch through ``exec_command``, and
+the same server script drives this agent and ``codex exec`` alike.
 
 The loop sends the whole history each time (``store: false``, as Codex does): the user prompt, every
 output item the model returned (reasoning, messages, function calls) and a ``function_call_output``
@@ -32,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,10 +47,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOOLS", "USAGE", "PatchError", "Rollout", "apply_patch", "main", "parse_args", "run", "run_shell"]
+__all__ = ["TOOLS", "USAGE", "PatchError", "Rollout", "apply_patch", "main", "parse_args", "run", "run_exec"]
 
 INSTRUCTIONS = (
-    "You are a coding agent working in a git repository (the current directory). Use the shell tool "
+    "You are a coding agent working in a git repository (the current directory). Use exec_command "
     "to inspect files and run commands, and apply_patch to edit files. Make the smallest change that "
     "fixes the issue, run the relevant tests, then answer with a short summary and no tool call."
 )
@@ -51,16 +58,16 @@ INSTRUCTIONS = (
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
-        "name": "shell",
-        "description": "Run a command (an argument list, no shell) in the working copy; returns its output.",
+        "name": "exec_command",
+        "description": "Run a command with bash -c in the working copy; returns its exit code and output.",
         "parameters": {
             "type": "object",
             "properties": {
-                "command": {"type": "array", "items": {"type": "string"}},
+                "cmd": {"type": "string"},
                 "workdir": {"type": "string"},
                 "timeout_ms": {"type": "integer"},
             },
-            "required": ["command"],
+            "required": ["cmd"],
         },
     },
     {
@@ -83,36 +90,41 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_shell(args: dict[str, Any], cwd: Path) -> tuple[str, int]:
-    """Run a ``shell`` call; returns (Codex-style JSON output text, exit code)."""
-    command = args.get("command")
-    if isinstance(command, str):
-        argv = ["bash", "-lc", command]
-    elif isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        output = "shell: command must be a non-empty list of strings"
-        return json.dumps({"output": output, "metadata": {"exit_code": 2}}), 2
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
+_HEREDOC = re.compile(r"\s*apply_patch\s*<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*)\n\2\s*", re.DOTALL)
+
+
+def run_exec(args: dict[str, Any], cwd: Path) -> tuple[str, int]:
+    """Run an ``exec_command`` call; returns (the output text sent back, exit code)."""
+    cmd = args.get("cmd")
+    if not isinstance(cmd, str) or not cmd.strip():
+        return "exec_command: cmd must be a non-empty string", 2
     workdir = cwd / str(args.get("workdir") or ".")
     timeout_ms = args.get("timeout_ms")
     timeout = min(max(timeout_ms, 1000), 600000) / 1000 if isinstance(timeout_ms, int) else 60.0
     start = time.monotonic()
-    if argv[0] == "apply_patch" and len(argv) == 2:  # Codex models sometimes call the patch tool this way
-        output, code = apply_patch_output(argv[1], workdir)
+    heredoc = _HEREDOC.fullmatch(cmd)
+    if heredoc:  # as Codex does: the patch is applied by the agent, not by a program on PATH
+        output, code = apply_patch_output(heredoc.group(3), workdir)
     else:
+        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
         try:
             res = subprocess.run(
-                argv, cwd=workdir, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+                ["bash", "-c", cmd],
+                cwd=workdir,
+                env={**os.environ, "PATH": path},
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
             )
             output, code = res.stdout + res.stderr, res.returncode
         except subprocess.TimeoutExpired:
             output, code = f"command timed out after {timeout:g} s", 124
         except OSError as exc:
-            output, code = f"could not run {argv[0]!r}: {exc}", 127
-    meta = {"exit_code": code, "duration_seconds": round(time.monotonic() - start, 3)}
-    return json.dumps({"output": output[-MAX_OUTPUT_CHARS:], "metadata": meta}), code
+            output, code = f"could not run bash: {exc}", 127
+    took = time.monotonic() - start
+    head = f"Wall time: {took:.4f} seconds\nProcess exited with code {code}\nOutput:\n"
+    return head + output[-MAX_OUTPUT_CHARS:], code
 
 
 def _apply_hunk(
@@ -279,14 +291,11 @@ def _call(name: str, arguments: str, cwd: Path, log: Rollout) -> str:
             raise ValueError("arguments must be a JSON object")
     except ValueError as exc:
         return f"invalid arguments for {name}: {exc}"
-    if name == "shell":
-        output, code = run_shell(args, cwd)
-        command = args.get("command")
-        shown = command if isinstance(command, str) else " ".join(map(str, command or []))
-        status = "completed" if code == 0 else "failed"
-        aggregated = json.loads(output)["output"]
-        item = {"type": "command_execution", "command": shown, "aggregated_output": aggregated}
-        log.item({**item, "exit_code": code, "status": status})
+    if name == "exec_command":
+        output, code = run_exec(args, cwd)
+        aggregated = output.split("Output:\n", 1)[-1]
+        item = {"type": "command_execution", "command": str(args.get("cmd")), "aggregated_output": aggregated}
+        log.item({**item, "exit_code": code, "status": "completed" if code == 0 else "failed"})
         return output
     if name == "apply_patch":
         output, code = apply_patch_output(str(args.get("input", "")), cwd)
@@ -294,7 +303,7 @@ def _call(name: str, arguments: str, cwd: Path, log: Rollout) -> str:
         status = "completed" if code == 0 else "failed"
         log.item({"type": "file_change", "changes": changes, "status": status})
         return output
-    return f"unknown tool {name!r}; the tools are shell and apply_patch"
+    return f"unsupported call: {name} (the tools are exec_command and apply_patch)"
 
 
 def _events(client: Any, body: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -214,15 +214,16 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callabl
         assert sorted(usage) == [t.instance_id for t in tasks]
         for task_id, u in usage.items():
             assert u.format == "codex-rollout" and u.model == profile.model  # rollout preferred over stdout
-            # the scripted model's calls, made by the agent: look, patch, run the tests
-            assert u.tool_calls == 3 and u.by_tool == {"apply_patch": 1, "shell": 2}, (task_id, u)
+            # the scripted model's calls, made by the agent: look (grep), patch (apply_patch), run the tests
+            assert u.tool_calls == 3 and u.by_tool == {"exec_command": 3}, (task_id, u)
             assert u.input_tokens and u.output_tokens and u.cached_input_tokens  # usage from the server
         task_dir = tmp_path / "run" / profile.name / "harnesscheck__toycalc-2"
         (rollout,) = (task_dir / "sessions").rglob("rollout-*.jsonl")
         lines = [json.loads(x) for x in rollout.read_text().splitlines()]
         calls = [x["payload"] for x in lines if x["type"] == "response_item"]
         outputs = [c["output"] for c in calls if c["type"] == "function_call_output"]
-        assert "OK" in json.loads(outputs[-1])["output"]  # the agent ran the tests after patching
+        assert "Success. Updated the following files:\nM calc.py" in outputs[1]
+        assert outputs[2].startswith("Wall time") and outputs[2].endswith("\nOK\n")  # the tests ran, and pass
         assert lines[-1]["payload"]["last_agent_message"].startswith("Fixed `mul`")
         events = [json.loads(x) for x in (task_dir / "agent-stdout.jsonl").read_text().splitlines()]
         assert [e["type"] for e in events][:2] == ["thread.started", "turn.started"]

@@ -1,4 +1,4 @@
-"""The toy agent's pieces: arguments, the patch tool, the shell tool, and a failed request's rollout.
+"""The toy agent's pieces: arguments, the patch tool, exec_command, and a failed request's rollout.
 
 Its loop against a reference server runs in tests/stats/test_swebench.py (the toy SWE-style run).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stats.rollouts import parse_file
-from stats.toy_agent import PatchError, apply_patch, parse_args, run_shell
+from stats.toy_agent import PatchError, apply_patch, parse_args, run_exec
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a**b\n"
 
@@ -63,16 +63,21 @@ def test_apply_patch_update_add_delete_move(tmp_path: Path) -> None:
         apply_patch("--- a/calc.py\n+++ b/calc.py\n", tmp_path)
 
 
-def test_shell_runs_argv_with_this_python(tmp_path: Path) -> None:
-    out, code = run_shell({"command": ["python", "-c", "import sys; print(sys.executable)"]}, tmp_path)
-    assert code == 0 and json.loads(out)["output"].strip() == sys.executable
-    out, code = run_shell({"command": "echo hi; exit 3"}, tmp_path)
-    assert code == 3 and json.loads(out)["output"] == "hi\n" and json.loads(out)["metadata"]["exit_code"] == 3
-    sleep = ["python", "-c", "import time; time.sleep(5)"]
-    out, code = run_shell({"command": sleep, "timeout_ms": 1000}, tmp_path)
-    assert code == 124 and "timed out" in json.loads(out)["output"]
-    assert run_shell({"command": []}, tmp_path)[1] == 2
-    assert run_shell({"command": ["/nonexistent/tool"]}, tmp_path)[1] == 127
+def test_exec_command_runs_bash_and_applies_patch_heredocs(tmp_path: Path) -> None:
+    out, code = run_exec({"cmd": "command -v python3; exit 3"}, tmp_path)  # this interpreter's folder first
+    assert code == 3 and "Process exited with code 3\n" in out
+    assert out.split("Output:\n", 1)[1].strip() == os.path.join(os.path.dirname(sys.executable), "python3")
+    (tmp_path / "calc.py").write_text(CALC)
+    patch = "*** Begin Patch\n*** Update File: calc.py\n-    return a - b\n+    return a + b\n*** End Patch"
+    out, code = run_exec({"cmd": f"apply_patch <<'EOF'\n{patch}\nEOF\n"}, tmp_path)
+    assert code == 0 and out.endswith("Output:\nSuccess. Updated the following files:\nM calc.py\n")
+    assert "a + b" in (tmp_path / "calc.py").read_text()
+    out, code = run_exec({"cmd": f"apply_patch <<EOF\n{patch}\nEOF"}, tmp_path)  # applied already
+    assert code == 1 and "Failed to find expected lines" in out
+    out, code = run_exec({"cmd": "sleep 5", "timeout_ms": 1000}, tmp_path)
+    assert code == 124 and "timed out" in out
+    assert run_exec({"cmd": ""}, tmp_path)[1] == 2
+    assert run_exec({"cmd": "ls", "workdir": "missing"}, tmp_path)[1] == 127
 
 
 def test_unreachable_endpoint_exits_1_with_a_rollout(tmp_path: Path) -> None:
