@@ -19,7 +19,7 @@ IMPACT_PATH = Path(__file__).with_name("impact.json")
 BREAKS, OK = "breaks", "unaffected"
 
 # API_FACTS.md, "What breaks real clients": faults that break a client, and a few that do not.
-FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-type-mismatch", "reject-cache-control", "reject-system-role",
+FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-unstarted-block", "an-delta-type-mismatch", "reject-cache-control", "reject-system-role",
                    "rs-missing-completed", "rs-missing-call-id", "invalid-tool-json", "an-end-turn-after-tool-use",
                    "chat-finish-stop-after-tool-calls", "reject-unknown-fields", "reject-compressed-body")
 FAULTS_TOLERATED = ("an-block-index-skip", "an-event-name-mismatch", "an-missing-message-stop",
@@ -28,8 +28,18 @@ DEFAULT_FAULTS = FAULTS_BREAKING + FAULTS_TOLERATED
 # The wire APIs a fault can touch; a client runs only against faults of the API it speaks.
 _ALL = ("anthropic", "responses", "chat")
 FAULT_APIS = {"reject-cache-control": ("anthropic",), "reject-system-role": ("anthropic",),
-              "message-start-zero-input-tokens": ("anthropic",), "reject-compressed-body": ("responses",),
-              "invalid-tool-json": _ALL, "reject-unknown-fields": _ALL}
+              "message-start-zero-input-tokens": ("anthropic",), "message-start-estimated-input-tokens": ("anthropic",),
+              "count-tokens-mismatch": ("anthropic",), "anthropic-models-shape-ignored": ("anthropic",),
+              "preamble-not-stripped": ("anthropic",), "preamble-simple-strip": ("anthropic",),
+              "dispatch-missing": ("chat",), "dispatch-twice": ("chat",),
+              "reject-compressed-body": ("responses",), "invalid-tool-json": _ALL, "reject-unknown-fields": _ALL}
+
+
+def faults_for(api: str) -> tuple[str, ...]:
+    """Every reference-server fault a client speaking ``api`` can meet (its API's and the neutral ones)."""
+    from reference_server.faults import FAULTS
+
+    return tuple(f for f in FAULTS if api in fault_apis(f))
 
 
 def fault_apis(fault: str) -> tuple[str, ...]:

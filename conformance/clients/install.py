@@ -118,3 +118,63 @@ def ensure(name: str, *, timeout: float = DEFAULT_INSTALL_TIMEOUT, root: Path | 
                                                        "seconds": round(seconds, 1),
                                                        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
     return Install(name, prefix, version=version, seconds=seconds, log=log)
+
+
+def runnable(name: str, inst: Install, *, timeout: float = 120.0) -> str:
+    """Why an installed client cannot be started (empty when ``<client> --version`` answers): the
+    binary npm should have linked is missing or not executable, or it fails to start."""
+    modules = inst.modules
+    argv = {"claude-code": [str(modules / ".bin" / "claude")], "codex": [str(modules / ".bin" / "codex")],
+            "openclaw": [str(node24_binary(inst.prefix.parent)), str(modules / "openclaw" / "openclaw.mjs")]}.get(name)
+    if argv is None:
+        return ""
+    for part in argv:
+        if not Path(part).is_file():
+            return f"{part} missing (the npm package did not provide it)"
+    if not os.access(argv[0], os.X_OK):
+        return f"{argv[0]} is not executable"
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="harnesscheck-version-") as home:
+            proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, cwd=home, env={**os.environ, "HOME": home})
+    except OSError as exc:
+        return f"{argv[0]} cannot start: {exc}"
+    except subprocess.TimeoutExpired:
+        return f"{' '.join(argv)} --version did not answer in {timeout:.0f} s"
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"{' '.join(argv)} --version failed (rc {proc.returncode}): {tail[-1] if tail else ''}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m conformance.clients [--budget S] [CLIENT ...]``: install the clients
+    (default: all three) within one time budget, check that each starts, and print one line per
+    client. Exit 0 when all are ready, 2 when some are, 1 when none is (CI decides on it)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m conformance.clients", description=main.__doc__)
+    p.add_argument("--budget", type=float, default=DEFAULT_INSTALL_TIMEOUT, metavar="S",
+                   help="seconds for all installs together (default %(default)s)")
+    p.add_argument("clients", nargs="*", default=["claude-code", "codex", "openclaw"])
+    args = p.parse_args(argv)
+    deadline = time.monotonic() + args.budget
+    ready = 0
+    for name in args.clients:
+        left = deadline - time.monotonic()
+        have = installed(name)
+        if have is None and left < 10:
+            print(f"{name}: not ready: not in the cache and under 10 s of the install budget "
+                  f"({args.budget:.0f} s) left", flush=True)
+            continue
+        inst = have or ensure(name, timeout=left)
+        why = inst.skip or runnable(name, inst, timeout=max(10.0, min(120.0, deadline - time.monotonic())))
+        if why:
+            print(f"{name}: not ready: {why}", flush=True)
+            continue
+        ready += 1
+        how = "cached" if have is not None else f"installed in {inst.seconds:.0f} s"
+        print(f"{name}: {inst.version} ({how}) at {inst.prefix}", flush=True)
+    return 0 if ready == len(args.clients) else (2 if ready else 1)

@@ -21,13 +21,31 @@ PROVIDER = "harnesscheck"
 WIRE = {"anthropic": "anthropic-messages", "responses": "openai-responses", "chat": "openai-completions"}
 
 
-def openclaw_config(base_url: str, model: str, api: str, api_key: str) -> dict:
+def openclaw_config(base_url: str, model: str, api: str, api_key: str, *, lean: bool = True) -> dict:
+    """The throwaway ``openclaw.json``. ``lean`` (default) cuts start-up work that a one-shot turn
+    against a custom provider does not use; the request OpenClaw sends keeps its shape (same 12
+    tools, same system prompt sections), see FAST_ENV."""
     wire = WIRE[api]
     base = base_url.rstrip("/") if api == "anthropic" else base_url.rstrip("/") + "/v1"
-    return {"agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
-            "models": {"mode": "merge", "providers": {PROVIDER: {
-                "baseUrl": base, "apiKey": api_key, "api": wire,
-                "models": [{"id": model, "name": f"harnesscheck {model}"}]}}}}
+    cfg: dict = {"agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
+                 "models": {"mode": "merge", "providers": {PROVIDER: {
+                     "baseUrl": base, "apiKey": api_key, "api": wire,
+                     "models": [{"id": model, "name": f"harnesscheck {model}"}]}}}}
+    if lean:
+        # 40 of the 63 bundled plugins are on by default (speech, video, browser, channels, memory,
+        # ...); loading their registry is about a third of a turn's start-up CPU.
+        cfg["plugins"] = {"enabled": False}
+        # Session-store maintenance starts a reclamation worker thread (5-8 s of module loading on
+        # a loaded 2-core machine) on every fresh state folder; "warn" only reports.
+        cfg["session"] = {"maintenance": {"mode": "warn"}}
+    return cfg
+
+
+# OpenClaw's start-up is CPU-bound, not network-bound: strace -f -e connect shows no connection but
+# the one to the endpoint. The time goes to module graphs loaded in the main thread and again in
+# each SQLite worker thread. These switches skip the parts a headless one-shot turn does not need.
+FAST_ENV = {"OPENCLAW_NO_UPDATE_CHECK": "1", "OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_OFFLINE": "1",
+            "OPENCLAW_DISABLE_BONJOUR": "1", "OPENCLAW_EXEC_SHELL_SNAPSHOT": "0"}
 
 
 class OpenClaw(Client):
@@ -43,8 +61,7 @@ class OpenClaw(Client):
         path = home / ".openclaw" / "openclaw.json"
         path.write_text(text)
         node = node24_binary(inst.prefix.parent)
-        env = {"HOME": str(home), "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               "OPENCLAW_NO_UPDATE_CHECK": "1"}
+        env = {"HOME": str(home), "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}", **FAST_ENV}
         return Prepared(env=env, cwd=home, home=home, files={str(path): text})
 
     def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:

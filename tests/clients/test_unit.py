@@ -405,3 +405,48 @@ def test_reference_server_refuses_the_websocket_upgrade_with_426(reference_serve
                   timeout=10)
     assert r.status_code == 426 and "error" in r.json()
     assert httpx.get(reference_server + "/v1/responses", timeout=10).status_code == 405
+
+
+def test_faults_for_each_api():
+    an, rs, ch = (impact.faults_for(a) for a in ("anthropic", "responses", "chat"))
+    assert "an-delta-unstarted-block" in an and "preamble-not-stripped" in an and "rs-missing-completed" not in an
+    assert "rs-missing-completed" in rs and "reject-compressed-body" in rs and "count-tokens-mismatch" not in rs
+    assert "dispatch-twice" in ch and "dispatch-twice" not in an
+    assert "invalid-tool-json" in an and "invalid-tool-json" in rs and "invalid-tool-json" in ch
+
+
+def test_runnable_says_why_a_binary_is_missing(tmp_path):
+    inst = Install("codex", tmp_path / "codex", version="1.0")
+    assert "missing" in install.runnable("codex", inst)
+    bin_ = inst.modules / ".bin" / "codex"
+    bin_.parent.mkdir(parents=True)
+    bin_.write_text("#!/bin/sh\necho 'codex-cli 1.0'\n")
+    assert "not executable" in install.runnable("codex", inst)
+    bin_.chmod(0o755)
+    assert install.runnable("codex", inst) == ""
+    bin_.write_text("#!/bin/sh\necho broken >&2; exit 3\n")
+    assert "rc 3" in install.runnable("codex", inst) and "broken" in install.runnable("codex", inst)
+
+
+def test_install_main_reports_each_client(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no npm
+    assert install.main(["--budget", "30", "codex"]) == 1
+    assert "codex: not ready: npm not found" in capsys.readouterr().out
+
+
+def test_e2e_skip_reason_from_ci(monkeypatch):
+    from tests.clients import conftest
+
+    class Item:
+        keywords = {"e2e": True}
+        markers: list = []
+
+        def add_marker(self, m):  # noqa: ANN001
+            self.markers.append(m)
+
+    monkeypatch.delenv("HARNESSCHECK_E2E", raising=False)
+    monkeypatch.setenv("HARNESSCHECK_E2E_SKIP", "npm not found")
+    item = Item()
+    conftest.pytest_collection_modifyitems(None, [item])  # type: ignore[arg-type]
+    assert item.markers[0].kwargs["reason"] == "real-client e2e test: npm not found"
