@@ -5,7 +5,6 @@ Its loop against a reference server runs in tests/stats/test_swebench.py (the to
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
