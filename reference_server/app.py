@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,7 +23,8 @@ from starlette.websockets import WebSocket
 from reference_server.config import ServerConfig
 from reference_server.engines import build_engine
 from reference_server.frontends import anthropic, chat, models, responses, tokenize
-from reference_server.frontends.common import ApiError, ApiKind, check_auth, error_response, read_json, stream_frames
+from reference_server.frontends.common import (Adapter, ApiError, ApiKind, check_auth, error_response, read_json,
+                                               step_frames)
 from reference_server.conversation import InvalidConversation
 from reference_server.service import Service, UnknownModel
 from reference_server.tokenizer import load as load_tokenizer
@@ -33,18 +34,24 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 class SSEResponse(Response):
-    """A text/event-stream body from an async iterator of chunks (each one or more whole SSE frames),
-    written by a plain ASGI send loop: one `send` per chunk, nothing held back, nothing dropped.
+    """A turn streamed as text/event-stream by a plain ASGI send loop: the adapter's opening frames,
+    then one `send` per step with the frames of all its events (common.stream_frames' loop, run here
+    without the extra generator layers), nothing held back, nothing dropped; `then` runs after the
+    last frame, before the body ends.
 
-    The client going away (``http.disconnect``) cancels the loop, so the frame iterator's ``finally``
-    runs and the engine slot is freed; an error inside the iterator propagates (the connection is
-    cut mid-stream, as with Starlette's StreamingResponse).
+    The client going away (``http.disconnect``) cancels the loop; the steps are closed and `close`
+    (the turn's) frees the engine slot, also when no step was taken yet; an error inside the loop propagates (the connection is cut mid-stream,
+    as with Starlette's StreamingResponse).
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
-        self.chunks = chunks
+    def __init__(self, adapter: Adapter, steps: AsyncGenerator[list[Any], None], *,
+                 close: Callable[[], Awaitable[None]], then: Callable[[], None] | None = None) -> None:
+        self.adapter = adapter
+        self.steps = steps
+        self.close = close  # frees the engine slot even when the steps never started
+        self.then = then
         self.status_code = 200
         self.background = None
         self.init_headers(SSE_HEADERS)
@@ -60,22 +67,35 @@ class SSEResponse(Response):
             watch.cancel()
             if not pump.done():
                 pump.cancel()
-            # Wait for the loop to unwind, so the iterator's finally has run when the request ends.
+            # Wait for the loop to unwind, so the steps' finally has run when the request ends.
             await asyncio.gather(pump, watch, return_exceptions=True)
         if not pump.cancelled() and pump.exception() is not None:
             raise pump.exception()  # type: ignore[misc]
 
     async def _pump(self, send: Any, body_send: Any) -> None:
-        chunks = self.chunks
+        adapter, steps = self.adapter, self.steps
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for chunk in chunks:
-                await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
+            opening = b"".join(adapter.start())
+            if opening:
+                await body_send({"type": "http.response.body", "body": opening, "more_body": True})
+            async for step in steps:
+                chunk = step_frames(adapter, step)
+                if chunk:
+                    await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if self.then is not None:
+                self.then()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            try:
+                await steps.aclose()
+            finally:
+                await self.close()
+
+
+async def _until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 RAW_SEND = "harnesscheck.server_send"
@@ -87,15 +107,6 @@ class _App(Starlette):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         scope[RAW_SEND] = send
         await super().__call__(scope, receive, send)
-
-
-async def _until_disconnect(receive: Any) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-def _stream(frames: AsyncIterator[bytes]) -> SSEResponse:
-    return SSEResponse(frames)
 
 
 def api_of(request: Request) -> ApiKind:
@@ -165,7 +176,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
                                             faults=faults)
         if body.get("stream"):
-            return _stream(stream_frames(adapter, turn.steps()))
+            return SSEResponse(adapter, turn.steps(), close=turn.close)
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)
@@ -189,7 +200,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                   model=conv.model, include_usage=include_usage,
                                   dispatch=config.enable_streaming_tool_dispatch, faults=faults)
         if body.get("stream"):
-            return _stream(stream_frames(adapter, turn.steps()))
+            return SSEResponse(adapter, turn.steps(), close=turn.close)
         async for event in turn.events():
             adapter.feed(event)
         return JSONResponse(adapter.completion())
@@ -206,11 +217,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                 store.put(adapter.id, history)
 
         if body.get("stream"):
-            async def frames() -> AsyncIterator[bytes]:
-                async for frame in stream_frames(adapter, turn.steps()):
-                    yield frame
-                remember()
-            return _stream(frames())
+            return SSEResponse(adapter, turn.steps(), close=turn.close, then=remember)
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)

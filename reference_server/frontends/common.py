@@ -159,18 +159,23 @@ async def stream_frames(adapter: Adapter, steps: AsyncIterator[list[Any]]) -> As
     """An API adapter's SSE frames for a turn's internal events, as body chunks: its opening frames,
     then per step (the events that became ready at the same moment, see `Turn.steps`) the frames of
     all its events joined. Each frame stays a complete SSE event of its own; only the writes are
-    fewer (one per step instead of one per frame)."""
+    fewer (one per step instead of one per frame). The server's SSEResponse runs the same loop."""
     opening = b"".join(adapter.start())
     if opening:
         yield opening
-    feed = adapter.feed
     async for step in steps:
-        if len(step) == 1:
-            frames = feed(step[0])
-        else:
-            frames = [frame for event in step for frame in feed(event)]
-        if frames:
-            yield frames[0] if len(frames) == 1 else b"".join(frames)
+        chunk = step_frames(adapter, step)
+        if chunk:
+            yield chunk
+
+
+def step_frames(adapter: Adapter, step: list[Any]) -> bytes:
+    """The frames of one step's events, in order, joined into one body chunk (b"" for none)."""
+    if len(step) == 1:
+        frames = adapter.feed(step[0])
+    else:
+        frames = [frame for event in step for frame in adapter.feed(event)]
+    return frames[0] if len(frames) == 1 else b"".join(frames)
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps builds one per call
