@@ -11,8 +11,8 @@ second, ...; with k profiles the order rotates), the driver:
 3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
    {model} {problem_statement}``; ``TOY_AGENT_COMMAND`` runs the kit's own small agent loop,
    ``stats.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
-   ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out the whole process group is
-   killed;
+   ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out (or KeyboardInterrupt)
+   the whole process group is killed;
 4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
    ``RUN/PROFILE/TASK/sessions/...``; writes the working copy's diff against ``base_commit`` to
    ``model.patch``; optionally applies ``test_patch`` and runs a test command template, and
@@ -257,6 +257,9 @@ def _run_process(
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             rc, timed_out = proc.returncode, True
+        except BaseException:  # Ctrl-C: its own session does not get the SIGINT, so end it here
+            _kill_group(proc)
+            raise
     return rc, timed_out, time.monotonic() - start, None
 
 

@@ -13,7 +13,8 @@ The toy task set (``TOY_TASKS``, ``build_toy_repo``) is a three-bug calculator r
 ``scenarios/swebench/toy/`` for end-to-end runs without the real benchmark. The reference server's
 scripted model knows how to fix each bug: the first line of each problem statement starts a scenario
 (``scenarios/data/toycalc_fix*.yaml``), so ``stats.toy_agent`` (or Codex) against that server
-inspects, patches and tests like an agent would.
+inspects, patches and tests like an agent would; ``harnesscheck swebench run --toy`` does that
+against an embedded server.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ __all__ = [
     "VERIFIED_FIXTURE",
     "TOY_DIR",
     "TOY_TASKS",
-    "TOY_AGENT",
     "SweTask",
     "TaskSet",
     "load_tasks",
@@ -69,10 +69,6 @@ SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "swebench"
 VERIFIED_FIXTURE = SCENARIO_DIR / "verified_fixture.jsonl"
 TOY_DIR = SCENARIO_DIR / "toy"
 TOY_TASKS = TOY_DIR / "tasks.jsonl"
-#: a stand-in for `codex exec` (no model, no network: the fixes are known per task id) that writes a
-#: Codex rollout; `harnesscheck swebench run --toy` runs it. The real agent loop for the toy run, which
-#: talks to an endpoint, is `stats.toy_agent` (`stats.driver.TOY_AGENT_COMMAND`)
-TOY_AGENT = SCENARIO_DIR / "toy_agent.py"
 
 DEFAULT_DATASET = "princeton-nlp/SWE-bench_Verified"
 

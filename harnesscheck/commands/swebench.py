@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 NAME = "swebench"
 HELP = "choose SWE-bench tasks (local file/cache only) and run an agent under two profiles, interleaved"
+TOY_TEXT = """\
+--toy runs the shipped three-task toy set (its repository is built under RUN/repos/) with the kit's
+own agent loop (`python -m stats.toy_agent`, Responses API) unless --command is given, and the toy
+tests unless --test-command is given. Default profiles: small=harnesscheck/small and
+alias=harnesscheck/small-alias. Profiles without an @ENDPOINT are pointed at an embedded reference
+server, started on a free loopback port serving their model ids (its scripted model fixes the toy
+bugs) and stopped at the end, also on an error or Ctrl-C; profiles with an endpoint are used as given.
+"""
 DESCRIPTION = """\
 Choose SWE-bench tasks and run an agent on each under two (or more) profiles, interleaved per task
 (A,B then B,A ...), each in its own working copy at base_commit, with a time limit. Logs land in
@@ -17,13 +27,16 @@ comparison table of `harnesscheck compare` is printed and written to RUN/compari
 Tasks come from a local JSONL/parquet in SWE-bench's column layout, or by dataset name from the local
 Hugging Face cache (never downloaded). A profile is NAME=MODEL or NAME=MODEL@ENDPOINT.
 
+{toy}
 Examples:
   harnesscheck swebench select --dataset verified.parquet --sample 50 --seed 1 --out subset.jsonl
   harnesscheck swebench run --tasks subset.jsonl --repos ~/swe-repos --run-dir runs/r1 \\
       --profile gpt-5.5=gpt-5.5@http://127.0.0.1:8000/v1 \\
       --profile fallback=openai/openai/gpt-5.5@http://127.0.0.1:8000/v1
-  harnesscheck swebench run --toy --run-dir /tmp/toy-run      # toy repo + toy agent, no network
-"""
+  harnesscheck swebench run --toy --run-dir /tmp/toy-run      # toy agent vs embedded server
+  harnesscheck swebench run --toy --ids harnesscheck__toycalc-1 --run-dir /tmp/toy-run \\
+      --profile a=my/model@http://127.0.0.1:8000/v1 --profile b=my/model-fp8@http://127.0.0.1:8000/v1
+""".format(toy=TOY_TEXT)
 ORDER = 71
 
 
@@ -50,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = sub.add_parser(
         "run",
         help="run the agent on the tasks under each profile and compare",
+        epilog=TOY_TEXT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_selection(run)
@@ -64,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--command",
-        help="agent command template (default: codex exec --json ... -m {model} {problem_statement})",
+        help="agent command template (default: codex exec --json ... -m {model} {problem_statement}; "
+        "with --toy: python -m stats.toy_agent exec --json -m {model} {problem_statement})",
     )
     run.add_argument(
         "--test-command",
@@ -79,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--toy",
         action="store_true",
-        help="use the shipped toy task set, build its repository and use the toy agent",
+        help="use the shipped toy task set, build its repository, use the toy agent loop, and start an "
+        "embedded reference server for the profiles without an endpoint",
     )
 
 
@@ -110,11 +126,16 @@ def _select(args: argparse.Namespace, default_source: Path | None, err) -> list:
     return select_tasks(ts.tasks, instance_ids=ids or None, sample=args.sample, seed=args.seed)
 
 
+#: timing flags of the embedded server of `--toy`: no modelled delays (the toy run counts calls and
+#: tokens; its durations say nothing about a real endpoint)
+TOY_SERVER_FLAGS = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from stats.driver import DEFAULT_COMMAND, Profile, run_profiles
-    from stats.swebench import TOY_AGENT, TOY_TASKS, build_toy_repo, write_tasks_jsonl
+    from stats.driver import DEFAULT_COMMAND, TOY_AGENT_COMMAND, Profile
+    from stats.swebench import TOY_TASKS, build_toy_repo, write_tasks_jsonl
 
     err = Console(stderr=True)
     out = Console()
@@ -138,28 +159,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    command: str | list[str] = args.command or DEFAULT_COMMAND
+    command: str | Sequence[str] = args.command or DEFAULT_COMMAND
     test_command: str | list[str] | None = args.test_command
     repos = Path(args.repos) if args.repos else None
     if toy:
         if not profiles:
-            profiles = [Profile("gpt-5.5", "gpt-5.5"), Profile("fallback", "openai/openai/gpt-5.5")]
+            profiles = [Profile("small", "harnesscheck/small"), Profile("alias", "harnesscheck/small-alias")]
         if repos is None:
             repos = run_dir / "repos"
             target = repos / "harnesscheck__toycalc"
             if not target.exists():
                 build_toy_repo(target)
         if not args.command:
-            command = [
-                sys.executable,
-                "-S",
-                str(TOY_AGENT),
-                "exec",
-                "--json",
-                "-m",
-                "{model}",
-                "{problem_statement}",
-            ]
+            command = TOY_AGENT_COMMAND
         if test_command is None:
             test_command = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
     if repos is None:
@@ -168,6 +180,38 @@ def run(args: argparse.Namespace) -> int:
     if not profiles:
         err.print("[red]error:[/red] give at least one --profile NAME=MODEL[@ENDPOINT]")
         return 2
+    try:
+        with ExitStack() as stack:  # stops the embedded server on the way out, whatever happened
+            if toy and any(p.endpoint is None for p in profiles):
+                try:
+                    profiles = _with_embedded_server(stack, profiles, err)
+                except RuntimeError as exc:  # it did not start
+                    err.print(f"error: {exc}", markup=False, highlight=False)
+                    return 2
+            return _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_command, out, err)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/red]")
+        return 130
+
+
+def _with_embedded_server(stack: ExitStack, profiles: list, err) -> list:
+    """Start the reference server (stopped when ``stack`` closes) serving the model ids of the
+    profiles without an endpoint, and point those profiles at it."""
+    from dataclasses import replace
+
+    from reference_server.launch import ServerProcess
+
+    models = list(dict.fromkeys(p.model for p in profiles if p.endpoint is None))
+    flags = [*TOY_SERVER_FLAGS, *(x for m in models for x in ("--model-id", m))]
+    server = ServerProcess(flags)
+    stack.callback(server.stop)  # also when start() is interrupted half way
+    endpoint = server.start().url + "/v1"
+    err.print(f"reference server at {endpoint} serving {', '.join(models)}", highlight=False, soft_wrap=True)
+    return [p if p.endpoint else replace(p, endpoint=endpoint) for p in profiles]
+
+
+def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_command, out, err) -> int:
+    from stats.driver import run_profiles
 
     def show(r) -> None:
         state = "timed out" if r.timed_out else r.error or f"exit {r.returncode}"
@@ -204,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
                 label_a=profiles[0].name,
                 label_b=profiles[1].name,
             )
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             err.print(f"[red]no comparison:[/red] {exc}")
             return 1
         out.print(comp.rich_table())

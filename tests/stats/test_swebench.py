@@ -305,3 +305,77 @@ def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
         == 2
     )
     assert "error" in capsys.readouterr().err
+
+
+def _cli(argv: list[str]) -> int:
+    import argparse
+
+    from harnesscheck.commands import swebench as cmd
+
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    return cmd.run(parser.parse_args(argv))
+
+
+def _answers(endpoint: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(endpoint.removesuffix("/v1") + "/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_cli_toy_run_against_the_embedded_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`swebench run --toy` without endpoints: the embedded reference server serves the default
+    profiles' model ids, stats.toy_agent fixes the task under both, the comparison is printed and
+    written, and the server is gone afterwards."""
+    run_dir = tmp_path / "run"
+    assert _cli(["run", "--toy", "--ids", "harnesscheck__toycalc-1", "--run-dir", str(run_dir)]) == 0
+    captured = capsys.readouterr()
+    runs = [json.loads(x) for x in (run_dir / "runs.jsonl").read_text().splitlines()]
+    assert [(r["profile"], r["model"]) for r in runs] == [("small", SMALL), ("alias", ALIAS)], captured.err
+    assert all(r["returncode"] == 0 and r["resolved"] and len(r["rollout_files"]) == 1 for r in runs), runs
+    metas = [json.loads((Path(r["folder"]) / "task.json").read_text()) for r in runs]
+    endpoint = metas[0]["endpoint"]
+    assert endpoint.startswith("http://127.0.0.1:") and endpoint.endswith("/v1")
+    assert metas[1]["endpoint"] == endpoint
+    assert f"reference server at {endpoint}" in captured.err
+    usage = {p: load_run_dir(run_dir / p) for p in ("small", "alias")}
+    assert all(u.by_tool == {"exec_command": 3} for us in usage.values() for u in us), usage
+    assert "Paired tasks: 1" in captured.out
+    assert "| small | 3 | 3.0 |" in (run_dir / "comparison" / "comparison.md").read_text()
+    assert not _answers(endpoint)  # stopped
+
+
+def test_cli_toy_server_only_for_profiles_without_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile with its own endpoint is used as given; the embedded server serves the others and
+    is stopped on Ctrl-C; with every endpoint given no server starts."""
+    import stats.driver
+    from reference_server import launch
+
+    seen: list[list[Profile]] = []
+
+    def interrupted(tasks, profiles, **kw):
+        seen.append(list(profiles))
+        assert _answers(profiles[1].endpoint)  # the embedded server runs meanwhile
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stats.driver, "run_profiles", interrupted)
+    own = "http://127.0.0.1:9/v1"
+    argv = ["run", "--toy", "--run-dir", str(tmp_path / "run"), "--profile", f"b=m@{own}"]
+    assert _cli([*argv, "--profile", "a=harnesscheck/other"]) == 130
+    (b, a), = seen
+    assert (b.endpoint, a.model) == (own, "harnesscheck/other") and a.endpoint != own
+    assert "serving harnesscheck/other\n" in capsys.readouterr().err
+    assert not _answers(a.endpoint)  # stopped on the way out
+
+    def no_server(*a, **kw):
+        raise AssertionError("no embedded server when every profile has an endpoint")
+
+    monkeypatch.setattr(launch, "ServerProcess", no_server)
+    monkeypatch.setattr(stats.driver, "run_profiles", lambda tasks, profiles, **kw: seen.append(list(profiles)))
+    assert _cli([*argv, "--profile", f"c=m2@{own}"]) == 1  # nothing ran: no comparison
+    assert [p.endpoint for p in seen[-1]] == [own, own]
