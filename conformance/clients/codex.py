@@ -27,10 +27,13 @@ def toml_str(s: str) -> str:
 
 
 def config_toml(base_url: str, model: str, *, websockets: bool | None = None, provider: str = "harnesscheck",
-                extra: dict[str, Any] | None = None) -> str:
+                extra: dict[str, Any] | None = None, environment_context: bool | None = None) -> str:
     lines = [f"model = {toml_str(model)}", f"model_provider = {toml_str(provider)}",
              "approval_policy = \"never\"", "sandbox_mode = \"danger-full-access\"",
-             "check_for_update_on_startup = false", "",
+             "check_for_update_on_startup = false"]
+    if environment_context is not None:  # Codex's <environment_context> user item before the prompt
+        lines.append(f"include_environment_context = {'true' if environment_context else 'false'}")
+    lines += ["",
              "[analytics]", "enabled = false", "",
              f"[model_providers.{provider}]", f"name = {toml_str('harnesscheck endpoint')}",
              f"base_url = {toml_str(base_url)}", "wire_api = \"responses\"", f"env_key = {toml_str(KEY_ENV)}"]
@@ -52,7 +55,8 @@ class Codex(Client):
         home = work / "home"
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        text = config_toml(base_url.rstrip("/") + "/v1", model, websockets=self.options.get("websockets"))
+        text = config_toml(base_url.rstrip("/") + "/v1", model, websockets=self.options.get("websockets"),
+                           environment_context=self.options.get("environment_context"))
         (codex_home / "config.toml").write_text(text)
         env = {"HOME": str(home), "CODEX_HOME": str(codex_home), KEY_ENV: api_key}
         return Prepared(env=env, cwd=home, home=home, files={str(codex_home / "config.toml"): text})

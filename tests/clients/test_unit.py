@@ -450,3 +450,9 @@ def test_e2e_skip_reason_from_ci(monkeypatch):
     item = Item()
     conftest.pytest_collection_modifyitems(None, [item])  # type: ignore[arg-type]
     assert item.markers[0].kwargs["reason"] == "real-client e2e test: npm not found"
+
+
+def test_codex_environment_context_switch_is_top_level():
+    assert "include_environment_context" not in tomllib.loads(config_toml("http://h/v1", "m"))
+    cfg = tomllib.loads(config_toml("http://h/v1", "m", environment_context=False))
+    assert cfg["include_environment_context"] is False and "include_environment_context" not in cfg["analytics"]
