@@ -18,6 +18,7 @@ from conformance import catalog
 from conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
 from conformance.options import add_options
 from conformance.outcome import Outcome
+from conformance.wire.server_info import server_info
 from conformance.results import CheckResult, Collector
 from conformance.verdict import INCONCLUSIVE_PREFIX, CheckFailed
 
@@ -85,9 +86,8 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if server else url, model=model, apis=list(endpoint.apis),
-        server={"kind": "embedded" if server else "external", "engine": "scripted" if server else None,
-                "faults": [a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")],
-                "timing": "scripted-model" if server else "unknown"},
+        server=server_info(url, model, kind="embedded" if server else "external", api_key=api_key, timeout=timeout,
+                           faults=[a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")]),
         settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
                   "server_args": list(endpoint.server_args)},
         secrets=[api_key] if api_key else [])

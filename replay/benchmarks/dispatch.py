@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from conformance.wire.server_info import server_info
 from replay.benchmarks import common
 
 MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-streaming-tool-dispatch"],
@@ -177,7 +178,7 @@ def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
         url = opts.endpoint.rstrip("/")
         model = common.resolve_model(url, opts.model, opts.api_key)
         turns = run_async(_measure({"endpoint": url}, model, opts))
-        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
         from reference_server.config import DEFAULT_MODEL_IDS
@@ -187,7 +188,7 @@ def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
         arg_lists = [[*extra, *timing, *opts.server_args] for extra in MODES.values()]
         with common.embedded_servers(*arg_lists) as servers:
             turns = run_async(_measure({m: s.url for m, s in zip(MODES, servers, strict=True)}, model, opts))
-        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+            server = server_info(servers[0].url, model, kind="embedded")
         endpoint = "embedded"
     benchmarks = []
     for scenario in opts.scenarios:

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.wire.server_info import server_info
 from replay.benchmarks import common
 
 NOTE_TOOL = {"type": "function", "function": {
@@ -96,7 +97,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
         url = opts.endpoint.rstrip("/")
         model = common.resolve_model(url, opts.model, opts.api_key)
         found = run_async(_measure({"endpoint": url}, model, system, note, opts))
-        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
         from reference_server.config import DEFAULT_MODEL_IDS
@@ -106,7 +107,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
         with common.embedded_servers([*timing, *opts.server_args],
                                      ["--fault", "rewrite-history-reasoning", *timing, *opts.server_args]) as (a, b):
             found = run_async(_measure({"kept": a.url, "rewritten": b.url}, model, system, note, opts))
-        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+            server = server_info(a.url, model, kind="embedded")
         endpoint = "embedded"
     arms = {name: common.arm(name, [m["ttft_ms"] for m in ms], seed=n) for n, (name, ms) in enumerate(found.items())}
     ratios = [common.ratio("rewritten/kept", arms["rewritten"], arms["kept"], seed=21)] if "rewritten" in arms else []

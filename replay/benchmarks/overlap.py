@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from conformance.wire.server_info import server_info
 from replay.benchmarks import common
 
 
@@ -126,7 +127,7 @@ def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
         url = opts.endpoint.rstrip("/")
         model = common.resolve_model(url, opts.model, opts.api_key)
         samples = run_async(_measure(url, model, opts))
-        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
         from reference_server.config import DEFAULT_MODEL_IDS
@@ -135,7 +136,7 @@ def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
         timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
         with common.embedded_servers([*timing, *opts.server_args]) as (srv,):
             samples = run_async(_measure(srv.url, model, opts))
-        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+            server = server_info(srv.url, model, kind="embedded")
         endpoint = "embedded"
     benchmarks = [_benchmark(s, a, {arm: samples[(s, a, arm)] for arm in ARMS}, server["timing"], opts)
                   for s in opts.scenarios for a in opts.apis]

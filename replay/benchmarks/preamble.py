@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.wire.server_info import server_info
 from replay.benchmarks import common
 
 HEADER_TEMPLATE = "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli; cch={cch};"
@@ -99,7 +100,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
         model = common.resolve_model(url, opts.model, opts.api_key)
         targets = {"stable": (url, False), "header": (url, True)}
         samples, usage = run_async(_measure(targets, model, system, opts, [(url, False)]))
-        server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown"}
+        server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
         from reference_server.config import DEFAULT_MODEL_IDS
@@ -110,7 +111,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
         with common.embedded_servers(keep, strip) as (a, b):
             targets = {"stable": (a.url, False), "header": (a.url, True), "stripped": (b.url, True)}
             samples, usage = run_async(_measure(targets, model, system, opts, [(a.url, False), (b.url, True)]))
-        server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": "scripted-model"}
+            server = server_info(a.url, model, kind="embedded")
         endpoint = "embedded"
     arms = {name: common.arm(name, xs, seed=n) for n, (name, xs) in enumerate(samples.items())}
     ratios = [common.ratio("header/stable", arms["header"], arms["stable"], seed=11)]
