@@ -83,3 +83,18 @@ def test_models_metadata_shows_the_engine(server: str) -> None:
     info = server_info(server, MODEL, kind="embedded")
     assert info["engine"] == "transformers" and info["timing"] == "real-compute"
     assert info["engine_settings"]["decode_threads"] == 1
+
+
+def test_conformance_checks_pass_on_real_compute(server: str, tmp_path: Path) -> None:
+    """A lean slice of the suite (usage accounting against count_tokens and the prefix cache, routes,
+    tokenize) on real forward passes; the whole suite (54 checks, ~8 min here) is in docs/engines.md."""
+    from conformance.runner import SuiteOptions, run_suite
+
+    doc = run_suite(SuiteOptions(endpoint=server, model=MODEL, timeout=300, expect=("tokenize", "count-tokens"),
+                                 select="usage or tokenize or routes"),
+                    tmp_path, subprocess_run=True, quiet=True)
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    # the routes for ids with '/' skip: this server's model id has none
+    assert set(outcomes.values()) <= {"pass", "skip"} and list(outcomes.values()).count("pass") >= 5, outcomes
+    assert all(outcome == "pass" for check, outcome in outcomes.items() if "USAGE" in check), outcomes
+    assert doc["run"]["server"]["engine"] == "transformers" and doc["run"]["server"]["timing"] == "real-compute"
