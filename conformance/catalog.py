@@ -59,7 +59,7 @@ CHECKS: list[Check] = [
        "close each block with content_block_stop before the next starts; never send deltas after the stop",
        ("an-missing-block-stop", "an-delta-unstarted-block"),
        rules=("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN", "AN-GRAMMAR-BLOCK-CLOSED",
-              "AN-GRAMMAR-BLOCK-UNSTOPPED"), clients={CC: OK, OC: OK}),
+              "AN-GRAMMAR-BLOCK-UNSTOPPED"), clients={CC: BREAKS, OC: OK}),
     _c("AN-STREAM-004", "anthropic", "Delta types match their block (no text_delta in a tool_use block)", MUST,
        "API_FACTS: delta types by block", "send input_json_delta for tool_use, thinking_delta for thinking",
        "an-delta-type-mismatch", rules=("AN-GRAMMAR-DELTA-TYPE",), clients={CC: BREAKS}),
