@@ -144,3 +144,96 @@ def _held_suffix_plain(text: str, tags: list[str]) -> int:
                              ["ab", "b"]]))
 def test_held_suffix_agrees_with_its_definition(text: str, tags: list[str]) -> None:
     assert held_suffix(text, tags) == _held_suffix_plain(text, tags)
+
+
+class _Adapter:
+    def start(self) -> list[bytes]:
+        return [b"data: a\n\n", b"data: b\n\n"]
+
+    def feed(self, event: Any) -> list[bytes]:
+        return [f"data: {event}\n\n".encode()] * (2 if event == "twice" else 1)
+
+
+def _run_sse(steps: Any, receive: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    from reference_server.app import RAW_SEND, SSEResponse
+
+    sent: list[dict[str, Any]] = []
+    log: list[str] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def close() -> None:
+        log.append("close")
+
+    async def main() -> None:
+        response = SSEResponse(_Adapter(), steps(log), close=close, then=lambda: log.append("then"))
+        await response({"type": "http", RAW_SEND: send}, receive, send)
+
+    asyncio.run(main())
+    return sent, log
+
+
+async def _never_disconnect() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {}
+
+
+def test_sse_response_sends_one_chunk_per_step_then_ends() -> None:
+    async def steps(log: list[str]) -> AsyncIterator[list[Any]]:
+        try:
+            for step in (["x"], [], ["twice", "y"]):
+                await asyncio.sleep(0)
+                yield step
+        finally:
+            log.append("steps closed")
+
+    sent, log = _run_sse(steps, _never_disconnect)
+    assert sent[0]["type"] == "http.response.start"
+    bodies = [m["body"] for m in sent[1:]]
+    assert bodies == [b"data: a\n\ndata: b\n\n", b"data: x\n\n", b"data: twice\n\ndata: twice\n\ndata: y\n\n", b""]
+    assert [m["more_body"] for m in sent[1:]] == [True, True, True, False]
+    assert log == ["steps closed", "then", "close"]
+
+
+def test_sse_response_stops_and_closes_the_turn_when_the_client_goes_away() -> None:
+    async def steps(log: list[str]) -> AsyncIterator[list[Any]]:
+        try:
+            yield ["x"]
+            await asyncio.Event().wait()  # an engine that never yields again
+            yield ["never"]
+        finally:
+            log.append("steps closed")
+
+    async def disconnect_soon() -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    sent, log = _run_sse(steps, disconnect_soon)
+    assert [m.get("body") for m in sent[1:]] == [b"data: a\n\ndata: b\n\n", b"data: x\n\n"]
+    assert log == ["steps closed", "close"]  # no `then`, no end of body: the stream was cut
+
+
+def test_sse_response_closes_the_turn_when_no_step_was_taken() -> None:
+    async def steps(log: list[str]) -> AsyncIterator[list[Any]]:
+        log.append("steps started")
+        await asyncio.Event().wait()  # the engine's first token never comes
+        yield ["x"]
+
+    async def disconnect_now() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    sent, log = _run_sse(steps, disconnect_now)
+    assert log[-1] == "close" and "then" not in log
+    assert sent[-1].get("more_body", True)  # the body never ended
+
+
+def test_sse_response_error_in_a_step_propagates() -> None:
+    async def steps(log: list[str]) -> AsyncIterator[list[Any]]:
+        yield ["x"]
+        raise RuntimeError("engine broke")
+
+    import pytest
+
+    with pytest.raises(RuntimeError, match="engine broke"):
+        _run_sse(steps, _never_disconnect)
