@@ -106,6 +106,8 @@ def _user(content: Any, where: str) -> list[Message]:
 def messages_of(raw_messages: Any, faults: Faults) -> list[Message]:
     if not isinstance(raw_messages, list):
         raise ApiError(400, "messages: expected an array", param="messages")
+    if not raw_messages:  # the Messages API requires at least one message
+        raise ApiError(400, "messages: at least one message is required", param="messages")
     messages: list[Message] = []
     for n, raw in enumerate(raw_messages):
         where = f"messages.{n}"

@@ -58,6 +58,7 @@ ANTHROPIC_BAD: list[tuple[str, Any, int]] = [
     ("max_tokens zero", {**AN_OK, "max_tokens": 0}, 400),
     ("max_tokens boolean", {**AN_OK, "max_tokens": True}, 400),
     ("missing messages", drop(AN_OK, "messages"), 400),
+    ("empty messages", {**AN_OK, "messages": []}, 400),
     ("messages a string", {**AN_OK, "messages": "hi"}, 400),
     ("message not an object", {**AN_OK, "messages": ["hi"]}, 400),
     ("bad role", {**AN_OK, "messages": [{"role": "robot", "content": "hi"}]}, 400),
