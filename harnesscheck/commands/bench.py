@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH")
     sub.required = True
     p = sub.add_parser("preamble", help="TTFT: stable prefix vs per-session billing header vs stripped")
-    _common(p, sessions=8)
+    _common(p, sessions=16)  # 8 let one load burst on a 2-core machine move a median
     p.add_argument("--system-tokens", type=int, default=8000,
                    help="length of the shared system prompt in tokens (default: 8000; the article's GPU run: 52K)")
     p.add_argument("--decode-ms", type=float, default=1.0, help="embedded timing: interval between output tokens")

@@ -36,7 +36,7 @@ class PreambleOptions:
     model: str | None = None
     api_key: str | None = None
     system_tokens: int = 8000
-    sessions: int = 8
+    sessions: int = 16
     warmup: int = 1
     max_tokens: int = 16
     ttft_base_ms: float = 10.0
