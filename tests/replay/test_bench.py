@@ -16,7 +16,7 @@ def _bench(doc: dict, name: str) -> dict:
 
 
 def test_preamble_header_costs_and_stripping_restores(tmp_path, capsys):
-    rc = main(["bench", "preamble", "--system-tokens", "1500", "--sessions", "6", "--out", str(tmp_path)])
+    rc = main(["bench", "preamble", "--system-tokens", "1500", "--sessions", "10", "--out", str(tmp_path)])
     assert rc == 0
     assert "header/stable" in capsys.readouterr().out
     doc = load_results(tmp_path / "bench-preamble.json")  # validates
@@ -25,7 +25,7 @@ def test_preamble_header_costs_and_stripping_restores(tmp_path, capsys):
     bench = _bench(doc, "preamble-ttft")
     assert bench["timing"] == "scripted-model" and bench["settings"]["system_tokens"] == 1500
     assert {a["name"] for a in bench["arms"]} == {"stable", "header", "stripped"}
-    assert all(len(a["samples"]) == 6 and a["ci95"] for a in bench["arms"])
+    assert all(len(a["samples"]) == 10 and a["ci95"] for a in bench["arms"])
     ratios = {r["name"]: r for r in bench["ratios"]}
     header, stripped = ratios["header/stable"], ratios["stripped/stable"]
     assert header["value"] > 2 and header["ci95"][0] > 1.5, header
