@@ -6,12 +6,26 @@ so the history rebuild can put `<think>r0</think> t0 <think>r1</think> t1` back 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reference_server.events import Part, ToolCall
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+# How harnesses open the user messages that carry context rather than the user's words.
+HARNESS_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                            "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>")
+# Claude Code puts reminders in the same message as the prompt, as blocks of their own.
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+
+
+def is_harness_context(text: str) -> bool:
+    """True for a user message that is only harness context (nothing the user typed)."""
+    rest = _REMINDER.sub("", text).strip()
+    return not rest or rest.startswith(HARNESS_CONTEXT_PREFIXES)
 
 
 class InvalidConversation(ValueError):
@@ -69,15 +83,16 @@ class Conversation:
         return "\n".join(self.system)
 
     def turn_user_text(self) -> str:
-        """The user text that opened the current turn: the first user message after the newest
-        assistant or tool message. Harnesses append context after it (OpenClaw adds an internal
-        user message), so the newest user message is not always what the user asked."""
+        """What the user asked in the current turn: the first user message after the newest assistant
+        or tool message that is not harness context. Harnesses add context as user messages on both
+        sides of the prompt (Codex's <environment_context> before it, OpenClaw's internal context
+        after it), so neither the first nor the newest user message is always the question."""
         start = 0
         for i, message in enumerate(self.messages):
             if message.role in ("assistant", "tool"):
                 start = i + 1
         for message in self.messages[start:]:
-            if message.role == "user" and message.text.strip():
+            if message.role == "user" and message.text.strip() and not is_harness_context(message.text):
                 return message.text
         return self.last_user_text()
 
