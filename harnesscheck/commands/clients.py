@@ -31,6 +31,7 @@ Examples:
   harnesscheck clients --endpoint http://localhost:8000 --model nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
   harnesscheck clients --clients codex --websocket-probe
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
+  harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
 """
 
 DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
@@ -49,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--websocket-probe", action="store_true",
                         help="also run Codex with supports_websockets = true and time its first POST")
     parser.add_argument("--faults", action="store_true", help="client impact: run the clients against each fault")
-    parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults; 'all': every reference-server fault (default: the faults "
+                        "API_FACTS names as breaking or tolerated). Each client meets only the faults of its API")
     parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/clients/impact.json")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
@@ -74,7 +76,12 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY") or DUMMY_KEY
 
     if args.faults:
-        faults = tuple(args.fault) or impact.DEFAULT_FAULTS
+        if "all" in args.fault:
+            from reference_server.faults import FAULTS
+
+            faults = tuple(FAULTS)
+        else:
+            faults = tuple(args.fault) or impact.DEFAULT_FAULTS
         runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else impact.DEFAULT_RUNS
         data = impact.run_impact(out / "faults", runs=runs, faults=faults, model=args.model, timeout=args.timeout,
                                  progress=lambda s: print(f"  {s}", flush=True))
