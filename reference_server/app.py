@@ -40,8 +40,8 @@ class SSEResponse(Response):
     last frame, before the body ends.
 
     The client going away (``http.disconnect``) cancels the loop; the steps are closed and `close`
-    (the turn's) frees the engine slot, also when no step was taken yet; an error inside the loop propagates (the connection is cut mid-stream,
-    as with Starlette's StreamingResponse).
+    (the turn's) frees the engine slot, also when no step was taken yet; an error inside the loop
+    propagates (the connection is cut mid-stream, as with Starlette's StreamingResponse).
     """
 
     media_type = "text/event-stream"
