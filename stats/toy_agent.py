@@ -39,6 +39,7 @@ import datetime as dt
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -93,6 +94,15 @@ def _now() -> str:
 _HEREDOC = re.compile(r"\s*apply_patch\s*<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*)\n\2\s*", re.DOTALL)
 
 
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|AUTH", re.I)
+
+
+def _tool_env() -> dict[str, str]:
+    """The agent's environment without credentials (as Codex drops *KEY*/*SECRET*/*TOKEN* from its
+    shell): a model that runs `env` must not put the endpoint's key into the rollout."""
+    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+
+
 def run_exec(args: dict[str, Any], cwd: Path) -> tuple[str, int]:
     """Run an ``exec_command`` call; returns (the output text sent back, exit code)."""
     cmd = args.get("cmd")
@@ -108,20 +118,19 @@ def run_exec(args: dict[str, Any], cwd: Path) -> tuple[str, int]:
     else:
         path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
         try:
-            res = subprocess.run(
-                ["bash", "-c", cmd],
-                cwd=workdir,
-                env={**os.environ, "PATH": path},
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
-            output, code = res.stdout + res.stderr, res.returncode
-        except subprocess.TimeoutExpired:
-            output, code = f"command timed out after {timeout:g} s", 124
+            proc = subprocess.Popen(["bash", "-c", cmd], cwd=workdir, env={**_tool_env(), "PATH": path},
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, start_new_session=True)
         except OSError as exc:
             output, code = f"could not run bash: {exc}", 127
+        else:
+            try:
+                output, _ = proc.communicate(timeout=timeout)
+                code = proc.returncode
+            except subprocess.TimeoutExpired:  # the whole group: pipelines and background jobs too
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                output, code = f"command timed out after {timeout:g} s", 124
     took = time.monotonic() - start
     head = f"Wall time: {took:.4f} seconds\nProcess exited with code {code}\nOutput:\n"
     return head + output[-MAX_OUTPUT_CHARS:], code
@@ -208,6 +217,8 @@ def apply_patch_output(patch: str, cwd: Path) -> tuple[str, int]:
         changed = apply_patch(patch, cwd)
     except PatchError as exc:
         return str(exc), 1
+    except OSError as exc:  # a path the patch names cannot be written: the model hears of it
+        return f"apply_patch: {exc}", 1
     return "Success. Updated the following files:\n" + "".join(c + "\n" for c in changed), 0
 
 
@@ -314,19 +325,26 @@ def _events(client: Any, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     decoded here with ``json``, which spares each run the typed event models' first-use schema build
     (about 1.5 s of CPU per process).
     """
+    from conformance.wire.sse import SSEDecoder
+
     with client.responses.with_streaming_response.create(**body) as response:
-        data: list[str] = []
-        for line in response.iter_lines():
-            if not line.startswith("data:"):
+        decoder = SSEDecoder()  # the kit's own parser: events end at blank lines, [DONE] is marked
+
+        def frames() -> Iterator[Any]:
+            for chunk in response.iter_bytes():
+                yield from decoder.feed(chunk)
+            yield from decoder.flush()
+
+        completed = False
+        for frame in frames():
+            if not frame.is_event or frame.done:
                 continue
-            data.append(line[5:].removeprefix(" "))
-            try:
-                event = json.loads("\n".join(data))
-            except ValueError:  # a data field continued on the next line
-                continue
-            data = []
-            if isinstance(event, dict):
-                yield event
+            if not isinstance(frame.json, dict):
+                raise ValueError(f"event data is not a JSON object: {frame.data[:200]!r}")
+            completed = completed or frame.json.get("type") == "response.completed"
+            yield frame.json
+        if not completed:  # Codex fails such a turn too
+            raise RuntimeError("the stream ended without response.completed")
 
 
 def run(
@@ -342,6 +360,7 @@ def run(
     request_timeout: float = 60.0,
 ) -> int:
     """The agent loop (see the module docstring); returns the exit code."""
+    import httpx
     from openai import OpenAI, OpenAIError
 
     client = OpenAI(base_url=base_url, api_key=api_key, timeout=request_timeout, max_retries=1)
@@ -374,7 +393,7 @@ def run(
                     usage = (event.get("response") or {}).get("usage")
                 elif kind in ("response.failed", "response.incomplete", "error"):
                     raise RuntimeError(f"{kind}: {json.dumps(event)[:500]}")
-        except (OpenAIError, RuntimeError, ValueError) as exc:
+        except (OpenAIError, httpx.HTTPError, RuntimeError, ValueError) as exc:
             message = f"request failed: {type(exc).__name__}: {exc}"
             print(message, file=sys.stderr)
             log.line("event_msg", {"type": "error", "message": message})

@@ -95,3 +95,67 @@ def test_unreachable_endpoint_exits_1_with_a_rollout(tmp_path: Path) -> None:
     no_endpoint = {k: v for k, v in env.items() if k not in ("HARNESSCHECK_ENDPOINT", "OPENAI_BASE_URL")}
     res = subprocess.run(cmd, cwd=tmp_path, env=no_endpoint, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "usage" in res.stderr
+
+
+def _canned_sse(body: bytes):
+    """A loopback server that answers every POST with `body` as an event stream."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _stream(body: bytes) -> list[dict]:
+    from openai import OpenAI
+
+    from stats.toy_agent import _events
+
+    server = _canned_sse(body)
+    try:
+        client = OpenAI(base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="k", timeout=10, max_retries=0)
+        return list(_events(client, {"model": "m", "input": [], "stream": True}))
+    finally:
+        server.shutdown()
+
+
+def test_events_survive_a_done_marker_and_need_completed() -> None:
+    call = '{"type":"response.output_item.done","item":{"type":"function_call","name":"x"}}'
+    done = '{"type":"response.completed","response":{}}'
+    events = _stream(f"data: [DONE]\n\ndata: {call}\n\nevent: response.completed\ndata: {done}\n\n".encode())
+    assert [e["type"] for e in events] == ["response.output_item.done", "response.completed"]
+    with pytest.raises(RuntimeError, match="without response.completed"):
+        _stream(f"data: {call}\n\n".encode())
+    with pytest.raises(ValueError, match="not a JSON object"):
+        _stream(b"data: {oops\n\n")
+
+
+def test_tool_commands_do_not_see_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESSCHECK_API_KEY", "sk-planted-123")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-456")
+    output, code = run_exec({"cmd": "env"}, tmp_path)
+    assert code == 0 and "sk-planted" not in output and "PATH=" in output
+
+
+def test_timed_out_command_takes_its_children_along(tmp_path: Path) -> None:
+    output, code = run_exec({"cmd": "(sleep 29.77; touch late) & sleep 29.77", "timeout_ms": 1000}, tmp_path)
+    assert code == 124 and "timed out" in output
+    import time
+
+    time.sleep(0.3)
+    assert not (tmp_path / "late").exists()
+    ps = subprocess.run(["pgrep", "-f", "sleep 29.77"], capture_output=True, text=True)
+    assert not ps.stdout.strip(), ps.stdout
