@@ -35,9 +35,9 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 class SSEResponse(Response):
     """A turn streamed as text/event-stream by a plain ASGI send loop: the adapter's opening frames,
-    then one `send` per step with the frames of all its events (common.stream_frames' loop, run here
-    without the extra generator layers), nothing held back, nothing dropped; `then` runs after the
-    last frame, before the body ends.
+    then one `send` per step with the frames of all its events (`common.step_frames`; no generator
+    layers between the engine's steps and the socket), nothing held back, nothing dropped; `then`
+    runs after the last frame, before the body ends.
 
     The client going away (``http.disconnect``) cancels the loop; the steps are closed and `close`
     (the turn's) frees the engine slot, also when no step was taken yet; an error inside the loop
@@ -105,7 +105,8 @@ class _App(Starlette):
     """Starlette that keeps the server's own `send` in the scope (RAW_SEND), for SSEResponse."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        scope[RAW_SEND] = send
+        if not self.user_middleware:  # a body-rewriting middleware (gzip, ...) must see every chunk
+            scope[RAW_SEND] = send
         await super().__call__(scope, receive, send)
 
 

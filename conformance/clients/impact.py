@@ -142,6 +142,8 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
             continue
         data["clients"][key] = {"label": client.label.split(" (")[0], "version": inst.version, "api": client.api}
         prepared.append((key, client, inst))
+    # A server start per fault only where some client here speaks the fault's API.
+    faults = tuple(f for f in faults if any(client.api in fault_apis(f) for _, client, _ in prepared))
     for fault in (None, *faults):
         args = [*server_args, "--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]
         if fault:

@@ -26,6 +26,8 @@ def server_info(url: str, model: str, *, kind: str, api_key: str | None = None, 
         data = answer.json().get("data") or []
     except (httpx.HTTPError, ValueError, AttributeError):
         return server
+    if answer.status_code != 200 or not isinstance(data, list):
+        return server
     entry = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None)
     if entry is None and data and isinstance(data[0], dict):
         entry = data[0]

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY") or DUMMY_KEY
 
     if args.faults:
-        if "all" in args.fault:
+        if "all" in args.fault:  # each client then meets its API's faults (impact.faults_for)
             from reference_server.faults import FAULTS
 
             faults = tuple(FAULTS)

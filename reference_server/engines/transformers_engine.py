@@ -248,7 +248,7 @@ class TransformersEngine(Engine):
             "num_logits_to_keep" if "num_logits_to_keep" in params else None)
         self.prefill_threads = max(1, threads or torch.get_num_threads())
         self.decode_threads = max(1, decode_threads)
-        self._threads_now = torch.get_num_threads()
+        self._threads_now: int | None = None  # per OpenMP thread: the first forward pass sets it
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hc-compute")
         self.slots = Slots(self.max_active)
         self._torch = torch

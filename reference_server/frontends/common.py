@@ -14,7 +14,7 @@ import re
 import uuid
 import zlib
 from dataclasses import dataclass
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 import zstandard
@@ -153,20 +153,6 @@ class Adapter(Protocol):
     def start(self) -> list[bytes]: ...
 
     def feed(self, event: Any) -> list[bytes]: ...
-
-
-async def stream_frames(adapter: Adapter, steps: AsyncIterator[list[Any]]) -> AsyncIterator[bytes]:
-    """An API adapter's SSE frames for a turn's internal events, as body chunks: its opening frames,
-    then per step (the events that became ready at the same moment, see `Turn.steps`) the frames of
-    all its events joined. Each frame stays a complete SSE event of its own; only the writes are
-    fewer (one per step instead of one per frame). The server's SSEResponse runs the same loop."""
-    opening = b"".join(adapter.start())
-    if opening:
-        yield opening
-    async for step in steps:
-        chunk = step_frames(adapter, step)
-        if chunk:
-            yield chunk
 
 
 def step_frames(adapter: Adapter, step: list[Any]) -> bytes:

@@ -436,7 +436,7 @@ def test_install_main_reports_each_client(tmp_path, monkeypatch, capsys):
 
 
 def test_e2e_skip_reason_from_ci(monkeypatch):
-    from tests.clients import conftest
+    from tests import conftest
 
     class Item:
         keywords = {"e2e": True}

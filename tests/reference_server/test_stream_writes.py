@@ -3,7 +3,7 @@
 - Delta frames written from templates or f-strings equal the frames built as a dict and encoded
   with `sse` (any text: quotes, backslashes, control characters, non-ASCII), with and without the
   faults that bend those frames.
-- `stream_frames` writes one body chunk per step: the frames of all the step's events joined, in
+- `SSEResponse` writes one body chunk per step: the frames of all the step's events joined, in
   order, each still a whole SSE event; nothing is dropped, merged or reordered.
 - `held_suffix` (with its first-character shortcut) agrees with the plain definition.
 """
@@ -22,7 +22,7 @@ from reference_server.events import (Finish, ReasoningDelta, TextDelta, ToolCall
 from reference_server.faults import Faults
 from reference_server.frontends.anthropic import AnthropicStream
 from reference_server.frontends.chat import ChatStream
-from reference_server.frontends.common import SSETemplate, sse, stream_frames
+from reference_server.frontends.common import SSETemplate, sse
 from reference_server.frontends.responses import ResponsesStream
 from reference_server.parsers.base import held_suffix
 
@@ -99,7 +99,7 @@ async def _steps(steps: list[list[Any]]) -> AsyncIterator[list[Any]]:
         yield step
 
 
-def test_stream_frames_writes_one_chunk_per_step_with_every_frame_in_order() -> None:
+def test_sse_response_writes_one_chunk_per_step_with_every_frame_in_order() -> None:
     usage = Usage(prompt_tokens=5, cached_tokens=0, completion_tokens=4)
     steps: list[list[Any]] = [
         [ReasoningDelta("think")],
@@ -115,7 +115,18 @@ def test_stream_frames_writes_one_chunk_per_step_with_every_frame_in_order() -> 
               _chat, lambda: ResponsesStream(response_id="resp_abc", body={"model": "m"}, faults=Faults())]
 
     async def collect(adapter: Any) -> list[bytes]:
-        return [chunk async for chunk in stream_frames(adapter, _steps(steps))]
+        from reference_server.app import RAW_SEND, SSEResponse
+
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def close() -> None:
+            pass
+
+        await SSEResponse(adapter, _steps(steps), close=close)({"type": "http", RAW_SEND: send}, _never_disconnect, send)
+        return [m["body"] for m in sent[1:] if m["body"]]
 
     for make in makers:
         joined, plain = make(), make()

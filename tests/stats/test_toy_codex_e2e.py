@@ -14,6 +14,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,12 +27,9 @@ OPTED_IN = os.environ.get("HARNESSCHECK_E2E") == "1"
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not OPTED_IN, reason="opt-in e2e: set HARNESSCHECK_E2E=1")]
 
 
-def test_codex_exec_resolves_the_toy_tasks(tmp_path: Path, server_factory: Callable[..., str]) -> None:
-    from conformance.clients import install
-
-    inst = install.ensure("codex", timeout=float(os.environ.get("HARNESSCHECK_E2E_INSTALL_BUDGET", "300")))
-    if not inst.ok:
-        pytest.skip(f"codex not installed: {inst.skip}")
+def test_codex_exec_resolves_the_toy_tasks(tmp_path: Path, server_factory: Callable[..., str],
+                                          e2e_install: Callable[[str], Any]) -> None:
+    inst = e2e_install("codex")
     command = [str(inst.modules / ".bin" / "codex"), *shlex.split(DEFAULT_COMMAND)[1:]]
     url = server_factory("--model-id", "harnesscheck/small", "--model-id", "harnesscheck/small-alias")
     endpoint = url + "/v1"
