@@ -75,7 +75,8 @@ class Turn:
                     events = [e for e in events if not isinstance(e, ToolCallStart | ToolCallArgsDelta | ToolCallEnd)]
                 saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in events)
                 yield events  # type: ignore[misc]
-            last: list[Event] = [*self._bend(self.parser.finish()), *held]
+            tail = self.parser.finish()
+            last: list[Event] = [*(self._bend(tail) if bend else tail), *held]
             saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in last)
         finally:
             await self.generation.close()
@@ -86,9 +87,8 @@ class Turn:
         yield last
 
     def _bend(self, events: list[ParsedEvent]) -> list[ParsedEvent]:
-        """The invalid-tool-json fault: arguments that no longer join to a JSON object."""
-        if not self.faults.on("invalid-tool-json"):
-            return events
+        """The invalid-tool-json fault (callers check it is on): arguments that no longer join to a
+        JSON object."""
         out: list[ParsedEvent] = []
         for event in events:
             out.append(event)

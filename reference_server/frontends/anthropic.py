@@ -209,6 +209,8 @@ class AnthropicStream:
         self.thinking = ""
         self.blocks: list[dict[str, Any]] = []  # the final content, for the non-stream response
         self.skipped_stop = False
+        # Decided once, not per token: the SSE event name of every content_block_delta.
+        self.delta_event = "delta" if faults.on("an-event-name-mismatch") else "content_block_delta"
 
     def start(self) -> list[bytes]:
         usage = usage_json(self.start_usage, output_tokens=1)
@@ -256,14 +258,11 @@ class AnthropicStream:
         return out
 
     def _delta(self, delta: dict[str, Any]) -> bytes:
-        if self.faults.on("an-event-name-mismatch"):
-            return sse("delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
-        return sse("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
+        return sse(self.delta_event, {"type": "content_block_delta", "index": self.index, "delta": delta})
 
     def _text_delta(self, kind: str, key: str, text: str) -> bytes:
         """`_delta({"type": kind, key: text})`, the same bytes, written directly (nearly every token's)."""
-        name = "delta" if self.faults.on("an-event-name-mismatch") else "content_block_delta"
-        return (f'event: {name}\ndata: {{"type":"content_block_delta","index":{self.index},'
+        return (f'event: {self.delta_event}\ndata: {{"type":"content_block_delta","index":{self.index},'
                 f'"delta":{{"type":"{kind}","{key}":{json_str(text)}}}}}\n\n').encode()
 
     def feed(self, event: Event) -> list[bytes]:
