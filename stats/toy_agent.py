@@ -19,8 +19,9 @@ the same server script drives this agent and ``codex exec`` alike.
 The loop sends the whole history each time (``store: false``, as Codex does): the user prompt, every
 output item the model returned (reasoning, messages, function calls) and a ``function_call_output``
 per call; it stops when an answer has no function calls (exit 0) or after ``--max-turns`` requests
-(exit 3); an API error ends it with exit 1, bad arguments with exit 2. Every request has a time limit,
-``--request-timeout`` seconds (default 60).
+(exit 3); an API error ends it with exit 1, bad arguments with exit 2. Every network wait of a request
+(connect, each read of the stream) is limited to ``--request-timeout`` seconds (default 60); the
+driver's per-task time limit bounds the whole run.
 
 Environment (the driver sets it): HARNESSCHECK_ENDPOINT or OPENAI_BASE_URL (base URL, ending in
 ``/v1``), HARNESSCHECK_MODEL (when no ``-m``), HARNESSCHECK_API_KEY (else OPENAI_API_KEY, else a
