@@ -251,7 +251,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if stop_frame is not None:
             add("AN-GRAMMAR-AFTER-STOP", i, f"event after message_stop (#{stop_frame})", typ)
             continue
-        if typ not in EVENT_TYPES:
+        if not isinstance(typ, str) or typ not in EVENT_TYPES:  # a list would not even hash
             add("AN-GRAMMAR-UNKNOWN-EVENT", i, "unknown event type", typ)
             continue
         if typ == "message_start":
@@ -363,7 +363,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             delta = ev.get("delta")
             if isinstance(delta, dict) and delta.get("stop_reason") is not None:
                 stop_reason = delta.get("stop_reason")
-                if stop_reason not in STOP_REASONS:
+                if not isinstance(stop_reason, str) or stop_reason not in STOP_REASONS:
                     add("AN-GRAMMAR-STOP-REASON", i, "unknown stop_reason", stop_reason, sorted(STOP_REASONS))
             continue
 

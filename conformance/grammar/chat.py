@@ -272,7 +272,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
                     continue
             _tool_deltas(delta.get("tool_calls"), st, c["index"], i, add, dispatches, early)
             if fr is not None:
-                if fr not in FINISH_REASONS:
+                if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
                     add("CH-GRAMMAR-FINISH-REASON", i, "unknown finish_reason", fr, sorted(FINISH_REASONS))
                 st.finish = fr
                 st.finish_frame = i
@@ -297,7 +297,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if st.finish is not None:
             if st.calls:
                 allowed = {"tool_calls", "length", "content_filter"} | ({"stop"} if forced else set())
-                if st.finish not in allowed:
+                if not isinstance(st.finish, str) or st.finish not in allowed:
                     add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"tool calls were streamed for choice "
                         f"{cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
             elif st.finish == "tool_calls":

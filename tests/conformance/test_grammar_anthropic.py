@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conformance.grammar import anthropic as an
@@ -364,6 +364,8 @@ def plausible_event(draw: st.DrawFn) -> list[Any]:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(plausible_event(), max_size=15))
+@example([[None, {"type": ["message_start"]}],  # a type or stop_reason that is a list must not raise
+          ["message_delta", {"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}, "usage": {}}]])
 def test_validator_and_fold_never_raise(events: Ev) -> None:
     fr = frames(events)
     findings = an.validate(fr)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conformance.grammar import chat
@@ -289,6 +289,8 @@ def plausible_chunk(draw: st.DrawFn) -> list[Any]:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(plausible_chunk(), max_size=12), st.sampled_from([None, USAGE_REQ, {"tool_choice": {"type": "function"}}, "junk"]))
+@example([[None, {"id": "a", "object": "chat.completion.chunk",  # found by hypothesis: unhashable
+                  "choices": [{"index": 0, "delta": {}, "finish_reason": []}], "usage": None}]], None)
 def test_validator_and_fold_never_raise(events: Ev, request: Any) -> None:
     fr = frames(events)
     findings = chat.validate(fr, request)
