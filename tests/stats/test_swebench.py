@@ -17,7 +17,6 @@ from stats.driver import (
     build_command,
     codex_config_toml,
     interleaved_order,
-    run_profiles,
     run_task,
 )
 from stats.rollouts import load_run_dir
@@ -31,6 +30,7 @@ from stats.swebench import (
     select_tasks,
     write_tasks_jsonl,
 )
+from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 HAVE_DATASETS = importlib.util.find_spec("datasets") is not None
 
@@ -175,25 +175,11 @@ def test_environment_and_timeout(tmp_path: Path) -> None:
     assert json.loads((Path(missing.folder) / "task.json").read_text())["error"]
 
 
-SMALL, ALIAS = "harnesscheck/small", "harnesscheck/small-alias"
-
-
 def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callable[..., str]) -> None:
     """The toy SWE-style run: a real agent loop (stats.toy_agent) against a reference server process,
     two profiles (two served model ids) interleaved, rollouts for both, and the comparison table."""
-    endpoint = server_factory("--model-id", SMALL, "--model-id", ALIAS) + "/v1"
-    repo, _ = build_toy_repo(tmp_path / "repos" / "harnesscheck__toycalc")
-    tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False))
-    profiles = [Profile("small", SMALL, endpoint=endpoint), Profile("alias", ALIAS, endpoint=endpoint)]
-    runs = run_profiles(
-        tasks,
-        profiles,
-        run_dir=tmp_path / "run",
-        repos=tmp_path / "repos",
-        command=TOY_AGENT_COMMAND,
-        test_command=[sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"],
-        timeout_s=60,
-    )
+    endpoint = server_factory(*SERVER_ARGS) + "/v1"
+    runs = run_toy(tmp_path, endpoint, TOY_AGENT_COMMAND, timeout_s=60)
     assert [(r.task_id[-1], r.profile) for r in runs] == [
         ("1", "small"),
         ("1", "alias"),
@@ -209,15 +195,15 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callabl
     patch = (tmp_path / "run" / "small" / "harnesscheck__toycalc-1" / "model.patch").read_text()
     assert "-    return a - b" in patch and "+    return a + b" in patch
 
-    for profile in profiles:
-        usage = {u.task_id: u for u in load_run_dir(tmp_path / "run" / profile.name)}
-        assert sorted(usage) == [t.instance_id for t in tasks]
+    for name, model in (("small", SMALL), ("alias", ALIAS)):
+        usage = {u.task_id: u for u in load_run_dir(tmp_path / "run" / name)}
+        assert sorted(usage) == sorted({r.task_id for r in runs})
         for task_id, u in usage.items():
-            assert u.format == "codex-rollout" and u.model == profile.model  # rollout preferred over stdout
+            assert u.format == "codex-rollout" and u.model == model  # rollout preferred over stdout
             # the scripted model's calls, made by the agent: look (grep), patch (apply_patch), run the tests
             assert u.tool_calls == 3 and u.by_tool == {"exec_command": 3}, (task_id, u)
             assert u.input_tokens and u.output_tokens and u.cached_input_tokens  # usage from the server
-        task_dir = tmp_path / "run" / profile.name / "harnesscheck__toycalc-2"
+        task_dir = tmp_path / "run" / name / "harnesscheck__toycalc-2"
         (rollout,) = (task_dir / "sessions").rglob("rollout-*.jsonl")
         lines = [json.loads(x) for x in rollout.read_text().splitlines()]
         calls = [x["payload"] for x in lines if x["type"] == "response_item"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,9 @@ from typing import Any
 import pytest
 
 from stats.compare import compare_sources
-from stats.driver import DEFAULT_COMMAND, Profile, run_profiles
+from stats.driver import DEFAULT_COMMAND
 from stats.rollouts import load_run_dir
-from stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks
+from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 OPTED_IN = os.environ.get("HARNESSCHECK_E2E") == "1"
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not OPTED_IN, reason="opt-in e2e: set HARNESSCHECK_E2E=1")]
@@ -31,29 +30,13 @@ def test_codex_exec_resolves_the_toy_tasks(tmp_path: Path, server_factory: Calla
                                           e2e_install: Callable[[str], Any]) -> None:
     inst = e2e_install("codex")
     command = [str(inst.modules / ".bin" / "codex"), *shlex.split(DEFAULT_COMMAND)[1:]]
-    url = server_factory("--model-id", "harnesscheck/small", "--model-id", "harnesscheck/small-alias")
-    endpoint = url + "/v1"
-    build_toy_repo(tmp_path / "repos" / "harnesscheck__toycalc")
-    tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False))
-    profiles = [
-        Profile("small", "harnesscheck/small", endpoint=endpoint),
-        Profile("alias", "harnesscheck/small-alias", endpoint=endpoint),
-    ]
-    runs = run_profiles(
-        tasks,
-        profiles,
-        run_dir=tmp_path / "run",
-        repos=tmp_path / "repos",
-        command=command,
-        test_command=[sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"],
-        timeout_s=180,
-    )
+    runs = run_toy(tmp_path, server_factory(*SERVER_ARGS) + "/v1", command, timeout_s=180)
     stderr = [(Path(r.folder) / "agent-stderr.txt").read_text()[-800:] for r in runs]
     assert all(r.returncode == 0 and not r.timed_out and r.error is None for r in runs), (runs, stderr)
     assert all(r.resolved and len(r.rollout_files) == 1 for r in runs), (runs, stderr)
-    for profile in profiles:
-        for u in load_run_dir(tmp_path / "run" / profile.name):
-            assert u.format == "codex-rollout" and u.model == profile.model
+    for name, model in (("small", SMALL), ("alias", ALIAS)):
+        for u in load_run_dir(tmp_path / "run" / name):
+            assert u.format == "codex-rollout" and u.model == model
             assert u.by_tool == {"exec_command": 3} and u.input_tokens, u
     comp = compare_sources(tmp_path / "run" / "small", tmp_path / "run" / "alias")
     assert comp.n_tasks == 3 and (comp.total_a, comp.total_b) == (9, 9) and comp.wlt.ties == 3
