@@ -208,10 +208,13 @@ def _fmt_total(x: float, signed: bool = False) -> str:
 
 
 def format_p(p: float) -> str:
-    """'< 0.001 (1.0e-05)' or '= 0.218' (with the operator, to follow 'p')."""
+    """'< 0.001 (1.0e-05)' or '= 0.2183' (with the operator, to follow 'p').
+
+    Four significant digits, trailing zeros dropped, so an exact p such as 1/16 prints as it is
+    (0.0625, not a rounded 0.062)."""
     if p < 0.001:
         return f"< 0.001 ({p:.1e})"
-    return f"= {p:.3f}"
+    return f"= {p:.4g}"
 
 
 def _test_dict(t: PairedTestResult) -> dict[str, Any]:

@@ -13,6 +13,10 @@ with a fixed seed and the p-value uses the +1 rule, which counts the observed as
 the draws so that a Monte Carlo p-value is never 0 and stays valid:
 
     p = (1 + #{r : |mean(s_r * d)| >= |mean(d)|}) / (1 + R)
+
+"At least as far" allows for rounding: an assignment counts when its |sum| is at least the observed
+|sum| minus ``TIE_TOLERANCE * sum |d|``, a tolerance relative to the data's scale, so that p does not
+change when the data are rescaled (times 1e-12 or 1e12).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ __all__ = ["PairedTestResult", "paired_permutation_test", "paired_differences"]
 EXACT_LIMIT = 2**20
 #: Monte Carlo draws when enumeration is too large (p-values resolve down to 1e-5)
 RESAMPLES = 99_999
+#: assignments whose |sum| is within this fraction of sum |d| below the observed one count as ties
+TIE_TOLERANCE = 1e-9
 #: rows of sign assignments handled at once (bounds memory at about CHUNK_ELEMENTS floats)
 CHUNK_ELEMENTS = 4_000_000
 
@@ -92,10 +98,11 @@ def paired_permutation_test(
     k = int(nz.size)
     if k == 0:
         return PairedTestResult(statistic=0.0, p_value=1.0, n=n, method="exact", resamples=1)
-    # Compare sums, not means (same ordering). A tiny relative tolerance keeps assignments that tie
-    # with the observed one in exact arithmetic from being lost to rounding.
+    # Compare sums, not means (same ordering). A tolerance relative to the data's scale (sum |d|, the
+    # largest attainable |sum|) keeps assignments that tie with the observed one in exact arithmetic
+    # from being lost to rounding, and scales with the data, so rescaling them leaves p unchanged.
     obs_sum = float(np.abs(nz.sum()))
-    threshold = obs_sum - 1e-9 * max(1.0, obs_sum)
+    threshold = obs_sum - TIE_TOLERANCE * float(np.abs(nz).sum())
     chunk_rows = max(1, CHUNK_ELEMENTS // k)
 
     if 2**k <= exact_limit:

@@ -154,3 +154,15 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli([str(RUN2[0]), str(RUN2[1]), "--json", "--label-a", "native", "--label-b", "alias"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["a"], data["b"], data["totals"]) == ("native", "alias", {"a": 2081, "b": 2205})
+
+
+def test_cli_prints_the_exact_wilcoxon_p(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # d = B - A = [1, 1, 1, 1, 1]: five tied ranks, so the exact two-sided p is 2/2^5 = 0.0625 for both tests
+    # (only all-plus and all-minus are as extreme); it must print as such, not rounded to 0.062.
+    for name, base in (("a.csv", 10), ("b.csv", 11)):
+        rows = "".join(f"t{i},{base + i}\n" for i in range(5))
+        (tmp_path / name).write_text("task_id,tool_calls\n" + rows)
+    assert _cli([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "Wilcoxon signed-rank (exact): p = 0.0625" in printed
+    assert "Permutation test (two-sided, exact, 32 sign assignments): p = 0.0625" in printed
