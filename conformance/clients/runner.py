@@ -7,13 +7,18 @@ client's one-shot command with a time limit (its process group is killed past it
 
 - ``CL-ANSWERED``: every request the client made was answered without error: HTTP status < 400
   (except the WebSocket refusal, ``GET /v1/responses`` 426/405/404, which is a transport probe),
-  no proxy/upstream error, no ``event: error`` / ``response.failed`` frame in a stream;
+  no proxy/upstream error (a client hanging up after the stream's terminal event is none), no
+  error frame in a stream (data ``type`` ``error`` / ``response.failed``, or an ``error`` object);
 - ``CL-FINAL-TEXT``: the client exited 0, reported no error, and printed a final text;
 - ``CL-TOOL-RUN`` (tool turns): the server's answer called the client's shell tool, and a later
   request carries the result of that call (non-empty, not an error): the client parsed the
   call, ran it and sent the output back. Whether the asked command's own output (``marker``)
   came back is reported beside it; the scripted reference model picks the command from the last
   user text, which OpenClaw replaces with its internal context, so there it runs ``echo ok``.
+
+Frames are judged by what the clients and SDKs dispatch on for completion: the data's ``type``
+(``frame_type``). The SSE event name is read only where the data is not JSON: a stream without
+``event:`` lines is as complete, and as erroneous, as one with them.
 """
 
 from __future__ import annotations
@@ -103,24 +108,45 @@ def is_ws_probe(t: dict[str, Any]) -> bool:
     return t.get("method") == "GET" and path.endswith("/responses")
 
 
+def frame_type(frame: dict[str, Any]) -> str | None:
+    """What a frame is: the data's ``type``; ``"[DONE]"`` for the end marker; the SSE event name only
+    where the data is not JSON (e.g. ``event: message_stop`` with empty data); None for JSON data
+    without a string ``type`` (a Chat chunk)."""
+    data = frame.get("data")
+    if isinstance(data, str) and data.strip() == "[DONE]":
+        return "[DONE]"
+    d = _frame_json(frame)
+    if d is None:
+        return frame.get("event")
+    typ = d.get("type") if isinstance(d, dict) else None
+    return typ if isinstance(typ, str) else None
+
+
 def stream_errors(t: dict[str, Any]) -> list[str]:
+    """Error frames of a stream: data ``type`` ``error`` / ``response.failed``, or JSON data whose
+    ``error`` is set and that has no ``type`` (how Chat streams report one; the OpenAI SDK raises on it)."""
     out = []
     for f in t.get("frames") or []:
-        ev = f.get("event")
-        data = _frame_json(f)
-        typ = data.get("type") if isinstance(data, dict) else None
-        if ev in ("error", "response.failed") or typ in ("error", "response.failed"):
-            out.append(f"{ev or typ}: {(f.get('data') or '')[:300]}")
+        typ = frame_type(f)
+        d = _frame_json(f)
+        if typ in ("error", "response.failed") or (typ is None and isinstance(d, dict) and d.get("error")):
+            out.append(f"{typ or 'error'}: {(f.get('data') or '')[:300]}")
     return out
 
 
+# The frame types that end a stream, per model route; a route the runner does not know takes them all.
+TERMINAL_TYPES = {"/messages": ("message_stop",), "/responses": ("response.completed", "response.incomplete"),
+                  "/chat/completions": ("[DONE]",)}
+
+
 def stream_complete(t: dict[str, Any]) -> bool:
-    """The stream reached its terminal event (the client may hang up right after it)."""
-    for f in t.get("frames") or []:
-        if f.get("event") in ("message_stop", "response.completed", "response.incomplete") or \
-                (f.get("data") or "").strip() == "[DONE]":
-            return True
-    return False
+    """The stream reached its terminal frame (the client may hang up right after it), by frame type:
+    ``message_stop``; ``response.completed`` / ``response.incomplete`` (a ``[DONE]`` does not end a
+    Responses stream for Codex or the SDK); Chat's ``[DONE]``."""
+    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
+    ends = next((v for k, v in TERMINAL_TYPES.items() if path.endswith(k)),
+                tuple(x for v in TERMINAL_TYPES.values() for x in v))
+    return any(frame_type(f) in ends for f in t.get("frames") or [])
 
 
 def _same_id(a: str, b: str) -> bool:
@@ -133,7 +159,8 @@ def _hung_up(error: str) -> bool:
 
 
 def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
-    """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs)."""
+    """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs), read from the
+    frames' data (its ``type``; Chat chunks by ``choices``), never from the SSE event names."""
     calls: dict[str, dict[str, str]] = {}
     by_index: dict[int, str] = {}
     last = ""
@@ -141,7 +168,7 @@ def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
         d = _frame_json(f)
         if not isinstance(d, dict):
             continue
-        typ = d.get("type")
+        typ = frame_type(f)
         if typ == "content_block_start" and (d.get("content_block") or {}).get("type") == "tool_use":
             b = d["content_block"]
             calls[str(b.get("id"))] = {"id": str(b.get("id")), "name": str(b.get("name")), "arguments": ""}

@@ -171,6 +171,55 @@ def test_error_frame_fails_answered():
     assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
 
 
+def test_stream_without_event_lines_is_judged_by_the_data_type():
+    # Recorded (fixtures/record_no_event_lines.py): Codex 0.171.0 against Responses streams without
+    # `event:` lines whose `[DONE]` comes 0.3 s after `response.completed`. Codex finished both turns
+    # and hung up after `response.completed`, so each capture ends with the proxy's write error.
+    for turn in ("text", "tool"):
+        recs = records(f"codex-noevent-{turn}.capture.jsonl")
+        assert all(f["event"] is None for t in recs for f in t["frames"])
+        assert all("closing transport" in t["error"] for t in recs)
+        checks, seen = runner.capture_checks(recs, tool_turn=turn == "tool", rc=0, final_text="ok")
+        assert all(c.ok for c in checks), [(c.id, c.detail) for c in checks]
+    recs = records("codex-noevent-tool.capture.jsonl")
+    assert [c["name"] for t in recs for c in runner.tool_calls(t)] == ["exec_command"]
+    assert seen is True
+
+
+def test_stream_without_response_completed_fails_answered():
+    recs = copy.deepcopy(records("codex-noevent-text.capture.jsonl"))
+    frames = recs[0]["frames"]
+    assert json.loads(frames[-1]["data"])["type"] == "response.completed"
+    frames.pop()  # the client hung up before the terminal event
+    checks, _ = runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")
+    assert not checks[0].ok and "closing transport" in checks[0].detail
+    frames.append({"kind": "event", "event": None, "data": "[DONE]"})  # [DONE] does not end a Responses stream
+    assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
+    frames[-1] = {"kind": "event", "event": "response.completed", "data": '{"type":"response.in_progress"}'}
+    assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok  # the name alone
+
+
+def test_frame_type_reads_the_data_and_the_event_name_only_without_json():
+    assert runner.frame_type({"event": "message_stop", "data": '{"type":"ping"}'}) == "ping"
+    assert runner.frame_type({"event": "message_stop", "data": ""}) == "message_stop"
+    assert runner.frame_type({"event": None, "data": '{"choices":[]}'}) is None
+    assert runner.frame_type({"event": None, "data": '{"type":["error"]}'}) is None
+    assert runner.frame_type({"event": "x", "data": " [DONE]"}) == "[DONE]"
+
+
+@pytest.mark.parametrize("frame,error", [
+    ({"event": None, "data": '{"type":"response.failed","response":{}}'}, True),
+    ({"event": None, "data": '{"type":"error","error":{"type":"overloaded_error"}}'}, True),
+    ({"event": None, "data": '{"error":{"message":"boom"}}'}, True),  # a Chat stream's error object
+    ({"event": "error", "data": "upstream overloaded"}, True),  # not JSON: the event name decides
+    ({"event": "error", "data": '{"type":"response.output_text.delta","delta":"x"}'}, False),
+    ({"event": None, "data": '{"type":"response.output_text.delta","delta":"x","error":null}'}, False),
+])
+def test_error_frames_by_data_type(frame, error):
+    t = {"frames": [{"kind": "event", **frame}]}
+    assert bool(runner.stream_errors(t)) is error
+
+
 def test_websocket_refusal_is_not_an_error():
     recs = copy.deepcopy(records("codex-text.capture.jsonl"))
     probe = {"method": "GET", "url": "/v1/responses", "status": 426, "error": None, "frames": [], "request_body": None}
