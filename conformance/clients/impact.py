@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from conformance.clients import Client
+    from conformance.clients.install import Install
 
 IMPACT_PATH = Path(__file__).with_name("impact.json")
 BREAKS, OK = "breaks", "unaffected"
@@ -55,6 +60,39 @@ DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("op
 
 def client_key(name: str, api: str | None) -> str:
     return name if api is None else f"{name}:{api}"
+
+
+def prepare_clients(runs: Iterable[tuple[str, str | None]], *, install_missing: bool = True
+                    ) -> tuple[list[tuple[str, Client, Install]], dict[str, str]]:
+    """The clients of ``runs`` ((name, api) pairs) ready to run, as [(key, client, install)], and
+    {key: why not} for the others: not installed (``install_missing=False`` uses the cache only;
+    otherwise ``install.ensure`` installs it, and an install that fails says why), or its binary
+    missing or not starting (``install.runnable``). Shared by ``run_impact`` and ``verify``."""
+    from conformance.clients import get_client, install
+
+    prepared: list[tuple[str, Client, Install]] = []
+    skipped: dict[str, str] = {}
+    for name, api in runs:
+        client = get_client(name, api)
+        key = client_key(name, api)
+        if install_missing:
+            inst = install.ensure(client.install_name)
+        else:
+            inst = install.installed(client.install_name) or install.Install(
+                client.install_name, install.cache_dir() / client.install_name,
+                skip=f"not installed in {install.cache_dir()} (python -m conformance.clients {client.install_name} "
+                     "installs it)")
+        why = inst.skip or install.runnable(client.install_name, inst)
+        if why:
+            skipped[key] = why
+            continue
+        prepared.append((key, client, inst))
+    return prepared, skipped
+
+
+def client_entry(client: Client, inst: Install) -> dict[str, str]:
+    """A client's record in results: {"label": "Codex", "version": "0.171.0", "api": "responses"}."""
+    return {"label": client.label.split(" (")[0], "version": inst.version, "api": client.api}
 
 
 def load(path: Path = IMPACT_PATH) -> dict[str, Any]:
@@ -123,7 +161,7 @@ def verdict_line(check: Any, data: dict[str, Any] | None = None) -> str:
 def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_RUNS,
                faults: tuple[str, ...] = DEFAULT_FAULTS, model: str | None = None, timeout: float = 180.0,
                server_args: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from conformance.clients import get_client, install, runner
+    from conformance.clients import runner
     from reference_server.launch import ServerProcess
 
     from conformance import catalog
@@ -132,16 +170,9 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
     data: dict[str, Any] = {"schema": "harnesscheck.client-impact", "version": 1,
                             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": model,
                             "clients": {}, "clean": {}, "faults": {}, "skipped": {}}
-    prepared = []
-    for name, api in runs:
-        client = get_client(name, api)
-        inst = install.ensure(client.install_name)
-        key = client_key(name, api)
-        if not inst.ok:
-            data["skipped"][key] = inst.skip
-            continue
-        data["clients"][key] = {"label": client.label.split(" (")[0], "version": inst.version, "api": client.api}
-        prepared.append((key, client, inst))
+    prepared, data["skipped"] = prepare_clients(runs)
+    for key, client, inst in prepared:
+        data["clients"][key] = client_entry(client, inst)
     # A server start per fault only where some client here speaks the fault's API.
     faults = tuple(f for f in faults if any(client.api in fault_apis(f) for _, client, _ in prepared))
     for fault in (None, *faults):
