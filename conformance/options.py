@@ -1,15 +1,21 @@
 """The kit's options, defined once: the pytest plugin adds them with the `--` names below and the
-CLI commands reuse the same function (as pytest-benchmark does with its option sets)."""
+CLI commands reuse the same function (as pytest-benchmark does with its option sets).
+`validate_options` checks their values before any request, for both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import math
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
+
 
 def _NEVER(name: str) -> bool:
     return False
 
 
+APIS = ("anthropic", "chat", "responses")
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
 
 
@@ -49,3 +55,58 @@ def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVE
              "auto takes the strongest the endpoint offers (default: auto)")
     add("--server-arg", action="append", default=[], metavar="ARG",
         help="extra argument for the embedded reference server, repeatable (e.g. --server-arg=--fault=NAME)")
+
+
+def split_apis(value: str) -> list[str]:
+    """`"anthropic, chat"` -> `["anthropic", "chat"]`."""
+    return [a.strip() for a in (value or "").split(",") if a.strip()]
+
+
+def _unknown(flag: str, what: str, value: str, known: Iterable[str]) -> str:
+    known = list(known)
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{flag}: unknown {what} {value!r}{hint}; choose from {', '.join(known)}"
+
+
+def url_problem(url: str, flag: str = "--endpoint") -> str | None:
+    """Why `url` is not a usable base URL (scheme http or https, a host, a valid port), or None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        if "://" not in url:
+            return f"{flag} {url!r} is not a URL: it needs http:// or https:// (did you mean 'http://{url}'?)"
+        return f"{flag} {url!r}: the scheme {parts.scheme!r} is not http or https"
+    if not parts.hostname:
+        return f"{flag} {url!r} has no host (e.g. http://localhost:8000)"
+    try:
+        parts.port
+    except ValueError as error:
+        return f"{flag} {url!r}: {error}"
+    return None
+
+
+def validate_options(*, endpoint: str | None, apis: str, expect: Iterable[str], tries: int,
+                     timeout: float) -> str | None:
+    """The first thing wrong with the option values, as the one line to print (exit 2), or None.
+
+    Plain values, no argparse or pytest objects, so the CLI and the pytest plugin share it."""
+    if endpoint is not None:
+        if not endpoint.strip():
+            return "--endpoint is empty (an unset variable?); leave it out to use the embedded reference server"
+        problem = url_problem(endpoint)
+        if problem:
+            return problem
+    chosen = split_apis(apis)
+    if not chosen:
+        return f"--apis: no API given; choose from {', '.join(APIS)}"
+    for api in chosen:
+        if api not in APIS:
+            return _unknown("--apis", "API", api, APIS)
+    for feature in expect:
+        if feature not in FEATURES:
+            return _unknown("--expect", "feature", feature, FEATURES)
+    if tries < 1:
+        return f"--tries must be 1 or more, got {tries}"
+    if not (timeout > 0 and math.isfinite(timeout)):
+        return f"--timeout must be a number of seconds above 0, got {timeout:g}"
+    return None

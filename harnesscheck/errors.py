@@ -1,11 +1,15 @@
 """The kit's own errors: one root, so a caller can tell a kit fault from anything else.
 
     HarnesscheckError
+     ├── UsageError (harnesscheck.errors)            a bad option, a bad input file, an unusable endpoint:
+     │                                               the command prints its one line and exits 2
      ├── WireError (conformance.wire.sse)            the stream could not be read as SSE
      │    └── FrameTooLarge                          a line or frame over the size limit
      ├── TraceError (replay.trace; also ValueError)  a trace file that does not validate
      ├── ResultsError (reports.schema; also ValueError)  a results file that does not validate
      └── EngineConfigError (reference_server.engines.transformers_engine; also ValueError)
+
+    Interrupted (a KeyboardInterrupt)                SIGTERM or Ctrl-C: stop, clean up, exit 130
 
 A bad endpoint never raises: what it does becomes a Finding and a check outcome. Errors of the
 reference server's request handling (ApiError, InvalidConversation) are answered over HTTP, not
@@ -14,6 +18,17 @@ raised to the kit, and stay outside this tree.
 
 from __future__ import annotations
 
+__all__ = ["HarnesscheckError", "Interrupted", "UsageError"]
+
 
 class HarnesscheckError(Exception):
     """Root of the kit's own errors."""
+
+
+class UsageError(HarnesscheckError):
+    """What the user can fix: its message is the one line the command prints before exiting 2."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop request (SIGTERM, or Ctrl-C once the CLI handles it): a KeyboardInterrupt, so pytest and
+    every `finally` unwind as for Ctrl-C, with the signal's name as the message."""
