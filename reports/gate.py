@@ -7,6 +7,11 @@ The gate fails when
   statistically clear: the ratio current median / baseline median has a bootstrap 95% CI whose
   lower bound lies above `1 + threshold`. (For a benchmark with `"better": "higher"`, e.g. tokens
   per second, the ratio is taken the other way round, so a ratio above 1 is always worse.)
+  An arm with fewer than `MIN_SAMPLES` samples on either side is never judged ("not enough
+  samples"): with n = 3 per side even a complete separation has an exact one-sided rank-test
+  p = 1/C(6,3) = 0.05, above the 0.025 that a 95% interval's lower bound stands for, while with
+  n = 4 it is 1/C(8,4) = 1/70 = 0.014. Below that the bootstrap interval only restates the range
+  (with one sample per side it is a single point).
 
 Everything else (newly passing, still failing, checks missing from the current run, slower within
 the threshold, faster) is reported and does not gate. Documented for users in docs/gate.md.
@@ -30,6 +35,7 @@ __all__ = [
     "BenchmarkDelta",
     "CheckChange",
     "GateReport",
+    "MIN_SAMPLES",
     "bootstrap_ratio_ci",
     "format_gate",
     "gate",
@@ -37,6 +43,9 @@ __all__ = [
 ]
 
 FAILING = ("fail", "error")
+#: fewest samples per side for a benchmark verdict (the smallest n at which an exact rank test of
+#: two samples of n can reach one-sided p < 0.025: 1 / C(2n, n) = 1/70 at n = 4; see the module docstring)
+MIN_SAMPLES = 4
 NOT_FAILING = ("pass", "skip", "inconclusive")
 
 
@@ -74,7 +83,7 @@ class BenchmarkDelta:
     ratio: float | None  # > 1 means worse, whichever way "better" points
     ci95: tuple[float, float] | None
     verdict: str  # regression | slower (not clear) | slower (within threshold) | faster | no clear change
-    #               | no samples | undefined (median 0)
+    #               | no samples | not enough samples | undefined (median 0)
     gating: bool
 
 
@@ -226,6 +235,12 @@ def _compare_benchmarks(
                 continue
             med_b, med_c = float(np.median(xs_b)), float(np.median(xs_c))
             num, den = (xs_c, xs_b) if better == "lower" else (xs_b, xs_c)
+            if min(xs_b.size, xs_c.size) < MIN_SAMPLES:
+                ratio_shown = float(np.median(num) / np.median(den)) if np.median(den) != 0 else None
+                report.benchmarks.append(BenchmarkDelta(
+                    bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
+                    int(xs_b.size), int(xs_c.size), ratio_shown, None, "not enough samples", False))
+                continue
             if np.median(den) == 0:
                 report.benchmarks.append(BenchmarkDelta(
                     bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
@@ -320,7 +335,8 @@ def format_gate(report: GateReport) -> str:
     if report.benchmarks:
         lines.append("")
         lines.append(f"Benchmarks: ratio of medians current/baseline (>1 is worse), bootstrap 95% CI; "
-                     f"gates when the CI's low end > {1 + report.threshold:.2f}:")
+                     f"gates when the CI's low end > {1 + report.threshold:.2f}, "
+                     f"with at least {MIN_SAMPLES} samples a side:")
         rows = [["benchmark", "arm", "baseline", "current", "ratio", "95% CI", "verdict"]]
         for b in report.benchmarks:
             unit = f" {b.unit}" if b.unit else ""

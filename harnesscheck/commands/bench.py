@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 NAME = "bench"
@@ -30,11 +31,23 @@ document, docs/results-schema.md) and a PNG plot.
 """
 
 
+def _sessions(text: str) -> int:
+    """--sessions as an int; warns on stderr below the regression gate's minimum samples per side."""
+    from reports.gate import MIN_SAMPLES
+
+    n = int(text)
+    if n < MIN_SAMPLES:
+        print(f"warning: --sessions {n} is below {MIN_SAMPLES}: the regression gate will not judge these arms "
+              "(docs/gate.md)", file=sys.stderr)
+    return n
+
+
 def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
     p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
-    p.add_argument("--sessions", type=int, default=sessions, help=f"measured samples per arm (default: {sessions})")
+    p.add_argument("--sessions", type=_sessions, default=sessions,
+                   help=f"measured samples per arm (default: {sessions}; the gate needs a minimum, docs/gate.md)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up rounds discarded (default: 1)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")

@@ -1,11 +1,12 @@
 import copy
 import json
+import math
 
 import numpy as np
 import pytest
 
 from harnesscheck.cli import main
-from reports.gate import bootstrap_ratio_ci, format_gate, gate, read_flaky_file
+from reports.gate import MIN_SAMPLES, bootstrap_ratio_ci, format_gate, gate, read_flaky_file
 from tests.reports import factory
 
 
@@ -206,7 +207,60 @@ def test_local_bootstrap_agrees_with_the_shared_one():
 
 def test_zero_median_baseline_is_reported_not_gated(baseline):
     base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
-    base["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [0.0, 0.0, 0.0])]}]
-    cur["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [5.0, 6.0, 7.0])]}]
+    base["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [0.0, 0.0, 0.0, 0.0])]}]
+    cur["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [5.0, 6.0, 7.0, 8.0])]}]
     report = gate(base, cur)
     assert report.passed and report.benchmarks[0].verdict == "undefined (median 0)"
+
+
+def _one_arm(baseline, base_samples, cur_samples):
+    base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
+    base["benchmarks"] = [{"name": "few", "unit": "ms", "arms": [factory.bench_arm("a", base_samples)]}]
+    cur["benchmarks"] = [{"name": "few", "unit": "ms", "arms": [factory.bench_arm("a", cur_samples)]}]
+    return gate(base, cur)
+
+
+@pytest.mark.parametrize("base_samples, cur_samples", [
+    ([100], [120]),
+    ([100, 101], [120, 121]),
+    ([100, 101, 102], [120, 121, 122]),
+    ([100, 101, 102, 103, 104], [150, 151, 152]),  # one side short is enough to refuse
+])
+def test_too_few_samples_are_not_judged(baseline, base_samples, cur_samples):
+    report = _one_arm(baseline, base_samples, cur_samples)
+    (delta,) = report.benchmarks
+    assert report.passed and not report.regressions
+    assert delta.verdict == "not enough samples" and not delta.gating
+    assert delta.ci95 is None  # no interval is claimed
+    assert delta.ratio == pytest.approx(np.median(cur_samples) / np.median(base_samples))
+    assert "not enough samples" in format_gate(report)
+
+
+def test_minimum_samples_is_where_a_rank_test_can_first_reach_the_level():
+    # Two samples of n, completely separated: the exact one-sided rank-test p is 1 / C(2n, n) (one of
+    # the C(2n, n) equally likely splits). A 95% interval's lower bound stands for one-sided 0.025.
+    # n = 3: 1/20 = 0.05 (cannot reach it); n = 4: 1/70 ~ 0.014 (can).
+    assert MIN_SAMPLES == 4
+    assert 1 / math.comb(2 * (MIN_SAMPLES - 1), MIN_SAMPLES - 1) > 0.025 > 1 / math.comb(2 * MIN_SAMPLES, MIN_SAMPLES)
+
+
+def test_four_clearly_separated_samples_a_side_can_gate(baseline):
+    report = _one_arm(baseline, [100, 101, 102, 103], [150, 151, 152, 153])
+    (delta,) = report.benchmarks
+    assert delta.verdict == "regression" and delta.gating and not report.passed
+
+
+@pytest.mark.parametrize("bench", ["preamble", "dispatch", "history", "overlap"])
+def test_bench_warns_when_sessions_is_below_the_minimum(bench, capsys):
+    import argparse
+
+    from harnesscheck.commands import bench as bench_cmd
+
+    parser = argparse.ArgumentParser()
+    bench_cmd.add_arguments(parser)
+    assert parser.parse_args([bench, "--sessions", str(MIN_SAMPLES - 1)]).sessions == MIN_SAMPLES - 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"warning: --sessions {MIN_SAMPLES - 1} is below {MIN_SAMPLES}")
+    assert parser.parse_args([bench, "--sessions", str(MIN_SAMPLES)]).sessions == MIN_SAMPLES
+    assert parser.parse_args([bench]).sessions >= MIN_SAMPLES  # the defaults need no warning
+    assert capsys.readouterr().err == ""
