@@ -92,7 +92,7 @@ def validate_options(*, endpoint: str | None, apis: str, expect: Iterable[str], 
     Plain values, no argparse or pytest objects, so the CLI and the pytest plugin share it."""
     if endpoint is not None:
         if not endpoint.strip():
-            return "--endpoint is empty (an unset variable?); leave it out to use the embedded reference server"
+            return "--endpoint is empty (an unset variable?); leave it out for the embedded reference server"
         problem = url_problem(endpoint)
         if problem:
             return problem

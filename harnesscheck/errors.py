@@ -1,8 +1,8 @@
 """The kit's own errors: one root, so a caller can tell a kit fault from anything else.
 
     HarnesscheckError
-     ├── UsageError (harnesscheck.errors)            a bad option, a bad input file, an unusable endpoint:
-     │                                               the command prints its one line and exits 2
+     ├── UsageError (harnesscheck.errors)            a bad option or input file, an unusable endpoint:
+     │                                               the command prints its one line, exits 2
      ├── WireError (conformance.wire.sse)            the stream could not be read as SSE
      │    └── FrameTooLarge                          a line or frame over the size limit
      ├── TraceError (replay.trace; also ValueError)  a trace file that does not validate
