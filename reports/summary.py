@@ -1,5 +1,12 @@
 """Counts of outcomes per API, and the plain-text summary table printed by `report`, `check` and
-`run` (so the terminal and the HTML page agree)."""
+`run` (so the terminal and the HTML page agree).
+
+`is_must_failure` is the one definition of "a MUST check failed": the exit status of `check` and
+`run`, the table's "MUST failed" column, the report's banner and list all use it. A check's
+`level` is the level of the rule that failed, so a check that failed one of its SHOULD rules is a
+SHOULD failure. An `error` outcome is a kit bug, never a verdict on the endpoint, so it is no MUST
+failure; it is listed apart (`kit_errors`) and makes `check` exit 3 when nothing else failed.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,10 @@ from typing import Any
 
 from reports.schema import APIS, OUTCOMES
 
-__all__ = ["api_order", "format_summary", "must_failures", "summarize"]
+__all__ = ["EXIT_KIT_ERROR", "EXIT_MUST_FAILED", "EXIT_OK", "api_order", "exit_status", "format_summary",
+           "is_must_failure", "kit_errors", "must_failures", "should_failures", "summarize"]
+
+EXIT_OK, EXIT_MUST_FAILED, EXIT_KIT_ERROR = 0, 1, 3
 
 
 def api_order(results: dict[str, Any]) -> list[str]:
@@ -21,7 +31,7 @@ def summarize(results: dict[str, Any]) -> dict[str, dict[str, int]]:
     """`{api: {outcome: count, ..., "must_fail": n, "total": n}}` plus a `"total"` row.
 
     Every API that appears in the run or in a check gets a row, every outcome a zero default.
-    `must_fail` counts MUST checks whose outcome is fail or error.
+    `must_fail` counts the checks `is_must_failure` names.
     """
     rows: dict[str, dict[str, int]] = {}
     for api in api_order(results) + ["total"]:
@@ -31,20 +41,37 @@ def summarize(results: dict[str, Any]) -> dict[str, dict[str, int]]:
             row = rows[key]
             row[c["outcome"]] += 1
             row["total"] += 1
-            if c["level"] == "MUST" and c["outcome"] in ("fail", "error"):
+            if is_must_failure(c):
                 row["must_fail"] += 1
     return rows
 
 
+def is_must_failure(check: dict[str, Any]) -> bool:
+    """A check that failed (outcome `fail`) on a MUST rule (`level` MUST)."""
+    return check["level"] == "MUST" and check["outcome"] == "fail"
+
+
 def must_failures(results: dict[str, Any], *, include_flaky: bool = True) -> list[dict[str, Any]]:
-    """MUST checks that failed or errored, in document order."""
-    return [
-        c
-        for c in results.get("checks", [])
-        if c["level"] == "MUST"
-        and c["outcome"] in ("fail", "error")
-        and (include_flaky or not c.get("flaky"))
-    ]
+    """The checks `is_must_failure` names, in document order; flaky ones left out on request."""
+    checks = results.get("checks", [])
+    return [c for c in checks if is_must_failure(c) and (include_flaky or not c.get("flaky"))]
+
+
+def should_failures(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Checks that failed on a SHOULD rule: reported, never failing the run."""
+    return [c for c in results.get("checks", []) if c["level"] == "SHOULD" and c["outcome"] == "fail"]
+
+
+def kit_errors(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Checks the kit itself could not judge (outcome `error`): kit bugs, not verdicts."""
+    return [c for c in results.get("checks", []) if c["outcome"] == "error"]
+
+
+def exit_status(results: dict[str, Any]) -> int:
+    """1 when a MUST check failed (flaky ones aside), else 3 when a check ended in a kit error, else 0."""
+    if must_failures(results, include_flaky=False):
+        return EXIT_MUST_FAILED
+    return EXIT_KIT_ERROR if kit_errors(results) else EXIT_OK
 
 
 def format_summary(results: dict[str, Any]) -> str:
@@ -60,9 +87,11 @@ def format_summary(results: dict[str, Any]) -> str:
     out = [line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in body[:-1]]
     out += [line(["-" * w for w in widths]), line(body[-1])]
-    fails = must_failures(results)
-    if fails:
-        out.append("")
-        out.append(f"MUST failures ({len(fails)}):")
-        out += [f"  {c['id']} [{c['api']}] {c['outcome']}: {c.get('message') or c['title']}" for c in fails]
+    sections = (("MUST failures", must_failures(results)), ("SHOULD failures", should_failures(results)),
+                ("kit errors (bugs of the kit, not verdicts on the endpoint)", kit_errors(results)))
+    for title, checks in sections:
+        if checks:
+            out += ["", f"{title} ({len(checks)}):"]
+            out += [f"  {c['id']} [{c['api']}]{' (flaky)' if c.get('flaky') else ''}: "
+                    f"{c.get('message') or c['title']}" for c in checks]
     return "\n".join(out)
