@@ -302,7 +302,21 @@ def test_hangup_before_headers_frees_the_slot(slow_server: str) -> None:
     assert health["active_requests"] == 0 and health["cache"]["pinned_blocks"] == 0, health
 
 
-def test_fuzz_totals() -> None:
-    """Runs last in this module: the number of cases tried."""
+def test_fuzz_totals(http: httpx.Client) -> None:
+    """Runs last in this module. Every route, sent its valid body and then that body with each top-level
+    field deleted in turn, answers every request (no 5xx, the API's error shape: `judge`), accepts the
+    valid body and rejects at least one deletion (a required field), so the fuzzing above reaches both
+    the accepting and the rejecting paths. Then prints the module's totals (xdist may run the other
+    tests in another process, so the floor counts only this test's own requests)."""
+    answered: dict[str, Counter[int]] = {}
+    for path, body in sorted(VALID.items()):
+        fields = [f for f in paths_of(body) if len(f) == 1]
+        codes = Counter([judge(http, path, json.dumps(body).encode(), "valid")])
+        for field in fields:
+            codes[judge(http, path, json.dumps(mutate(body, field, DELETE)).encode(), (field, "deleted"))] += 1
+        answered[path] = codes
+        assert codes[200] >= 1 and any(400 <= c < 500 for c in codes), (path, codes)
+    # a floor on the requests: 7 routes, 7 valid bodies and 41 top-level fields today (48)
+    assert set(answered) == set(VALID) and sum(c.total() for c in answered.values()) >= 40, answered
     total = sum(TRIED.values())
     print(f"\nfuzz total: {total} requests over {len(TRIED)} routes: " + ", ".join(f"{k} {v}" for k, v in sorted(TRIED.items())))
