@@ -14,28 +14,33 @@ from typing import Any
 from conformance.wire.sse import SSEFrame
 from conformance.wire.transcript import Transcript
 
-__all__ = ["Finding", "Source", "frames_and_request", "rules_of", "short"]
+__all__ = ["Collector", "EventNames", "Finding", "Source", "frames_and_request", "rules_of", "short"]
 
 Source = Transcript | Sequence[SSEFrame]
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One violation. ``rule`` is a grammar rule id (e.g. ``AN-GRAMMAR-ORDER``); ``frame_index``
-    is the ``SSEFrame.index`` of the offending frame, or None for a missing thing at the end."""
+    """One violation, or one informational record. ``rule`` is a grammar rule id (e.g.
+    ``AN-GRAMMAR-ORDER``); ``frame_index`` is the ``SSEFrame.index`` of the offending frame (for a
+    thing missing at the end, the last frame seen), None only when the stream had no frame at all.
+
+    ``informational`` marks what the references allow but a reader should see (an unknown event
+    type, an error the endpoint reported in the stream): recorded and shown, never a failure."""
 
     rule: str
     frame_index: int | None
     message: str
     observed: str | None = None
     expected: str | None = None
+    informational: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def __str__(self) -> str:
         where = "end of stream" if self.frame_index is None else f"frame #{self.frame_index}"
-        text = f"{self.rule} at {where}: {self.message}"
+        text = f"{self.rule}{' (informational)' if self.informational else ''} at {where}: {self.message}"
         if self.observed is not None:
             text += f" (observed {self.observed}"
             text += f"; expected {self.expected})" if self.expected is not None else ")"
@@ -76,3 +81,48 @@ def short(value: Any, limit: int = 120) -> str:
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Collector:
+    """A validator's finding list: observed and expected values rendered short, and findings about
+    something missing at the end placed at the last frame seen (so a reader sees where it stopped)."""
+
+    def __init__(self, frames: Sequence[SSEFrame]) -> None:
+        self.out: list[Finding] = []
+        self.last: int | None = frames[-1].index if frames else None
+
+    def add(self, rule: str, frame: int | None, message: str, observed: Any = None, expected: Any = None, *,
+            informational: bool = False) -> None:
+        self.out.append(Finding(rule, frame, message, None if observed is None else short(observed),
+                                None if expected is None else short(expected), informational))
+
+    def at_end(self, rule: str, message: str, observed: Any = None, expected: Any = None) -> None:
+        where = "the stream had no frame" if self.last is None else f"the stream ended after frame #{self.last}"
+        self.add(rule, self.last, f"{message} ({where})", observed, expected)
+
+
+class EventNames:
+    """The SSE `event:` line against the data's `type`, summed up per frame kind: one finding per
+    type whose line is absent (rule ``absent``), one per (name, type) pair that differs (rule
+    ``differs``), each at its first frame with the count. A long stream with no `event:` lines thus
+    yields one finding per event type, not one per frame."""
+
+    def __init__(self, absent: str, differs: str) -> None:
+        self.rules = (absent, differs)
+        self.seen: dict[tuple[str | None, str], list[int]] = {}  # (event name or None, type) -> frames
+
+    def check(self, frame: SSEFrame, typ: str) -> None:
+        if frame.event != typ:
+            self.seen.setdefault((frame.event, typ), []).append(frame.index)
+
+    def report(self, sink: Collector, note: Any = None) -> None:
+        """``note(event, type)`` may add a sentence about what a client does with that frame."""
+        for (event, typ), where in sorted(self.seen.items(), key=lambda kv: kv[1][0]):
+            extra = note(event, typ) if note else ""
+            count = f"{len(where)} `{typ}` frame{'s' if len(where) > 1 else ''} (first at frame #{where[0]})"
+            if event is None:
+                sink.add(self.rules[0], where[0], f"the SSE `event:` line is absent on {count}{extra}",
+                         "no event: line", f"event: {typ}")
+            else:
+                sink.add(self.rules[1], where[0], f"the SSE event name differs (event: {event}, type: {typ}) on "
+                         f"{count}{extra}", f"event: {event}, type: {typ}", f"event: {typ}")

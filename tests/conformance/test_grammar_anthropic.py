@@ -58,7 +58,7 @@ def test_valid_fixture_has_no_findings(name: str) -> None:
 
 def test_fixture_coverage() -> None:
     assert {"anthropic_text.sse", "anthropic_thinking.sse", "anthropic_tool_use.sse",
-            "anthropic_interleaved.sse", "anthropic_parallel_tools.sse"} <= set(VALID)
+            "anthropic_interleaved.sse", "anthropic_parallel_tools.sse", "anthropic_pings_two_deltas.sse"} <= set(VALID)
 
 
 def test_final_message_fold() -> None:
@@ -87,23 +87,65 @@ def test_accumulate_is_pure() -> None:
     assert an.accumulate({"type": "content_block_start"}, None) is None  # before message_start
 
 
-def test_sdk_agrees_with_the_fold() -> None:
+def sdk_final_message(body: bytes) -> dict[str, Any]:
+    """The official SDK's stream helper over a recorded body (served by an in-process transport)."""
     anthropic = pytest.importorskip("anthropic")
     try:  # this anthropic SDK build runs on httpx2 and rejects plain httpx objects
         import httpx2 as httpx  # type: ignore[import-not-found]
     except ImportError:
         import httpx
 
-    body = (FIXTURES / "anthropic_interleaved.sse").read_bytes()
     transport = httpx.MockTransport(lambda req: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}))
     client = anthropic.Anthropic(api_key="k", base_url="http://test", http_client=httpx.Client(transport=transport))
     with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]) as s:
-        sdk = s.get_final_message().model_dump()
+        return s.get_final_message().model_dump()  # type: ignore[no-any-return]
+
+
+def serialize(events: Ev) -> bytes:
+    out = []
+    for name, data in events:
+        line = f"event: {name}\n" if name is not None else ""
+        out.append(line + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n")
+    return "".join(out).encode()
+
+
+def test_sdk_agrees_with_the_fold() -> None:
+    body = (FIXTURES / "anthropic_interleaved.sse").read_bytes()
+    sdk = sdk_final_message(body)
     ours = an.final_message(decode_all(body))
     assert [b["type"] for b in sdk["content"]] == [b["type"] for b in ours["content"]]
     assert [b.get("input") for b in sdk["content"]] == [b.get("input") for b in ours["content"]]
     assert [b.get("signature") for b in sdk["content"]] == [b.get("signature") for b in ours["content"]]
     assert sdk["stop_reason"] == ours["stop_reason"]
+
+
+def test_sdk_folds_the_legal_variations() -> None:
+    """Pings anywhere, two message_delta events, a trailing [DONE] and an unknown event type: the
+    official SDK still folds the message (the grammar passes the first two, and records the others
+    as a SHOULD and as informational)."""
+    events = load("anthropic_pings_two_deltas.sse")
+    events.insert(3, ["surprise_event", {"type": "surprise_event", "detail": 1}])
+    events.append([None, "[DONE]"])
+    sdk = sdk_final_message(serialize(events))
+    assert sdk["stop_reason"] == "tool_use" and sdk["usage"]["output_tokens"] == 21
+    assert [b["type"] for b in sdk["content"]] == ["text", "tool_use"] and sdk["content"][1]["input"] == {"path": "a.txt"}
+    findings = an.validate(frames(events))
+    assert rules_of(findings) == {"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-DONE"}
+    assert [f.informational for f in findings if f.rule == "AN-GRAMMAR-UNKNOWN-EVENT"] == [True]
+
+
+def test_sdk_drops_frames_without_event_line() -> None:
+    """Why AN-GRAMMAR-EVENT-LINE is its own rule: the SDK dispatches on the SSE event name, so a
+    stream whose frames lack it folds to nothing, while a name that differs but is known still works."""
+    events = load("anthropic_text.sse")
+    without = [[None, d] for _, d in events]
+    with pytest.raises((AssertionError, RuntimeError)):  # the SDK never saw a message_start
+        sdk_final_message(serialize(without))
+    assert rules_of(an.validate(frames(without))) == {"AN-GRAMMAR-EVENT-LINE"}
+    renamed = copy.deepcopy(events)
+    m_event_name(renamed)
+    text = "".join(d["delta"]["text"] for _, d in events if d.get("type") == "content_block_delta")
+    assert sdk_final_message(serialize(renamed))["content"][0]["text"] == text
 
 
 # -- mutations ------------------------------------------------------------------------------
@@ -124,8 +166,47 @@ def m_event_name_missing(e: Ev) -> None:
     e[find(e, delta_of("text_delta"))][0] = None
 
 
+def m_event_name_unknown_to_sdk(e: Ev) -> None:
+    e[find(e, delta_of("text_delta"))][0] = "delta"
+
+
 def m_unknown(e: Ev) -> None:
     e.insert(2, ["surprise", {"type": "surprise"}])
+
+
+def m_unknown_anywhere_ok(e: Ev) -> None:  # before message_start, inside a block, after message_stop
+    e.insert(0, ["surprise", {"type": "surprise"}])
+    e.insert(find(e, delta_of("text_delta")), ["citations_summary", {"type": "citations_summary", "n": 0}])
+    e.append(["surprise", {"type": "surprise"}])
+
+
+def m_type_not_a_string(e: Ev) -> None:
+    e[find(e, delta_of("text_delta"))][1]["type"] = ["content_block_delta"]
+
+
+def m_ping_everywhere_ok(e: Ev) -> None:
+    for i in range(len(e), -1, -1):
+        e.insert(i, ["ping", {"type": "ping"}])
+
+
+def m_two_message_deltas_ok(e: Ev) -> None:  # usage cumulative; the stop_reason in the last one
+    i = find(e, typ("message_delta"))
+    first = copy.deepcopy(e[i])
+    first[1]["delta"]["stop_reason"] = None
+    first[1]["usage"]["output_tokens"] = 1
+    e.insert(i, first)
+
+
+def m_two_message_deltas_both_set_ok(e: Ev) -> None:
+    i = find(e, typ("message_delta"))
+    e.insert(i, copy.deepcopy(e[i]))
+
+
+def m_last_message_delta_clears_stop_reason(e: Ev) -> None:  # the SDK takes every message_delta's value
+    i = find(e, typ("message_delta"))
+    last = copy.deepcopy(e[i])
+    last[1]["delta"]["stop_reason"] = None
+    e.insert(i + 1, last)
 
 
 def m_start_late(e: Ev) -> None:
@@ -205,6 +286,10 @@ def m_signature_missing(e: Ev) -> None:
     del e[find(e, delta_of("signature_delta"))]
 
 
+def m_signature_empty(e: Ev) -> None:
+    e[find(e, delta_of("signature_delta"))][1]["delta"]["signature"] = ""
+
+
 def m_signature_after_stop(e: Ev) -> None:
     i = find(e, delta_of("signature_delta"))
     sig = e.pop(i)
@@ -265,17 +350,43 @@ def m_error(e: Ev) -> None:
     e[i:] = [["error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]]
 
 
-def m_after_error(e: Ev) -> None:
+def m_error_in_thinking(e: Ev) -> None:  # overloaded inside an open thinking block: no signature, no stop
+    i = find(e, delta_of("signature_delta"))
+    e[i:] = [["error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]]
+
+
+def m_error_first(e: Ev) -> None:  # the error right after the 200, before any message_start
+    e[:] = [["error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]]
+
+
+def m_error_then_done(e: Ev) -> None:
+    m_error(e)
+    e.append([None, "[DONE]"])
+
+
+def m_ping_after_error_ok(e: Ev) -> None:
     m_error(e)
     e.append(["ping", {"type": "ping"}])
+
+
+def m_after_error(e: Ev) -> None:
+    m_error(e)
+    e.append(["message_stop", {"type": "message_stop"}])
 
 
 MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     ("anthropic_text.sse", m_non_json, {"AN-GRAMMAR-JSON"}),
     ("anthropic_text.sse", m_done, {"AN-GRAMMAR-DONE"}),
     ("anthropic_text.sse", m_event_name, {"AN-GRAMMAR-EVENT-NAME"}),
-    ("anthropic_text.sse", m_event_name_missing, {"AN-GRAMMAR-EVENT-NAME"}),
+    ("anthropic_text.sse", m_event_name_unknown_to_sdk, {"AN-GRAMMAR-EVENT-NAME"}),
+    ("anthropic_text.sse", m_event_name_missing, {"AN-GRAMMAR-EVENT-LINE"}),
     ("anthropic_text.sse", m_unknown, {"AN-GRAMMAR-UNKNOWN-EVENT"}),
+    ("anthropic_text.sse", m_unknown_anywhere_ok, {"AN-GRAMMAR-UNKNOWN-EVENT"}),
+    ("anthropic_text.sse", m_type_not_a_string, {"AN-GRAMMAR-JSON"}),
+    ("anthropic_interleaved.sse", m_ping_everywhere_ok, set()),
+    ("anthropic_tool_use.sse", m_two_message_deltas_ok, set()),
+    ("anthropic_text.sse", m_two_message_deltas_both_set_ok, set()),
+    ("anthropic_text.sse", m_last_message_delta_clears_stop_reason, {"AN-GRAMMAR-STOP-REASON"}),
     ("anthropic_text.sse", m_start_late, {"AN-GRAMMAR-START"}),
     ("anthropic_text.sse", m_start_twice, {"AN-GRAMMAR-START"}),
     ("anthropic_text.sse", m_start_shape, {"AN-GRAMMAR-MESSAGE-START"}),
@@ -291,7 +402,8 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     ("anthropic_thinking.sse", m_unstopped, {"AN-GRAMMAR-BLOCK-UNSTOPPED"}),
     ("anthropic_tool_use.sse", m_delta_type_tool, {"AN-GRAMMAR-DELTA-TYPE"}),
     ("anthropic_text.sse", m_delta_malformed, {"AN-GRAMMAR-DELTA-TYPE"}),
-    ("anthropic_thinking.sse", m_signature_missing, {"AN-GRAMMAR-SIGNATURE"}),
+    ("anthropic_thinking.sse", m_signature_missing, {"AN-GRAMMAR-SIGNATURE-MISSING"}),
+    ("anthropic_thinking.sse", m_signature_empty, {"AN-GRAMMAR-SIGNATURE-MISSING"}),
     ("anthropic_thinking.sse", m_signature_after_stop, {"AN-GRAMMAR-SIGNATURE"}),
     ("anthropic_thinking.sse", m_thinking_after_signature, {"AN-GRAMMAR-SIGNATURE"}),
     ("anthropic_tool_use.sse", m_tool_start, {"AN-GRAMMAR-TOOL-START"}),
@@ -306,6 +418,10 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     ("anthropic_text.sse", m_ping_after_stop_ok, set()),
     ("anthropic_interleaved.sse", m_stop_missing, {"AN-GRAMMAR-STOP-MISSING"}),
     ("anthropic_text.sse", m_error, {"AN-GRAMMAR-ERROR-EVENT"}),
+    ("anthropic_thinking.sse", m_error_in_thinking, {"AN-GRAMMAR-ERROR-EVENT"}),
+    ("anthropic_tool_use.sse", m_error_first, {"AN-GRAMMAR-ERROR-EVENT"}),
+    ("anthropic_text.sse", m_error_then_done, {"AN-GRAMMAR-ERROR-EVENT", "AN-GRAMMAR-DONE"}),
+    ("anthropic_text.sse", m_ping_after_error_ok, {"AN-GRAMMAR-ERROR-EVENT"}),
     ("anthropic_text.sse", m_after_error, {"AN-GRAMMAR-ERROR-EVENT", "AN-GRAMMAR-AFTER-ERROR"}),
 ]
 
@@ -317,11 +433,58 @@ def test_mutation_breaks_exactly_one_rule(fixture: str, mutate: Callable[[Ev], N
     findings = an.validate(frames(events))
     assert rules_of(findings) == expected, [str(f) for f in findings]
     assert all(f.rule in an.RULES for f in findings)
+    for f in findings:  # what was seen, what was wanted, where; informational exactly for those rules
+        assert f.frame_index is not None and f.message and f.observed is not None, str(f)
+        assert f.informational == (f.rule in an.INFORMATIONAL), str(f)
+        assert f.expected is not None or f.informational, str(f)
 
 
 def test_every_rule_has_a_failing_case() -> None:
     covered = set().union(*(m[2] for m in MUTATIONS))
     assert covered == set(an.RULES)
+    assert an.INFORMATIONAL <= set(an.RULES)
+
+
+def test_event_line_absent_and_name_differs_say_so() -> None:
+    events = load("anthropic_text.sse")
+    events[find(events, delta_of("text_delta"), 0)][0] = None  # the first text delta loses its line
+    events[find(events, delta_of("text_delta"), 1)][0] = "message_delta"  # the second is misnamed
+    by_rule = {f.rule: f for f in an.validate(frames(events))}
+    absent, differs = by_rule["AN-GRAMMAR-EVENT-LINE"], by_rule["AN-GRAMMAR-EVENT-NAME"]
+    assert "absent" in absent.message and "differs" not in absent.message
+    assert "differs (event: message_delta, type: content_block_delta)" in differs.message
+    assert absent.observed == "no event: line" and differs.observed == "event: message_delta, type: content_block_delta"
+
+
+def test_event_line_summed_per_kind() -> None:
+    """A stream without any `event:` line gets one finding per event type, at its first frame."""
+    events = [[None, d] for _, d in load("anthropic_thinking.sse")]
+    findings = an.validate(frames(events))
+    assert rules_of(findings) == {"AN-GRAMMAR-EVENT-LINE"}
+    kinds = {d["type"] for _, d in events} - {"ping"}  # the SDK skips pings with or without a name
+    assert len(findings) == len(kinds)
+    deltas = [f for f in findings if "`content_block_delta`" in f.message]
+    n = sum(1 for _, d in events if d["type"] == "content_block_delta")
+    assert len(deltas) == 1 and f"{n} `content_block_delta` frames" in deltas[0].message
+    assert deltas[0].frame_index == find(events, typ("content_block_delta"))
+
+
+def test_error_event_reports_the_body() -> None:
+    events = load("anthropic_text.sse")
+    m_error(events)
+    (f,) = an.validate(frames(events))
+    assert f.rule == "AN-GRAMMAR-ERROR-EVENT" and f.informational and f.frame_index == len(events) - 1
+    assert json.loads(f.observed or "") == {"type": "overloaded_error", "message": "Overloaded"}
+    assert "overloaded_error: Overloaded" in f.message
+    assert "(informational)" in str(f)
+
+
+def test_missing_end_points_at_the_last_frame() -> None:
+    events = load("anthropic_interleaved.sse")
+    m_stop_missing(events)
+    (f,) = an.validate(frames(events))
+    assert f.rule == "AN-GRAMMAR-STOP-MISSING" and f.frame_index == len(events) - 1
+    assert f"ended after frame #{len(events) - 1}" in f.message and f.observed == "last event: message_delta"
 
 
 def test_finding_points_at_the_frame() -> None:
@@ -335,6 +498,7 @@ def test_finding_points_at_the_frame() -> None:
 
 def test_empty_stream() -> None:
     assert rules_of(an.validate([])) == {"AN-GRAMMAR-START", "AN-GRAMMAR-STOP-MISSING"}
+    assert all(f.frame_index is None and "no frame" in f.message for f in an.validate([]))
     assert an.validate("garbage") != []  # not a frame list: treated as empty, never raises
 
 
