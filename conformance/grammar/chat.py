@@ -16,16 +16,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Finding, frames_and_request, short
+from .findings import Collector, Finding, frames_and_request, short
 
-__all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "RULES", "accumulate", "final_message", "validate"]
+__all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "INFORMATIONAL", "RULES", "accumulate", "final_message", "validate"]
 
 DISPATCH_EVENT = "tool_call_dispatch"
 
 RULES: dict[str, str] = {
-    "CH-GRAMMAR-JSON": "Every chunk's data is a JSON object (or the final `[DONE]`).",
-    "CH-GRAMMAR-EVENT-NAME": "Chunks carry no SSE `event:` name (only `tool_call_dispatch` side events do).",
-    "CH-GRAMMAR-ERROR": "The stream carries an error object instead of a chunk.",
+    "CH-GRAMMAR-JSON": "Every frame's data is JSON (or the final `[DONE]`): openai-python's Stream parses every "
+    "frame's data, whatever its event name, and fails on one that is not JSON.",
+    "CH-GRAMMAR-EVENT-NAME": "Chunks carry no SSE `event:` line: Chat streams have none (a stream without event "
+    "lines is the norm); openai-python ignores a name unless it starts with `thread.`.",
+    "CH-GRAMMAR-UNKNOWN-EVENT": "(informational) A named SSE side event whose data is not a chunk (a server's own "
+    "event; Dynamo's `tool_call_dispatch` is judged by CH-DISPATCH-*): recorded, not judged. The openai SDK's "
+    "stream helper skips frames whose `object` is not chat.completion.chunk.",
+    "CH-GRAMMAR-ERROR": "(informational) The endpoint reported an error in the stream (a data object with "
+    "`error`; the openai SDK raises it): the endpoint's error, with its body; nothing after it is judged.",
     "CH-GRAMMAR-OBJECT": "Every chunk has `object: \"chat.completion.chunk\"`.",
     "CH-GRAMMAR-ID": "Every chunk has the same string `id`.",
     "CH-GRAMMAR-CHOICES": "`choices` is a list of objects with an integer `index` and an object `delta`.",
@@ -41,8 +47,11 @@ RULES: dict[str, str] = {
     "CH-GRAMMAR-AFTER-FINISH": "No content, reasoning or tool-call delta for a choice after its finish_reason.",
     "CH-GRAMMAR-FINISH-TOOL-CALLS": "`finish_reason` is `tool_calls` when tool calls were streamed (a forced "
     "named function may answer `stop`), and only then.",
-    "CH-GRAMMAR-USAGE-CHUNK": "With `stream_options.include_usage`, exactly one chunk with `choices: []` and "
-    "integer usage prompt/completion/total tokens comes after the finish and before `[DONE]`.",
+    "CH-GRAMMAR-USAGE-CHUNK": "With `stream_options.include_usage`, a usage chunk comes: exactly one chunk with "
+    "`choices: []` and integer usage prompt/completion/total tokens, after the finish and before `[DONE]`.",
+    "CH-GRAMMAR-USAGE-CHOICES": "The include_usage chunk has `choices: []` (openai-python "
+    "ChatCompletionStreamOptionsParam: \"the `choices` field will always be an empty array\"), not the usage on "
+    "a chunk with choices such as `[{\"index\": 0, \"delta\": {}}]`.",
     "CH-GRAMMAR-DONE": "`data: [DONE]` ends the stream: present, and nothing after it.",
     "CH-DISPATCH-SHAPE": "A `tool_call_dispatch` frame has `choice_index` and `tool_call{index, id, type: "
     "\"function\", function{name, arguments}}`.",
@@ -52,6 +61,8 @@ RULES: dict[str, str] = {
     "CH-DISPATCH-LATE": "A `tool_call_dispatch` comes before the stream ends (before `[DONE]`).",
     "CH-DISPATCH-MISSING": "When dispatch is offered, every streamed tool call is dispatched.",
 }
+
+INFORMATIONAL = frozenset({"CH-GRAMMAR-UNKNOWN-EVENT", "CH-GRAMMAR-ERROR"})
 
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
 
@@ -192,70 +203,85 @@ class _Choice:
         self.last_frame: int | None = None
 
 
+def _is_chunk(data: Any) -> bool:
+    return isinstance(data, dict) and (data.get("object") == "chat.completion.chunk" or "choices" in data)
+
+
 def validate(source: Any, request: Any = None) -> list[Finding]:
     """Judge a Chat Completions stream (``request``: the request body, for include_usage and
     tool_choice); never raises on what the server sent."""
     frames, request = frames_and_request(source, request)
-    out: list[Finding] = []
-
-    def add(rule: str, frame: int | None, message: str, observed: Any = None, expected: Any = None) -> None:
-        out.append(Finding(rule, frame, message, None if observed is None else short(observed),
-                           None if expected is None else short(expected)))
+    events = [f for f in frames if f.kind == "event"]
+    sink = Collector(events)
+    add = sink.add
 
     done_frame: int | None = None
+    error_frame: int | None = None
     first_id: Any = None
     choices: dict[int, _Choice] = {}
-    usage_frames: list[int] = []
+    usage_frames: list[int] = []  # chunks with choices [] and a usage object
+    usage_on_choices: list[tuple[int, Any]] = []  # chunks with a usage object and non-empty choices
     dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}
     early: set[tuple[int, int]] = set()
+    named: dict[str, list[int]] = {}  # event name on a chunk -> frames
+    side: dict[str, list[int]] = {}  # event name of a side event (not a chunk) -> frames
     any_chunk = False
 
-    for f in frames:
-        if f.kind != "event":
-            continue
+    for f in events:
         i = f.index
         if f.event == DISPATCH_EVENT:
             _dispatch(f, i, add, done_frame, choices, dispatches, early)
             continue
         if done_frame is not None:
-            add("CH-GRAMMAR-DONE", i, f"frame after [DONE] (#{done_frame})", f.data)
+            add("CH-GRAMMAR-DONE", i, f"frame after data: [DONE] (frame #{done_frame})", f.data,
+                "nothing after [DONE]")
             continue
         if f.done:
             done_frame = i
             if f.event is not None:
-                add("CH-GRAMMAR-EVENT-NAME", i, "[DONE] with an SSE event name", f.event)
+                named.setdefault(f.event, []).append(i)
+            continue
+        ch = f.json
+        if f.event is not None and isinstance(ch, dict) and not _is_chunk(ch) and "error" not in ch:
+            side.setdefault(f.event, []).append(i)  # e.g. a server's own side events: recorded only
+            continue
+        if not isinstance(ch, dict):  # openai-python's Stream parses every frame's data as JSON
+            add("CH-GRAMMAR-JSON", i, "data is not a JSON object (the openai SDK fails on it)",
+                f.json_error or f.data, "a chat.completion.chunk object")
             continue
         if f.event is not None:
-            add("CH-GRAMMAR-EVENT-NAME", i, "chunk with an SSE event name", f.event, "no event: line")
-        ch = f.json
-        if not isinstance(ch, dict):
-            add("CH-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data)
-            continue
+            named.setdefault(f.event, []).append(i)
         if "error" in ch:
-            add("CH-GRAMMAR-ERROR", i, "error object in the stream", ch.get("error"))
-            continue
+            error_frame = i
+            err = ch.get("error")
+            what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) else short(err)
+            add("CH-GRAMMAR-ERROR", i, f"the endpoint reported an error in the stream ({what})", err,
+                informational=True)
+            break  # the openai SDK raises here and reads no further
         any_chunk = True
         if ch.get("object") != "chat.completion.chunk":
-            add("CH-GRAMMAR-OBJECT", i, "wrong object type", ch.get("object"), "chat.completion.chunk")
+            add("CH-GRAMMAR-OBJECT", i, f"chunk with object {ch.get('object')!r}", ch.get("object"),
+                "chat.completion.chunk")
         cid = ch.get("id")
         if not isinstance(cid, str) or not cid:
-            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid)
+            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid, "the same non-empty string id on every chunk")
         elif first_id is None:
             first_id = cid
         elif cid != first_id:
             add("CH-GRAMMAR-ID", i, "chunk id differs from the first chunk's", cid, first_id)
         cs = ch.get("choices")
         if not isinstance(cs, list):
-            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs)
+            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs, "a list of choices (or [] on the usage chunk)")
             continue
-        if not cs:
-            if isinstance(ch.get("usage"), dict):
+        if isinstance(ch.get("usage"), dict):
+            if cs:
+                usage_on_choices.append((i, cs))
+            else:
                 usage_frames.append(i)
-                _check_usage(ch["usage"], i, add)
-            continue
         for c in cs:
             if not isinstance(c, dict) or not _is_int(c.get("index")) or not isinstance(c.get("delta"), dict):
-                add("CH-GRAMMAR-CHOICES", i, "choice without an integer index and an object delta", c)
+                add("CH-GRAMMAR-CHOICES", i, "choice without an integer index and an object delta", c,
+                    '{"index": <int>, "delta": {...}}')
                 continue
             st = choices.setdefault(c["index"], _Choice())
             st.last_frame = i
@@ -264,28 +290,41 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             if st.finish is not None:
                 if fr is not None:
                     add("CH-GRAMMAR-FINISH-ONCE", i, f"second finish_reason for choice {c['index']}", fr,
-                        f"only the one at #{st.finish_frame}")
+                        f"only the one at frame #{st.finish_frame}")
                     continue
                 if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
-                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its finish_reason",
-                        delta)
+                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its finish_reason "
+                        f"(frame #{st.finish_frame})", delta, "no content after the finish_reason")
                     continue
             _tool_deltas(delta.get("tool_calls"), st, c["index"], i, add, dispatches, early)
             if fr is not None:
                 if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
-                    add("CH-GRAMMAR-FINISH-REASON", i, "unknown finish_reason", fr, sorted(FINISH_REASONS))
+                    add("CH-GRAMMAR-FINISH-REASON", i, f"unknown finish_reason {fr!r}", fr, sorted(FINISH_REASONS))
                 st.finish = fr
                 st.finish_frame = i
 
+    for name, where in sorted(named.items(), key=lambda kv: kv[1][0]):
+        add("CH-GRAMMAR-EVENT-NAME", where[0], f"{len(where)} chunk frame(s) carry an SSE event name (first at frame "
+            f"#{where[0]}); Chat chunks have none (openai-python ignores it unless it starts with `thread.`)",
+            f"event: {name}", "no event: line")
+    for name, where in sorted(side.items(), key=lambda kv: kv[1][0]):
+        add("CH-GRAMMAR-UNKNOWN-EVENT", where[0], f"{len(where)} `{name}` side event(s) that are not chunks (first at "
+            f"frame #{where[0]}); recorded, not judged (the openai SDK's stream helper skips frames whose object is "
+            "not chat.completion.chunk)", f"event: {name}", informational=True)
+    if error_frame is not None:
+        return sink.out  # an error ends the stream: nothing missing at the end is judged
+
     # -- end of stream ------------------------------------------------------------------
     if done_frame is None:
-        add("CH-GRAMMAR-DONE", None, "the stream ended without data: [DONE]")
+        sink.at_end("CH-GRAMMAR-DONE", "the stream ended without data: [DONE]", "no [DONE]", "data: [DONE] last")
     if not choices and any_chunk:
-        add("CH-GRAMMAR-FINISH-ONCE", None, "no choice was streamed, so no finish_reason")
+        sink.at_end("CH-GRAMMAR-FINISH-ONCE", "no choice was streamed, so no finish_reason", "no choice",
+                    "one finish_reason per choice")
     forced = _forced_function(request)
     for cidx, st in sorted(choices.items()):
         if st.finish is None:
-            add("CH-GRAMMAR-FINISH-ONCE", None, f"choice {cidx} has no finish_reason")
+            sink.at_end("CH-GRAMMAR-FINISH-ONCE", f"choice {cidx} has no finish_reason", "finish_reason null",
+                        "one non-null finish_reason")
         for ti, call in sorted(st.calls.items()):
             if call["bad_args"]:
                 continue
@@ -302,55 +341,82 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
                         f"{cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
             elif st.finish == "tool_calls":
                 add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"finish_reason tool_calls but choice {cidx} "
-                    "streamed no tool call", st.finish)
+                    "streamed no tool call", st.finish, "stop (no tool call was streamed)")
 
     if _include_usage(request):
-        last_finish = max((st.finish_frame for st in choices.values() if st.finish_frame is not None), default=-1)
-        if not usage_frames:
-            add("CH-GRAMMAR-USAGE-CHUNK", None, "include_usage was requested but no usage chunk came")
-        else:
-            for extra in usage_frames[1:]:
-                add("CH-GRAMMAR-USAGE-CHUNK", extra, "more than one usage chunk")
-            u = usage_frames[0]
-            if u < last_finish:
-                add("CH-GRAMMAR-USAGE-CHUNK", u, "usage chunk before the finish_reason", u, f"after #{last_finish}")
-            if done_frame is not None and u > done_frame:  # pragma: no cover - frames after [DONE] are skipped
-                add("CH-GRAMMAR-USAGE-CHUNK", u, "usage chunk after [DONE]")
+        _judge_usage(events, choices, usage_frames, usage_on_choices, sink)
 
     # -- dispatch, at the end -------------------------------------------------------------
     if dispatches:
-        for (cidx, ti), (di, tc) in sorted(dispatches.items()):
-            st = choices.get(cidx)
-            call = st.calls.get(ti) if st is not None else None
-            if call is None:
-                if (cidx, ti) not in early:
-                    add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} of choice {cidx} was never streamed")
-                continue
-            fn = tc["function"]
-            diffs = []
-            if tc["id"] != call["id"]:
-                diffs.append(f"id {tc['id']!r} != {call['id']!r}")
-            if fn["name"] != call["name"]:
-                diffs.append(f"name {fn['name']!r} != {call['name']!r}")
-            joined = "".join(call["args"])
-            ok_a, va = _parse_obj(fn["arguments"])
-            ok_b, vb = _parse_obj(joined)
-            if not ((ok_a and ok_b and va == vb) or fn["arguments"] == joined):
-                diffs.append(f"arguments {short(fn['arguments'], 60)} != {short(joined, 60)}")
-            if diffs:
-                add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} differs from the streamed call: " + "; ".join(diffs))
-        for cidx, st in sorted(choices.items()):
-            for ti, call in sorted(st.calls.items()):
-                if (cidx, ti) not in dispatches:
-                    add("CH-DISPATCH-MISSING", None, f"tool call {ti} of choice {cidx} was never dispatched",
-                        None, "one tool_call_dispatch per call")
-    return out
+        _judge_dispatches(choices, dispatches, early, sink)
+    return sink.out
+
+
+def _judge_usage(events: list[Any], choices: dict[int, _Choice], usage_frames: list[int],
+                 usage_on_choices: list[tuple[int, Any]], sink: Collector) -> None:
+    """include_usage: one chunk with `choices: []` and the usage, after every finish_reason (openai-python
+    ChatCompletionStreamOptionsParam: "the `choices` field will always be an empty array")."""
+    by_index = {f.index: f for f in events}
+    last_finish = max((st.finish_frame for st in choices.values() if st.finish_frame is not None), default=-1)
+    if not usage_frames:
+        if usage_on_choices:
+            i, cs = usage_on_choices[-1]
+            sink.add("CH-GRAMMAR-USAGE-CHOICES", i, f"the usage came on a chunk whose choices is not [] (frame #{i}): "
+                     "include_usage puts it on a chunk of its own with choices: []", f"choices: {short(cs, 80)}",
+                     "choices: []")
+            _check_usage(by_index[i].json["usage"], i, sink.add)
+        else:
+            sink.at_end("CH-GRAMMAR-USAGE-CHUNK", "include_usage was requested but no chunk carried usage",
+                        "no usage chunk", "a chunk with choices: [] and usage before [DONE]")
+        return
+    for extra in usage_frames[1:]:
+        sink.add("CH-GRAMMAR-USAGE-CHUNK", extra, f"another usage chunk (the first at frame #{usage_frames[0]})",
+                 "a second usage chunk", "exactly one")
+    u = usage_frames[0]
+    _check_usage(by_index[u].json["usage"], u, sink.add)
+    if u < last_finish:
+        sink.add("CH-GRAMMAR-USAGE-CHUNK", u, f"the usage chunk comes before the finish_reason (frame #{last_finish})",
+                 f"usage at frame #{u}", f"after frame #{last_finish}")
+
+
+def _judge_dispatches(choices: dict[int, _Choice], dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]],
+                      early: set[tuple[int, int]], sink: Collector) -> None:
+    add = sink.add
+    for (cidx, ti), (di, tc) in sorted(dispatches.items()):
+        st = choices.get(cidx)
+        call = st.calls.get(ti) if st is not None else None
+        if call is None:
+            if (cidx, ti) not in early:
+                add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} of choice {cidx} was never streamed",
+                    f"tool_call_dispatch for call {ti}", "a streamed call with that index")
+            continue
+        fn = tc["function"]
+        diffs = []
+        if tc["id"] != call["id"]:
+            diffs.append(f"id {tc['id']!r} != {call['id']!r}")
+        if fn["name"] != call["name"]:
+            diffs.append(f"name {fn['name']!r} != {call['name']!r}")
+        joined = "".join(call["args"])
+        ok_a, va = _parse_obj(fn["arguments"])
+        ok_b, vb = _parse_obj(joined)
+        if not ((ok_a and ok_b and va == vb) or fn["arguments"] == joined):
+            diffs.append(f"arguments {short(fn['arguments'], 60)} != {short(joined, 60)}")
+        if diffs:
+            add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} differs from the streamed call: " + "; ".join(diffs),
+                {"id": tc["id"], "name": fn["name"], "arguments": fn["arguments"]},
+                {"id": call["id"], "name": call["name"], "arguments": joined})
+    for cidx, st in sorted(choices.items()):
+        for ti, _call in sorted(st.calls.items()):
+            if (cidx, ti) not in dispatches:
+                sink.at_end("CH-DISPATCH-MISSING", f"tool call {ti} of choice {cidx} was never dispatched",
+                            f"no tool_call_dispatch for call {ti}", "one tool_call_dispatch per call")
 
 
 def _check_usage(usage: dict[str, Any], i: int, add: Any) -> None:
     bad = [k for k in ("prompt_tokens", "completion_tokens", "total_tokens") if not _is_int(usage.get(k))]
     if bad:
-        add("CH-GRAMMAR-USAGE-CHUNK", i, f"usage without integer {', '.join(bad)}", usage)
+        add("CH-GRAMMAR-USAGE-CHUNK", i, f"usage without integer {', '.join(bad)}", usage,
+            "integer prompt_tokens, completion_tokens and total_tokens")
 
 
 def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
@@ -358,11 +424,11 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
     if tcs is None:
         return
     if not isinstance(tcs, list):
-        add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", tcs)
+        add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", tcs, "a list of tool-call deltas")
         return
     for tc in tcs:
         if not isinstance(tc, dict) or not _is_int(tc.get("index")):
-            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc)
+            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc, '{"index": <int>, ...}')
             continue
         ti = tc["index"]
         fn = tc.get("function")
@@ -370,7 +436,7 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
         call = st.calls.get(ti)
         if call is None:
             if ti != len(st.calls):
-                add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call index out of order", ti, len(st.calls))
+                add("CH-GRAMMAR-TOOL-INDEX", i, f"new tool-call index {ti} out of order", ti, len(st.calls))
             missing = []
             if not isinstance(tc.get("id"), str) or not tc.get("id"):
                 missing.append("id")
@@ -379,7 +445,8 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
             if not isinstance(fn.get("name"), str) or not fn.get("name"):
                 missing.append("function.name")
             if missing:
-                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}", tc)
+                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}", tc,
+                    'id, type "function" and function.name on the first delta')
             call = {"id": tc.get("id"), "name": fn.get("name"), "args": [], "first": i, "last": i, "bad_args": False}
             st.calls[ti] = call
         else:
@@ -392,13 +459,13 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):
             call["bad_args"] = True
-            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args)
+            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args, "a string fragment")
         elif isinstance(args, str):
             call["args"].append(args)
             if args and (cidx, ti) in dispatches:
                 early.add((cidx, ti))
                 add("CH-DISPATCH-EARLY", i, f"argument delta for tool call {ti} after it was dispatched "
-                    f"(#{dispatches[(cidx, ti)][0]})", args)
+                    f"(frame #{dispatches[(cidx, ti)][0]})", args, "every argument delta before the dispatch")
 
 
 def _dispatch(f: Any, i: int, add: Any, done_frame: int | None, choices: dict[int, _Choice],
@@ -418,13 +485,15 @@ def _dispatch(f: Any, i: int, add: Any, done_frame: int | None, choices: dict[in
         return
     key = (d["choice_index"], tc["index"])  # type: ignore[index]
     if done_frame is not None:
-        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (#{done_frame})")
+        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (frame #{done_frame})", "dispatch after [DONE]",
+            "before data: [DONE]")
     if key in dispatches:
         add("CH-DISPATCH-ONCE", i, f"tool call {key[1]} of choice {key[0]} dispatched again",
-            None, f"once (first at #{dispatches[key][0]})")
+            "a second tool_call_dispatch", f"once (first at frame #{dispatches[key][0]})")
         return
     dispatches[key] = (i, tc)
     st = choices.get(key[0])
     if st is None or key[1] not in st.calls:
         early.add(key)
-        add("CH-DISPATCH-EARLY", i, f"tool call {key[1]} dispatched before any of its deltas")
+        add("CH-DISPATCH-EARLY", i, f"tool call {key[1]} dispatched before any of its deltas",
+            "dispatch before the call's deltas", "dispatch once the arguments are complete")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -97,9 +98,46 @@ def test_sdk_agrees_with_the_fold(name: str) -> None:
         (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in ours["tool_calls"]]
 
 
+def sdk_final_completion(events: Ev, request: dict[str, Any] | None = None) -> Any:
+    """The official SDK's stream helper (client.chat.completions.stream) over a recorded stream."""
+    openai = pytest.importorskip("openai")
+    try:  # the SDK build here may run on httpx2
+        import httpx2 as httpx  # type: ignore[import-not-found]
+    except ImportError:
+        import httpx
+    body = "".join((f"event: {n}\n" if n else "") + "data: " + (d if isinstance(d, str) else json.dumps(d)) + "\n\n"
+                   for n, d in events).encode()
+    transport = httpx.MockTransport(lambda req: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}))
+    client = openai.OpenAI(api_key="k", base_url="http://test/v1", http_client=httpx.Client(transport=transport))
+    with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "x"}], **(request or {})) as s:
+        return s.get_final_completion()
+
+
+def test_sdk_helper_skips_side_events() -> None:
+    """Why CH-GRAMMAR-UNKNOWN-EVENT is informational: a server's own named side events (Dynamo's
+    tool_call_dispatch, a keepalive) do not disturb the SDK's stream helper."""
+    events = load("chat_tool_dispatch.sse")
+    m_side_event(events)
+    final = sdk_final_completion(events)
+    want = chat.final_message(frames(events))
+    assert final.choices[0].finish_reason == want["finish_reason"] == "tool_calls"
+    assert [t.function.arguments for t in final.choices[0].message.tool_calls] == [
+        c["function"]["arguments"] for c in want["tool_calls"]]
+    findings = chat.validate(frames(events))
+    assert rules_of(findings) == {"CH-GRAMMAR-UNKNOWN-EVENT"} and all(f.informational for f in findings)
+
+
 # -- mutations ------------------------------------------------------------------------------
 
 def m_json(e: Ev) -> None: e.insert(2, [None, "{broken"])
+def m_side_event(e: Ev) -> None: e.insert(2, ["keepalive", {"type": "keepalive", "t": 1}])
+def m_side_event_not_json(e: Ev) -> None: e.insert(2, ["keepalive", "still here"])
+def m_no_event_lines_ok(e: Ev) -> None: e[:] = [[None, d] for n, d in e if n != chat.DISPATCH_EVENT]
+
+
+def m_error_cuts_the_stream(e: Ev) -> None:  # a server error after the 200: the rest never comes
+    e[3:] = [[None, {"error": {"message": "overloaded", "type": "server_error", "code": 503}}]]
+
 def m_event_name(e: Ev) -> None: e[1][0] = "message"
 def m_error(e: Ev) -> None: e.insert(2, [None, {"error": {"message": "boom", "type": "server_error"}}])
 def m_object(e: Ev) -> None: e[1][1]["object"] = "chat.completion"
@@ -168,6 +206,19 @@ def m_tool_calls_without_tools(e: Ev) -> None: e[finish_frame(e)][1]["choices"][
 
 
 def m_usage_missing(e: Ev) -> None: del e[-2]
+def m_usage_choices(e: Ev) -> None: e[-2][1]["choices"] = [{"index": 0, "delta": {}}]
+
+
+def m_usage_on_finish_chunk(e: Ev) -> None:  # usage merged into the finish chunk, no usage chunk of its own
+    e[finish_frame(e)][1]["usage"] = e[-2][1]["usage"]
+    del e[-2]
+
+
+def m_continuous_usage_ok(e: Ev) -> None:  # usage on every chunk (vLLM continuous_usage_stats) and the usage chunk
+    for _, d in e[:-2]:
+        if isinstance(d, dict):
+            d["usage"] = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+
 def m_usage_shape(e: Ev) -> None: e[-2][1]["usage"].pop("total_tokens")
 def m_usage_early(e: Ev) -> None: e.insert(finish_frame(e), e.pop(-2))
 def m_usage_twice(e: Ev) -> None: e.insert(-1, copy.deepcopy(e[-2]))
@@ -202,6 +253,10 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     ("chat_text.sse", m_json, {"CH-GRAMMAR-JSON"}),
     ("chat_text.sse", m_event_name, {"CH-GRAMMAR-EVENT-NAME"}),
     ("chat_text.sse", m_error, {"CH-GRAMMAR-ERROR"}),
+    ("chat_parallel_tools_usage.sse", m_error_cuts_the_stream, {"CH-GRAMMAR-ERROR"}),
+    ("chat_text.sse", m_side_event, {"CH-GRAMMAR-UNKNOWN-EVENT"}),
+    ("chat_text.sse", m_side_event_not_json, {"CH-GRAMMAR-JSON"}),
+    ("chat_tool_dispatch.sse", m_no_event_lines_ok, set()),
     ("chat_text.sse", m_object, {"CH-GRAMMAR-OBJECT"}),
     ("chat_text.sse", m_id, {"CH-GRAMMAR-ID"}),
     ("chat_text.sse", m_choices, {"CH-GRAMMAR-CHOICES"}),
@@ -220,6 +275,9 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     ("chat_parallel_tools_usage.sse", m_stop_after_tools, {"CH-GRAMMAR-FINISH-TOOL-CALLS"}),
     ("chat_text.sse", m_tool_calls_without_tools, {"CH-GRAMMAR-FINISH-TOOL-CALLS"}),
     ("chat_parallel_tools_usage.sse", m_usage_missing, {"CH-GRAMMAR-USAGE-CHUNK"}),
+    ("chat_parallel_tools_usage.sse", m_usage_choices, {"CH-GRAMMAR-USAGE-CHOICES"}),
+    ("chat_parallel_tools_usage.sse", m_usage_on_finish_chunk, {"CH-GRAMMAR-USAGE-CHOICES"}),
+    ("chat_parallel_tools_usage.sse", m_continuous_usage_ok, set()),
     ("chat_parallel_tools_usage.sse", m_usage_shape, {"CH-GRAMMAR-USAGE-CHUNK"}),
     ("chat_parallel_tools_usage.sse", m_usage_early, {"CH-GRAMMAR-USAGE-CHUNK"}),
     ("chat_parallel_tools_usage.sse", m_usage_twice, {"CH-GRAMMAR-USAGE-CHUNK"}),
@@ -243,10 +301,46 @@ def test_mutation_breaks_exactly_one_rule(fixture: str, mutate: Callable[[Ev], N
     findings = chat.validate(frames(events), REQUESTS.get(fixture))
     assert rules_of(findings) == expected, [str(f) for f in findings]
     assert all(f.rule in chat.RULES for f in findings)
+    for f in findings:  # what was seen, what was wanted, where; informational exactly for those rules
+        assert f.frame_index is not None and f.message and f.observed is not None, str(f)
+        assert f.informational == (f.rule in chat.INFORMATIONAL), str(f)
+        assert f.expected is not None or f.informational, str(f)
 
 
 def test_every_rule_has_a_failing_case() -> None:
     assert set().union(*(m[2] for m in MUTATIONS)) == set(chat.RULES)
+    assert chat.INFORMATIONAL <= set(chat.RULES)
+
+
+def test_usage_messages_say_which_deviation() -> None:
+    events = load("chat_parallel_tools_usage.sse")
+    m_usage_choices(events)
+    (f,) = chat.validate(frames(events), USAGE_REQ)
+    assert f.rule == "CH-GRAMMAR-USAGE-CHOICES" and f.frame_index == len(events) - 2
+    assert "no usage" not in f.message and "choices is not []" in f.message
+    assert f.observed == 'choices: [{"index": 0, "delta": {}}]' and f.expected == "choices: []"
+    events = load("chat_parallel_tools_usage.sse")
+    m_usage_missing(events)
+    (f,) = chat.validate(frames(events), USAGE_REQ)
+    assert f.rule == "CH-GRAMMAR-USAGE-CHUNK" and "no chunk carried usage" in f.message
+    assert f.frame_index == len(events) - 1  # the end of the stream: the [DONE] frame
+
+
+def test_error_reports_the_body() -> None:
+    events = load("chat_text.sse")
+    m_error_cuts_the_stream(events)
+    (f,) = chat.validate(frames(events), USAGE_REQ)
+    assert f.informational and "server_error: overloaded" in f.message
+    assert json.loads(f.observed or "") == {"message": "overloaded", "type": "server_error", "code": 503}
+
+
+def test_event_name_summed_per_name() -> None:
+    events = load("chat_text.sse")
+    for ev in events:
+        ev[0] = "message"
+    findings = chat.validate(frames(events))
+    assert rules_of(findings) == {"CH-GRAMMAR-EVENT-NAME"} and len(findings) == 1
+    assert f"{len(events)} chunk frame(s)" in findings[0].message and findings[0].frame_index == 0
 
 
 def test_forced_function_may_answer_stop() -> None:
