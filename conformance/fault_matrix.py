@@ -1,13 +1,16 @@
 """The fault matrix: for every reference-server fault, run the suite against a server with that
-fault on, and require that the checks the catalog maps to it fail and that no other MUST check
-fails; the clean server must pass everything. Runs are independent processes, two at a time."""
+fault on, and require that the checks the catalog maps to it fail, that at least one of them fails
+on a rule the fault plants (catalog.PLANTED: what its client measurements speak for), and that no
+other check fails at MUST weight; the clean server must pass everything. A transport fault (a
+stalled stream) plants no rule: no check may fail and the run must say the endpoint stalled. Runs
+are independent processes, two at a time."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +25,36 @@ CLEAN = "(clean)"
 class FaultRun:
     fault: str
     outcomes: dict[str, str]  # check id -> outcome
+    levels: dict[str, str] = field(default_factory=dict)  # check id -> the weight of its result
+    rules: dict[str, list[str]] = field(default_factory=dict)  # check id -> the rules it failed on
+    causes: dict[str, str] = field(default_factory=dict)  # check id -> an inconclusive result's cause
 
     def problems(self) -> list[str]:
+        if self.fault != CLEAN and FAULTS[self.fault].transport:
+            return self._transport_problems()
         expected = {c.id for c in catalog.checks_for_fault(self.fault)} if self.fault != CLEAN else set()
         out = []
         for check_id in sorted(expected):
             if self.outcomes.get(check_id) != "fail":
                 out.append(f"{self.fault}: {check_id} should fail, got {self.outcomes.get(check_id, 'not run')}")
+        planted = set(catalog.PLANTED.get(self.fault, ()))
+        if planted and expected and not any(planted & set(self.rules.get(c, ())) for c in expected):
+            out.append(f"{self.fault}: no check failed on a rule it plants ({', '.join(sorted(planted))})")
         for check_id, outcome in sorted(self.outcomes.items()):
-            check = catalog.get(check_id)
             if check_id in expected:
                 continue
-            if outcome == "error" or (outcome == "fail" and check.level == catalog.MUST):
-                out.append(f"{self.fault}: {check_id} ({check.level}) unexpectedly {outcome}")
+            level = self.levels.get(check_id, str(catalog.get(check_id).level))
+            if outcome == "error" or (outcome == "fail" and level == "MUST"):
+                out.append(f"{self.fault}: {check_id} ({level}) unexpectedly {outcome}")
             if self.fault == CLEAN and outcome != "pass":
                 out.append(f"clean server: {check_id} is {outcome}")
+        return out
+
+    def _transport_problems(self) -> list[str]:
+        out = [f"{self.fault}: {cid} is {outcome} (a stalled endpoint breaks no contract)"
+               for cid, outcome in sorted(self.outcomes.items()) if outcome in ("fail", "error")]
+        if "stalled" not in self.causes.values():
+            out.append(f"{self.fault}: no check said the endpoint stalled")
         return out
 
 
@@ -44,7 +62,10 @@ def run_one(fault: str, out: Path) -> FaultRun:
     server_args = () if fault == CLEAN else (f"--fault={fault}",)
     doc = run_suite(SuiteOptions(server_args=server_args, timeout=15.0), out / fault.strip("()"),
                     subprocess_run=True, quiet=True)
-    return FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]})
+    return FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]},
+                    levels={c["id"]: c["level"] for c in doc["checks"]},
+                    rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
+                    causes={c["id"]: c.get("cause", "") for c in doc["checks"]})
 
 
 def run_matrix(out: Path, *, faults: Sequence[str] | None = None, workers: int = 2,
@@ -83,7 +104,9 @@ def coverage_problems() -> list[str]:
             problems.append(f"{check.id} has no fault that makes it fail")
         problems += [f"{check.id} names unknown fault {f}" for f in check.faults if f not in FAULTS]
     caught = {f for c in catalog.CHECKS for f in c.faults}
-    problems += [f"fault {f} is caught by no check" for f in FAULTS if f not in caught]
+    problems += [f"fault {f} is caught by no check" for f in FAULTS if f not in caught and not FAULTS[f].transport]
+    problems += [f"fault {f} plants no rule (catalog.PLANTED)" for f in FAULTS
+                 if not FAULTS[f].transport and not catalog.PLANTED.get(f)]
     return problems
 
 

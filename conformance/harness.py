@@ -52,7 +52,22 @@ def discover_model(url: str, api_key: str | None, timeout: float) -> str:
 class Harness:
     endpoint: Endpoint
     attached: list[tuple[str, Transcript]] = field(default_factory=list)  # this test's exchanges
+    stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
+
+    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
+        """Mark the endpoint stalled when a started answer went silent for at least half the deadline
+        and ran out of time (a slow answer that keeps sending, or one that never started, is only slow)."""
+        deadline_ns = int(self.endpoint.timeout * 1e9)
+        for label, t in exchanges:
+            if t.error_kind not in ("deadline", "read_timeout") or not t.chunks:
+                continue
+            end_ns = t.timings.end_ns or deadline_ns
+            silent_ns = end_ns - t.chunks[-1].t_ns
+            if silent_ns >= deadline_ns // 2:
+                self.stalled = (f"{label}: no data for {silent_ns / 1e9:.1f} s after {len(t.chunks)} reads, "
+                                f"until the {self.endpoint.timeout:g} s deadline")
+                return
 
     # -- plain exchanges, recorded ------------------------------------------------------------
     def _url(self, path: str) -> str:
@@ -61,17 +76,26 @@ class Harness:
     def _secret_headers(self) -> list[str]:
         return ["x-api-key", "authorization"]
 
+    def _refuse_if_stalled(self) -> None:
+        if self.stalled:
+            from conformance.verdict import Inconclusive
+
+            raise Inconclusive(f"endpoint stalled earlier in the run: {self.stalled}", cause="stalled")
+
     def post(self, api: str, path: str, body: Any = None, *, stream: bool = False,
              headers: dict[str, str] | None = None, content: bytes | None = None, label: str = "") -> Transcript:
+        self._refuse_if_stalled()
         merged = {**self.endpoint.headers(api), **(headers or {})}
         call = client.stream_request if stream else client.post_json
         transcript = call(self._url(path), headers=merged, json_body=None if content is not None else body,
                           content=content, timeout=self.endpoint.timeout, api=api,
                           read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
         self.attach(label or f"POST {path}", transcript)
+        self.note_stall([(label or f"POST {path}", transcript)])
         return transcript
 
     def get(self, api: str, path: str, *, headers: dict[str, str] | None = None, label: str = "") -> Transcript:
+        self._refuse_if_stalled()
         merged = {**self.endpoint.headers(api), **(headers or {})}
         merged.pop("content-type", None)
         transcript = client.get(self._url(path), headers=merged, timeout=self.endpoint.timeout, api=api)

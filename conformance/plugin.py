@@ -20,7 +20,7 @@ from conformance.options import add_options
 from conformance.outcome import Outcome
 from conformance.wire.server_info import server_info
 from conformance.results import CheckResult, Collector
-from conformance.verdict import INCONCLUSIVE_PREFIX, CheckFailed
+from conformance.verdict import CheckFailed, Inconclusive, timed_out
 
 COLLECTOR = pytest.StashKey[Collector]()
 ENDPOINT = pytest.StashKey[Endpoint]()
@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keep.append(item)
             continue
         check = catalog.get(marker.args[0])  # KeyError names an unknown id: a kit bug, fail loudly
+        item.extra_keyword_matches.add(check.id)  # `-k AN-DISPATCH-001` selects the check's test
         (keep if check.api == "any" or check.api in apis else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -107,6 +108,8 @@ def hc_session(hc_endpoint: Endpoint) -> Harness:
 @pytest.fixture()
 def hc(hc_session: Harness) -> Iterator[Harness]:
     hc_session.attached.clear()
+    if hc_session.stalled:  # judged already: every later check would wait out its deadline for nothing
+        raise Inconclusive(f"endpoint stalled earlier in the run: {hc_session.stalled}", cause="stalled")
     yield hc_session
 
 
@@ -117,46 +120,101 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     marker = item.get_closest_marker("check")
     if marker is None or COLLECTOR not in item.config.stash:
         return
+    check = catalog.get(marker.args[0])
+    report.user_properties += [("check_id", check.id), ("check_level", str(check.level))]
     if report.when == "setup" and report.passed:
         item.stash[_START] = time.monotonic()
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        _record(item, call, report, catalog.get(marker.args[0]))
+        result = _record(item, call, report, check)
+        _align_report(report, result)
 
 
 _START = pytest.StashKey[float]()
 
 
-def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport, check: catalog.Check) -> None:
-    duration = time.monotonic() - item.stash.get(_START, time.monotonic())
+def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
+    """pytest's report (terminal, JUnit) says what the result says: an inconclusive check is a skip
+    with its reason, a SHOULD failure an xfail (reported, never a failure of the run)."""
+    report.user_properties += [("outcome", str(result.outcome)), ("level", str(result.level))]
+    if result.outcome is Outcome.INCONCLUSIVE and report.outcome != "skipped":
+        report.outcome = "skipped"
+        report.longrepr = (str(getattr(report, "fspath", "")), None, f"INCONCLUSIVE: {result.message}")
+    elif result.outcome is Outcome.FAIL and result.level is catalog.SHOULD:
+        report.outcome = "skipped"
+        report.wasxfail = f"SHOULD failed: {result.message}"
+
+
+def _attached(item: pytest.Item) -> tuple[Harness | None, list[tuple[str, Any]]]:
     hc: Harness | None = item.funcargs.get("hc") if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
-    attached = list(hc.attached) if hc else []
+    return hc, (list(hc.attached) if hc else [])
+
+
+def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport,
+            check: catalog.Check) -> CheckResult:
+    duration = time.monotonic() - item.stash.get(_START, time.monotonic())
+    hc, attached = _attached(item)
     transcript = attached[-1][1] if attached else None
+    error = call.excinfo.value if call.excinfo else None
     finding = excerpt = None
+    rules: list[str] = []
+    cause = ""
     if report.passed:
         outcome, message = Outcome.PASS, "ok"
+    elif isinstance(error, Inconclusive):
+        outcome, message, cause = Outcome.INCONCLUSIVE, error.reason, error.cause
+        if cause == "timeout" and "--timeout" not in message:
+            message += f"; the endpoint may be slow: try --timeout {_longer(hc)}"
     elif report.skipped:
-        reason = str(call.excinfo.value) if call.excinfo else "skipped"
-        reason = getattr(call.excinfo.value, "msg", reason) if call.excinfo else reason
-        if reason.startswith(INCONCLUSIVE_PREFIX):
-            outcome, message = Outcome.INCONCLUSIVE, reason[len(INCONCLUSIVE_PREFIX):]
-        else:
-            outcome, message = Outcome.SKIP, reason
+        outcome, message = Outcome.SKIP, str(getattr(error, "msg", error) if error else "skipped")
+    elif isinstance(error, AssertionError) and (late := _timed_out_exchange(attached)) is not None:
+        # A deadline is evidence of slowness, not of the contract the request carried.
+        label, t = late
+        outcome, cause = Outcome.INCONCLUSIVE, "timeout"
+        message = f"timed out: {label}: {t.error}; the endpoint may be slow: try --timeout {_longer(hc)}"
+        transcript = t
+    elif isinstance(error, CheckFailed):
+        outcome, message = Outcome.FAIL, error.summary
+        finding, rules = error.finding, error.rules or [check.id]
+        transcript = error.transcript or transcript
+        excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
+    elif isinstance(error, AssertionError):
+        outcome, message = Outcome.FAIL, str(error).splitlines()[0] if str(error) else "assertion failed"
+        rules = [check.id]
+        excerpt = transcript.excerpt(None) if transcript else None
     else:
-        error = call.excinfo.value if call.excinfo else None
-        if isinstance(error, CheckFailed):
-            outcome, message = Outcome.FAIL, error.summary
-            finding = error.finding
-            transcript = error.transcript or transcript
-            excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
-        elif isinstance(error, AssertionError):
-            outcome, message = Outcome.FAIL, str(error).splitlines()[0] if str(error) else "assertion failed"
-            excerpt = transcript.excerpt(None) if transcript else None
-        else:
-            outcome = Outcome.ERROR
-            message = f"kit error (not a verdict on the endpoint): {type(error).__name__}: {error}"
-    item.config.stash[COLLECTOR].add(CheckResult(check=check, outcome=outcome, message=message, duration_s=duration,
-                                                 finding=finding, transcript=transcript, excerpt=excerpt))
+        outcome = Outcome.ERROR
+        message = f"kit error (not a verdict on the endpoint): {type(error).__name__}: {error}"
+    level = check.level
+    if outcome is Outcome.FAIL and rules:
+        level = max((check.level_of(r) for r in rules), key=lambda lv: lv is catalog.MUST)
+    result = CheckResult(check=check, outcome=outcome, message=message, duration_s=duration, finding=finding,
+                         transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
+                         notes=_notes(attached))
+    item.config.stash[COLLECTOR].add(result)
+    return result
+
+
+def _longer(hc: Harness | None) -> str:
+    return f"{max(4 * (hc.endpoint.timeout if hc else 30.0), 60.0):g}"
+
+
+def _timed_out_exchange(attached: list[tuple[str, Any]]) -> tuple[str, Any] | None:
+    return next(((label, t) for label, t in attached if timed_out(t)), None)
+
+
+def _notes(attached: list[tuple[str, Any]]) -> list[str]:
+    """What the references allow and the run saw anyway (unknown events, error events): shown, not failed."""
+    from conformance.grammar import validate_for
+
+    notes: list[str] = []
+    for label, t in attached:
+        if not t.frames or t.api not in catalog.APIS:
+            continue
+        for f in validate_for(t.api, t):
+            if getattr(f, "informational", False):
+                notes.append(f"{label}: {f}")
+    return list(dict.fromkeys(notes))[:20]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

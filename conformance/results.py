@@ -17,7 +17,7 @@ from typing import Any
 from conformance.catalog import Check
 from conformance.clients.impact import verdicts_for
 from conformance.grammar.findings import Finding
-from conformance.outcome import Outcome
+from conformance.outcome import Level, Outcome
 from conformance.wire.redact import redact_text
 from conformance.wire.transcript import Transcript
 from harnesscheck import __version__
@@ -42,6 +42,14 @@ class CheckResult:
     transcript: Transcript | None = None
     excerpt: str | None = None
     transcript_path: str | None = None
+    rules: list[str] = field(default_factory=list)  # the rules a failure broke, the leading one first
+    level: Level | None = None  # what this result weighs: a failure, its failing rule's level
+    cause: str = ""  # an inconclusive result's cause (verdict.CAUSES)
+    notes: list[str] = field(default_factory=list)  # informational findings (allowed, shown, never failed)
+
+    @property
+    def weight(self) -> Level:
+        return self.level or self.check.level
 
 
 @dataclass(slots=True)
@@ -63,7 +71,8 @@ class Collector:
     def to_json(self, transcripts_dir: Path | None, results_path: Path | None) -> dict[str, Any]:
         checks = []
         for r in self.results:
-            if r.transcript is not None and transcripts_dir is not None and r.outcome in (Outcome.FAIL, Outcome.ERROR):
+            if r.transcript is not None and transcripts_dir is not None and r.outcome in (
+                    Outcome.FAIL, Outcome.ERROR, Outcome.INCONCLUSIVE):
                 transcripts_dir.mkdir(parents=True, exist_ok=True)
                 path = transcripts_dir / f"{r.check.id}.json"
                 path.write_text(redact_text(r.transcript.to_json(indent=1), self.secrets), encoding="utf-8")
@@ -75,13 +84,22 @@ class Collector:
                 finding = {"rule": f.rule if f else "", "frame_index": f.frame_index if f else None,
                            "observed": f.observed if f else None, "expected": f.expected if f else None,
                            "excerpt": redact_text(r.excerpt or "", self.secrets) or None}
-            checks.append({
-                "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.check.level),
-                "outcome": str(r.outcome), "message": redact_text(r.message, self.secrets),
+            verdicts = _harness_verdicts(r)
+            entry = {
+                "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.weight),
+                "check_level": str(r.check.level), "outcome": str(r.outcome),
+                "message": redact_text(r.message, self.secrets),
                 "source": r.check.source, "remedy": r.check.remedy, "duration_s": round(r.duration_s, 4),
-                "transcript": r.transcript_path, "finding": finding,
-                "clients": _harness_verdicts(r), "faults": list(r.check.faults),
-            })
+                "transcript": r.transcript_path, "finding": finding, "rules_failed": list(r.rules),
+                "clients": {name: v["verdict"] for name, v in verdicts.items()},
+                "client_evidence": {name: redact_text(v["evidence"], self.secrets) for name, v in verdicts.items()},
+                "faults": list(r.check.faults),
+            }
+            if r.cause:
+                entry["cause"] = r.cause
+            if r.notes:
+                entry["notes"] = [redact_text(n, self.secrets) for n in r.notes]
+            checks.append(entry)
         run = {**self.run, "finished_at": now_iso()}
         return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,
                 "benchmarks": [], "comparisons": [], "fault_matrix": None}
@@ -94,13 +112,12 @@ class Collector:
         return doc
 
 
-def _harness_verdicts(r: CheckResult) -> dict[str, str]:
-    """Beside a failing check, what it means for each real client (measured, see clients/impact.json);
-    a passing check breaks nobody, so it carries none."""
-    if r.outcome not in (Outcome.FAIL, Outcome.ERROR):
+def _harness_verdicts(r: CheckResult) -> dict[str, dict[str, str]]:
+    """Beside a failing check, what its failing rules mean for each real client of its API, from
+    measurements only (clients/impact.json); a check that did not fail speaks for nobody."""
+    if r.outcome is not Outcome.FAIL:
         return {}
-    return {name: ("would break" if verdict == "breaks" else "unaffected")
-            for name, verdict in verdicts_for(r.check).items()}
+    return verdicts_for(r.check, r.rules or [r.check.id])
 
 
 def elapsed(start: float) -> float:

@@ -10,10 +10,12 @@ import pytest
 
 from conformance import catalog
 from conformance.harness import Harness
-from conformance.verdict import fail, no_findings
+from conformance.verdict import Inconclusive, fail, no_findings, timed_out
 
 # (scenario, turn): turn 1 of calculator answers after a tool result.
 STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]
+# Informational findings that mean the endpoint itself reported an error in the stream.
+ENDPOINT_ERRORS = frozenset({"AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR", "CH-GRAMMAR-ERROR"})
 GRAMMAR = {"anthropic": "conformance.grammar.anthropic", "chat": "conformance.grammar.chat",
            "responses": "conformance.grammar.responses"}
 
@@ -27,13 +29,26 @@ def _grammar_checks() -> list[object]:
 def test_stream_grammar(hc: Harness, check_id: str) -> None:
     check = catalog.get(check_id)
     validate = importlib.import_module(GRAMMAR[check.api]).validate
+    unjudged: list[tuple[str, str]] = []  # (cause, what): streams that could not be judged
     for scenario, turn in STREAMS:
         transcript = hc.stream(check.api, scenario, turn=turn)
+        where = f"{scenario} turn {turn}"
+        if timed_out(transcript):
+            unjudged.append(("timeout", f"{where}: timed out: {transcript.error}"))
+            continue
         if turn > 0 and transcript.status is not None and 400 <= transcript.status < 500:
             continue  # a broken earlier answer made the follow-up unbuildable: other checks judge that
         if transcript.status is None or not 200 <= transcript.status < 300:
-            fail(f"{scenario} turn {turn}: the stream request failed: HTTP {transcript.status} "
+            fail(f"{where}: the stream request failed: HTTP {transcript.status} "
                  f"{transcript.error or transcript.text_body()[:200]}", transcript=transcript)
-        no_findings(validate(transcript, transcript.request_body), transcript, check.rules, f"{scenario} turn {turn}")
+        findings = validate(transcript, transcript.request_body)
+        error = next((f for f in findings if f.informational and f.rule in ENDPOINT_ERRORS), None)
+        if error is not None:  # the endpoint ended the stream with its own error: report it as such
+            unjudged.append(("endpoint-error", f"{where}: the endpoint reported an error mid-stream at frame "
+                                               f"#{error.frame_index}: {error.observed or error.message}"))
+            continue
+        no_findings(findings, transcript, check.rules, where)
         if transcript.error and any(r.endswith(("STOP-MISSING", "COMPLETED", "DONE")) for r in check.rules):
-            fail(f"{scenario} turn {turn}: the stream did not end cleanly: {transcript.error}", transcript=transcript)
+            fail(f"{where}: the stream did not end cleanly: {transcript.error}", transcript=transcript)
+    if unjudged:
+        raise Inconclusive("; ".join(what for _, what in unjudged), cause=unjudged[0][0])

@@ -1,41 +1,81 @@
-"""How a check says what it found: raise `CheckFailed` (with the finding and the transcript) or
-`Inconclusive`, or call `pytest.skip` for a feature the endpoint does not offer."""
+"""How a check says what it found, as types the plugin maps by type (never by a message prefix):
+
+- ``CheckFailed`` (an AssertionError): a rule was broken; it carries every finding of the rules the
+  check enforces (the first one leads the message) or the contract ``rule`` it broke, and the
+  transcript. The result weighs what the failing rule weighs (catalog.RULES).
+- ``Inconclusive`` (a pytest skip): the check could not judge; ``cause`` says why — ``not-exercised``
+  (the model never took the path), ``timeout`` (a request ran out of time: slowness, not a contract
+  verdict), ``stalled`` (the endpoint stopped sending), ``endpoint-error`` (the endpoint reported an
+  error event mid-stream), ``endpoint-config`` (the endpoint refused a request for its own limits).
+- ``pytest.skip``: the endpoint lacks an optional feature.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 import pytest
+from _pytest.outcomes import Skipped
 
 from conformance.grammar.findings import Finding
 from conformance.wire.transcript import Transcript
 
-INCONCLUSIVE_PREFIX = "INCONCLUSIVE: "
+CAUSES = ("not-exercised", "timeout", "stalled", "endpoint-error", "endpoint-config")
+TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeout"})
+# Words an endpoint uses when it refuses a request for its own limits, not for its shape.
+_CONFIG_WORDS = ("context length", "context_length", "context window", "maximum context", "max_model_len",
+                 "too many tokens", "exceeds the model", "maximum allowed")
 
 
 class CheckFailed(AssertionError):
-    def __init__(self, message: str, *, finding: Finding | None = None, transcript: Transcript | None = None):
-        self.finding = finding
+    def __init__(self, message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,
+                 findings: Iterable[Finding] = (), rule: str | None = None):
+        self.findings = [finding] if finding is not None else []
+        self.findings += [f for f in findings if f is not finding]
+        self.finding = self.findings[0] if self.findings else None
+        self.rule = rule  # a contract rule (the check id, or ID:part); None: the check's own rule
         self.transcript = transcript
         text = message
-        if finding is not None:
-            text += f"\n  rule {finding.rule}: {finding.message}"
-            if finding.observed is not None:
-                text += f"\n  observed: {finding.observed}"
-            if finding.expected is not None:
-                text += f"\n  expected: {finding.expected}"
+        lead = self.finding
+        if lead is not None:
+            text += f"\n  rule {lead.rule}: {lead.message}"
+            if lead.observed is not None:
+                text += f"\n  observed: {lead.observed}"
+            if lead.expected is not None:
+                text += f"\n  expected: {lead.expected}"
+            if len(self.findings) > 1:
+                text += "\n  also: " + "; ".join(f"{f.rule} at frame #{f.frame_index}" for f in self.findings[1:5])
         if transcript is not None:
-            text += "\n" + transcript.excerpt(finding.frame_index if finding else None)
+            text += "\n" + transcript.excerpt(lead.frame_index if lead else None)
         super().__init__(text)
         self.summary = message
 
+    @property
+    def rules(self) -> list[str]:
+        """Every rule this failure broke, the leading one first."""
+        rules = [f.rule for f in self.findings]
+        if self.rule:
+            rules.insert(0, self.rule)
+        return list(dict.fromkeys(rules))
 
-def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None) -> None:
-    raise CheckFailed(message, finding=finding, transcript=transcript)
+
+class Inconclusive(Skipped):
+    """The check could not judge the endpoint (see the module docstring for the causes)."""
+
+    def __init__(self, reason: str, *, cause: str = "not-exercised") -> None:
+        assert cause in CAUSES, cause
+        super().__init__(reason, allow_module_level=False)
+        self.reason = reason
+        self.cause = cause
 
 
-def inconclusive(reason: str) -> None:
-    pytest.skip(INCONCLUSIVE_PREFIX + reason)
+def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,
+         rule: str | None = None) -> None:
+    raise CheckFailed(message, finding=finding, transcript=transcript, rule=rule)
+
+
+def inconclusive(reason: str, *, cause: str = "not-exercised") -> None:
+    raise Inconclusive(reason, cause=cause)
 
 
 def skip(reason: str) -> None:
@@ -48,15 +88,35 @@ def require(condition: bool, message: str, *, transcript: Transcript | None = No
 
 
 def no_findings(findings: Iterable[Finding], transcript: Transcript, rules: Iterable[str], label: str) -> None:
+    """Fail with every finding of the given rules (informational findings never fail)."""
     wanted = set(rules)
-    for finding in findings:
-        if finding.rule in wanted:
-            fail(f"{label}: {finding.message}", finding=finding, transcript=transcript)
+    broken = [f for f in findings if f.rule in wanted and not getattr(f, "informational", False)]
+    if broken:
+        raise CheckFailed(f"{label}: {broken[0].message}", findings=broken, transcript=transcript)
+
+
+def timed_out(transcript: Transcript) -> bool:
+    return transcript.error_kind in TIMEOUT_KINDS
+
+
+def refused_for_config(transcript: Transcript) -> str | None:
+    """The endpoint's own words when it refused a request for its limits (context length, ...)."""
+    if transcript.status not in (400, 413, 422):
+        return None
+    text = transcript.text_body()[:600]
+    return text if any(w in text.lower() for w in _CONFIG_WORDS) else None
 
 
 def ok_response(transcript: Transcript, what: str) -> None:
-    """The exchange completed with a 2xx; otherwise fail with the status and the body."""
+    """The exchange completed with a 2xx; otherwise fail with the status and the body (a timeout
+    or a refusal for the endpoint's own limits is inconclusive, never a failure of ``what``)."""
     if transcript.error:
+        if timed_out(transcript):
+            raise Inconclusive(f"{what}: timed out: {transcript.error}", cause="timeout")
         fail(f"{what}: {transcript.error_kind or 'error'}: {transcript.error}", transcript=transcript)
     if not transcript.ok:
+        config = refused_for_config(transcript)
+        if config:
+            raise Inconclusive(f"{what}: the endpoint refused it for its own limits (HTTP {transcript.status}): "
+                               f"{config[:300]}", cause="endpoint-config")
         fail(f"{what}: HTTP {transcript.status}: {transcript.text_body()[:300]}", transcript=transcript)

@@ -47,8 +47,10 @@ class SSEResponse(Response):
     media_type = "text/event-stream"
 
     def __init__(self, adapter: Adapter, steps: AsyncGenerator[list[Any], None], *,
-                 close: Callable[[], Awaitable[None]], then: Callable[[], None] | None = None) -> None:
+                 close: Callable[[], Awaitable[None]], then: Callable[[], None] | None = None,
+                 stall_after: int | None = None) -> None:
         self.adapter = adapter
+        self.stall_after = stall_after  # fault stall-stream: stop sending after this many writes, never end
         self.steps = steps
         self.close = close  # frees the engine slot even when the steps never started
         self.then = then
@@ -77,12 +79,17 @@ class SSEResponse(Response):
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             opening = b"".join(adapter.start())
+            writes = 0
             if opening:
                 await body_send({"type": "http.response.body", "body": opening, "more_body": True})
+                writes += 1
             async for step in steps:
+                if self.stall_after is not None and writes >= self.stall_after:
+                    await asyncio.Event().wait()  # until the client goes away (the watch cancels us)
                 chunk = step_frames(adapter, step)
                 if chunk:
                     await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    writes += 1
             if self.then is not None:
                 self.then()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -144,6 +151,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
     store = responses.ResponseStore(config.stored_responses)
     serial = itertools.count()  # with the clock, a chat completion id unique per request
     faults = service.faults
+    stall = 2 if faults.on("stall-stream") else None
 
     def handler(api: ApiKind | None, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         """api None: the shape follows the client (Anthropic when it sends anthropic-version)."""
@@ -177,7 +185,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
                                             faults=faults)
         if body.get("stream"):
-            return SSEResponse(adapter, turn.steps(), close=turn.close)
+            return SSEResponse(adapter, turn.steps(), close=turn.close, stall_after=stall)
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)
@@ -201,7 +209,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                                   model=conv.model, include_usage=include_usage,
                                   dispatch=config.enable_streaming_tool_dispatch, faults=faults)
         if body.get("stream"):
-            return SSEResponse(adapter, turn.steps(), close=turn.close)
+            return SSEResponse(adapter, turn.steps(), close=turn.close, stall_after=stall)
         async for event in turn.events():
             adapter.feed(event)
         return JSONResponse(adapter.completion())
@@ -218,7 +226,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
                 store.put(adapter.id, history)
 
         if body.get("stream"):
-            return SSEResponse(adapter, turn.steps(), close=turn.close, then=remember)
+            return SSEResponse(adapter, turn.steps(), close=turn.close, then=remember, stall_after=stall)
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)

@@ -7,7 +7,7 @@ import json
 
 NAME = "catalog"
 ORDER = 30
-HELP = "list every conformance check (id, API, level, title, source, faults that make it fail)"
+HELP = "list every conformance check (id, API, level, title, source, the evidence for its level, faults that make it fail)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,13 +24,14 @@ def run(args: argparse.Namespace) -> int:
     checks = [c for c in CHECKS if not args.api or c.api == args.api]
     if args.json:
         print(json.dumps([{"id": c.id, "api": c.api, "title": c.title, "level": str(c.level), "source": c.source,
-                           "remedy": c.remedy, "faults": list(c.faults), "rules": list(c.rules),
-                           "clients": c.clients} for c in checks], indent=1))
+                           "remedy": c.remedy, "faults": list(c.faults), "rules": list(c.own_rules),
+                           "evidence": c.evidence} for c in checks], indent=1))
         return 0
     table = Table(title=f"harnesscheck catalog: {len(checks)} checks")
-    for column in ("id", "api", "level", "title", "source", "caught fault(s)"):
-        table.add_column(column, overflow="fold")
+    for column in ("id", "api", "level", "title", "evidence per rule", "caught fault(s)"):
+        table.add_column(column, overflow="fold", no_wrap=column == "id")
     for c in checks:
-        table.add_row(c.id, c.api, str(c.level), c.title, c.source, ", ".join(c.faults))
+        table.add_row(c.id, c.api, str(c.level), c.title, "\n".join(f"{r} {e}" for r, e in c.evidence.items()),
+                      ", ".join(c.faults))
     Console().print(table)
     return 0

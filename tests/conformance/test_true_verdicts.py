@@ -1,0 +1,159 @@
+"""Verdicts that stay true on endpoints the reference server's adapters did not write (issue 16):
+
+- an endpoint with legal variation (tests/conformance/variant_server.py: pings, unknown events,
+  two message_deltas, an in-stream overloaded error, no `event:` lines and `response.queued` in
+  Responses) gets no failure at any level and no "would break" line;
+- a slow endpoint (the reference server's timing model slower than --timeout) fails no contract
+  and breaks no client: each slow check says it timed out;
+- a stalled endpoint (fault stall-stream) ends promptly, every check after the stall says so;
+- the levels and per-rule client verdicts in the catalog stand on recorded evidence.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conformance import catalog
+from conformance.clients import impact
+from conformance.runner import SuiteOptions, harness_lines, run_suite
+from reference_server.launch import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_variant(upstream: str, error_every: int = 7) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.variant_server", "--upstream", upstream,
+                             "--port", str(port), "--error-every", str(error_every)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/v1/models", timeout=2)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the variant server did not start")
+
+
+# -- the catalog: levels from evidence ------------------------------------------------------------
+
+def test_every_rule_has_a_level_and_evidence_that_can_hold_it() -> None:
+    from conformance.grammar import ALL_RULES
+
+    for rule in catalog.RULES.values():
+        kind = rule.evidence_kind
+        assert kind in ("reference", "sdk", "client", "none"), rule
+        assert (rule.level is catalog.MUST) == (kind != "none"), f"{rule.id}: {rule.level} needs evidence, has {kind}"
+    enforced = {r for c in catalog.CHECKS for r in c.rules}
+    assert enforced <= set(catalog.RULES), enforced - set(catalog.RULES)
+    assert not enforced & catalog.INFORMATIONAL, "an informational rule can never fail a check"
+    assert enforced <= set(ALL_RULES), enforced - set(ALL_RULES)
+    for check in catalog.CHECKS:
+        assert check.own_rules, f"{check.id} enforces no rule"
+        top = max((catalog.RULES[r].level for r in check.own_rules), key=lambda lv: lv is catalog.MUST)
+        assert check.level is top, f"{check.id} is {check.level} but its strongest rule is {top}"
+
+
+def test_client_evidence_in_the_rule_table_matches_the_measurements() -> None:
+    """A rule held at MUST by 'client: X breaks (fault F)' has F planting it and F measured breaking X."""
+    data = impact.load()
+    for rule in catalog.RULES.values():
+        if rule.evidence_kind != "client" or "(fault " not in rule.evidence:
+            continue
+        fault = rule.evidence.split("(fault ", 1)[1].split(")", 1)[0].split(" ", 1)[0].split(",", 1)[0]
+        assert rule.id in catalog.PLANTED[fault], (rule.id, fault)
+        cells = {k: v for k, v in data["faults"][fault].items() if k != "_checks"}
+        assert any(c["verdict"] == impact.BREAKS for c in cells.values()), (rule.id, fault, "measured unaffected")
+
+
+def test_verdicts_speak_per_rule_and_only_from_measurements() -> None:
+    data = impact.load()
+    stream_004 = catalog.get("RS-STREAM-004")
+    # The event-name rule has no measured impact; missing response.completed breaks Codex (measured).
+    names = impact.verdicts_for(stream_004, ["RS-GRAMMAR-EVENT-NAME"], data)
+    assert {v["verdict"] for v in names.values()} == {impact.NO_MEASURE}
+    completed = impact.verdicts_for(stream_004, ["RS-GRAMMAR-COMPLETED"], data)
+    assert completed["Codex 0.171.0"]["verdict"] == impact.WOULD_BREAK
+    assert "rs-missing-completed" in completed["Codex 0.171.0"]["evidence"]
+    # Only clients of the check's API: Claude Code never speaks for a Responses check.
+    assert not any(name.startswith("Claude Code") for name in completed)
+    # A tolerated rule measured with its fault: unaffected.
+    index = impact.verdicts_for(catalog.get("AN-STREAM-002"), ["AN-GRAMMAR-INDEX"], data)
+    assert index["Claude Code 2.1.197"]["verdict"] == impact.UNAFFECTED
+    # Dynamo 1.6.1's `data: [DONE]` after message_stop: no fault plants it, so no verdict is inferred.
+    done = impact.verdicts_for(catalog.get("AN-STREAM-008"), ["AN-GRAMMAR-DONE"], data)
+    assert done["Claude Code 2.1.197"]["verdict"] == impact.NO_MEASURE
+    assert catalog.RULES["AN-GRAMMAR-DONE"].level is catalog.SHOULD
+
+
+# -- whole runs against endpoints the adapters did not write -------------------------------------
+
+def _bad(doc: dict) -> list[str]:
+    return [f"{c['id']} {c['level']} {c['outcome']}: {c['message'][:300]}" for c in doc["checks"]
+            if c["outcome"] in ("fail", "error")]
+
+
+def test_legal_variation_gets_no_failure_and_no_would_break(tmp_path: Path) -> None:
+    with ServerProcess(["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]) as upstream:
+        proc, url = _start_variant(upstream.url)
+        try:
+            doc = run_suite(SuiteOptions(endpoint=url, timeout=30.0,
+                                         expect=("tool-dispatch", "tokenize", "prefix-cache", "count-tokens")),
+                            tmp_path, subprocess_run=True, quiet=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert _bad(doc) == [], "\n".join(_bad(doc))
+    assert not any("would break" in line for line in harness_lines(doc)), harness_lines(doc)
+    outcomes = [c["outcome"] for c in doc["checks"]]
+    assert outcomes.count("pass") >= 30, outcomes  # the variation is judged, not dodged
+    causes = {c.get("cause") for c in doc["checks"] if c["outcome"] == "inconclusive"}
+    assert "endpoint-error" in causes, "the in-stream overloaded error was not reported as the endpoint's"
+    notes = [n for c in doc["checks"] for n in c.get("notes", [])]
+    assert any("harnesscheck_future_event" in n for n in notes), "unknown events are recorded as notes"
+
+
+def test_slow_endpoint_times_out_without_verdicts(tmp_path: Path) -> None:
+    # Every stream takes ~0.6 s per token on this timing model: past a 4 s deadline.
+    options = SuiteOptions(apis="anthropic", timeout=4.0, select="STREAM or REQ or USAGE",
+                           server_args=("--decode-ms", "600"))
+    doc = run_suite(options, tmp_path, subprocess_run=True, quiet=True)
+    assert _bad(doc) == [], "\n".join(_bad(doc))
+    assert not any("would break" in line for line in harness_lines(doc))
+    timed = [c for c in doc["checks"] if c.get("cause") == "timeout"]
+    assert timed, [c["outcome"] + ": " + c["message"][:80] for c in doc["checks"]]
+    assert all("timed out" in c["message"] and "--timeout" in c["message"] for c in timed)
+
+
+def test_stalled_endpoint_ends_promptly(tmp_path: Path) -> None:
+    timeout = 5.0
+    started = time.monotonic()
+    doc = run_suite(SuiteOptions(apis="anthropic,responses", timeout=timeout, server_args=("--fault=stall-stream",)),
+                    tmp_path, subprocess_run=True, quiet=True)
+    elapsed = time.monotonic() - started
+    assert _bad(doc) == [], "\n".join(_bad(doc))
+    stalled = [c for c in doc["checks"] if c.get("cause") == "stalled"]
+    assert len(stalled) >= 10, [(c["id"], c["outcome"], c.get("cause")) for c in doc["checks"]]
+    assert elapsed < 2 * timeout + 30, f"{elapsed:.0f} s"
+
+
+@pytest.mark.parametrize("rule,breaks", [("AN-GRAMMAR-BLOCK-UNKNOWN", True), ("AN-GRAMMAR-ONE-OPEN", False)])
+def test_verdict_line_names_the_rule_and_its_measurement(rule: str, breaks: bool) -> None:
+    line = impact.verdict_line(catalog.get("AN-STREAM-003"), [rule])
+    assert rule in line
+    assert ("would break" in line) is breaks
