@@ -1,27 +1,27 @@
-"""Client impact as data: which reference-server faults break which real client.
+"""Client impact as data: which reference-server faults break which real client, and what that
+means for a rule that fails on an endpoint.
 
 ``run_impact(clients, faults)`` runs each client's text and tool turns against the reference server
 once clean and once per fault, and records a verdict per (fault, client): ``breaks`` when a turn
 that passes clean fails under the fault, else ``unaffected``. ``conformance/clients/impact.json``
-keeps the latest measurement with the client versions; ``verdicts_for(check)`` gives a check's
-per-harness verdicts: measured ones first (a check breaks a client when any of its faults does),
-the catalog's static ``clients`` dict as the fallback for clients not measured.
+keeps the latest measurement with the client versions.
+
+Each fault plants known rule violations (``catalog.PLANTED``). ``verdicts_for(check, rules)``
+speaks only of the clients that use the check's API, and only from measurements: a client "would
+break" when a fault planting one of the failing rules broke it, is "unaffected" when every failing
+rule was measured and none broke it, and otherwise there is "no measured impact" — never a guess.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from conformance.clients import Client
-    from conformance.clients.install import Install
+from typing import Any, Callable
 
 IMPACT_PATH = Path(__file__).with_name("impact.json")
 BREAKS, OK = "breaks", "unaffected"
+WOULD_BREAK, UNAFFECTED, NO_MEASURE = "would break", "unaffected", "no measured impact"
 
 # API_FACTS.md, "What breaks real clients": faults that break a client, and a few that do not.
 FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-unstarted-block", "an-delta-type-mismatch", "reject-cache-control", "reject-system-role",
@@ -30,30 +30,20 @@ FAULTS_BREAKING = ("an-missing-block-stop", "an-delta-unstarted-block", "an-delt
 FAULTS_TOLERATED = ("an-block-index-skip", "an-event-name-mismatch", "an-missing-message-stop",
                     "message-start-zero-input-tokens", "rs-sequence-gap", "rs-arguments-done-mismatch")
 DEFAULT_FAULTS = FAULTS_BREAKING + FAULTS_TOLERATED
-# The wire APIs a fault can touch; a client runs only against faults of the API it speaks.
-_ALL = ("anthropic", "responses", "chat")
-FAULT_APIS = {"reject-cache-control": ("anthropic",), "reject-system-role": ("anthropic",),
-              "message-start-zero-input-tokens": ("anthropic",), "message-start-estimated-input-tokens": ("anthropic",),
-              "count-tokens-mismatch": ("anthropic",), "anthropic-models-shape-ignored": ("anthropic",),
-              "preamble-not-stripped": ("anthropic",), "preamble-simple-strip": ("anthropic",),
-              "dispatch-missing": ("chat",), "dispatch-twice": ("chat",),
-              "reject-compressed-body": ("responses",), "invalid-tool-json": _ALL, "reject-unknown-fields": _ALL}
+
+
+def fault_apis(fault: str) -> tuple[str, ...]:
+    """The wire APIs whose traffic a fault bends; a client runs only against its own API's faults."""
+    from reference_server.faults import FAULTS
+
+    return FAULTS[fault].apis
 
 
 def faults_for(api: str) -> tuple[str, ...]:
     """Every reference-server fault a client speaking ``api`` can meet (its API's and the neutral ones)."""
     from reference_server.faults import FAULTS
 
-    return tuple(f for f in FAULTS if api in fault_apis(f))
-
-
-def fault_apis(fault: str) -> tuple[str, ...]:
-    if fault in FAULT_APIS:
-        return FAULT_APIS[fault]
-    for prefix, api in (("an-", "anthropic"), ("rs-", "responses"), ("chat-", "chat")):
-        if fault.startswith(prefix):
-            return (api,)
-    return _ALL
+    return tuple(f for f, fault in FAULTS.items() if api in fault.apis and not fault.transport)
 # (client, api) pairs a fault matrix runs; OpenClaw over Chat Completions shows the finish_reason bug.
 DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("openclaw", "chat"))
 
@@ -118,44 +108,50 @@ def column_of(key: str, entry: dict[str, Any]) -> str:
     return label_of(entry) + (f" ({api})" if api else "")
 
 
-def verdicts_for(check: Any, data: dict[str, Any] | None = None) -> dict[str, str]:
-    """Per-harness verdicts of a catalog check: measured (impact.json) over the static catalog dict.
+def verdicts_for(check: Any, rules: list[str], data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """Per client of the check's API: {"verdict": would break | unaffected | no measured impact,
+    "evidence": the rule, the fault and the client's own error behind it}, from measurements only."""
+    from conformance.catalog import faults_planting
 
-    Measured: the clients that speak the check's API and ran against the check's faults (all of
-    them for a grammar or request check, the first one for a witness check); a check breaks a
-    client when one of those faults broke it. Other clients keep the catalog's static verdict.
-    """
     data = load() if data is None else data
-    out: dict[str, str] = {}
-    measured_labels: set[str] = set()
     clients = data.get("clients") or {}
-    # A witness check (SDK, history, usage) also lists faults whose failure it shows only as collateral,
-    # so only its first fault speaks for it; a grammar / request check is decided by each of its faults.
-    own = check.faults[:1] if check.witness else check.faults
+    per_fault = data.get("faults") or {}
+    out: dict[str, dict[str, str]] = {}
     for key, entry in clients.items():
         if check.api not in ("any", entry.get("api")):
-            continue  # a client measured over another wire API says nothing about this check
-        per_fault = (data.get("faults") or {})
-        tested = [f for f in own if key in (per_fault.get(f) or {})]
-        if not tested:
-            continue
+            continue  # a client of another wire API never meets this check's traffic
         label = label_of(entry)
-        measured_labels.add(label.rsplit(" ", 1)[0])
-        verdict = BREAKS if any(per_fault[f][key]["verdict"] == BREAKS for f in tested) else OK
-        if out.get(label) != BREAKS:
-            out[label] = verdict
-    for name, verdict in (check.clients or {}).items():
-        if not any(name.startswith(lbl) for lbl in measured_labels):
-            out.setdefault(name, verdict)
+        broke, fine, unmeasured = [], [], []
+        for rule in rules:
+            cells = [(f, per_fault[f][key]) for f in faults_planting(rule) if key in (per_fault.get(f) or {})]
+            broken = [(f, c) for f, c in cells if c.get("verdict") == BREAKS]
+            if broken:
+                f, cell = broken[0]
+                turn = (cell.get("broken_turns") or ["?"])[0]
+                error = ((cell.get("turns") or {}).get(turn) or {}).get("error", "")[:160]
+                broke.append(f"{rule}: measured with fault {f}, {turn} turn failed" + (f" ({error})" if error else ""))
+            elif cells:
+                fine.append(f"{rule}: measured with fault {', '.join(f for f, _ in cells)}, turns completed")
+            else:
+                unmeasured.append(rule)
+        if broke:
+            verdict, evidence = WOULD_BREAK, "; ".join(broke)
+        elif fine and not unmeasured:
+            verdict, evidence = UNAFFECTED, "; ".join(fine)
+        else:
+            verdict = NO_MEASURE
+            evidence = "no fault that plants " + ", ".join(unmeasured) + f" was run with {label}" + (
+                "; " + "; ".join(fine) if fine else "")
+        previous = out.get(label)
+        rank = {WOULD_BREAK: 2, NO_MEASURE: 1, UNAFFECTED: 0}
+        if previous is None or rank[verdict] > rank[previous["verdict"]]:
+            out[label] = {"verdict": verdict, "evidence": evidence}
     return out
 
 
-def verdict_line(check: Any, data: dict[str, Any] | None = None) -> str:
-    """'Claude Code 2.1.197: would break (AN-STREAM-003); Codex 0.171.0: unaffected'."""
-    parts = []
-    for name, v in verdicts_for(check, data).items():
-        parts.append(f"{name}: " + (f"would break ({check.id})" if v == BREAKS else "unaffected"))
-    return "; ".join(parts)
+def verdict_line(check: Any, rules: list[str], data: dict[str, Any] | None = None) -> str:
+    """'Claude Code 2.1.197: would break (AN-GRAMMAR-BLOCK-UNKNOWN: measured with fault ...)'."""
+    return "; ".join(f"{name}: {v['verdict']} ({v['evidence']})" for name, v in verdicts_for(check, rules, data).items())
 
 
 def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_RUNS,
@@ -215,15 +211,3 @@ def table(data: dict[str, Any]) -> list[list[str]]:
                                               if c["verdict"] == BREAKS else OK))
         rows.append(row)
     return rows
-
-
-def catalog_updates(data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
-    """Check id -> the clients dict the catalog should hold after this measurement (changed ones only)."""
-    from conformance import catalog
-
-    out = {}
-    for check in catalog.CHECKS:
-        new = verdicts_for(check, data)
-        if new != dict(check.clients):
-            out[check.id] = new
-    return out
