@@ -1,5 +1,9 @@
 """Usage in message_start is real (Anthropic accounting): input_tokens + cache_read + cache_creation
-is the prompt total, equal to count_tokens and to the final usage, never 0 or an estimate."""
+is the prompt total, equal to count_tokens and to the final usage, never 0 or an estimate.
+
+count_tokens is itself documented as an estimate, so AN-USAGE-001 never takes it as the truth:
+on a mismatch it says both numbers and which of them the final usage (and, where offered, the
+endpoint's own chat-form /tokenize) agrees with."""
 
 from __future__ import annotations
 
@@ -44,11 +48,31 @@ def test_message_start_total_equals_count_tokens(hc: Harness) -> None:
         skip("the endpoint has no /v1/messages/count_tokens")
     ok_response(counted, "count_tokens")
     expected = (counted.json_body() or {}).get("input_tokens")
-    start, _, transcript = _start_and_final(hc, body)
+    start, final, transcript = _start_and_final(hc, body)
     if _total(start) != expected:
+        witnesses = [f"the final usage total is {_total(final)}"]
+        tokenized = _tokenize_count(hc, body)
+        if tokenized is not None:
+            witnesses.append(f"the endpoint's chat-form /tokenize counts {tokenized}")
+        agrees = [name for name, value in (("message_start", _total(start)), ("count_tokens", expected))
+                  if value in (_total(final), tokenized)]
         fail(f"message_start prompt total {_total(start)} (input {start.get('input_tokens')} + cache read "
              f"{start.get('cache_read_input_tokens')} + cache creation {start.get('cache_creation_input_tokens')}) "
-             f"differs from count_tokens {expected}", transcript=transcript)
+             f"differs from count_tokens {expected}; {', '.join(witnesses)}: "
+             f"{' and '.join(agrees) + ' agrees' if agrees else 'neither agrees'} with it", transcript=transcript)
+
+
+def _tokenize_count(hc: Harness, body: dict) -> int | None:
+    """The endpoint's own count of this prompt from its chat-form /tokenize (vLLM, Dynamo), if offered."""
+    messages = [{"role": "system", "content": body["system"]}, *body["messages"]] if body.get("system") else \
+        body["messages"]
+    for path in ("/v1/tokenize", "/tokenize"):
+        t = hc.post("anthropic", path, {"model": hc.endpoint.model, "messages": messages, "tools": body.get("tools"),
+                                        "add_generation_prompt": True}, label=f"tokenize ({path})")
+        count = (t.json_body() or {}).get("count") if t.ok else None
+        if isinstance(count, int):
+            return count
+    return None
 
 
 @pytest.mark.check("AN-USAGE-002")
