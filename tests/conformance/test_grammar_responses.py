@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("responses_*.sse"))
 FC = "responses_reasoning_function_call.sse"
 TXT = "responses_text.sse"
+QR = "responses_queued_reasoning_text.sse"  # created, queued, in_progress; a reasoning_text part; a call last
 
 Ev = list[list[Any]]
 
 
 def load(name: str) -> Ev:
-    return [[f.event, f.json] for f in decode_all((FIXTURES / name).read_bytes()) if f.kind == "event"]
+    return [[f.event, f.json if not f.done else "[DONE]"] for f in decode_all((FIXTURES / name).read_bytes())
+            if f.kind == "event"]
 
 
 def frames(events: Ev) -> list[SSEFrame]:
@@ -98,9 +101,35 @@ def test_sdk_accepts_fixture() -> None:
 def m_json(e: Ev) -> None: e.insert(3, [None, "{nope"])
 def m_event_name(e: Ev) -> None: e[3][0] = "response.output_text.delta"
 def m_event_name_missing(e: Ev) -> None: e[3][0] = None
+def m_no_event_lines(e: Ev) -> None: e[:] = [[None, d] for _, d in e]
 def m_unknown(e: Ev) -> None:
     e.insert(3, ["response.surprise", {"type": "response.surprise"}])
     renumber(e)
+def m_unknown_without_line_ok(e: Ev) -> None:  # unknown types are only recorded, whatever their line
+    e.insert(3, [None, {"type": "response.vendor.progress", "pct": 50}])
+    renumber(e)
+def m_type_not_a_string(e: Ev) -> None:
+    e.insert(3, [None, {"type": ["response.output_text.delta"]}])
+    renumber(e)
+def m_queued_ok(e: Ev) -> None:  # created, queued, in_progress: where ResponseQueuedEvent belongs
+    e.insert(1, ["response.queued", {"type": "response.queued", "response": copy.deepcopy(e[0][1]["response"])}])
+    renumber(e)
+def m_queued_after_in_progress(e: Ev) -> None:
+    e.insert(2, ["response.queued", {"type": "response.queued", "response": copy.deepcopy(e[0][1]["response"])}])
+    renumber(e)
+def m_queued_instead_of_in_progress(e: Ev) -> None:
+    e[1][0] = "response.queued"
+    e[1][1]["type"] = "response.queued"
+def m_reasoning_part_in_message(e: Ev) -> None:  # a reasoning_text part belongs to a reasoning item only
+    e[at(e, "response.content_part.added")][1]["part"] = {"type": "reasoning_text", "text": ""}
+def m_reasoning_text_after_part_done(e: Ev) -> None:
+    i = at(e, "response.content_part.done")
+    late = copy.deepcopy(e[at(e, "response.reasoning_text.delta")])
+    late[1]["delta"] = "late"
+    e.insert(i + 1, late)
+    renumber(e)
+def m_reasoning_part_done_differs(e: Ev) -> None:
+    e[at(e, "response.content_part.done")][1]["part"]["text"] = "other"
 def m_seq_gap(e: Ev) -> None:
     for _, d in e[5:]:
         d["sequence_number"] += 1
@@ -172,13 +201,31 @@ def m_usage_field(e: Ev) -> None: completed(e)["usage"].pop("total_tokens")
 def m_error(e: Ev) -> None:
     e[-1:] = [["error", {"type": "error", "code": "server_error", "message": "boom", "param": None}]]
     renumber(e)
+def m_error_mid_item(e: Ev) -> None:  # the error while an item is open: nothing missing is judged after it
+    i = at(e, "response.output_text.delta", 1)
+    e[i:] = [["error", {"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": None}]]
+    renumber(e)
+def m_failed_mid_item(e: Ev) -> None:  # response.failed is a valid terminal event, even with an item open
+    i = at(e, "response.output_text.delta", 1)
+    e[i:] = [["response.failed", {"type": "response.failed", "response": {
+        "id": "resp_x", "status": "failed", "output": [], "error": {"code": "server_error", "message": "engine died"}}}]]
+    renumber(e)
 
 
 MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     (TXT, m_json, {"RS-GRAMMAR-JSON"}),
     (TXT, m_event_name, {"RS-GRAMMAR-EVENT-NAME"}),
-    (TXT, m_event_name_missing, {"RS-GRAMMAR-EVENT-NAME"}),
+    (TXT, m_event_name_missing, {"RS-GRAMMAR-EVENT-LINE"}),
+    (FC, m_no_event_lines, {"RS-GRAMMAR-EVENT-LINE"}),
     (TXT, m_unknown, {"RS-GRAMMAR-UNKNOWN-EVENT"}),
+    (TXT, m_unknown_without_line_ok, {"RS-GRAMMAR-UNKNOWN-EVENT"}),
+    (TXT, m_type_not_a_string, {"RS-GRAMMAR-JSON"}),
+    (TXT, m_queued_ok, set()),
+    (TXT, m_queued_after_in_progress, {"RS-GRAMMAR-IN-PROGRESS"}),
+    (TXT, m_queued_instead_of_in_progress, {"RS-GRAMMAR-IN-PROGRESS"}),
+    (TXT, m_reasoning_part_in_message, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (QR, m_reasoning_text_after_part_done, {"RS-GRAMMAR-ITEM-ORDER"}),
+    (QR, m_reasoning_part_done_differs, {"RS-GRAMMAR-TEXT-DONE"}),
     (FC, m_seq_gap, {"RS-GRAMMAR-SEQUENCE"}),
     (FC, m_seq_missing, {"RS-GRAMMAR-SEQUENCE"}),
     (FC, m_seq_start, {"RS-GRAMMAR-SEQUENCE"}),
@@ -206,12 +253,14 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     (FC, m_item_text, {"RS-GRAMMAR-TEXT-DONE"}),
     (FC, m_completed_missing, {"RS-GRAMMAR-COMPLETED"}),
     (TXT, m_after_completed, {"RS-GRAMMAR-COMPLETED"}),
-    (TXT, m_failed_is_terminal, set()),
+    (TXT, m_failed_is_terminal, {"RS-GRAMMAR-ERROR-EVENT"}),
+    (TXT, m_failed_mid_item, {"RS-GRAMMAR-ERROR-EVENT"}),
     (FC, m_completed_output, {"RS-GRAMMAR-COMPLETED-OUTPUT"}),
     (FC, m_completed_output_missing, {"RS-GRAMMAR-COMPLETED-OUTPUT"}),
     (FC, m_usage, {"RS-GRAMMAR-USAGE"}),
     (TXT, m_usage_field, {"RS-GRAMMAR-USAGE"}),
-    (TXT, m_error, {"RS-GRAMMAR-ERROR"}),
+    (TXT, m_error, {"RS-GRAMMAR-ERROR-EVENT"}),
+    (TXT, m_error_mid_item, {"RS-GRAMMAR-ERROR-EVENT"}),
 ]
 
 
@@ -222,16 +271,77 @@ def test_mutation_breaks_exactly_one_rule(fixture: str, mutate: Callable[[Ev], N
     findings = rs.validate(frames(events))
     assert rules_of(findings) == expected, [str(f) for f in findings]
     assert all(f.rule in rs.RULES for f in findings)
+    for f in findings:  # what was seen, what was wanted, where; informational exactly for those rules
+        assert f.frame_index is not None and f.message and f.observed is not None, str(f)
+        assert f.informational == (f.rule in rs.INFORMATIONAL), str(f)
+        assert f.expected is not None or f.informational, str(f)
 
 
 def test_every_rule_has_a_failing_case() -> None:
     assert set().union(*(m[2] for m in MUTATIONS)) == set(rs.RULES)
+    assert rs.INFORMATIONAL <= set(rs.RULES)
+
+
+def test_event_line_absent_and_name_differs_say_so() -> None:
+    events = load(TXT)
+    m_event_name(events)
+    events[4][0] = None
+    by_rule = {f.rule: f for f in rs.validate(frames(events))}
+    assert "absent" in by_rule["RS-GRAMMAR-EVENT-LINE"].message
+    assert "differs (event: " in by_rule["RS-GRAMMAR-EVENT-NAME"].message
+    events = load(FC)
+    m_no_event_lines(events)
+    findings = rs.validate(frames(events))  # one finding per event type, not one per frame
+    assert len(findings) == len({d["type"] for _, d in events if isinstance(d, dict)})
+
+
+def test_error_event_and_failed_report_the_body() -> None:
+    events = load(TXT)
+    m_error_mid_item(events)
+    (f,) = rs.validate(frames(events))
+    assert f.informational and "rate_limit_exceeded: slow down" in f.message
+    assert json.loads(f.observed or "") == {"code": "rate_limit_exceeded", "message": "slow down"}
+    events = load(TXT)
+    m_failed_mid_item(events)
+    (f,) = rs.validate(frames(events))
+    assert f.informational and f.frame_index == len(events) - 1
+    assert json.loads(f.observed or "") == {"code": "server_error", "message": "engine died"}
+
+
+def sdk_final_response(events: Ev) -> Any:
+    """The official SDK's stream helper (client.responses.stream) over a recorded stream."""
+    openai = pytest.importorskip("openai")
+    try:  # the SDK build here may run on httpx2
+        import httpx2 as httpx  # type: ignore[import-not-found]
+    except ImportError:
+        import httpx
+    body = "".join((f"event: {n}\n" if n else "") + "data: " + (d if isinstance(d, str) else json.dumps(d)) + "\n\n"
+                   for n, d in events).encode()
+    transport = httpx.MockTransport(lambda req: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}))
+    client = openai.OpenAI(api_key="k", base_url="http://test/v1", http_client=httpx.Client(transport=transport))
+    with client.responses.stream(model="m", input="x") as s:
+        return s.get_final_response()
+
+
+@pytest.mark.parametrize("without_event_lines", [False, True])
+def test_sdk_folds_queued_reasoning_text_and_no_event_lines(without_event_lines: bool) -> None:
+    """The legal variations the grammar passes (or, for absent `event:` lines, reports as its own rule)
+    are what the official SDK folds: it reads the data's type."""
+    events = [[None if without_event_lines else n, d] for n, d in load(QR)]
+    final = sdk_final_response(events)
+    assert [o.type for o in final.output] == ["reasoning", "function_call"]
+    assert final.output[1].arguments == '{"path": "a.txt"}' and final.usage.total_tokens == 229
+    expected = {"RS-GRAMMAR-EVENT-LINE"} if without_event_lines else set()
+    assert rules_of(rs.validate(frames(events))) == expected
 
 
 def test_trailing_done_is_tolerated_and_empty_stream_reported() -> None:
     events = load(TXT) + [[None, "[DONE]"]]
     assert rs.validate(frames(events)) == []
     assert rules_of(rs.validate([])) == {"RS-GRAMMAR-COMPLETED", "RS-GRAMMAR-CREATED"}
+    early = load(TXT)
+    early.insert(len(early) - 1, [None, "[DONE]"])  # the SDK stops reading there
+    assert rules_of(rs.validate(frames(early))) == {"RS-GRAMMAR-COMPLETED"}
 
 
 # -- never raises ---------------------------------------------------------------------------
