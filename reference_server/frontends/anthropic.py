@@ -15,7 +15,8 @@ from reference_server.conversation import Conversation, Message, ToolChoice, Too
 from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart, Usage)
 from reference_server.faults import Faults
-from reference_server.frontends.common import ApiError, expect, has_cache_control, json_str, positive_int, sse
+from reference_server.frontends.common import (ApiError, expect, has_cache_control, int_in, json_str,
+                                               number_in, sse)
 from reference_server.signing import sign
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -157,15 +158,57 @@ def tool_choice_of(raw: Any) -> ToolChoice:
     return ToolChoice(mode={"auto": "auto", "any": "required", "none": "none"}[raw["type"]])
 
 
-def thinking_of(raw: Any) -> bool | None:
+# With this beta the budget covers every thinking block of a turn and may exceed max_tokens
+# (extended-thinking docs, "interleaved thinking").
+INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+MIN_THINKING_BUDGET = 1024  # SDK ThinkingConfigEnabledParam: "Must be >= 1024 and less than max_tokens"
+
+
+def thinking_of(raw: Any, *, max_tokens: int | None, betas: str) -> bool | None:
+    """The client's thinking switch (None: not said). `enabled` needs a budget of at least 1024
+    tokens below max_tokens (SDK `thinking_config_enabled_param.py`); `adaptive` and `disabled`
+    carry none (Claude Code sends `adaptive`)."""
     if raw is None:
         return None
     if not isinstance(raw, dict) or raw.get("type") not in ("enabled", "disabled", "adaptive"):
         raise ApiError(400, "thinking.type: expected enabled, disabled or adaptive", param="thinking")
+    if raw["type"] == "enabled":
+        budget = expect(raw, "budget_tokens", int, required=True, where="thinking.")
+        if budget < MIN_THINKING_BUDGET:
+            raise ApiError(400, f"thinking.budget_tokens: Input should be greater than or equal to "
+                                f"{MIN_THINKING_BUDGET}", param="thinking.budget_tokens")
+        if max_tokens is not None and budget >= max_tokens and INTERLEAVED_THINKING not in betas:
+            raise ApiError(400, "`max_tokens` must be greater than `thinking.budget_tokens`",
+                           param="max_tokens")
     return raw["type"] != "disabled"
 
 
-def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = False) -> Conversation:
+def _sampling(body: dict[str, Any], thinking: Any) -> None:
+    """temperature 0..1 (SDK `message_create_params.py`: "Ranges from 0.0 to 1.0"), top_p 0..1, top_k
+    an integer >= 0; with thinking enabled, no temperature but 1, no top_k, top_p of 0.95..1 and no
+    forced tool use (extended-thinking docs, "feature compatibility")."""
+    temperature = number_in(body, "temperature", 0, 1)
+    top_p = number_in(body, "top_p", 0, 1)
+    top_k = int_in(body, "top_k", 0)
+    if not (isinstance(thinking, dict) and thinking.get("type") == "enabled"):
+        return
+    if temperature is not None and temperature != 1:
+        raise ApiError(400, "`temperature` may only be set to 1 when thinking is enabled",
+                       param="temperature")
+    if top_k is not None:
+        raise ApiError(400, "`top_k` may not be set when thinking is enabled", param="top_k")
+    if top_p is not None and top_p < 0.95:
+        raise ApiError(400, "`top_p` must be between 0.95 and 1 when thinking is enabled", param="top_p")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        raise ApiError(400, "Thinking may not be enabled when tool_choice forces tool use",
+                       param="tool_choice")
+
+
+def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = False,
+                    betas: str = "") -> Conversation:
+    """Validate a Messages (or count_tokens) body as the API does and normalise it. `betas` is the
+    request's `anthropic-beta` header (interleaved thinking lifts the budget < max_tokens rule)."""
     if faults.on("reject-cache-control") and has_cache_control(body):
         raise ApiError(400, "cache_control: Extra inputs are not permitted")
     if faults.on("reject-unknown-fields"):
@@ -175,20 +218,26 @@ def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = 
         if extra:
             raise ApiError(400, f"{extra[0]}: Extra inputs are not permitted")
     model = expect(body, "model", str, required=True)
-    max_tokens = None if count_only else positive_int(body, "max_tokens", required=True)
+    # max_tokens 0 pre-warms the prompt cache on the real API (SDK docstring); this server cannot
+    # generate nothing yet (its engine limit treats 0 as unset), so it says so rather than answering.
+    max_tokens = None if count_only else int_in(body, "max_tokens", 0, required=True)
+    if max_tokens == 0:
+        raise ApiError(400, "max_tokens: 0 (prompt-cache pre-warming) is not supported by this server; "
+                            "send at least 1", param="max_tokens")
     if "messages" not in body:
         raise ApiError(400, "messages: field required", param="messages")
     tool_choice = tool_choice_of(body.get("tool_choice"))
     parallel = not (isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("disable_parallel_tool_use"))
     stops = expect(body, "stop_sequences", list) or []
+    if not all(isinstance(s, str) for s in stops):
+        raise ApiError(400, "stop_sequences: expected an array of strings", param="stop_sequences")
     expect(body, "stream", bool)
-    for key in ("temperature", "top_p"):
-        expect(body, key, (int, float))
+    thinking = thinking_of(body.get("thinking"), max_tokens=max_tokens, betas=betas)
+    _sampling(body, body.get("thinking"))
     return Conversation(
         model=model, system=_system_blocks(body.get("system")), messages=messages_of(body["messages"], faults),
         tools=tools_of(body.get("tools")), tool_choice=tool_choice, max_tokens=max_tokens,
-        thinking=thinking_of(body.get("thinking")), parallel_tool_calls=parallel,
-        stop=[s for s in stops if isinstance(s, str)])
+        thinking=thinking, parallel_tool_calls=parallel, stop=stops)
 
 
 def usage_json(usage: Usage, *, output_tokens: int) -> dict[str, int]:

@@ -15,7 +15,8 @@ from reference_server.conversation import Conversation, Message, ToolChoice, Too
 from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from reference_server.faults import Faults
-from reference_server.frontends.common import ApiError, SSETemplate, expect, positive_int, sse
+from reference_server.frontends.common import (ApiError, SSETemplate, expect, int_in, number_in,
+                                               positive_int, sse)
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -69,6 +70,10 @@ def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
         if not isinstance(raw, dict):
             raise ApiError(400, f"{where}: expected an object", param=where)
         role = raw.get("role")
+        if role in ("system", "developer", "user", "tool") and raw.get("content") is None:
+            # Only an assistant message may leave content out (ChatCompletionRequestMessage).
+            raise ApiError(400, f"Missing required parameter: '{where}.content'.", param=f"{where}.content",
+                           code="missing_required_parameter")
         if role in ("system", "developer"):
             text = _content_text(raw.get("content"), f"{where}.content")
             if not messages:
@@ -132,6 +137,25 @@ def thinking_of(body: dict[str, Any]) -> bool | None:
     return None
 
 
+def _sampling(body: dict[str, Any]) -> None:
+    """The ranges of CreateChatCompletionRequest (openai-openapi): temperature 0..2, top_p 0..1,
+    presence and frequency penalty -2..2, top_logprobs 0..20 (with logprobs), n 1..128. n > 1 asks
+    for n choices; this server answers one choice per request, so it refuses n > 1 as a server
+    without that feature does, rather than answer fewer choices than asked for."""
+    number_in(body, "temperature", 0, 2)
+    number_in(body, "top_p", 0, 1)
+    for key in ("presence_penalty", "frequency_penalty"):
+        number_in(body, key, -2, 2)
+    logprobs = expect(body, "logprobs", bool)
+    if int_in(body, "top_logprobs", 0, 20) is not None and not logprobs:
+        raise ApiError(400, "top_logprobs: `logprobs` must be set to true if this parameter is used",
+                       param="top_logprobs", code="invalid_value")
+    if (int_in(body, "n", 1, 128) or 1) > 1:
+        raise ApiError(400, "Unsupported value: 'n' above 1 is not supported by this server (it generates "
+                            "one choice per request); send n: 1 or leave it out.", param="n",
+                       code="unsupported_value")
+
+
 KNOWN_FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
                 "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "n", "seed", "user",
                 "response_format", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty"}
@@ -143,13 +167,17 @@ def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
     model = expect(body, "model", str, required=True)
     system, messages = messages_of(body.get("messages"))
     max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
-    expect(body, "stream", bool)
-    for key in ("temperature", "top_p"):
-        expect(body, key, (int, float))
+    stream = expect(body, "stream", bool)
+    _sampling(body)
     options = expect(body, "stream_options", dict)
     if options is not None:
+        if not stream:  # "Only set this when you set `stream: true`" (ChatCompletionStreamOptions)
+            raise ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                           param="stream_options", code="invalid_value")
         expect(options, "include_usage", bool, where="stream_options.")
     stop = expect(body, "stop", (str, list))
+    if isinstance(stop, list) and not (1 <= len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
+        raise ApiError(400, "stop: expected a string or an array of 1 to 4 strings", param="stop")
     parallel = expect(body, "parallel_tool_calls", bool)
     return Conversation(model=model, system=system, messages=messages, tools=tools_of(body.get("tools")),
                         tool_choice=tool_choice_of(body.get("tool_choice")), max_tokens=max_tokens,

@@ -222,9 +222,37 @@ def _names(kinds: type | tuple[type, ...]) -> str:
 
 
 def positive_int(body: dict[str, Any], key: str, *, required: bool = False) -> int | None:
-    value = expect(body, key, int, required=required)
-    if value is not None and value < 1:
-        raise ApiError(400, f"{key}: must be at least 1", param=key)
+    return int_in(body, key, 1, required=required)
+
+
+def int_in(body: dict[str, Any], key: str, low: int, high: int | None = None, *, required: bool = False,
+           where: str = "") -> int | None:
+    """An integer field within the API reference's bounds [low, high], or None when absent. The code
+    is the one OpenAI answers (`integer_below_min_value`, `integer_above_max_value`)."""
+    value = expect(body, key, int, required=required, where=where)
+    if value is None:
+        return None
+    name = f"{where}{key}"
+    if value < low:
+        raise ApiError(400, f"Invalid '{name}': integer below minimum value. Expected a value >= {low}, "
+                            f"but got {value} instead.", param=name, code="integer_below_min_value")
+    if high is not None and value > high:
+        raise ApiError(400, f"Invalid '{name}': integer above maximum value. Expected a value <= {high}, "
+                            f"but got {value} instead.", param=name, code="integer_above_max_value")
+    return value
+
+
+def number_in(body: dict[str, Any], key: str, low: float, high: float, *, where: str = "") -> float | None:
+    """A number field within the API reference's range [low, high], or None when absent."""
+    value = expect(body, key, (int, float), where=where)
+    if value is None:
+        return None
+    name = f"{where}{key}"
+    if not low <= value <= high:
+        side, code = ("below minimum", "decimal_below_min_value") if value < low else \
+            ("above maximum", "decimal_above_max_value")
+        raise ApiError(400, f"Invalid '{name}': decimal {side} value. Expected a value between {low} and "
+                            f"{high}, but got {value} instead.", param=name, code=code)
     return value
 
 

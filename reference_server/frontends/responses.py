@@ -20,12 +20,24 @@ from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDe
                                      ToolCallEnd, ToolCallStart)
 from reference_server.faults import Faults
 from reference_server.frontends.chat import tool_choice_of
-from reference_server.frontends.common import ApiError, expect, json_str, positive_int, sse
+from reference_server.frontends.common import ApiError, expect, int_in, json_str, number_in, sse
 from reference_server.signing import pack_reasoning, unpack_reasoning
 
 ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store", "text", "truncation",
           "metadata", "max_output_tokens", "temperature", "top_p", "previous_response_id", "prompt_cache_key",
           "include", "user", "service_tier")
+
+
+MIN_OUTPUT_TOKENS = 16  # CreateResponse.max_output_tokens: "minimum": 16 (openai-openapi)
+# The `type` values of InputItem (openai-openapi, Aug 2026); an item of any other type is refused.
+INPUT_ITEM_TYPES = frozenset({
+    "additional_tools", "apply_patch_call", "apply_patch_call_output", "code_interpreter_call", "compaction",
+    "compaction_trigger", "computer_call", "computer_call_output", "custom_tool_call",
+    "custom_tool_call_output", "file_search_call", "function_call", "function_call_output",
+    "image_generation_call", "item_reference", "local_shell_call", "local_shell_call_output",
+    "mcp_approval_request", "mcp_approval_response", "mcp_call", "mcp_list_tools", "message", "program",
+    "program_output", "reasoning", "shell_call", "shell_call_output", "tool_search_call",
+    "tool_search_output", "web_search_call"})
 
 
 class ResponseStore:
@@ -131,6 +143,9 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
                 messages.append(Message(role="tool", results=[result]))
         elif kind is None:
             raise ApiError(400, f"{where}.type: field required", param=where)
+        elif kind not in INPUT_ITEM_TYPES:
+            raise ApiError(400, f"Invalid value: '{kind}'. {where}.type must be one of the input item types "
+                                f"of the Responses API.", param=f"{where}.type", code="invalid_value")
         # Other item types (local_shell_call, web_search_call, item_reference...) are accepted and skipped.
     return system, messages
 
@@ -174,9 +189,9 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
         raise ApiError(400, f"Unknown parameter: '{sorted(set(body) - KNOWN_FIELDS)[0]}'.")
     model = expect(body, "model", str, required=True)
-    if "input" not in body:
-        raise ApiError(400, "input: field required", param="input")
-    system, messages = items_to_messages(body["input"])
+    # `input` is optional (CreateResponse): a request may run from `instructions`, `prompt` or
+    # `previous_response_id` alone.
+    system, messages = items_to_messages(body["input"]) if body.get("input") is not None else ([], [])
     previous = expect(body, "previous_response_id", str)
     if previous and not faults.on("rs-ignore-previous-response-id"):
         prior = store.get(previous)
@@ -191,9 +206,15 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     for value in include:
         if not isinstance(value, str):
             raise ApiError(400, "include: expected an array of strings", param="include")
+    # The ranges of CreateResponse (openai-openapi): max_output_tokens >= 16, temperature 0..2,
+    # top_p 0..1, top_logprobs 0..20.
+    max_tokens = int_in(body, "max_output_tokens", MIN_OUTPUT_TOKENS)
+    number_in(body, "temperature", 0, 2)
+    number_in(body, "top_p", 0, 1)
+    int_in(body, "top_logprobs", 0, 20)
     return Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages,
                         tools=tools_of(body.get("tools")), tool_choice=tool_choice_of(body.get("tool_choice")),
-                        max_tokens=positive_int(body, "max_output_tokens"), thinking=thinking_of(body),
+                        max_tokens=max_tokens, thinking=thinking_of(body),
                         parallel_tool_calls=parallel is not False)
 
 

@@ -55,7 +55,8 @@ ANTHROPIC_BAD: list[tuple[str, Any, int]] = [
     ("model not a string", {**AN_OK, "model": 5}, 400),
     ("missing max_tokens", drop(AN_OK, "max_tokens"), 400),
     ("max_tokens a string", {**AN_OK, "max_tokens": "10"}, 400),
-    ("max_tokens zero", {**AN_OK, "max_tokens": 0}, 400),
+    ("max_tokens zero (cache pre-warming, not served here)", {**AN_OK, "max_tokens": 0}, 400),
+    ("max_tokens negative", {**AN_OK, "max_tokens": -1}, 400),
     ("max_tokens boolean", {**AN_OK, "max_tokens": True}, 400),
     ("missing messages", drop(AN_OK, "messages"), 400),
     ("empty messages", {**AN_OK, "messages": []}, 400),
@@ -124,7 +125,6 @@ RESPONSES_BAD: list[tuple[str, Any, int]] = [
     ("not json", b"nope", 400),
     ("json array", b"[]", 400),
     ("missing model", drop(RS_OK, "model"), 400),
-    ("missing input", drop(RS_OK, "input"), 400),
     ("input a number", {**RS_OK, "input": 5}, 400),
     ("item not an object", {**RS_OK, "input": [5]}, 400),
     ("item without type or role", {**RS_OK, "input": [{"content": "x"}]}, 400),
@@ -147,10 +147,247 @@ RESPONSES_BAD: list[tuple[str, Any, int]] = [
     ("include a string", {**RS_OK, "include": "reasoning.encrypted_content"}, 400),
     ("instructions a number", {**RS_OK, "instructions": 5}, 400),
     ("max_output_tokens zero", {**RS_OK, "max_output_tokens": 0}, 400),
+    ("item of an unknown type", {**RS_OK, "input": [{"type": "bogus_item", "content": "x"}]}, 400),
     ("store a string", {**RS_OK, "store": "no"}, 400),
     ("unknown previous_response_id", {**RS_OK, "previous_response_id": "resp_nope"}, 400),
     ("unknown model", {**RS_OK, "model": "gpt-nope"}, 404),
 ]
+
+# --- the request rules of the API references (docs/API_FACTS.md, "Request validation") -----------
+# Rejected: 400 in the API's shape, with the OpenAI `param` the rule is about. Accepted: 200 and an answer.
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+AN_THINKING: dict[str, Any] = {**AN_OK, "max_tokens": 2048, "thinking": THINKING}
+AN_TOOLS = [{"name": "calculator",
+             "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}}]
+
+ANTHROPIC_REJECTED: list[tuple[str, dict[str, Any]]] = [
+    ("thinking enabled without budget_tokens", {**AN_THINKING, "thinking": {"type": "enabled"}}),
+    ("thinking budget_tokens a string", {**AN_THINKING, "thinking": {**THINKING, "budget_tokens": "2k"}}),
+    ("thinking budget_tokens below 1024", {**AN_THINKING, "thinking": {**THINKING, "budget_tokens": 1023}}),
+    ("thinking budget_tokens equal to max_tokens", {**AN_THINKING, "max_tokens": 1024}),
+    ("thinking budget_tokens above max_tokens", {**AN_THINKING, "max_tokens": 100}),
+    ("temperature 5", {**AN_OK, "temperature": 5}),
+    ("temperature above 1", {**AN_OK, "temperature": 1.5}),
+    ("temperature negative", {**AN_OK, "temperature": -0.1}),
+    ("top_p above 1", {**AN_OK, "top_p": 1.01}),
+    ("top_p negative", {**AN_OK, "top_p": -1}),
+    ("top_k negative", {**AN_OK, "top_k": -1}),
+    ("top_k a number with a fraction", {**AN_OK, "top_k": 2.5}),
+    ("temperature 0.5 with thinking enabled", {**AN_THINKING, "temperature": 0.5}),
+    ("top_k with thinking enabled", {**AN_THINKING, "top_k": 5}),
+    ("top_p 0.9 with thinking enabled", {**AN_THINKING, "top_p": 0.9}),
+    ("tool_choice any with thinking enabled", {**AN_THINKING, "tools": AN_TOOLS,
+                                               "tool_choice": {"type": "any"}}),
+    ("tool_choice tool with thinking enabled", {**AN_THINKING, "tools": AN_TOOLS,
+                                                "tool_choice": {"type": "tool", "name": "calculator"}}),
+    ("stop_sequences with a number", {**AN_OK, "stop_sequences": ["x", 5]}),
+]
+
+ANTHROPIC_ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("thinking enabled, budget 1024 below max_tokens", AN_THINKING),
+    ("thinking adaptive (Claude Code)", {**AN_OK, "thinking": {"type": "adaptive"}}),
+    ("thinking adaptive with display", {**AN_OK, "thinking": {"type": "adaptive", "display": "omitted"}}),
+    ("thinking disabled", {**AN_OK, "thinking": {"type": "disabled"}}),
+    ("Claude Code's fields", {**AN_OK, "max_tokens": 32000, "thinking": {"type": "adaptive"},
+                              "context_management": {"edits": [{"type": "clear_thinking_20251015",
+                                                                "keep": "all"}]},
+                              "output_config": {"effort": "high"}, "metadata": {"user_id": "u"}}),
+    ("temperature 0", {**AN_OK, "temperature": 0}),
+    ("temperature 1", {**AN_OK, "temperature": 1.0}),
+    ("top_p 0 and 1", {**AN_OK, "top_p": 0, "temperature": 1}),
+    ("top_k 0", {**AN_OK, "top_k": 0}),
+    ("temperature 1 with thinking enabled", {**AN_THINKING, "temperature": 1}),
+    ("top_p 0.95 with thinking enabled", {**AN_THINKING, "top_p": 0.95}),
+    ("tool_choice auto with thinking enabled", {**AN_THINKING, "tools": AN_TOOLS,
+                                                "tool_choice": {"type": "auto"}}),
+    ("temperature 0.2 with thinking disabled", {**AN_OK, "thinking": {"type": "disabled"},
+                                                "temperature": 0.2}),
+    ("max_tokens 1", {**AN_OK, "max_tokens": 1}),
+    # "Consecutive user or assistant turns in your request will be combined into a single turn."
+    ("consecutive user messages", {**AN_OK, "messages": [user("a"), user("b")]}),
+    ("consecutive assistant messages", {**AN_OK, "messages": [
+        user("a"), {"role": "assistant", "content": "b"}, {"role": "assistant", "content": "c"}, user("d")]}),
+]
+
+USAGE = {"include_usage": True}
+TOOL_NO_CONTENT = {"role": "tool", "tool_call_id": "c"}
+CHAT_REJECTED: list[tuple[str, dict[str, Any], str]] = [
+    ("n 3 (one choice per request here)", {**CHAT_OK, "n": 3}, "n"),
+    ("n 0", {**CHAT_OK, "n": 0}, "n"),
+    ("n 129", {**CHAT_OK, "n": 129}, "n"),
+    ("stream_options without stream", {**CHAT_OK, "stream_options": USAGE}, "stream_options"),
+    ("stream_options with stream false", {**CHAT_OK, "stream": False, "stream_options": USAGE},
+     "stream_options"),
+    ("temperature 9", {**CHAT_OK, "temperature": 9}, "temperature"),
+    ("temperature negative", {**CHAT_OK, "temperature": -0.5}, "temperature"),
+    ("top_p above 1", {**CHAT_OK, "top_p": 1.5}, "top_p"),
+    ("presence_penalty 3", {**CHAT_OK, "presence_penalty": 3}, "presence_penalty"),
+    ("frequency_penalty -3", {**CHAT_OK, "frequency_penalty": -3}, "frequency_penalty"),
+    ("top_logprobs 21", {**CHAT_OK, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ("top_logprobs without logprobs", {**CHAT_OK, "top_logprobs": 2}, "top_logprobs"),
+    ("max_tokens zero", {**CHAT_OK, "max_tokens": 0}, "max_tokens"),
+    ("max_completion_tokens zero", {**CHAT_OK, "max_completion_tokens": 0}, "max_completion_tokens"),
+    ("five stop sequences", {**CHAT_OK, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("stop with a number", {**CHAT_OK, "stop": ["a", 1]}, "stop"),
+    ("user message without content", {**CHAT_OK, "messages": [{"role": "user"}]}, "messages[0].content"),
+    ("tool message without content", {**CHAT_OK, "messages": [user("a"), TOOL_NO_CONTENT]},
+     "messages[1].content"),
+]
+
+CHAT_ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("n 1", {**CHAT_OK, "n": 1}),
+    ("n null", {**CHAT_OK, "n": None}),
+    ("temperature 0 and top_p 0", {**CHAT_OK, "temperature": 0, "top_p": 0}),
+    ("temperature 2 and top_p 1", {**CHAT_OK, "temperature": 2, "top_p": 1}),
+    ("penalties at -2 and 2", {**CHAT_OK, "presence_penalty": -2, "frequency_penalty": 2}),
+    ("stream_options null without stream", {**CHAT_OK, "stream_options": None}),
+    ("four stop sequences", {**CHAT_OK, "stop": ["a", "b", "c", "d"]}),
+    ("max_completion_tokens 1", {**CHAT_OK, "max_completion_tokens": 1}),
+    ("developer message", {**CHAT_OK, "messages": [{"role": "developer", "content": "brief"}, user("hi")]}),
+    ("assistant message with tool_calls and no content", {**CHAT_OK, "messages": [
+        user("a"), {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                         "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "done"}]}),
+]
+
+RESPONSES_REJECTED: list[tuple[str, dict[str, Any], str]] = [
+    ("max_output_tokens 1", {**RS_OK, "max_output_tokens": 1}, "max_output_tokens"),
+    ("max_output_tokens 15", {**RS_OK, "max_output_tokens": 15}, "max_output_tokens"),
+    ("temperature 9", {**RS_OK, "temperature": 9}, "temperature"),
+    ("top_p 2", {**RS_OK, "top_p": 2}, "top_p"),
+    ("top_logprobs 21", {**RS_OK, "top_logprobs": 21}, "top_logprobs"),
+    ("input item of an unknown type", {**RS_OK, "input": [{"type": "bogus_item"}]}, "input[0].type"),
+]
+
+RESPONSES_ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("no input, only instructions", {"model": NEMOTRON, "instructions": "Say ok."}),
+    ("no input, instructions, streamed", {"model": NEMOTRON, "instructions": "Say ok.", "stream": True}),
+    ("input null with instructions", {"model": NEMOTRON, "input": None, "instructions": "Say ok."}),
+    ("max_output_tokens 16", {**RS_OK, "max_output_tokens": 16}),
+    ("temperature 0 and 2, top_p 0 and 1", {**RS_OK, "temperature": 2, "top_p": 0}),
+    ("Codex's item types", {**RS_OK, "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "local_shell_call", "call_id": "c1", "status": "completed",
+         "action": {"type": "exec", "command": ["ls"]}},
+        {"type": "local_shell_call_output", "call_id": "c1", "output": "a.txt"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"}]}),
+]
+
+
+def check_param(response: httpx.Response, param: str) -> None:
+    """OpenAI names the field a rule is about in `error.param`."""
+    assert response.json()["error"]["param"] == param, response.text
+
+
+@pytest.mark.parametrize(("name", "body"), ANTHROPIC_REJECTED, ids=[c[0] for c in ANTHROPIC_REJECTED])
+def test_anthropic_rules_rejected(reference_server: str, name: str, body: dict[str, Any]) -> None:
+    for stream in (False, True):
+        response = send(reference_server, "/v1/messages?beta=true", {**body, "stream": stream})
+        check_shape(response, "anthropic", 400)
+
+
+@pytest.mark.parametrize(("name", "body"), ANTHROPIC_ACCEPTED, ids=[c[0] for c in ANTHROPIC_ACCEPTED])
+def test_anthropic_rules_accepted(reference_server: str, name: str, body: dict[str, Any]) -> None:
+    response = send(reference_server, "/v1/messages?beta=true", body)
+    assert response.status_code == 200, response.text
+    message = response.json()
+    assert message["type"] == "message" and message["stop_reason"] in ("end_turn", "max_tokens", "tool_use")
+
+
+def test_anthropic_count_tokens_takes_thinking_without_max_tokens(reference_server: str) -> None:
+    body = {"model": NEMOTRON, "messages": [user("hi")], "thinking": THINKING}
+    response = send(reference_server, "/v1/messages/count_tokens", body)
+    assert response.status_code == 200, response.text
+    assert response.json()["input_tokens"] > 0
+    bad = send(reference_server, "/v1/messages/count_tokens", {**body, "thinking": {"type": "enabled"}})
+    check_shape(bad, "anthropic", 400)
+
+
+def test_interleaved_thinking_lifts_the_budget_rule() -> None:
+    """With the interleaved-thinking beta the budget may reach max_tokens (extended-thinking docs);
+    the frontend takes the request's anthropic-beta header as `betas`."""
+    from reference_server.faults import Faults
+    from reference_server.frontends import anthropic as frontend
+    from reference_server.frontends.common import ApiError
+
+    body = {**AN_THINKING, "max_tokens": 1024, "thinking": {"type": "enabled", "budget_tokens": 4096}}
+    with pytest.raises(ApiError) as info:
+        frontend.to_conversation(body, Faults())
+    assert info.value.status == 400 and "budget_tokens" in info.value.message
+    betas = "claude-code-20250219,interleaved-thinking-2025-05-14"
+    assert frontend.to_conversation(body, Faults(), betas=betas).thinking is True
+
+
+@pytest.mark.parametrize(("name", "body", "param"), CHAT_REJECTED, ids=[c[0] for c in CHAT_REJECTED])
+def test_chat_rules_rejected(reference_server: str, name: str, body: dict[str, Any], param: str) -> None:
+    response = send(reference_server, "/v1/chat/completions", body)
+    check_shape(response, "openai", 400)
+    check_param(response, param)
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(("name", "body"), CHAT_ACCEPTED, ids=[c[0] for c in CHAT_ACCEPTED])
+def test_chat_rules_accepted(reference_server: str, name: str, body: dict[str, Any]) -> None:
+    response = send(reference_server, "/v1/chat/completions", body)
+    assert response.status_code == 200, response.text
+    assert len(response.json()["choices"]) == 1
+
+
+def test_chat_stream_options_with_stream(reference_server: str) -> None:
+    response = send(reference_server, "/v1/chat/completions",
+                    {**CHAT_OK, "stream": True, "stream_options": USAGE})
+    assert response.status_code == 200, response.text
+    chunks = [json.loads(line[6:]) for line in response.text.splitlines()
+              if line.startswith("data: {")]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+
+
+@pytest.mark.parametrize(("name", "body", "param"), RESPONSES_REJECTED,
+                         ids=[c[0] for c in RESPONSES_REJECTED])
+def test_responses_rules_rejected(reference_server: str, name: str, body: dict[str, Any], param: str) -> None:
+    response = send(reference_server, "/v1/responses", body)
+    check_shape(response, "openai", 400)
+    check_param(response, param)
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(("name", "body"), RESPONSES_ACCEPTED, ids=[c[0] for c in RESPONSES_ACCEPTED])
+def test_responses_rules_accepted(reference_server: str, name: str, body: dict[str, Any]) -> None:
+    response = send(reference_server, "/v1/responses", body)
+    assert response.status_code == 200, response.text
+    if body.get("stream"):
+        assert '"type":"response.completed"' in response.text
+    else:  # incomplete when the output limit cut the answer (max_output_tokens 16)
+        assert response.json()["status"] in ("completed", "incomplete") and response.json()["output"]
+
+
+def test_responses_previous_response_id_without_input(reference_server: str) -> None:
+    """The SDK sends no `input` when none is given; a turn may continue from the stored response."""
+    oa = openai.OpenAI(base_url=reference_server + "/v1", api_key="k", max_retries=0)
+    first = oa.responses.create(model=NEMOTRON, input="hi")
+    second = oa.responses.create(model=NEMOTRON, previous_response_id=first.id)
+    assert second.status == "completed" and second.usage is not None
+    assert second.usage.input_tokens > first.usage.input_tokens  # the stored turn came first
+    only = oa.responses.create(model=NEMOTRON, instructions="Say ok.")
+    assert only.status == "completed" and only.output_text
+
+
+def test_sdks_raise_typed_errors_for_rules(reference_server: str) -> None:
+    an = anthropic.Anthropic(base_url=reference_server, api_key="k", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        an.messages.create(model=NEMOTRON, max_tokens=2048, messages=[user("x")],
+                           thinking={"type": "enabled"})  # type: ignore[typeddict-item]
+    assert info.value.body["error"]["type"] == "invalid_request_error"
+    oa = openai.OpenAI(base_url=reference_server + "/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as chat_info:
+        oa.chat.completions.create(model=NEMOTRON, messages=[user("x")], n=3)
+    assert chat_info.value.param == "n"
+    with pytest.raises(openai.BadRequestError) as rs_info:
+        oa.responses.create(model=NEMOTRON, input="x", max_output_tokens=1)
+    assert rs_info.value.code == "integer_below_min_value"
+
 
 OTHER_BAD: list[tuple[str, str, Any, int]] = [
     ("/v1/messages/count_tokens", "missing model", {"messages": [user("hi")]}, 400),
