@@ -202,7 +202,9 @@ def cache_witness(hc: Harness, api: str, scenario: str) -> None:
 def _ttft_ms(t: Transcript) -> float:
     if t.timings.end_ns is None:
         return float("nan")
-    return t.timings.end_ns / 1e6  # a non-stream answer of one token: prefill plus one decode step
+    # A non-stream answer of the API's smallest output (1 token; 16 on Responses): prefill plus a
+    # fixed, small number of decode steps, the same in the three requests compared.
+    return t.timings.end_ns / 1e6
 
 
 def timing_witness(hc: Harness, api: str, scenario: str) -> None:
@@ -211,13 +213,14 @@ def timing_witness(hc: Harness, api: str, scenario: str) -> None:
     came back verbatim, the first turn 2 costs about what the repeat costs: only the new tail
     (tool results) is computed. Judged on the share of the rewrite's extra cost that it pays."""
     kept, repeat, edited = [], [], []
+    cap = reqs.MIN_OUTPUT_TOKENS[api]
     for _ in range(TIMING_PAIRS):
         body, answer, _ = run_turn1(hc, api, scenario)
         follow = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
         other = reqs.follow(api, body, rewritten(api, answer), hc.scenario(scenario), 1)
-        kept.append(_ttft_ms(_second(hc, api, follow, label="turn 2, history as returned", max_tokens=1)))
-        repeat.append(_ttft_ms(_second(hc, api, follow, label="turn 2 again (cached)", max_tokens=1)))
-        edited.append(_ttft_ms(_second(hc, api, other, label="turn 2, reasoning rewritten", max_tokens=1)))
+        kept.append(_ttft_ms(_second(hc, api, follow, label="turn 2, history as returned", max_tokens=cap)))
+        repeat.append(_ttft_ms(_second(hc, api, follow, label="turn 2 again (cached)", max_tokens=cap)))
+        edited.append(_ttft_ms(_second(hc, api, other, label="turn 2, reasoning rewritten", max_tokens=cap)))
     med_kept, med_repeat, med_edited = (statistics.median(x) for x in (kept, repeat, edited))
     control = wilcoxon_test(repeat, edited)  # ranks: one load spike does not decide the verdict
     if not (control.p_value < 0.05 and med_edited - med_repeat > 2.0):

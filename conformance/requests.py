@@ -15,6 +15,10 @@ from typing import Any
 from scenarios.loader import Scenario
 
 MAX_TOKENS = 4096
+# The smallest output limit each API accepts: Anthropic and Chat take 1 (Messages `max_tokens`,
+# `max_completion_tokens`); Responses' `max_output_tokens` has a minimum of 16 (openai-openapi
+# CreateResponse), so the kit never asks for less there.
+MIN_OUTPUT_TOKENS = {"anthropic": 1, "chat": 1, "responses": 16}
 
 
 def anthropic_tools(scenario: Scenario) -> list[dict[str, Any]]:

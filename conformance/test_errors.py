@@ -1,4 +1,10 @@
-"""Bad input gets the API's own error shape and a 4xx, never a 500 or a hang."""
+"""Bad input gets the API's own error shape and a 4xx, never a 500 or a hang; and a request the
+reference allows is not refused as bad input.
+
+Every bad body here breaks a rule the API references state (docs/API_FACTS.md, "Request
+validation"): a required field missing, a field of the wrong type, a role or item that is not one
+of the API's. Bounds that only the vendor enforces (temperature ranges, Responses'
+`max_output_tokens` >= 16) are left out: a server that accepts them breaks no client."""
 
 from __future__ import annotations
 
@@ -20,11 +26,18 @@ BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
              ("bad role", {"model": "{model}", "messages": [{"role": "robot", "content": "x"}]}),
              ("tools not an array", {"model": "{model}", "messages": [{"role": "user", "content": "x"}], "tools": 3}),
              ("body not JSON", b"[1, 2")],
-    "responses": [("missing input", {"model": "{model}"}),
+    # `input` is optional in the Responses API (CreateResponse), so a missing input is not bad input.
+    "responses": [("input neither a string nor an array", {"model": "{model}", "input": 42}),
                   ("input item not an object", {"model": "{model}", "input": [3]}),
-                  ("function_call_output without call_id", {"model": "{model}",
-                                                            "input": [{"type": "function_call_output", "output": "x"}]}),
+                  ("function_call_output with a numeric output",
+                   {"model": "{model}", "input": [{"type": "function_call_output", "call_id": "call_1",
+                                                   "output": 7}]}),
                   ("body not JSON", b"\x00\x01")],
+}
+# Requests the references allow that a strict-looking server might refuse: each must get a 2xx.
+GOOD_BODIES: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "responses": [("only instructions, no input", {"model": "{model}", "instructions": "Say ok.",
+                                                   "max_output_tokens": 16})],
 }
 
 
@@ -39,19 +52,29 @@ def _shape_ok(api: str, body: Any) -> bool:
     return isinstance(error, dict) and isinstance(error.get("message"), str) and "type" in error
 
 
+def _with_model(hc: Harness, body: dict[str, Any]) -> dict[str, Any]:
+    return {k: (hc.endpoint.model if v == "{model}" else v) for k, v in body.items()}
+
+
 def _check_errors(hc: Harness, api: str) -> None:
     for label, bad in BAD_BODIES[api]:
         if isinstance(bad, bytes):
             t = hc.post(api, PATHS[api], content=bad, label=f"bad request: {label}")
         else:
-            body = {k: (hc.endpoint.model if v == "{model}" else v) for k, v in bad.items()}
-            t = hc.post(api, PATHS[api], body, label=f"bad request: {label}")
+            t = hc.post(api, PATHS[api], _with_model(hc, bad), label=f"bad request: {label}")
         if t.error:
             fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
         if t.status is None or not 400 <= t.status < 500:
             fail(f"{label}: answered HTTP {t.status}, expected a 4xx", transcript=t)
         if not _shape_ok(api, t.json_body()):
             fail(f"{label}: the error body is not in the {api} error shape: {t.text_body()[:200]}", transcript=t)
+    for label, good in GOOD_BODIES.get(api, []):
+        t = hc.post(api, PATHS[api], _with_model(hc, good), label=f"valid request: {label}")
+        if t.error:
+            fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
+        if t.status is None or not 200 <= t.status < 300:
+            fail(f"{label}: a request the API reference allows was answered HTTP {t.status}, expected a 2xx: "
+                 f"{t.text_body()[:200]}", transcript=t)
 
 
 @pytest.mark.check("AN-ERR-001")

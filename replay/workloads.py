@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from conformance.requests import MIN_OUTPUT_TOKENS
 from scenarios.loader import get as get_scenario
 
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn
@@ -154,6 +155,8 @@ def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000
         raise ValueError(f"api must be one of {sorted(DEFAULT_PATHS)}")
     if sessions < 1 or turns < 1:
         raise ValueError("sessions and turns must be >= 1")
+    if max_tokens < MIN_OUTPUT_TOKENS[api]:  # the request would be invalid (Responses: at least 16)
+        raise ValueError(f"max_tokens must be >= {MIN_OUTPUT_TOKENS[api]} for the {api} API")
     scenario = get_scenario("agent_session")
     tools = _api_tools(api, HARNESS_TOOLS)
     tools_chars = len(json.dumps(tools))
