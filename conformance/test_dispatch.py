@@ -1,22 +1,29 @@
 """Streaming tool dispatch: a tool call is usable the moment it is complete, not at the end of the
 turn (article 2), and Dynamo's `tool_call_dispatch` side frames are well formed when offered.
 
-Witness: in a turn where the model keeps generating after its first call (reasoning, then a
-second call), that later output must stream after the first call's completion frame; a server
-that holds tool calls back sends them after everything else.
+Witness: order, not clock. A server that holds tool calls back sends a call's completion after
+content the model generated later (its next reasoning, text or call). So only content generated
+after a call completed is judged: a call is held back when such content arrived before the call's
+completion event. Which content came later in the model's output is known from the scenario's script
+(its reasoning and text parts, found in the streamed text) and from the calls' own order; a call that
+nothing followed (the last content of its turn) does not exercise the rule, and a check whose calls
+were all last is inconclusive, never a failure.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import pytest
 
 from conformance.harness import Harness
 from conformance.verdict import fail, inconclusive, ok_response, skip
 from conformance.wire.transcript import Transcript
+from scenarios.loader import ModelPart
 
 SCENARIO = "long_reasoning"  # r0 t0 r1 t1 with ~700 reasoning tokens generated after t0 completes
+SCENARIOS = (SCENARIO, "interleaved", "parallel_tools")  # each first turn has content after its first call
 
 
 def _value(arguments: object) -> object:
@@ -26,55 +33,150 @@ def _value(arguments: object) -> object:
         return arguments
 
 
-def _is_content(api: str, data: dict) -> bool:
-    """A frame that carries model output (text, reasoning or tool-call deltas)."""
-    kind = data.get("type", "")
-    if api == "anthropic":
-        return kind == "content_block_delta"
-    if api == "responses":
-        return kind.endswith(".delta")
-    return any((c.get("delta") or {}).get(k) for c in data.get("choices") or []
-               for k in ("content", "reasoning_content", "reasoning", "tool_calls"))
+@dataclass
+class _Call:
+    name: str
+    frames: list[int] = field(default_factory=list)  # frames carrying the call (start, argument deltas)
+    complete: int | None = None  # the frame where the call became complete
 
 
-def _first_call_complete(api: str, t: Transcript) -> int | None:
-    """Position (among the stream's events) where the first tool call became complete."""
-    tool_block = None
-    last_args0 = None
-    for n, f in enumerate(t.events):
+@dataclass
+class _Stream:
+    """What a stream carried, by frame: text per channel ("reasoning", "text") and the tool calls."""
+
+    chars: dict[str, list[tuple[str, int]]] = field(default_factory=lambda: {"reasoning": [], "text": []})
+    calls: list[_Call] = field(default_factory=list)
+    content: list[int] = field(default_factory=list)  # every frame that carries model output
+
+    def text(self, channel: str, frame: int, value: object) -> None:
+        if isinstance(value, str) and value:
+            self.chars[channel].extend((c, frame) for c in value if not c.isspace())
+            self.content.append(frame)
+
+
+def _parse(api: str, t: Transcript) -> _Stream:
+    """The stream's model output by frame, for each API's event grammar."""
+    s = _Stream()
+    keyed: dict[object, _Call] = {}  # block index / output_index / tool-call index -> call
+    for f in t.events:
         data = f.json if isinstance(f.json, dict) else {}
+        kind = data.get("type")
         if api == "anthropic":
-            if data.get("type") == "content_block_start" and (data.get("content_block") or {}).get("type") == "tool_use":
-                tool_block = data.get("index") if tool_block is None else tool_block
-            if data.get("type") == "content_block_stop" and tool_block is not None and data.get("index") == tool_block:
-                return n
+            block = data.get("content_block") or {}
+            delta = data.get("delta") or {}
+            if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
+                keyed[data.get("index")] = call = _Call(str(block.get("name")), [f.index])
+                s.calls.append(call)
+                s.content.append(f.index)
+            elif kind == "content_block_delta" and isinstance(delta, dict):
+                if delta.get("type") == "input_json_delta" and data.get("index") in keyed:
+                    keyed[data.get("index")].frames.append(f.index)
+                    s.content.append(f.index)
+                s.text("reasoning", f.index, delta.get("thinking"))
+                s.text("text", f.index, delta.get("text"))
+            elif kind == "content_block_stop" and data.get("index") in keyed:
+                call = keyed[data.get("index")]
+                call.complete = f.index if call.complete is None else call.complete
         elif api == "responses":
-            if data.get("type") == "response.function_call_arguments.done":
-                return n
+            item = data.get("item") or {}
+            oi = data.get("output_index")
+            if kind == "response.output_item.added" and isinstance(item, dict) and item.get("type") == "function_call":
+                keyed[oi] = call = _Call(str(item.get("name")), [f.index])
+                s.calls.append(call)
+                s.content.append(f.index)
+            elif kind == "response.function_call_arguments.delta" and oi in keyed:
+                keyed[oi].frames.append(f.index)
+                s.content.append(f.index)
+            elif kind in ("response.function_call_arguments.done", "response.output_item.done") and oi in keyed:
+                call = keyed[oi]
+                call.complete = f.index if call.complete is None else call.complete
+            elif isinstance(kind, str) and kind.startswith(("response.reasoning_text.", "response.reasoning_summary_text.")) \
+                    and kind.endswith(".delta"):
+                s.text("reasoning", f.index, data.get("delta"))
+            elif kind == "response.output_text.delta":
+                s.text("text", f.index, data.get("delta"))
         else:
             for choice in data.get("choices") or []:
-                for call in (choice.get("delta") or {}).get("tool_calls") or []:
-                    if call.get("index") == 0:
-                        last_args0 = n
-    return last_args0
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                s.text("reasoning", f.index, delta.get("reasoning_content") or delta.get("reasoning"))
+                s.text("text", f.index, delta.get("content"))
+                for tc in delta.get("tool_calls") or []:
+                    index = tc.get("index") if isinstance(tc, dict) else None
+                    if index not in keyed:
+                        keyed[index] = _Call(str((tc.get("function") or {}).get("name")))
+                        s.calls.append(keyed[index])
+                    keyed[index].frames.append(f.index)
+                    keyed[index].complete = f.index  # complete with its last delta
+                    s.content.append(f.index)
+    return s
+
+
+def _locate(stream: _Stream, part: ModelPart, cursor: dict[str, int]) -> set[int]:
+    """The frames that carried a scripted reasoning or text part (whitespace aside), searched from
+    where the previous part of the same channel ended; empty when the model did not say it."""
+    needle = "".join(part.text.split())
+    if not needle:
+        return set()
+    own = "reasoning" if part.kind == "reasoning" else "text"
+    for channel in (own, "text" if own == "reasoning" else "reasoning"):  # reasoning may stream as text
+        chars = stream.chars[channel]
+        joined = "".join(c for c, _ in chars)
+        at = joined.find(needle, cursor.get(channel, 0))
+        if at >= 0:
+            cursor[channel] = at + len(needle)
+            return {frame for _, frame in chars[at:at + len(needle)]}
+    return set()
+
+
+def _later(stream: _Stream, script: tuple[ModelPart, ...]) -> list[dict[int, str]]:
+    """For each streamed call, the frames of content generated after it: later calls, and the
+    scripted parts after its position in the script, as frame -> what the frame carried."""
+    cursor: dict[str, int] = {}
+    part_frames = [(n, p, _locate(stream, p, cursor)) for n, p in enumerate(script) if p.kind != "tool_call"]
+    call_positions = [n for n, p in enumerate(script) if p.kind == "tool_call"]
+    out = []
+    for k, _call in enumerate(stream.calls):
+        later: dict[int, str] = {}
+        for j, other in enumerate(stream.calls[k + 1:], start=k + 1):
+            later.update((frame, f"tool call {j} ({other.name})") for frame in other.frames)
+        if k < len(call_positions):
+            for n, part, frames in part_frames:
+                if n > call_positions[k]:
+                    later.update((frame, f"the script's {part.kind} part {n} ({part.text[:24]!r}...)") for frame in frames)
+        out.append(later)
+    return out
 
 
 def _judge(hc: Harness, api: str) -> None:
-    """Order, not clock: held-back tool calls arrive after everything the model generated later,
-    so the model output streamed after the first call's completion shows whether it was held."""
-    t = hc.stream(api, SCENARIO)
-    ok_response(t, f"{SCENARIO} stream")
-    complete = _first_call_complete(api, t)
-    if complete is None:
-        inconclusive("the model made no tool call in the interleaved scenario")
-    content = [n for n, f in enumerate(t.events) if isinstance(f.json, dict) and _is_content(api, f.json)]
-    after = [n for n in content if n > complete]
-    if len(content) < 10:
-        inconclusive(f"only {len(content)} content frames: too few to tell")
-    if len(after) < max(3, len(content) // 10):
-        fail(f"the first tool call became complete at event #{complete}, after {len(content) - len(after)} of "
-             f"{len(content)} content frames, though the model generated more after it: tool calls are held back "
-             "to the end of the turn", transcript=t)
+    """Held-back tool calls arrive after what the model generated later; a call with nothing after
+    it proves nothing either way."""
+    exercised: list[str] = []
+    idle: list[str] = []
+    for scenario in SCENARIOS:
+        t = hc.stream(api, scenario)
+        ok_response(t, f"{scenario} stream")
+        stream = _parse(api, t)
+        if not stream.calls:
+            idle.append(f"{scenario}: no tool call")
+            continue
+        for k, (call, later) in enumerate(zip(stream.calls, _later(stream, hc.scenario(scenario).turns[0].model),
+                                              strict=True)):
+            done = call.complete if call.complete is not None else max(call.frames, default=-1)
+            after = [n for n in stream.content if n > done and n not in call.frames]
+            early = sorted(n for n in later if n < done)
+            if early:
+                fail(f"{scenario}: tool call {k} ({call.name}) became complete at frame #{done}, but {len(early)} "
+                     f"content frame(s) the model generated after it arrived before that, the first at frame "
+                     f"#{early[0]} ({later[early[0]]}): tool calls are held back to the end of the turn", transcript=t)
+            if later or after:
+                exercised.append(f"{scenario}: tool call {k}")
+            else:
+                idle.append(f"{scenario}: tool call {k} ({call.name}) is the last content of its turn")
+    if not exercised:
+        inconclusive("no tool call had content generated after it, so nothing could have been held back ("
+                     + "; ".join(idle) + "): the rule was not exercised")
 
 
 @pytest.mark.check("AN-DISPATCH-001")
