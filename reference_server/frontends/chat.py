@@ -173,7 +173,7 @@ def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
     if options is not None:
         if not stream:  # "Only set this when you set `stream: true`" (ChatCompletionStreamOptions)
             raise ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-                           param="stream_options", code="invalid_value")
+                           param="stream_options")  # OpenAI's own words, code null (BerriAI/litellm#5803)
         expect(options, "include_usage", bool, where="stream_options.")
     stop = expect(body, "stop", (str, list))
     if isinstance(stop, list) and not (1 <= len(stop) <= 4 and all(isinstance(s, str) for s in stop)):
