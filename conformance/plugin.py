@@ -16,7 +16,8 @@ import pytest
 
 from conformance import catalog
 from conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from conformance.options import add_options
+from conformance.options import add_options, split_apis, validate_options
+from conformance.preflight import preflight
 from conformance.outcome import Outcome
 from conformance.wire.server_info import server_info
 from conformance.results import CheckResult, Collector
@@ -71,8 +72,17 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     server = None
     api_key = api_key_from_env(config.getoption("hc_api_key"))
     timeout = float(config.getoption("hc_timeout"))
+    problem = validate_options(endpoint=url, apis=config.getoption("hc_apis"), expect=config.getoption("hc_expect"),
+                               tries=int(config.getoption("hc_tries")), timeout=timeout)
+    if problem:
+        pytest.exit(f"harnesscheck: {problem}", returncode=2)
     if not url:
         url, server = _start_embedded(config)
+    else:  # an endpoint that cannot be used gets one line, not a verdict per check
+        checked = preflight(url, api_key=api_key, model=config.getoption("hc_model"),
+                            apis=split_apis(config.getoption("hc_apis")), timeout=timeout)
+        if not checked.ok:
+            pytest.exit(f"harnesscheck: {checked.problem}", returncode=2)
     model = config.getoption("hc_model") or discover_model(url, api_key, timeout)
     expect = set(config.getoption("hc_expect"))
     if server is not None:  # the embedded server offers every optional feature
