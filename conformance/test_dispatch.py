@@ -80,18 +80,19 @@ def _parse(api: str, t: Transcript) -> _Stream:
         elif api == "responses":
             item = data.get("item") or {}
             oi = data.get("output_index")
-            if kind == "response.output_item.added" and isinstance(item, dict) and item.get("type") == "function_call":
+            is_call = isinstance(item, dict) and item.get("type") == "function_call"
+            if kind == "response.output_item.added" and is_call:
                 keyed[oi] = call = _Call(str(item.get("name")), [f.index])
                 s.calls.append(call)
                 s.content.append(f.index)
             elif kind == "response.function_call_arguments.delta" and oi in keyed:
                 keyed[oi].frames.append(f.index)
                 s.content.append(f.index)
-            elif kind in ("response.function_call_arguments.done", "response.output_item.done") and oi in keyed:
+            elif kind in ("response.function_call_arguments.done", "response.output_item.done") and \
+                    oi in keyed:
                 call = keyed[oi]
                 call.complete = f.index if call.complete is None else call.complete
-            elif isinstance(kind, str) and kind.startswith(("response.reasoning_text.", "response.reasoning_summary_text.")) \
-                    and kind.endswith(".delta"):
+            elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
                 s.text("reasoning", f.index, data.get("delta"))
             elif kind == "response.output_text.delta":
                 s.text("text", f.index, data.get("delta"))
@@ -144,7 +145,8 @@ def _later(stream: _Stream, script: tuple[ModelPart, ...]) -> list[dict[int, str
         if k < len(call_positions):
             for n, part, frames in part_frames:
                 if n > call_positions[k]:
-                    later.update((frame, f"the script's {part.kind} part {n} ({part.text[:24]!r}...)") for frame in frames)
+                    what = f"the script's {part.kind} part {n} ({part.text[:24]!r}...)"
+                    later.update((frame, what) for frame in frames)
         out.append(later)
     return out
 
@@ -161,15 +163,16 @@ def _judge(hc: Harness, api: str) -> None:
         if not stream.calls:
             idle.append(f"{scenario}: no tool call")
             continue
-        for k, (call, later) in enumerate(zip(stream.calls, _later(stream, hc.scenario(scenario).turns[0].model),
-                                              strict=True)):
+        script = hc.scenario(scenario).turns[0].model
+        for k, (call, later) in enumerate(zip(stream.calls, _later(stream, script), strict=True)):
             done = call.complete if call.complete is not None else max(call.frames, default=-1)
             after = [n for n in stream.content if n > done and n not in call.frames]
             early = sorted(n for n in later if n < done)
             if early:
-                fail(f"{scenario}: tool call {k} ({call.name}) became complete at frame #{done}, but {len(early)} "
-                     f"content frame(s) the model generated after it arrived before that, the first at frame "
-                     f"#{early[0]} ({later[early[0]]}): tool calls are held back to the end of the turn", transcript=t)
+                fail(f"{scenario}: tool call {k} ({call.name}) became complete at frame #{done}, but "
+                     f"{len(early)} content frame(s) the model generated after it arrived before that, the "
+                     f"first at frame #{early[0]} ({later[early[0]]}): tool calls are held back to the end of "
+                     "the turn", transcript=t)
             if later or after:
                 exercised.append(f"{scenario}: tool call {k}")
             else:

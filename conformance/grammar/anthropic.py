@@ -25,21 +25,23 @@ __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "STOP_REASONS", "accumulate"
 # an `event:` line is never yielded) and lib/streaming/_messages.py (accumulate_event).
 RULES: dict[str, str] = {
     "AN-GRAMMAR-JSON": "Every event's data is a JSON object with a string `type`.",
-    "AN-GRAMMAR-DONE": "An Anthropic stream carries no `data: [DONE]` sentinel (an OpenAI convention; the "
-    "anthropic SDK skips it, as it has no event name).",
-    "AN-GRAMMAR-EVENT-LINE": "Every event has an SSE `event:` line: anthropic-sdk-python's Stream dispatches on "
-    "the SSE event name and drops a frame that has none, so its content never reaches the client.",
-    "AN-GRAMMAR-EVENT-NAME": "A present SSE `event:` name equals the data's `type` (streaming docs); the SDK "
-    "drops an event whose name it does not know.",
-    "AN-GRAMMAR-UNKNOWN-EVENT": "(informational) An event type outside the documented stream events: the docs "
-    "tell clients to handle unknown event types gracefully, so it is recorded, not judged.",
+    "AN-GRAMMAR-DONE": "An Anthropic stream carries no `data: [DONE]` sentinel (an OpenAI convention; "
+    "the anthropic SDK skips it, as it has no event name).",
+    "AN-GRAMMAR-EVENT-LINE": "Every event has an SSE `event:` line: anthropic-sdk-python's Stream "
+    "dispatches on the SSE event name and drops a frame that has none, so its content never reaches "
+    "the client.",
+    "AN-GRAMMAR-EVENT-NAME": "A present SSE `event:` name equals the data's `type` (streaming docs); the "
+    "SDK drops an event whose name it does not know.",
+    "AN-GRAMMAR-UNKNOWN-EVENT": "(informational) An event type outside the documented stream events: "
+    "the docs tell clients to handle unknown event types gracefully, so it is recorded, not judged.",
     "AN-GRAMMAR-START": "`message_start` comes first (only `ping` may precede it) and exactly once.",
     "AN-GRAMMAR-MESSAGE-START": "`message_start.message` has `content: []`, `stop_reason: null` and "
     "integer `usage.input_tokens` and `usage.output_tokens`.",
     "AN-GRAMMAR-ORDER": "No content block event after the first `message_delta` (such events are not "
     "judged further).",
     "AN-GRAMMAR-INDEX": "`content_block_start.index` is the block's position: 0, 1, 2, ... never reused.",
-    "AN-GRAMMAR-ONE-OPEN": "One content block is open at a time: a block starts only after the previous stopped.",
+    "AN-GRAMMAR-ONE-OPEN": "One content block is open at a time: a block starts only after the previous "
+    "stopped.",
     "AN-GRAMMAR-BLOCK-START": "`content_block_start.content_block` is an object with a string `type`.",
     "AN-GRAMMAR-BLOCK-UNKNOWN": "A delta or stop refers to a block that was started.",
     "AN-GRAMMAR-BLOCK-CLOSED": "No delta or second stop for a block after its `content_block_stop`.",
@@ -48,21 +50,26 @@ RULES: dict[str, str] = {
     "tool_use: input_json_delta; thinking: thinking_delta/signature_delta) and is well formed.",
     "AN-GRAMMAR-SIGNATURE": "A thinking block's `signature_delta` comes after its thinking and before its "
     "`content_block_stop` (not after the stop, and no thinking after the signature).",
-    "AN-GRAMMAR-SIGNATURE-MISSING": "A thinking block gets a non-empty signature (`signature_delta`) at all; a "
-    "backend that has no signatures sends none (Claude Code sends the empty signature back without trouble).",
-    "AN-GRAMMAR-TOOL-START": "A tool_use block starts with a non-empty string `id` and `name` and `input: {}`.",
-    "AN-GRAMMAR-TOOL-JSON": "A tool_use block's joined `partial_json` parses as a JSON object (empty joins to {}).",
-    "AN-GRAMMAR-DELTA-USAGE": "Every `message_delta` has an integer `usage.output_tokens` (cumulative; several "
-    "message_delta events are allowed).",
-    "AN-GRAMMAR-STOP-REASON": "A `stop_reason` is one of the documented values, and the message ends with one: "
-    "the SDK takes each `message_delta`'s `stop_reason`, so the last one sets it.",
-    "AN-GRAMMAR-STOP-TOOL-USE": "`stop_reason` is `tool_use` if and only if the message ends with tool_use blocks.",
+    "AN-GRAMMAR-SIGNATURE-MISSING": "A thinking block gets a non-empty signature (`signature_delta`) at "
+    "all; a backend that has no signatures sends none (Claude Code sends the empty signature back "
+    "without trouble).",
+    "AN-GRAMMAR-TOOL-START": "A tool_use block starts with a non-empty string `id` and `name` and "
+    "`input: {}`.",
+    "AN-GRAMMAR-TOOL-JSON": "A tool_use block's joined `partial_json` parses as a JSON object (empty "
+    "joins to {}).",
+    "AN-GRAMMAR-DELTA-USAGE": "Every `message_delta` has an integer `usage.output_tokens` (cumulative; "
+    "several message_delta events are allowed).",
+    "AN-GRAMMAR-STOP-REASON": "A `stop_reason` is one of the documented values, and the message ends "
+    "with one: the SDK takes each `message_delta`'s `stop_reason`, so the last one sets it.",
+    "AN-GRAMMAR-STOP-TOOL-USE": "`stop_reason` is `tool_use` if and only if the message ends with "
+    "tool_use blocks.",
     "AN-GRAMMAR-AFTER-STOP": "`message_stop` is the last event (only `ping` may follow).",
     "AN-GRAMMAR-STOP-MISSING": "The stream ends with `message_stop` (unless an `error` event ended it).",
-    "AN-GRAMMAR-ERROR-EVENT": "(informational) The endpoint reported an error in the stream (`event: error`, e.g. "
-    "overloaded_error after a 200): the endpoint's error, with its body, not a grammar violation.",
-    "AN-GRAMMAR-AFTER-ERROR": "An `error` event ends the stream: nothing but `ping` follows it (the SDK raises "
-    "at the error and reads no further).",
+    "AN-GRAMMAR-ERROR-EVENT": "(informational) The endpoint reported an error in the stream (`event: "
+    "error`, e.g. overloaded_error after a 200): the endpoint's error, with its body, not a grammar "
+    "violation.",
+    "AN-GRAMMAR-AFTER-ERROR": "An `error` event ends the stream: nothing but `ping` follows it (the SDK "
+    "raises at the error and reads no further).",
 }
 
 INFORMATIONAL = frozenset({"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-ERROR-EVENT"})
@@ -213,7 +220,7 @@ def final_message(source: Any) -> dict[str, Any] | None:
 # -- validator ------------------------------------------------------------------------------
 
 class _Block:
-    __slots__ = ("index", "type", "open", "frame", "signed", "sign_frame", "stop_frame", "json")
+    __slots__ = ("frame", "index", "json", "open", "sign_frame", "signed", "stop_frame", "type")
 
     def __init__(self, index: int, typ: Any, frame: int, signed: bool) -> None:
         self.index = index
@@ -256,8 +263,9 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         for b in order:
             if b.open:
                 b.open = False
-                add("AN-GRAMMAR-BLOCK-UNSTOPPED", frame, f"block {b.index} ({b.type}, started at frame #{b.frame}) "
-                    f"was never stopped {why}", f"block {b.index} still open", "content_block_stop first")
+                add("AN-GRAMMAR-BLOCK-UNSTOPPED", frame, f"block {b.index} ({b.type}, started at frame "
+                    f"#{b.frame}) was never stopped {why}", f"block {b.index} still open",
+                    "content_block_stop first")
 
     for f in events:
         i = f.index
@@ -274,9 +282,9 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if typ == "ping":
             continue  # "any number of ping events", anywhere
         if typ not in EVENT_TYPES:
-            add("AN-GRAMMAR-UNKNOWN-EVENT", i, f"unknown event type {typ!r} (recorded; clients are told to handle "
-                "unknown event types gracefully)", f"event: {f.event}, type: {typ}", sorted(EVENT_TYPES),
-                informational=True)
+            add("AN-GRAMMAR-UNKNOWN-EVENT", i, f"unknown event type {typ!r} (recorded; clients are told to "
+                "handle unknown event types gracefully)", f"event: {f.event}, type: {typ}",
+                sorted(EVENT_TYPES), informational=True)
             continue
         names.check(f, typ)
         if error_frame is not None:
@@ -307,7 +315,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             start_reported = True
             add("AN-GRAMMAR-START", i, f"{typ} before message_start", typ, "message_start first")
 
-        if typ in ("content_block_start", "content_block_delta", "content_block_stop") and delta_frame is not None:
+        if typ.startswith("content_block_") and delta_frame is not None:
             add("AN-GRAMMAR-ORDER", i, f"{typ} after the first message_delta (frame #{delta_frame})",
                 f"{typ} index {ev.get('index')}", "every content block before message_delta")
             continue
@@ -325,12 +333,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             delta_frame = i if delta_frame is None else delta_frame
             usage = ev.get("usage")
             if not isinstance(usage, dict) or not _is_int(usage.get("output_tokens")):
-                add("AN-GRAMMAR-DELTA-USAGE", i, "message_delta without an integer usage.output_tokens", usage,
-                    '"usage": {"output_tokens": <int>} (cumulative)')
+                add("AN-GRAMMAR-DELTA-USAGE", i, "message_delta without an integer usage.output_tokens",
+                    usage, '"usage": {"output_tokens": <int>} (cumulative)')
             delta = ev.get("delta")
             if isinstance(delta, dict):  # the SDK sets stop_reason from every message_delta
                 stop_reason, stop_reason_frame = delta.get("stop_reason"), i
-                if stop_reason is not None and (not isinstance(stop_reason, str) or stop_reason not in STOP_REASONS):
+                known = isinstance(stop_reason, str) and stop_reason in STOP_REASONS  # a list would not hash
+                if stop_reason is not None and not known:
                     add("AN-GRAMMAR-STOP-REASON", i, f"unknown stop_reason {stop_reason!r}", stop_reason,
                         sorted(STOP_REASONS))
             continue
@@ -348,11 +357,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     names.report(sink, _sdk_note)
     for b in order:  # a block stopped without any signature; one signed late is AN-GRAMMAR-SIGNATURE
         if b.type == "thinking" and b.stop_frame is not None and not b.signed:
-            add("AN-GRAMMAR-SIGNATURE-MISSING", b.stop_frame, f"thinking block {b.index} was stopped without a "
-                "signature", "no non-empty signature_delta", "signature_delta before content_block_stop")
+            add("AN-GRAMMAR-SIGNATURE-MISSING", b.stop_frame, f"thinking block {b.index} was stopped "
+                "without a signature", "no non-empty signature_delta",
+                "signature_delta before content_block_stop")
     if error_frame is None:  # an error ends a stream early: nothing missing at the end is judged then
         if start_frame is None and not start_reported:
-            sink.at_end("AN-GRAMMAR-START", "no message_start in the stream", "no message_start", "message_start first")
+            sink.at_end("AN-GRAMMAR-START", "no message_start in the stream", "no message_start",
+                        "message_start first")
         if stop_frame is None:
             last = events[-1].json.get("type") if events and isinstance(events[-1].json, dict) else None
             sink.at_end("AN-GRAMMAR-STOP-MISSING", "the stream ended without message_stop",
@@ -371,12 +382,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     return sink.out
 
 
-def _block_start(ev: dict[str, Any], i: int, blocks: dict[int, _Block], order: list[_Block], add: Any) -> None:
+def _block_start(ev: dict[str, Any], i: int, blocks: dict[int, _Block], order: list[_Block],
+                 add: Any) -> None:
     idx = ev.get("index")
     opened = [b.index for b in order if b.open]
     if opened:
-        add("AN-GRAMMAR-ONE-OPEN", i, f"block {idx} started while block {opened[0]} is open", f"open: {opened}",
-            "content_block_stop first")
+        add("AN-GRAMMAR-ONE-OPEN", i, f"block {idx} started while block {opened[0]} is open",
+            f"open: {opened}", "content_block_stop first")
     if not _is_int(idx) or idx != len(order) or idx in blocks:
         add("AN-GRAMMAR-INDEX", i, "block index is not the block's position", idx, len(order))
     cb = ev.get("content_block")
@@ -409,14 +421,15 @@ def _block_event(typ: str, ev: dict[str, Any], i: int, blocks: dict[int, _Block]
     delta = ev.get("delta") if typ == "content_block_delta" else None
     dtype = delta.get("type") if isinstance(delta, dict) else None
     if b is None:
-        add("AN-GRAMMAR-BLOCK-UNKNOWN", i, f"{typ} for block {idx!r}, which was never started", f"index {idx!r}",
-            f"one of the started blocks {sorted(k for k in blocks if k >= 0)}")
+        add("AN-GRAMMAR-BLOCK-UNKNOWN", i, f"{typ} for block {idx!r}, which was never started",
+            f"index {idx!r}", f"one of the started blocks {sorted(k for k in blocks if k >= 0)}")
         return
     if not b.open:
         if dtype == "signature_delta" and b.type == "thinking":
             b.signed = b.signed or bool(delta.get("signature"))  # type: ignore[union-attr]
-            add("AN-GRAMMAR-SIGNATURE", i, f"signature_delta for thinking block {idx} after its content_block_stop "
-                f"(frame #{b.stop_frame})", "signature_delta after the stop", "signature_delta before the stop")
+            add("AN-GRAMMAR-SIGNATURE", i, f"signature_delta for thinking block {idx} after its "
+                f"content_block_stop (frame #{b.stop_frame})", "signature_delta after the stop",
+                "signature_delta before the stop")
         else:
             add("AN-GRAMMAR-BLOCK-CLOSED", i, f"{typ} for block {idx} after its content_block_stop "
                 f"(frame #{b.stop_frame})", dtype or typ, "nothing after the block's stop")
@@ -441,7 +454,8 @@ def _block_event(typ: str, ev: dict[str, Any], i: int, blocks: dict[int, _Block]
         return
     if dtype == "thinking_delta" and b.sign_frame is not None:
         add("AN-GRAMMAR-SIGNATURE", i, f"thinking_delta in block {idx} after its signature_delta "
-            f"(frame #{b.sign_frame})", "thinking_delta after the signature", "all thinking before the signature")
+            f"(frame #{b.sign_frame})", "thinking_delta after the signature",
+            "all thinking before the signature")
     elif dtype == "signature_delta":
         b.sign_frame = i
         b.signed = b.signed or bool(delta.get("signature"))  # type: ignore[union-attr]
@@ -464,7 +478,8 @@ def _check_tool_json(b: _Block, i: int, add: Any) -> None:
 
 def _check_message_start(ev: dict[str, Any], i: int, add: Any) -> None:
     msg = ev.get("message")
-    expected = '{"content": [], "stop_reason": null, "usage": {"input_tokens": <int>, "output_tokens": <int>}}'
+    expected = ('{"content": [], "stop_reason": null, '
+                '"usage": {"input_tokens": <int>, "output_tokens": <int>}}')
     if not isinstance(msg, dict):
         add("AN-GRAMMAR-MESSAGE-START", i, "message_start without a message object", msg, expected)
         return

@@ -18,18 +18,19 @@ from typing import Any
 
 from .findings import Collector, Finding, frames_and_request, short
 
-__all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "INFORMATIONAL", "RULES", "accumulate", "final_message", "validate"]
+__all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "INFORMATIONAL", "RULES", "accumulate", "final_message",
+           "validate"]
 
 DISPATCH_EVENT = "tool_call_dispatch"
 
 RULES: dict[str, str] = {
-    "CH-GRAMMAR-JSON": "Every frame's data is JSON (or the final `[DONE]`): openai-python's Stream parses every "
-    "frame's data, whatever its event name, and fails on one that is not JSON.",
-    "CH-GRAMMAR-EVENT-NAME": "Chunks carry no SSE `event:` line: Chat streams have none (a stream without event "
-    "lines is the norm); openai-python ignores a name unless it starts with `thread.`.",
-    "CH-GRAMMAR-UNKNOWN-EVENT": "(informational) A named SSE side event whose data is not a chunk (a server's own "
-    "event; Dynamo's `tool_call_dispatch` is judged by CH-DISPATCH-*): recorded, not judged. The openai SDK's "
-    "stream helper skips frames whose `object` is not chat.completion.chunk.",
+    "CH-GRAMMAR-JSON": "Every frame's data is JSON (or the final `[DONE]`): openai-python's Stream parses "
+    "every frame's data, whatever its event name, and fails on one that is not JSON.",
+    "CH-GRAMMAR-EVENT-NAME": "Chunks carry no SSE `event:` line: Chat streams have none (a stream without "
+    "event lines is the norm); openai-python ignores a name unless it starts with `thread.`.",
+    "CH-GRAMMAR-UNKNOWN-EVENT": "(informational) A named SSE side event whose data is not a chunk (a "
+    "server's own event; Dynamo's `tool_call_dispatch` is judged by CH-DISPATCH-*): recorded, not judged. "
+    "The openai SDK's stream helper skips frames whose `object` is not chat.completion.chunk.",
     "CH-GRAMMAR-ERROR": "(informational) The endpoint reported an error in the stream (a data object with "
     "`error`; the openai SDK raises it): the endpoint's error, with its body; nothing after it is judged.",
     "CH-GRAMMAR-OBJECT": "Every chunk has `object: \"chat.completion.chunk\"`.",
@@ -47,11 +48,12 @@ RULES: dict[str, str] = {
     "CH-GRAMMAR-AFTER-FINISH": "No content, reasoning or tool-call delta for a choice after its finish_reason.",
     "CH-GRAMMAR-FINISH-TOOL-CALLS": "`finish_reason` is `tool_calls` when tool calls were streamed (a forced "
     "named function may answer `stop`), and only then.",
-    "CH-GRAMMAR-USAGE-CHUNK": "With `stream_options.include_usage`, a usage chunk comes: exactly one chunk with "
-    "`choices: []` and integer usage prompt/completion/total tokens, after the finish and before `[DONE]`.",
+    "CH-GRAMMAR-USAGE-CHUNK": "With `stream_options.include_usage`, a usage chunk comes: exactly one chunk "
+    "with `choices: []` and integer usage prompt/completion/total tokens, after the finish and before "
+    "`[DONE]`.",
     "CH-GRAMMAR-USAGE-CHOICES": "The include_usage chunk has `choices: []` (openai-python "
-    "ChatCompletionStreamOptionsParam: \"the `choices` field will always be an empty array\"), not the usage on "
-    "a chunk with choices such as `[{\"index\": 0, \"delta\": {}}]`.",
+    "ChatCompletionStreamOptionsParam: \"the `choices` field will always be an empty array\"), not the "
+    "usage on a chunk with choices such as `[{\"index\": 0, \"delta\": {}}]`.",
     "CH-GRAMMAR-DONE": "`data: [DONE]` ends the stream: present, and nothing after it.",
     "CH-DISPATCH-SHAPE": "A `tool_call_dispatch` frame has `choice_index` and `tool_call{index, id, type: "
     "\"function\", function{name, arguments}}`.",
@@ -194,7 +196,7 @@ def _parse_obj(text: str) -> tuple[bool, Any]:
 
 
 class _Choice:
-    __slots__ = ("finish", "finish_frame", "calls", "last_frame")
+    __slots__ = ("calls", "finish", "finish_frame", "last_frame")
 
     def __init__(self) -> None:
         self.finish: Any = None
@@ -254,7 +256,8 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if "error" in ch:
             error_frame = i
             err = ch.get("error")
-            what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) else short(err)
+            what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) \
+                else short(err)
             add("CH-GRAMMAR-ERROR", i, f"the endpoint reported an error in the stream ({what})", err,
                 informational=True)
             break  # the openai SDK raises here and reads no further
@@ -264,14 +267,16 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
                 "chat.completion.chunk")
         cid = ch.get("id")
         if not isinstance(cid, str) or not cid:
-            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid, "the same non-empty string id on every chunk")
+            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid,
+                "the same non-empty string id on every chunk")
         elif first_id is None:
             first_id = cid
         elif cid != first_id:
             add("CH-GRAMMAR-ID", i, "chunk id differs from the first chunk's", cid, first_id)
         cs = ch.get("choices")
         if not isinstance(cs, list):
-            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs, "a list of choices (or [] on the usage chunk)")
+            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs,
+                "a list of choices (or [] on the usage chunk)")
             continue
         if isinstance(ch.get("usage"), dict):
             if cs:
@@ -293,30 +298,33 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
                         f"only the one at frame #{st.finish_frame}")
                     continue
                 if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
-                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its finish_reason "
-                        f"(frame #{st.finish_frame})", delta, "no content after the finish_reason")
+                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its "
+                        f"finish_reason (frame #{st.finish_frame})", delta,
+                        "no content after the finish_reason")
                     continue
             _tool_deltas(delta.get("tool_calls"), st, c["index"], i, add, dispatches, early)
             if fr is not None:
                 if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
-                    add("CH-GRAMMAR-FINISH-REASON", i, f"unknown finish_reason {fr!r}", fr, sorted(FINISH_REASONS))
+                    add("CH-GRAMMAR-FINISH-REASON", i, f"unknown finish_reason {fr!r}", fr,
+                        sorted(FINISH_REASONS))
                 st.finish = fr
                 st.finish_frame = i
 
     for name, where in sorted(named.items(), key=lambda kv: kv[1][0]):
-        add("CH-GRAMMAR-EVENT-NAME", where[0], f"{len(where)} chunk frame(s) carry an SSE event name (first at frame "
-            f"#{where[0]}); Chat chunks have none (openai-python ignores it unless it starts with `thread.`)",
-            f"event: {name}", "no event: line")
+        add("CH-GRAMMAR-EVENT-NAME", where[0], f"{len(where)} chunk frame(s) carry an SSE event name (first "
+            f"at frame #{where[0]}); Chat chunks have none (openai-python ignores it unless it starts with "
+            "`thread.`)", f"event: {name}", "no event: line")
     for name, where in sorted(side.items(), key=lambda kv: kv[1][0]):
-        add("CH-GRAMMAR-UNKNOWN-EVENT", where[0], f"{len(where)} `{name}` side event(s) that are not chunks (first at "
-            f"frame #{where[0]}); recorded, not judged (the openai SDK's stream helper skips frames whose object is "
-            "not chat.completion.chunk)", f"event: {name}", informational=True)
+        add("CH-GRAMMAR-UNKNOWN-EVENT", where[0], f"{len(where)} `{name}` side event(s) that are not chunks "
+            f"(first at frame #{where[0]}); recorded, not judged (the openai SDK's stream helper skips "
+            "frames whose object is not chat.completion.chunk)", f"event: {name}", informational=True)
     if error_frame is not None:
         return sink.out  # an error ends the stream: nothing missing at the end is judged
 
     # -- end of stream ------------------------------------------------------------------
     if done_frame is None:
-        sink.at_end("CH-GRAMMAR-DONE", "the stream ended without data: [DONE]", "no [DONE]", "data: [DONE] last")
+        sink.at_end("CH-GRAMMAR-DONE", "the stream ended without data: [DONE]", "no [DONE]",
+                    "data: [DONE] last")
     if not choices and any_chunk:
         sink.at_end("CH-GRAMMAR-FINISH-ONCE", "no choice was streamed, so no finish_reason", "no choice",
                     "one finish_reason per choice")
@@ -331,17 +339,17 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             joined = "".join(call["args"])
             ok, _ = _parse_obj(joined)
             if not ok:
-                add("CH-GRAMMAR-TOOL-ARGS", call["last"], f"arguments of tool call {ti} do not join to a JSON object",
-                    joined, "a JSON object")
+                add("CH-GRAMMAR-TOOL-ARGS", call["last"], f"arguments of tool call {ti} do not join to a "
+                    "JSON object", joined, "a JSON object")
         if st.finish is not None:
             if st.calls:
                 allowed = {"tool_calls", "length", "content_filter"} | ({"stop"} if forced else set())
                 if not isinstance(st.finish, str) or st.finish not in allowed:
-                    add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"tool calls were streamed for choice "
-                        f"{cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
+                    add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, "tool calls were streamed for "
+                        f"choice {cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
             elif st.finish == "tool_calls":
-                add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, f"finish_reason tool_calls but choice {cidx} "
-                    "streamed no tool call", st.finish, "stop (no tool call was streamed)")
+                add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, "finish_reason tool_calls but choice "
+                    f"{cidx} streamed no tool call", st.finish, "stop (no tool call was streamed)")
 
     if _include_usage(request):
         _judge_usage(events, choices, usage_frames, usage_on_choices, sink)
@@ -361,25 +369,26 @@ def _judge_usage(events: list[Any], choices: dict[int, _Choice], usage_frames: l
     if not usage_frames:
         if usage_on_choices:
             i, cs = usage_on_choices[-1]
-            sink.add("CH-GRAMMAR-USAGE-CHOICES", i, f"the usage came on a chunk whose choices is not [] (frame #{i}): "
-                     "include_usage puts it on a chunk of its own with choices: []", f"choices: {short(cs, 80)}",
-                     "choices: []")
+            sink.add("CH-GRAMMAR-USAGE-CHOICES", i, f"the usage came on a chunk whose choices is not [] "
+                     f"(frame #{i}): include_usage puts it on a chunk of its own with choices: []",
+                     f"choices: {short(cs, 80)}", "choices: []")
             _check_usage(by_index[i].json["usage"], i, sink.add)
         else:
             sink.at_end("CH-GRAMMAR-USAGE-CHUNK", "include_usage was requested but no chunk carried usage",
                         "no usage chunk", "a chunk with choices: [] and usage before [DONE]")
         return
     for extra in usage_frames[1:]:
-        sink.add("CH-GRAMMAR-USAGE-CHUNK", extra, f"another usage chunk (the first at frame #{usage_frames[0]})",
-                 "a second usage chunk", "exactly one")
+        sink.add("CH-GRAMMAR-USAGE-CHUNK", extra, f"another usage chunk (the first at frame "
+                 f"#{usage_frames[0]})", "a second usage chunk", "exactly one")
     u = usage_frames[0]
     _check_usage(by_index[u].json["usage"], u, sink.add)
     if u < last_finish:
-        sink.add("CH-GRAMMAR-USAGE-CHUNK", u, f"the usage chunk comes before the finish_reason (frame #{last_finish})",
-                 f"usage at frame #{u}", f"after frame #{last_finish}")
+        sink.add("CH-GRAMMAR-USAGE-CHUNK", u, "the usage chunk comes before the finish_reason (frame "
+                 f"#{last_finish})", f"usage at frame #{u}", f"after frame #{last_finish}")
 
 
-def _judge_dispatches(choices: dict[int, _Choice], dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]],
+def _judge_dispatches(choices: dict[int, _Choice],
+                      dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]],
                       early: set[tuple[int, int]], sink: Collector) -> None:
     add = sink.add
     for (cidx, ti), (di, tc) in sorted(dispatches.items()):
@@ -402,7 +411,8 @@ def _judge_dispatches(choices: dict[int, _Choice], dispatches: dict[tuple[int, i
         if not ((ok_a and ok_b and va == vb) or fn["arguments"] == joined):
             diffs.append(f"arguments {short(fn['arguments'], 60)} != {short(joined, 60)}")
         if diffs:
-            add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} differs from the streamed call: " + "; ".join(diffs),
+            add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} differs from the streamed call: "
+                + "; ".join(diffs),
                 {"id": tc["id"], "name": fn["name"], "arguments": fn["arguments"]},
                 {"id": call["id"], "name": call["name"], "arguments": joined})
     for cidx, st in sorted(choices.items()):
@@ -428,7 +438,8 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
         return
     for tc in tcs:
         if not isinstance(tc, dict) or not _is_int(tc.get("index")):
-            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc, '{"index": <int>, ...}')
+            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc,
+                '{"index": <int>, ...}')
             continue
         ti = tc["index"]
         fn = tc.get("function")
@@ -445,7 +456,8 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
             if not isinstance(fn.get("name"), str) or not fn.get("name"):
                 missing.append("function.name")
             if missing:
-                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}", tc,
+                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}",
+                    tc,
                     'id, type "function" and function.name on the first delta')
             call = {"id": tc.get("id"), "name": fn.get("name"), "args": [], "first": i, "last": i, "bad_args": False}
             st.calls[ti] = call
@@ -459,7 +471,8 @@ def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):
             call["bad_args"] = True
-            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args, "a string fragment")
+            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args,
+                "a string fragment")
         elif isinstance(args, str):
             call["args"].append(args)
             if args and (cidx, ti) in dispatches:
@@ -485,8 +498,8 @@ def _dispatch(f: Any, i: int, add: Any, done_frame: int | None, choices: dict[in
         return
     key = (d["choice_index"], tc["index"])  # type: ignore[index]
     if done_frame is not None:
-        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (frame #{done_frame})", "dispatch after [DONE]",
-            "before data: [DONE]")
+        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (frame #{done_frame})",
+            "dispatch after [DONE]", "before data: [DONE]")
     if key in dispatches:
         add("CH-DISPATCH-ONCE", i, f"tool call {key[1]} of choice {key[0]} dispatched again",
             "a second tool_call_dispatch", f"once (first at frame #{dispatches[key][0]})")

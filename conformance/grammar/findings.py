@@ -97,7 +97,8 @@ class Collector:
                                 None if expected is None else short(expected), informational))
 
     def at_end(self, rule: str, message: str, observed: Any = None, expected: Any = None) -> None:
-        where = "the stream had no frame" if self.last is None else f"the stream ended after frame #{self.last}"
+        where = f"the stream ended after frame #{self.last}" if self.last is not None else \
+            "the stream had no frame"
         self.add(rule, self.last, f"{message} ({where})", observed, expected)
 
 
@@ -124,5 +125,5 @@ class EventNames:
                 sink.add(self.rules[0], where[0], f"the SSE `event:` line is absent on {count}{extra}",
                          "no event: line", f"event: {typ}")
             else:
-                sink.add(self.rules[1], where[0], f"the SSE event name differs (event: {event}, type: {typ}) on "
-                         f"{count}{extra}", f"event: {event}, type: {typ}", f"event: {typ}")
+                sink.add(self.rules[1], where[0], f"the SSE event name differs (event: {event}, type: "
+                         f"{typ}) on {count}{extra}", f"event: {event}, type: {typ}", f"event: {typ}")

@@ -23,20 +23,22 @@ __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "TERMINAL", "accumulate", "f
 # first; `response.queued` handled like created and in_progress).
 RULES: dict[str, str] = {
     "RS-GRAMMAR-JSON": "Every event's data is a JSON object with a string `type`.",
-    "RS-GRAMMAR-EVENT-LINE": "Every event has an SSE `event:` line naming its type (the reference streams send "
-    "one); the openai SDK and Codex read the data's `type`, so a stream without `event:` lines still works.",
+    "RS-GRAMMAR-EVENT-LINE": "Every event has an SSE `event:` line naming its type (the reference streams "
+    "send one); the openai SDK and Codex read the data's `type`, so a stream without `event:` lines still "
+    "works.",
     "RS-GRAMMAR-EVENT-NAME": "A present SSE `event:` name equals the data's `type`.",
-    "RS-GRAMMAR-UNKNOWN-EVENT": "(informational) An event type outside the documented Responses stream events: "
-    "recorded, not judged (the SDK's stream helper passes unknown types through).",
+    "RS-GRAMMAR-UNKNOWN-EVENT": "(informational) An event type outside the documented Responses stream "
+    "events: recorded, not judged (the SDK's stream helper passes unknown types through).",
     "RS-GRAMMAR-SEQUENCE": "Every event has an integer `sequence_number`, starting at 0 or 1 and "
     "increasing by exactly one.",
     "RS-GRAMMAR-CREATED": "`response.created` is the first event, and comes once.",
-    "RS-GRAMMAR-IN-PROGRESS": "`response.in_progress` follows `response.created`; a `response.queued` may come "
-    "between them (ResponseQueuedEvent: the response is queued and waiting to be processed), not after "
-    "`response.in_progress`.",
+    "RS-GRAMMAR-IN-PROGRESS": "`response.in_progress` follows `response.created`; a `response.queued` may "
+    "come between them (ResponseQueuedEvent: the response is queued and waiting to be processed), not "
+    "after `response.in_progress`.",
     "RS-GRAMMAR-OUTPUT-INDEX": "`output_item.added` output_index values are 0, 1, 2, ... in order.",
-    "RS-GRAMMAR-ITEM-ORDER": "Within an item: output_item.added, then (content_part.added, output_text.delta*, "
-    "output_text.done, content_part.done)* or (function_call_arguments.delta*, function_call_arguments.done) "
+    "RS-GRAMMAR-ITEM-ORDER": "Within an item: output_item.added, then (content_part.added, "
+    "output_text.delta*, output_text.done, content_part.done)* or (function_call_arguments.delta*, "
+    "function_call_arguments.done) "
     "or reasoning events (with or without a `reasoning_text` content part around them), then "
     "output_item.done; one item open at a time; nothing after its done.",
     "RS-GRAMMAR-ITEM-IDS": "An item has a string `id`, and every event of it carries the same `item_id` "
@@ -55,9 +57,9 @@ RULES: dict[str, str] = {
     "output_index order.",
     "RS-GRAMMAR-USAGE": "The completed response has `usage` with integer input_tokens, output_tokens and "
     "total_tokens.",
-    "RS-GRAMMAR-ERROR-EVENT": "(informational) The endpoint reported an error in the stream (an `error` event, "
-    "or `response.failed`, a valid terminal event): the endpoint's error, with its body, not a grammar "
-    "violation; a stream that an `error` event ended is not judged for what is missing at the end.",
+    "RS-GRAMMAR-ERROR-EVENT": "(informational) The endpoint reported an error in the stream (an `error` "
+    "event, or `response.failed`, a valid terminal event): the endpoint's error, with its body, not a "
+    "grammar violation; a stream that an `error` event ended is not judged for what is missing at the end.",
 }
 
 INFORMATIONAL = frozenset({"RS-GRAMMAR-UNKNOWN-EVENT", "RS-GRAMMAR-ERROR-EVENT"})
@@ -203,8 +205,20 @@ def final_message(source: Any) -> dict[str, Any] | None:
 # -- validator ------------------------------------------------------------------------------
 
 class _Item:
-    __slots__ = ("index", "id", "type", "open", "name", "call_id", "args", "args_done", "texts", "parts",
-                 "part_types", "frame")
+    __slots__ = (
+        "args",
+        "args_done",
+        "call_id",
+        "frame",
+        "id",
+        "index",
+        "name",
+        "open",
+        "part_types",
+        "parts",
+        "texts",
+        "type",
+    )
 
     def __init__(self, index: int, item: dict[str, Any], frame: int) -> None:
         self.index = index
@@ -248,7 +262,8 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             continue
         ev = f.json
         if not isinstance(ev, dict):
-            add("RS-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data, 'a JSON object with "type"')
+            add("RS-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data,
+                'a JSON object with "type"')
             continue
         typ = ev.get("type")
         sn = ev.get("sequence_number")
@@ -272,19 +287,20 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             continue
         names.check(f, typ)
         if terminal_frame is not None:
-            add("RS-GRAMMAR-COMPLETED", i, f"{typ} after the terminal {terminal_type} (frame #{terminal_frame})", typ,
-                "nothing after the terminal event")
+            add("RS-GRAMMAR-COMPLETED", i, f"{typ} after the terminal {terminal_type} (frame "
+                f"#{terminal_frame})", typ, "nothing after the terminal event")
             continue
         if typ == "error":
             error_frame = i
-            body = {k: ev.get(k) for k in ("code", "message", "param") if ev.get(k) is not None} or ev.get("error")
-            add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({_what(body)})", body,
-                informational=True)
+            fields = {k: ev[k] for k in ("code", "message", "param") if ev.get(k) is not None}
+            body = fields or ev.get("error")
+            add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({_what(body)})",
+                body, informational=True)
             continue
         if typ == "response.created":
             if created_frame is not None or n_events != 1:
-                where = f"a second one (the first at frame #{created_frame})" if created_frame is not None else \
-                    "not the first event"
+                where = "not the first event" if created_frame is None else \
+                    f"a second one (the first at frame #{created_frame})"
                 add("RS-GRAMMAR-CREATED", i, f"response.created is {where}", "response.created",
                     "response.created once, first")
             created_frame = i if created_frame is None else created_frame
@@ -295,13 +311,14 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if typ == "response.queued":
             if in_progress_frame is not None:
                 add("RS-GRAMMAR-IN-PROGRESS", i, f"response.queued after response.in_progress (frame "
-                    f"#{in_progress_frame})", "response.queued", "response.queued before response.in_progress")
+                    f"#{in_progress_frame})", "response.queued",
+                    "response.queued before response.in_progress")
             continue  # between created and in_progress, where the reference puts it
         if lifecycle_next:
             lifecycle_next = False
             if typ != "response.in_progress":
-                add("RS-GRAMMAR-IN-PROGRESS", i, f"response.created (frame #{created_frame}) is followed by {typ}",
-                    typ, "response.in_progress (after an optional response.queued)")
+                add("RS-GRAMMAR-IN-PROGRESS", i, f"response.created (frame #{created_frame}) is followed by "
+                    f"{typ}", typ, "response.in_progress (after an optional response.queued)")
         if typ == "response.in_progress":
             in_progress_frame = i if in_progress_frame is None else in_progress_frame
             continue
@@ -310,8 +327,8 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             terminal = ev.get("response") if isinstance(ev.get("response"), dict) else {}
             if typ == "response.failed":
                 body = terminal.get("error")
-                add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported the response failed ({_what(body)})", body,
-                    informational=True)
+                add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported the response failed ({_what(body)})",
+                    body, informational=True)
             _check_terminal(typ, terminal, i, items, add)
             continue
         if typ == "response.output_item.added":
@@ -338,12 +355,12 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
 
     names.report(sink)
     if terminal_frame is None and error_frame is None:
-        sink.at_end("RS-GRAMMAR-COMPLETED", "the stream ended without response.completed / .failed / .incomplete",
-                    "no terminal event", "response.completed")
+        sink.at_end("RS-GRAMMAR-COMPLETED", "the stream ended without response.completed / .failed / "
+                    ".incomplete", "no terminal event", "response.completed")
         for it in items.values():
             if it.open:
-                sink.at_end("RS-GRAMMAR-ITEM-UNCLOSED", f"item {it.index} (added at frame #{it.frame}) was never done",
-                            f"item {it.index} open", "response.output_item.done")
+                sink.at_end("RS-GRAMMAR-ITEM-UNCLOSED", f"item {it.index} (added at frame #{it.frame}) was "
+                            "never done", f"item {it.index} open", "response.output_item.done")
     if not n_events:
         sink.at_end("RS-GRAMMAR-CREATED", "no events at all", "no event", "response.created first")
     return sink.out
@@ -367,10 +384,12 @@ def _item_added(ev: dict[str, Any], i: int, items: dict[int, _Item], add: Any) -
         if not _is_int(oi) or oi in items:
             return
     if not isinstance(item, dict):
-        add("RS-GRAMMAR-ITEM-IDS", i, "output_item.added without an item object", item, '{"id": ..., "type": ...}')
+        add("RS-GRAMMAR-ITEM-IDS", i, "output_item.added without an item object", item,
+            '{"id": ..., "type": ...}')
         return
     if not isinstance(item.get("id"), str) or not item.get("id"):
-        add("RS-GRAMMAR-ITEM-IDS", i, "item without a string id", item.get("id", "no id"), "a non-empty string id")
+        add("RS-GRAMMAR-ITEM-IDS", i, "item without a string id", item.get("id", "no id"),
+            "a non-empty string id")
     it = _Item(oi, item, i)
     items[oi] = it
     if it.type == "function_call":
@@ -393,11 +412,14 @@ def _item_event(typ: str, ev: dict[str, Any], it: _Item, i: int, add: Any) -> No
         part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
         allowed = _PARTS_FOR.get(it.type) if isinstance(it.type, str) else None
         ptype = part.get("type")
-        if not _is_int(ci) or ci in it.parts or allowed is None or (ptype is not None and ptype not in allowed):
-            why = f"content_index {ci!r} already added" if ci in it.parts else f"a {ptype} part in a {it.type} item"
+        misplaced = allowed is None or (ptype is not None and ptype not in allowed)
+        if not _is_int(ci) or ci in it.parts or misplaced:
+            why = f"content_index {ci!r} already added" if ci in it.parts else \
+                f"a {ptype} part in a {it.type} item"
             add("RS-GRAMMAR-ITEM-ORDER", i, f"content_part.added out of place ({why})",
                 {"content_index": ci, "part": ptype, "item": it.type},
-                "a new content_index; output_text/refusal parts in a message, reasoning_text in a reasoning item")
+                "a new content_index; output_text/refusal parts in a message, reasoning_text in a reasoning "
+                "item")
             return
         it.parts[ci] = "open"
         it.part_types[ci] = ptype if isinstance(ptype, str) else "output_text"
@@ -407,13 +429,15 @@ def _item_event(typ: str, ev: dict[str, Any], it: _Item, i: int, add: Any) -> No
         state = it.parts.get(ci)
         part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
         if state != "text_done" and not (state == "open" and part.get("type") == "refusal"):
-            add("RS-GRAMMAR-ITEM-ORDER", i, f"content_part.done of part {ci!r} without its text .done, or after the "
-                "part was done", f"part state: {state}", "the part's text .done before content_part.done")
+            add("RS-GRAMMAR-ITEM-ORDER", i, f"content_part.done of part {ci!r} without its text .done, or "
+                "after the part was done", f"part state: {state}", "the part's text .done before "
+                "content_part.done")
             if state is None:
                 return
         it.parts[ci] = "closed"
-        ptype = part.get("type") if part.get("type") in _PART_STREAMS else it.part_types.get(ci, "output_text")
-        stream, key = _PART_STREAMS[ptype]
+        done_type = part.get("type")
+        stream, key = _PART_STREAMS[done_type if done_type in _PART_STREAMS else
+                                    it.part_types.get(ci, "output_text")]
         t = it.texts.get((stream, ci))
         if t is not None and key in part and part.get(key) != "".join(t["deltas"]):
             add("RS-GRAMMAR-TEXT-DONE", i, f"content part {ci} {key} differs from the joined deltas",
@@ -421,8 +445,9 @@ def _item_event(typ: str, ev: dict[str, Any], it: _Item, i: int, add: Any) -> No
         return
     if typ == "response.function_call_arguments.delta" or typ == "response.function_call_arguments.done":
         if it.type != "function_call" or it.args_done is not None:
-            add("RS-GRAMMAR-ITEM-ORDER", i, f"{typ} out of place (item type {it.type}, arguments already done: "
-                f"{it.args_done is not None})", typ, "argument events of a function_call item, before its .done")
+            add("RS-GRAMMAR-ITEM-ORDER", i, f"{typ} out of place (item type {it.type}, arguments already "
+                f"done: {it.args_done is not None})", typ,
+                "argument events of a function_call item, before its .done")
             return
         if typ.endswith(".delta"):
             it.args.append(_s(ev.get("delta")))
@@ -469,7 +494,8 @@ def _item_done(ev: dict[str, Any], it: _Item, i: int, add: Any) -> None:
     it.open = False
     item = ev.get("item")
     if not isinstance(item, dict):
-        add("RS-GRAMMAR-ITEM-IDS", i, "output_item.done without an item object", item, '{"id": ..., "type": ...}')
+        add("RS-GRAMMAR-ITEM-IDS", i, "output_item.done without an item object", item,
+            '{"id": ..., "type": ...}')
         return
     if item.get("id") != it.id:
         add("RS-GRAMMAR-ITEM-IDS", i, "item id at done differs from the id at added", item.get("id"), it.id)
@@ -517,8 +543,8 @@ def _check_terminal(typ: str, resp: dict[str, Any], i: int, items: dict[int, _It
         return
     for it in items.values():
         if it.open:
-            add("RS-GRAMMAR-ITEM-UNCLOSED", i, f"item {it.index} (added at frame #{it.frame}) not done before {typ}",
-                f"item {it.index} open", "response.output_item.done first")
+            add("RS-GRAMMAR-ITEM-UNCLOSED", i, f"item {it.index} (added at frame #{it.frame}) not done "
+                f"before {typ}", f"item {it.index} open", "response.output_item.done first")
             it.open = False
     output = resp.get("output")
     ids = [items[k].id for k in sorted(items)]
