@@ -416,8 +416,10 @@ CHECKS: list[Check] = [
     _c("RS-REQ-002", "responses", "store, parallel_tool_calls and text.verbosity are echoed in the response", SHOULD,
        "API_FACTS: request fields that must survive the server", "keep the Responses fields end to end",
        "rs-fields-dropped"),
-    _c("RS-ERR-001", "responses", "Bad Responses requests get 4xx with the OpenAI error shape", MUST,
-       "API_FACTS: errors", "validate input items", ("bad-input-500", "wrong-error-shape")),
+    _c("RS-ERR-001", "responses", "Bad Responses requests get 4xx with the OpenAI error shape; a request with "
+       "only instructions (input is optional) is answered", MUST, "API_FACTS: errors; request validation",
+       "validate input items as the reference does; accept a request without input",
+       ("bad-input-500", "wrong-error-shape")),
 ]
 
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}

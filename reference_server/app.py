@@ -179,7 +179,7 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         if not config.enable_anthropic_api:
             raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
         body = await body_of(request)
-        conv = parse(anthropic.to_conversation, body, faults)
+        conv = parse(anthropic.to_conversation, body, faults, betas=request.headers.get("anthropic-beta", ""))
         turn = await service.start_turn(conv, id_prefix="toolu_")
         adapter = anthropic.AnthropicStream(message_id=anthropic.message_id(), model=conv.model,
                                             prompt_tokens=turn.prompt_tokens, cached_tokens=turn.cached_tokens,
@@ -194,7 +194,8 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
     async def count_tokens(request: Request) -> Response:
         if not config.enable_anthropic_api:
             raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
-        conv = parse(anthropic.to_conversation, await body_of(request), faults, count_only=True)
+        conv = parse(anthropic.to_conversation, await body_of(request), faults, count_only=True,
+                     betas=request.headers.get("anthropic-beta", ""))
         count = service.count_tokens(conv)
         if faults.on("count-tokens-mismatch"):
             count = count + 7

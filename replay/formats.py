@@ -77,7 +77,7 @@ def _request(api: str, model: str, messages: list[dict[str, Any]], max_tokens: i
     if api == "responses":
         body: dict[str, Any] = {"model": model, "input": messages, "stream": True}
         if max_tokens:
-            body["max_output_tokens"] = max_tokens
+            body["max_output_tokens"] = max(max_tokens, 16)  # OpenAI's minimum for Responses
         return body
     body = {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
     if max_tokens:

@@ -287,7 +287,7 @@ def test_chat_nvext_and_unknown_fields(reference_server: str) -> None:
 
 
 def test_thinking_disabled_and_tool_choice(reference_server: str) -> None:
-    base = {"model": NEMOTRON, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    base = {"model": NEMOTRON, "max_tokens": 2048, "messages": [{"role": "user", "content": "hi"}]}
     r = HTTP.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "disabled"}}).json()
     assert [b["type"] for b in r["content"]] == ["text"]
     r = HTTP.post(reference_server + "/v1/messages", json={**base, "thinking": {"type": "enabled",

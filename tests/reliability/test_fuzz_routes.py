@@ -27,7 +27,7 @@ CALC = {"type": "object", "properties": {"expression": {"type": "string"}}, "req
 TRIED: Counter[str] = Counter()
 
 AN_VALID: dict[str, Any] = {
-    "model": NEMOTRON, "max_tokens": 64, "temperature": 0.5, "metadata": {"user_id": "u-1"},
+    "model": NEMOTRON, "max_tokens": 2048, "temperature": 1, "metadata": {"user_id": "u-1"},
     "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
     "tools": [{"name": "calculator", "description": "evaluates", "input_schema": CALC}],
     "tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024},
