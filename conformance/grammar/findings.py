@@ -108,8 +108,9 @@ class EventNames:
     ``differs``), each at its first frame with the count. A long stream with no `event:` lines thus
     yields one finding per event type, not one per frame."""
 
-    def __init__(self, absent: str, differs: str) -> None:
+    def __init__(self, absent: str, differs: str, *, absent_informational: bool = False) -> None:
         self.rules = (absent, differs)
+        self.absent_informational = absent_informational
         self.seen: dict[tuple[str | None, str], list[int]] = {}  # (event name or None, type) -> frames
 
     def check(self, frame: SSEFrame, typ: str) -> None:
@@ -123,7 +124,7 @@ class EventNames:
             count = f"{len(where)} `{typ}` frame{'s' if len(where) > 1 else ''} (first at frame #{where[0]})"
             if event is None:
                 sink.add(self.rules[0], where[0], f"the SSE `event:` line is absent on {count}{extra}",
-                         "no event: line", f"event: {typ}")
+                         "no event: line", f"event: {typ}", informational=self.absent_informational)
             else:
                 sink.add(self.rules[1], where[0], f"the SSE event name differs (event: {event}, type: "
                          f"{typ}) on {count}{extra}", f"event: {event}, type: {typ}", f"event: {typ}")

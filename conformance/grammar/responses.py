@@ -23,9 +23,9 @@ __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "TERMINAL", "accumulate", "f
 # first; `response.queued` handled like created and in_progress).
 RULES: dict[str, str] = {
     "RS-GRAMMAR-JSON": "Every event's data is a JSON object with a string `type`.",
-    "RS-GRAMMAR-EVENT-LINE": "Every event has an SSE `event:` line naming its type (the reference streams "
-    "send one); the openai SDK and Codex read the data's `type`, so a stream without `event:` lines still "
-    "works.",
+    "RS-GRAMMAR-EVENT-LINE": "(informational) An event without an SSE `event:` line (OpenAI's streams send "
+    "one): the openai SDK and Codex read the data's `type`, so a stream without `event:` lines works; "
+    "recorded, not judged.",
     "RS-GRAMMAR-EVENT-NAME": "A present SSE `event:` name equals the data's `type`.",
     "RS-GRAMMAR-UNKNOWN-EVENT": "(informational) An event type outside the documented Responses stream "
     "events: recorded, not judged (the SDK's stream helper passes unknown types through).",
@@ -62,7 +62,7 @@ RULES: dict[str, str] = {
     "grammar violation; a stream that an `error` event ended is not judged for what is missing at the end.",
 }
 
-INFORMATIONAL = frozenset({"RS-GRAMMAR-UNKNOWN-EVENT", "RS-GRAMMAR-ERROR-EVENT"})
+INFORMATIONAL = frozenset({"RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-UNKNOWN-EVENT", "RS-GRAMMAR-ERROR-EVENT"})
 
 TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
@@ -241,7 +241,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     events = [f for f in frames if f.kind == "event"]
     sink = Collector(events)
     add = sink.add
-    names = EventNames("RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-EVENT-NAME")
+    names = EventNames("RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-EVENT-NAME", absent_informational=True)
 
     seq_prev: int | None = None
     n_events = 0
