@@ -2,14 +2,15 @@
 
 Each client completes a text turn and a tool turn through the capture proxy; Codex falls back from
 the WebSocket transport at once (the server answers the upgrade 426); one fault that breaks each
-client does break it.
+client does break it; ``verify.verify_clients`` measures "works" on a clean server and "breaks" for
+Codex under ``rs-missing-completed``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.clients import get_client, runner
+from conformance.clients import get_client, runner, verify
 from reference_server.launch import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -51,3 +52,50 @@ def test_fault_breaks_client(name, fault, turn, e2e_install, tmp_path):
     with ServerProcess([*FAST, "--fault", fault]) as s:
         r = runner.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=prompt, timeout=150)
     assert not r.ok
+
+
+def _usable(e2e_install, names: tuple[str, ...]) -> list[str]:
+    """The clients the install fixture can give (installed within the budget, starting); verify
+    uses the cache only, so this also installs them when the budget allows."""
+    got = []
+    for name in names:
+        try:
+            e2e_install(name)
+            got.append(name)
+        except pytest.skip.Exception:
+            pass
+    return got
+
+
+def test_verify_clients_clean_server_works(server, e2e_install, tmp_path):
+    usable = _usable(e2e_install, ("claude-code", "codex", "openclaw"))
+    if not usable:
+        pytest.skip("no real client usable")
+    got = verify.verify_clients(server, MODEL, None, ["anthropic", "responses"], tmp_path)
+    ran = {k: c for k, c in got["clients"].items() if not c["skipped"]}
+    assert {k.partition(":")[0] for k in ran} == set(usable), got["clients"]
+    for key, c in ran.items():
+        assert c["measured"] == "works" and set(c["turns"]) == {"text", "tool"}, (key, c["turns"])
+    rows = verify.compare_verdicts({}, got)
+    assert rows and all(r["measured"] == "works" and r["agrees"] for r in rows)
+
+
+def test_verify_clients_codex_breaks_without_response_completed(e2e_install, tmp_path, monkeypatch):
+    inst = e2e_install("codex")
+    # A cache holding only Codex: OpenClaw over Responses takes ~90 s a turn under this fault.
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "codex").symlink_to(inst.prefix)
+    monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path / "cache"))
+    with ServerProcess([*FAST, "--fault", "rs-missing-completed"]) as s:
+        got = verify.verify_clients(s.url, MODEL, None, ["responses"], tmp_path / "out", timeout=150)
+    assert list(got["clients"]) == ["codex", "openclaw:responses"]
+    assert "not installed" in got["clients"]["openclaw:responses"]["skipped"]
+    codex = got["clients"]["codex"]
+    assert set(codex["turns"]) == {"text", "tool"}
+    assert codex["label"] == f"Codex {inst.version}" and codex["measured"] == "breaks", codex
+    for turn in codex["turns"].values():
+        assert any(f.startswith("CL-FINAL-TEXT") for f in turn["failed"]), turn
+    assert "response.completed" in codex["turns"]["text"]["error"]
+    assert verify.compare_verdicts({codex["label"]: "would break"}, got) == [
+        {"client": codex["label"], "inferred": "would break", "measured": "breaks", "agrees": True,
+         "by_api": {"responses": "breaks"}}]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance import catalog
-from conformance.clients import get_client, impact, install, profile, runner
+from conformance.clients import get_client, impact, install, profile, runner, verify
 from conformance.clients.codex import KEY_ENV, config_toml
 from conformance.clients.install import Install
 from conformance.clients.openclaw import openclaw_config
@@ -333,6 +333,67 @@ def test_saved_impact_file_is_consistent():
             if key.startswith("_"):
                 continue
             assert key in data["clients"] and cell["verdict"] in ("breaks", "unaffected")
+
+
+# -- verify -------------------------------------------------------------------------------------
+
+CC, CX, OC = "Claude Code 2.1.197", "Codex 0.171.0", "OpenClaw 2026.9.6"
+
+
+def _measured(verdicts: dict[str, str]) -> dict:
+    """A verify_clients result from {key: "works" / "breaks" / "skip"}."""
+    clients = {}
+    for key, v in verdicts.items():
+        name, _, api = key.partition(":")
+        label = {"claude-code": CC, "codex": CX}.get(name, OC)
+        skip = v == "skip"
+        clients[key] = {"label": label, "api": api or get_client(name).api, "turns": {},
+                        "measured": "" if skip else v, "skipped": "not installed" if skip else ""}
+    return {"clients": clients}
+
+
+def test_compare_verdicts_agreement_rules():
+    measured = _measured({"claude-code": "works", "codex": "breaks", "openclaw": "works",
+                          "openclaw:chat": "breaks"})
+    inferred = {CC: "would break", CX: "would break", OC: "unaffected"}
+    rows = {r["client"]: r for r in verify.compare_verdicts(inferred, measured)}
+    assert list(rows) == [CC, CX, OC]
+    assert (rows[CC]["measured"], rows[CC]["agrees"]) == ("works", False)
+    assert rows[CX]["agrees"] is True
+    # OpenClaw breaks over Chat though it works over Messages: one label, and it breaks
+    assert rows[OC] == {"client": OC, "inferred": "unaffected", "measured": "breaks", "agrees": False,
+                        "by_api": {"anthropic": "works", "chat": "breaks"}}
+    for said, works, breaks in (("no measured impact", True, True), ("unaffected", True, False),
+                                ("would break", False, True)):
+        for m, want in (("works", works), ("breaks", breaks)):
+            row = verify.compare_verdicts({CX: said}, _measured({"codex": m}))[0]
+            assert row["agrees"] is want, (said, m)
+
+
+def test_compare_verdicts_skips_unmeasured_and_defaults_to_unaffected():
+    rows = verify.compare_verdicts({CX: "would break"}, _measured({"codex": "skip", "claude-code": "breaks"}))
+    assert rows == [{"client": CC, "inferred": "unaffected", "measured": "breaks", "agrees": False,
+                     "by_api": {"anthropic": "breaks"}}]  # a break the kit did not predict
+    with pytest.raises(ValueError, match="breaks"):
+        verify.compare_verdicts({CX: "breaks"}, _measured({"codex": "works"}))
+
+
+def test_verify_runs_per_api():
+    assert verify.runs_for(["anthropic"]) == [("claude-code", None), ("openclaw", None)]
+    assert verify.runs_for(["responses", "chat"]) == [("codex", None), ("openclaw", "responses"),
+                                                      ("openclaw", "chat")]
+
+
+def test_verify_lists_clients_not_installed_as_skipped(monkeypatch, tmp_path):
+    monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path / "empty-cache"))
+    got = verify.verify_clients("http://127.0.0.1:9", "m", None, ["anthropic", "responses", "chat"],
+                                tmp_path / "out")
+    assert list(got["clients"]) == ["claude-code", "codex", "openclaw", "openclaw:responses", "openclaw:chat"]
+    for key, entry in got["clients"].items():
+        assert entry["measured"] == "" and entry["turns"] == {} and "not installed" in entry["skipped"], key
+    assert got["clients"]["openclaw:chat"]["api"] == "chat" and got["clients"]["codex"]["label"] == "Codex"
+    assert verify.compare_verdicts({"Codex": "would break"}, got) == []
+    assert not (tmp_path / "out").exists()  # nothing ran
 
 
 # -- install ------------------------------------------------------------------------------------
