@@ -179,7 +179,8 @@ RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evide
 # RS-GRAMMAR-EVENT-LINE: a Responses stream without `event:` lines works for the openai SDK and
 # Codex, which dispatch on the data's type.
 INFORMATIONAL = frozenset({"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-UNKNOWN-EVENT",
-                           "RS-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR", "CH-GRAMMAR-ERROR", "RS-GRAMMAR-EVENT-LINE"})
+                           "RS-GRAMMAR-ERROR-EVENT", "CH-GRAMMAR-ERROR", "CH-GRAMMAR-UNKNOWN-EVENT",
+                           "RS-GRAMMAR-EVENT-LINE"})
 
 
 def rule(rule_id: str) -> Rule:

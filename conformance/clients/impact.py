@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from conformance.clients import Client
+    from conformance.clients.install import Install
 
 IMPACT_PATH = Path(__file__).with_name("impact.json")
 BREAKS, OK = "breaks", "unaffected"

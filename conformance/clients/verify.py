@@ -51,7 +51,7 @@ from typing import Any
 from conformance.clients import DUMMY_KEY, LABELS, get_client, impact, runner
 
 WORKS, BREAKS = "works", "breaks"
-WOULD_BREAK, UNAFFECTED, NO_MEASURED = "would break", "unaffected", "no measured impact"
+from conformance.clients.impact import NO_MEASURE as NO_MEASURED, UNAFFECTED, WOULD_BREAK  # noqa: E402
 # (client, api) runs: Claude Code over Messages, Codex over Responses, OpenClaw over all three.
 RUNS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None), ("openclaw", None),
                                             ("openclaw", "responses"), ("openclaw", "chat"))

@@ -296,24 +296,34 @@ def test_profile_reads_instructions_field_and_namespace_tools():
 def _impact_data() -> dict:
     return {"clients": {"codex": {"label": "Codex", "version": "0.171.0", "api": "responses"},
                         "claude-code": {"label": "Claude Code", "version": "2.1.197", "api": "anthropic"}},
-            "faults": {"rs-missing-completed": {"codex": {"verdict": "breaks"}},
+            "faults": {"rs-missing-completed": {"codex": {"verdict": "breaks", "broken_turns": ["text"],
+                                                          "turns": {"text": {"error": "stream closed early"}}}},
                        "rs-sequence-gap": {"codex": {"verdict": "unaffected"}},
                        "an-block-index-skip": {"claude-code": {"verdict": "unaffected"}}}}
 
 
-def test_verdicts_measured_over_static():
+def test_verdicts_per_failing_rule_from_measurements():
     data = _impact_data()
-    assert impact.verdicts_for(catalog.get("RS-STREAM-004"), data)["Codex 0.171.0"] == "breaks"
-    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), data)["Codex 0.171.0"] == "unaffected"
-    # measured for Claude Code; the static OpenClaw verdict stays as the fallback
-    v = impact.verdicts_for(catalog.get("AN-STREAM-002"), data)
-    assert v["Claude Code 2.1.197"] == "unaffected" and v.get("OpenClaw 2026.9.6") == "unaffected"
-    assert "would break (RS-STREAM-004)" in impact.verdict_line(catalog.get("RS-STREAM-004"), data)
+    check = catalog.get("RS-STREAM-004")
+    v = impact.verdicts_for(check, ["RS-GRAMMAR-COMPLETED"], data)["Codex 0.171.0"]
+    assert v["verdict"] == impact.WOULD_BREAK and "rs-missing-completed" in v["evidence"]
+    assert "stream closed early" in v["evidence"]
+    # the same check failing on another rule: nothing measured it, so nothing is inferred
+    assert impact.verdicts_for(check, ["RS-GRAMMAR-EVENT-NAME"], data)["Codex 0.171.0"]["verdict"] == impact.NO_MEASURE
+    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), ["RS-GRAMMAR-SEQUENCE"], data)["Codex 0.171.0"][
+        "verdict"] == impact.UNAFFECTED
+    # one measured rule and one unmeasured: no "unaffected" claim for the pair
+    both = impact.verdicts_for(catalog.get("AN-STREAM-002"), ["AN-GRAMMAR-INDEX", "AN-GRAMMAR-ONE-OPEN"], data)
+    assert both["Claude Code 2.1.197"]["verdict"] == impact.NO_MEASURE
+    line = impact.verdict_line(check, ["RS-GRAMMAR-COMPLETED"], data)
+    assert line.startswith("Codex 0.171.0: would break (RS-GRAMMAR-COMPLETED: measured with fault rs-missing-completed")
 
 
-def test_verdicts_fall_back_to_catalog_without_data():
-    check = catalog.get("AN-REQ-001")
-    assert impact.verdicts_for(check, {}) == dict(check.clients)
+def test_verdicts_without_measurements_say_so():
+    assert impact.verdicts_for(catalog.get("AN-REQ-001"), ["AN-REQ-001"], {}) == {}
+    data = {"clients": _impact_data()["clients"], "faults": {}}
+    v = impact.verdicts_for(catalog.get("AN-REQ-001"), ["AN-REQ-001"], data)
+    assert v["Claude Code 2.1.197"]["verdict"] == impact.NO_MEASURE
 
 
 def test_fault_apis():
@@ -427,10 +437,12 @@ def test_verdicts_only_from_clients_speaking_the_checks_api():
     data = {"clients": {"codex": {"label": "Codex", "version": "0.171.0", "api": "responses"},
                         "openclaw:chat": {"label": "OpenClaw", "version": "2026.9.6", "api": "chat"}},
             "faults": {"invalid-tool-json": {"codex": {"verdict": "breaks"}, "openclaw:chat": {"verdict": "breaks"}}}}
-    assert "Codex 0.171.0" not in impact.verdicts_for(catalog.get("AN-STREAM-006"), data)
-    assert impact.verdicts_for(catalog.get("CH-STREAM-002"), data) == {"OpenClaw 2026.9.6": "breaks"}
-    # a witness check is spoken for by its first fault only (invalid-tool-json is collateral for AN-HIST-001)
-    assert impact.verdicts_for(catalog.get("RS-HIST-001"), data) == dict(catalog.get("RS-HIST-001").clients)
+    assert impact.verdicts_for(catalog.get("AN-STREAM-006"), ["AN-GRAMMAR-TOOL-JSON"], data) == {}
+    chat = impact.verdicts_for(catalog.get("CH-STREAM-002"), ["CH-GRAMMAR-TOOL-ARGS"], data)
+    assert list(chat) == ["OpenClaw 2026.9.6"] and chat["OpenClaw 2026.9.6"]["verdict"] == impact.WOULD_BREAK
+    # a history check that fails on its own rule is not spoken for by invalid-tool-json, which does not plant it
+    hist = impact.verdicts_for(catalog.get("RS-HIST-001"), ["RS-HIST-001"], data)
+    assert hist["Codex 0.171.0"]["verdict"] == impact.NO_MEASURE
 
 
 # -- the runner's plumbing with a stand-in client (a Python script speaking Messages) -------------------
