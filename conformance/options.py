@@ -17,6 +17,17 @@ def _NEVER(name: str) -> bool:
 
 APIS = ("anthropic", "chat", "responses")
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
+# The embedded reference server: fast, but with time in it (decode and prefill costs the timing
+# witnesses can see); it offers every optional feature its --server-arg values leave on.
+EMBEDDED_SERVER_ARGS = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50")
+
+
+def embedded_features(server_args: Iterable[str]) -> set[str]:
+    """The optional features the embedded server offers with these extra arguments."""
+    features = set(FEATURES)
+    if "--no-enable-streaming-tool-dispatch" in server_args:
+        features.discard("tool-dispatch")
+    return features
 
 
 def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVER) -> None:

@@ -1,17 +1,42 @@
 """Run the conformance suites programmatically (what `harnesscheck check` / `run` / `faults
---matrix` do): pytest over this package with the plugin, results JSON in an output folder."""
+--matrix` do): pytest over this package with the plugin, results JSON in an output folder.
+
+`run_suite` checks the endpoint first (conformance.preflight), and when asked to verify the
+clients it starts the embedded reference server itself, so the real clients can be run against
+the same server after the suite. A run stopped by Ctrl-C or SIGTERM ends its pytest session
+cleanly (the embedded server stopped by its fixture, the results written) and raises
+RunInterrupted with what was measured, marked `run.interrupted`.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harnesscheck.errors import STOP_REQUESTED, Interrupted, UsageError
+
 PACKAGE = Path(__file__).resolve().parent
+CHILD_STOP_S = 30.0  # a suite child asked to stop has this long to tear down before it is killed
+
+_REWRITE_WARNING = "pytest.PytestAssertRewriteWarning"
+# pytest's exit codes (pytest.ExitCode), without importing pytest for a subprocess run.
+_USAGE_ERROR, _NO_TESTS = 4, 5
+
+
+class RunInterrupted(Interrupted):
+    """The run was stopped part way: `doc` is what was measured (`run.interrupted` true, also written
+    to results.json)."""
+
+    def __init__(self, doc: dict[str, Any]):
+        super().__init__("interrupted")
+        self.doc = doc
 
 
 @dataclass(slots=True)
@@ -28,12 +53,17 @@ class SuiteOptions:
     junit: str | None = None
     select: str | None = None  # pytest -k expression
     verbose: bool = False
+    verify_clients: bool = False  # after the suite, run the real clients against the endpoint
+    client_timeout: float = 180.0  # per client turn, with verify_clients
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
                 "--results", str(out / "results.json"), "--transcripts", str(out / "transcripts"),
                 "--apis", self.apis, "--tries", str(self.tries), "--hc-timeout", str(self.timeout),
-                "--witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line"]
+                "--witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
+                # httpx (so anyio, a pytest plugin) is imported before pytest when the runner checks the
+                # endpoint or starts the server: nothing of the suite's to rewrite there
+                "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}"]
         args += ["-v"] if self.verbose else ["-q"]
         if self.endpoint:
             args += ["--endpoint", self.endpoint]
@@ -53,34 +83,168 @@ class SuiteOptions:
 def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False,
               usage: dict[str, float] | None = None) -> dict[str, Any]:
     """Run the suite; return the results document. The API key travels by environment only.
-    With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}."""
+    With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}.
+
+    Raises UsageError when the endpoint fails preflight or no check was selected, and
+    RunInterrupted (or Interrupted, before anything was measured) when stopped."""
+    from conformance.options import split_apis
+
     out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.json"
+    results.unlink(missing_ok=True)  # a previous run's document is never read as this one's
+    if options.endpoint:
+        from conformance.preflight import preflight
+
+        checked = preflight(options.endpoint, api_key=options.api_key, model=options.model,
+                            apis=split_apis(options.apis), timeout=options.timeout)
+        if not checked.ok:
+            raise UsageError(checked.problem)
+    server = None
+    try:
+        suite = options
+        if options.verify_clients and not options.endpoint:
+            server, suite = _start_embedded(options)
+        code, interrupted = _run_pytest(suite, out, subprocess_run=subprocess_run, quiet=quiet, usage=usage)
+        doc = _read_results(results, code, interrupted, options)
+        if server is not None:
+            doc["run"]["endpoint"] = "embedded reference server"
+            doc["run"].setdefault("server", {})["kind"] = "embedded"
+        if options.verify_clients and not interrupted:
+            try:
+                doc["client_verification"] = _verify_clients(doc, suite, out)
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            doc["run"]["interrupted"] = True
+        if server is not None or options.verify_clients or interrupted:
+            results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        if interrupted:
+            raise RunInterrupted(doc)
+        return doc
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:
+    """The embedded reference server, started here rather than by the plugin, so it outlives the suite."""
+    from conformance.options import EMBEDDED_SERVER_ARGS, embedded_features
+    from reference_server.launch import ServerProcess
+
+    server = ServerProcess([*EMBEDDED_SERVER_ARGS, *options.server_args]).start()
+    expect = tuple(sorted(set(options.expect) | embedded_features(options.server_args)))
+    return server, replace(options, endpoint=server.url, expect=expect)
+
+
+class _InterruptWatch:
+    """A pytest plugin that notes a Ctrl-C / SIGTERM (pytest exits 2 for that and for collection errors)."""
+
+    seen = False
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.seen = True
+
+
+def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet: bool,
+                usage: dict[str, float] | None) -> tuple[int, bool]:
+    """pytest's exit status, and whether it was interrupted."""
     args = options.pytest_args(out)
     env_key = {"HARNESSCHECK_API_KEY": options.api_key} if options.api_key else {}
-    if subprocess_run:
-        import os
+    if not subprocess_run:
+        import pytest
 
-        stdout = subprocess.DEVNULL if quiet else None
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key},
-                                stdout=stdout, stderr=stdout)
-        peak_kb = 0
+        os.environ.update(env_key)
+        watch = _InterruptWatch()
+        code = int(pytest.main(args, plugins=[watch]))
+        return code, watch.seen
+    stdout = subprocess.DEVNULL if quiet else None
+    # Its own session: a Ctrl-C at the terminal reaches only us, and we stop the child once, cleanly
+    # (also from a worker thread, which sees the stop as STOP_REQUESTED).
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], env={**os.environ, **env_key},
+                            stdout=stdout, stderr=stdout, start_new_session=True)
+    peak_kb = 0
+    try:
         while proc.poll() is None:
+            if STOP_REQUESTED.is_set():
+                raise Interrupted("stop requested")
             # VmHWM: the peak of the child's own address space (ru_maxrss would include the
             # parent's resident set inherited at fork, before exec).
             peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
             time.sleep(0.1)
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)  # pytest tears down (the embedded server) and writes results
+        try:
+            proc.wait(timeout=CHILD_STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return proc.returncode, True
+    finally:
+        try:  # whatever of its session is left (a server of a child that was killed)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         if usage is not None:
             usage["max_rss_mb"] = peak_kb / 1024
-    else:
-        import os
+    return proc.returncode, False
 
-        import pytest
 
-        os.environ.update(env_key)
-        pytest.main(args)
-    results = out / "results.json"
+def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
+    """Per client label, what the failing checks infer: "would break" when one says so, else
+    "unaffected" when one says so, else "no measured impact"."""
+    said: dict[str, set[str]] = {}
+    for check in doc["checks"]:
+        if check["outcome"] == "fail":
+            for label, verdict in (check.get("clients") or {}).items():
+                said.setdefault(label, set()).add(verdict)
+    return {label: "would break" if "would break" in v else "unaffected" if "unaffected" in v else
+            "no measured impact" for label, v in said.items()}
+
+
+def _verify_clients(doc: dict[str, Any], suite: SuiteOptions, out: Path) -> dict[str, Any]:
+    """The real clients run against the endpoint the suite checked, their measured verdicts beside the
+    inferred ones: verify_clients' document plus `comparison` (compare_verdicts' rows)."""
+    from conformance.clients.verify import compare_verdicts, verify_clients
+    from conformance.options import split_apis
+
+    assert suite.endpoint is not None
+    print("verifying the clients against the endpoint ...", flush=True)
+    measured = verify_clients(suite.endpoint, doc["run"]["model"], suite.api_key, split_apis(suite.apis),
+                              out / "clients", timeout=suite.client_timeout,
+                              progress=lambda line: print(f"  {line}", flush=True))
+    return {**measured, "comparison": compare_verdicts(inferred_verdicts(doc), measured)}
+
+
+def client_verification_lines(doc: dict[str, Any]) -> list[str]:
+    """Measured beside inferred, per client: 'Codex 0.171.0: measured works, inferred unaffected'; a
+    disagreement said as such; clients not run, with why."""
+    verification = doc.get("client_verification")
+    if not verification:
+        return []
+    lines = []
+    for row in verification.get("comparison") or []:
+        apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
+        line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
+        lines.append(line if row["agrees"] else f"{line}: DISAGREE (the measurement is what happened)")
+    for entry in (verification.get("clients") or {}).values():
+        if entry.get("skipped"):
+            lines.append(f"{entry['label']} over {entry['api']}: not run ({entry['skipped']})")
+    return lines
+
+
+def _read_results(results: Path, code: int, interrupted: bool, options: SuiteOptions) -> dict[str, Any]:
     if not results.exists():
-        raise RuntimeError(f"the conformance run wrote no {results}; see the output above")
+        if interrupted:
+            raise Interrupted("interrupted before any check ran")
+        if code == _NO_TESTS:
+            if options.select:
+                raise UsageError(f"-k {options.select!r} selects no check of the APIs {options.apis}; "
+                                 "`harnesscheck catalog` lists them")
+            raise UsageError("no check was collected")
+        if code == _USAGE_ERROR:
+            raise UsageError("pytest refused the suite's arguments (its message is above)")
+        raise RuntimeError(f"the conformance run wrote no {results} (pytest exit status {code}); "
+                           "see the output above")
     return json.loads(results.read_text(encoding="utf-8"))
 
 
@@ -105,7 +269,3 @@ def harness_lines(doc: dict[str, Any]) -> list[str]:
                 breaks[client].append(check["id"])
     return [f"{client}: would break ({', '.join(ids)})" if ids else f"{client}: unaffected by the failures"
             for client, ids in sorted(breaks.items())]
-
-
-def must_failed(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in doc["checks"] if c["level"] == "MUST" and c["outcome"] == "fail"]

@@ -18,7 +18,13 @@ raised to the kit, and stay outside this tree.
 
 from __future__ import annotations
 
-__all__ = ["HarnesscheckError", "Interrupted", "UsageError"]
+import threading
+
+__all__ = ["STOP_REQUESTED", "HarnesscheckError", "Interrupted", "UsageError"]
+
+# Set by the CLI when a stop signal arrives. Interrupted is raised in the main thread only; worker
+# threads that wait on child processes (the fault matrix's suite runs) watch this to stop theirs.
+STOP_REQUESTED = threading.Event()
 
 
 class HarnesscheckError(Exception):

@@ -31,9 +31,19 @@ class ServerProcess:
         self.output: list[str] = []
 
     def start(self) -> ServerProcess:
+        """Start the server and wait until /health answers; on any failure or interruption on the way
+        (Ctrl-C, SIGTERM) the process is stopped before the exception goes on."""
         cmd = [sys.executable, "-m", "harnesscheck", "serve", "--port", "0", *self.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            return self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> ServerProcess:
+        assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
@@ -46,7 +56,6 @@ class ServerProcess:
                 self.url = match.group(1)
                 break
         if not self.url:
-            self.stop()
             raise RuntimeError("reference server did not start:\n" + "".join(self.output))
         # Keep draining its output so a chatty server never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
@@ -56,7 +65,6 @@ class ServerProcess:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
-        self.stop()
         raise RuntimeError("reference server did not answer /health:\n" + "".join(self.output))
 
     def _drain(self) -> None:
@@ -66,6 +74,7 @@ class ServerProcess:
                 self.output.append(line)
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s; safe to call twice."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -28,7 +28,13 @@ document, docs/results-schema.md) and a PNG plot.
             times, at concurrency 1, 16, 64, 256; aiohttp+uvloop (the kit's client) vs plain httpx
   server    the reference server's own CPU per streamed token at concurrency 1, 8, 32, engine
             delays zero (vs Dynamo's ~20 µs per SSE frame)
+
+An --endpoint is checked first (reachable, an LLM API, key accepted, model served).
+Exit status: 0 measured, 2 usage error, the endpoint unusable or refusing a request,
+130 interrupted (Ctrl-C, SIGTERM).
 """
+# The API each benchmark talks; the others take --apis.
+_BENCH_APIS = {"preamble": ["anthropic"], "history": ["chat"]}
 
 
 def _sessions(text: str) -> int:
@@ -114,10 +120,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import httpx
+
+    from harnesscheck.errors import UsageError
     from replay.benchmarks import common
 
     api_key = getattr(args, "api_key", None) or os.environ.get("HARNESSCHECK_API_KEY")
     out = Path(args.out)
+    if getattr(args, "endpoint", None):
+        from conformance.options import split_apis
+        from conformance.preflight import preflight
+
+        apis = _BENCH_APIS.get(args.bench) or split_apis(args.apis)
+        checked = preflight(args.endpoint, api_key=api_key, model=args.model, apis=apis, timeout=10.0)
+        if not checked.ok:
+            raise UsageError(checked.problem)
+    try:
+        doc = _measure(args, api_key)
+    except httpx.HTTPError as error:  # the endpoint failed a request
+        raise UsageError(f"{type(error).__name__}: {error}") from None
+    except RuntimeError as error:  # the benchmark's own account of a refused request
+        raise UsageError(str(error)) from None
+    for bench in doc["benchmarks"]:
+        print(common.format_table(bench))
+        for line in bench.get("settings", {}).get("summary", []):
+            print("  " + line)
+        print()
+    written = common.write_outputs(doc, out, f"bench-{args.bench}")
+    if args.bench in _CAPTIONED:
+        _caption_plots(doc, [p for p in written if p.suffix == ".png"], f"bench-{args.bench}")
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _measure(args: argparse.Namespace, api_key: str | None) -> dict:
+    """Run the chosen benchmark; its results document."""
     if args.bench == "fidelity":
         from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
 
@@ -167,17 +205,7 @@ def run(args: argparse.Namespace) -> int:
             endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
             system_tokens=args.system_tokens, turn_tokens=args.turn_tokens, ttft_base_ms=args.ttft_base_ms,
             prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
-    for bench in doc["benchmarks"]:
-        print(common.format_table(bench))
-        for line in bench.get("settings", {}).get("summary", []):
-            print("  " + line)
-        print()
-    written = common.write_outputs(doc, out, f"bench-{args.bench}")
-    if args.bench in _CAPTIONED:
-        _caption_plots(doc, [p for p in written if p.suffix == ".png"], f"bench-{args.bench}")
-    for path in written:
-        print(f"wrote {path}")
-    return 0
+    return doc
 
 
 _CAPTIONED = {"overlap", "fidelity", "server"}

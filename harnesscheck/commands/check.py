@@ -5,16 +5,29 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 NAME = "check"
 ORDER = 10
 HELP = "run the conformance suite against an endpoint (default: the embedded reference server)"
-DESCRIPTION = """\
+EXIT_STATUS = """\
+Exit status:
+  0    no MUST check failed (SHOULD failures are listed, never fail the run)
+  1    a MUST check failed
+  2    usage error, or the endpoint is unusable (unreachable, not an LLM API, API key refused,
+       model not served: checked before any check runs), or -k selected no check
+  3    no MUST check failed, but the kit itself failed on a check (outcome error: a kit bug)
+  130  interrupted (Ctrl-C, SIGTERM): what was measured is written, marked "interrupted"
+"""
+DESCRIPTION = f"""\
 Run every conformance check (see `harnesscheck catalog`) against an endpoint and write
 OUT/results.json (schema docs/results-schema.md) plus the transcripts of failing checks.
-Exit status: 0 when no MUST check failed, 1 when one did, 2 on a usage error.
+--verify-clients then runs the installed real clients (Claude Code, Codex, OpenClaw) against the
+same endpoint and prints their measured verdicts beside the inferred ones.
 The same suite runs under plain pytest: `pytest --pyargs conformance --endpoint URL`.
-"""
+
+{EXIT_STATUS}"""
+INTERRUPTED = 130
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +39,12 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
     parser.add_argument("-k", dest="select", default=None, metavar="EXPR", help="only checks matching (pytest -k)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check while running")
+    parser.add_argument("--verify-clients", action="store_true",
+                        help="after the suite, run the installed real clients (text and tool turn) against the "
+                             "endpoint and print their measured verdicts beside the inferred ones (results.json: "
+                             "client_verification); install them once with `python -m conformance.clients`")
+    parser.add_argument("--client-timeout", type=float, default=180.0, metavar="SECONDS",
+                        help="with --verify-clients: time limit per client turn (default: 180)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,23 +52,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def suite_options(args: argparse.Namespace):  # -> SuiteOptions
+    """The suite's options from the command line, checked: a bad value raises UsageError (exit 2)."""
+    from conformance.options import validate_options
     from conformance.runner import SuiteOptions
+    from harnesscheck.errors import UsageError
 
+    problem = validate_options(endpoint=args.hc_endpoint, apis=args.hc_apis, expect=args.hc_expect,
+                               tries=args.hc_tries, timeout=args.hc_timeout)
+    if problem is None and not args.client_timeout > 0:
+        problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
+    if problem:
+        raise UsageError(problem)
     return SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,
                         api_key=args.hc_api_key or os.environ.get("HARNESSCHECK_API_KEY"), apis=args.hc_apis,
                         tries=args.hc_tries, timeout=args.hc_timeout, expect=tuple(args.hc_expect),
-                        server_args=tuple(args.hc_server_arg), witness=args.hc_witness, junit=args.junit, select=args.select,
-                        verbose=args.verbose)
+                        server_args=tuple(args.hc_server_arg), witness=args.hc_witness, junit=args.junit,
+                        select=args.select, verbose=args.verbose, verify_clients=args.verify_clients,
+                        client_timeout=args.client_timeout)
 
 
-def run(args: argparse.Namespace) -> int:
-    from conformance.runner import harness_lines, must_failed, run_suite
-    from reports.summary import format_summary
+def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple[dict[str, Any], int]:
+    """Run the suite (SuiteOptions) and print its summary: the table, the failures, the per-client
+    lines and where the results are. Returns the document and the exit status (see EXIT_STATUS)."""
+    from conformance.runner import RunInterrupted, client_verification_lines, harness_lines, run_suite
+    from reports.summary import exit_status, format_summary
 
-    out = Path(args.out)
-    doc = run_suite(suite_options(args), out)
+    try:
+        doc, status = run_suite(options, out), None
+    except RunInterrupted as stopped:
+        doc, status = stopped.doc, INTERRUPTED
+    print()
     print(format_summary(doc))
     for line in harness_lines(doc):
         print(line)
-    print(f"results: {out / 'results.json'}")
-    return 1 if must_failed(doc) else 0
+    lines = client_verification_lines(doc)
+    if lines:
+        print("client verification (measured against this endpoint):")
+        print("\n".join(f"  {line}" for line in lines))
+    print(f"{'results:':<{label_width}} {out / 'results.json'}")
+    if status == INTERRUPTED:
+        print("interrupted: the results hold what was measured until then (run.interrupted)")
+        return doc, status
+    return doc, exit_status(doc)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_and_summarize(suite_options(args), Path(args.out))[1]

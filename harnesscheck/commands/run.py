@@ -6,17 +6,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harnesscheck.commands.check import add_suite_arguments, suite_options
+from harnesscheck.commands.check import EXIT_STATUS, add_suite_arguments, run_and_summarize, suite_options
 
 NAME = "run"
 ORDER = 1
 HELP = "the main job: run the suite, print a summary per API, write results.json and report.html"
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Run every conformance check against --endpoint (or, with none, the embedded reference server,
 started on a free port), print a pass / fail / skip / inconclusive table per API, and write
 OUT/results.json, OUT/transcripts/ (failing checks) and OUT/report.html.
-Exit status: 0 when no MUST check failed, 1 when one did.
-"""
+
+{EXIT_STATUS}"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,24 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.runner import harness_lines, must_failed, run_suite
     from reports.html import write_report
-    from reports.summary import format_summary
+    from reports.summary import must_failures
 
+    options = suite_options(args)
     out = Path(args.out)
-    target = args.hc_endpoint or "the embedded reference server"
-    print(f"harnesscheck: checking {target} ...", flush=True)
-    doc = run_suite(suite_options(args), out)
-    print()
-    print(format_summary(doc))
-    for line in harness_lines(doc):
-        print(line)
-    print(f"results:     {out / 'results.json'}")
+    print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
+    doc, status = run_and_summarize(options, out, label_width=12)
     if not args.no_report:
         report = out / "report.html"
         write_report([out / "results.json"], report)
-        print(f"report:      {report}")
-    failed = must_failed(doc)
+        print(f"{'report:':<12} {report}")
+    failed = must_failures(doc)
     if failed:
         print(f"{len(failed)} MUST check(s) failed: {', '.join(c['id'] for c in failed)}")
-    return 1 if failed else 0
+    return status

@@ -14,6 +14,9 @@ contract right by default; --fault NAME reproduces one known bug (see `harnessch
 
 Engines: scripted (default; deterministic output, modelled timing, real prefix cache),
 transformers (real compute on a local model dir; see `harnesscheck make-model`), trtllm (GPU).
+
+Exit status: 0 stopped (Ctrl-C, SIGTERM), 2 cannot start (unknown fault, engine set-up, the port
+in use or not allowed).
 """
 
 
@@ -90,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import errno
     import os
     import socket
 
@@ -98,23 +102,31 @@ def run(args: argparse.Namespace) -> int:
     from reference_server.app import create_app
     from reference_server.faults import FAULTS
 
+    from harnesscheck.errors import UsageError
+
     unknown = [f for f in args.fault if f not in FAULTS]
     if unknown:
-        print(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
-        return 2
+        raise UsageError(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
     args.api_key = args.api_key or os.environ.get("HARNESSCHECK_SERVER_API_KEY")
     try:
         app = create_app(config_from_args(args))
     except (ValueError, RuntimeError, ImportError, OSError) as error:  # engine setup: say why, no traceback
-        print(f"harnesscheck serve: cannot start the {args.engine} engine: {error}")
-        return 2
+        raise UsageError(f"cannot start the {args.engine} engine: {error}") from None
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as error:
+        sock.close()
+        hint = "; pick another --port (0 takes a free one)" if error.errno == errno.EADDRINUSE else ""
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}{hint}") from None
     host, port = sock.getsockname()[:2]
     # The first stdout line tells a parent process where we listen (used with --port 0).
     print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
     config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=2, access_log=False,
                             loop="auto", http="auto")
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shut down gracefully, then passed the signal on
+        pass
     return 0

@@ -15,6 +15,8 @@ Trace files (docs/trace-format.md) are what `harnesscheck replay` plays.
   trace export aiperf|mooncake TRACE --out FILE
   trace workload agent-coding --out TRACE [--sessions 4] [--turns 5] [--prompt-tokens 8000] [--api anthropic]
   trace check TRACE                             validate, print sessions and turns
+
+Exit status: 0 done, 2 a missing or invalid input file.
 """
 
 
@@ -50,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from harnesscheck.errors import UsageError
     from replay import formats
     from replay.trace import TraceError, load, save
 
@@ -85,9 +88,11 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {s.id}: {len(s.turns)} turn(s), api {','.join(apis)}, "
                       f"{sum(1 for t in s.turns if t.delta is not None)} delta(s)")
             return 0
-    except (OSError, ValueError, TraceError, KeyError) as exc:
-        print(f"error: {exc}")
-        return 2
+    except (OSError, ValueError, TraceError, KeyError, TypeError, AttributeError) as exc:
+        # a missing or malformed input file (JSON of the wrong shape surfaces as Key/Type/AttributeError)
+        named = [getattr(args, name, None) for name in ("capture", "file", "trace")]
+        source = next((n for n in named if n), args.action)
+        raise UsageError(f"{source}: {exc}") from None
     save(trace, args.out)
     print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.out}")
     return 0
