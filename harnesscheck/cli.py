@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # `harnesscheck catalog | head`: the reader left, nothing to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 1
+        except UnicodeDecodeError as error:  # an input file that is not text (report, gate, trace, compare)
+            return _say(prog, f"an input file is not UTF-8 text ({error.reason} at byte {error.start})",
+                        EXIT_USAGE)
         except OSError as error:  # a file or port the user named: missing, not allowed, in use
             where = f": {error.filename}" if error.filename else ""
             return _say(prog, f"{error.strerror or error}{where}", EXIT_USAGE)
