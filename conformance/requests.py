@@ -14,7 +14,8 @@ from typing import Any
 
 from scenarios.loader import Scenario
 
-MAX_TOKENS = 4096
+MAX_TOKENS = 4096  # the most any scenario asks for
+MIN_BUDGET = 256
 # The smallest output limit each API accepts: Anthropic and Chat take 1 (Messages `max_tokens`,
 # `max_completion_tokens`); Responses' `max_output_tokens` has a minimum of 16 (openai-openapi
 # CreateResponse), so the kit never asks for less there.
@@ -36,10 +37,24 @@ def responses_tools(scenario: Scenario) -> list[dict[str, Any]]:
              "parameters": t["parameters"]} for t in scenario.tools]
 
 
+def output_budget(scenario: Scenario) -> int:
+    """The output limit a scenario's answers need, plus a margin: its longest scripted turn counted at
+    one token per character (no tokenizer packs text looser), at least MIN_BUDGET, at most MAX_TOKENS.
+    A model that never emits its end token then stops after seconds, not after 4,096 tokens."""
+    longest = 0
+    for turn in scenario.turns:
+        size = 0
+        for part in turn.model:
+            size += len(part.text) + len(part.arguments) + len(part.name) + 16
+        longest = max(longest, size)
+    return max(MIN_BUDGET, min(MAX_TOKENS, longest + 64))
+
+
 def first(api: str, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
     user = scenario.turns[0].user or ""
+    budget = output_budget(scenario)
     if api == "anthropic":
-        body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "stream": stream,
+        body: dict[str, Any] = {"model": model, "max_tokens": budget, "stream": stream,
                                 "messages": [{"role": "user", "content": user}]}
         if scenario.system:
             body["system"] = scenario.system
@@ -49,13 +64,13 @@ def first(api: str, scenario: Scenario, model: str, *, stream: bool = True) -> d
     if api == "chat":
         messages = ([{"role": "system", "content": scenario.system}] if scenario.system else [])
         body = {"model": model, "stream": stream, "messages": messages + [{"role": "user", "content": user}],
-                "max_tokens": MAX_TOKENS}
+                "max_tokens": budget}
         if stream:
             body["stream_options"] = {"include_usage": True}
         if scenario.tools:
             body["tools"] = chat_tools(scenario)
         return body
-    body = {"model": model, "stream": stream, "max_output_tokens": MAX_TOKENS,
+    body = {"model": model, "stream": stream, "max_output_tokens": budget,
             "input": [{"type": "message", "role": "user", "content": user}],
             "include": ["reasoning.encrypted_content"], "store": True}
     if scenario.system:

@@ -48,7 +48,9 @@ def test_thinking_on_unless_turned_off(hc: Harness) -> None:
     from conformance.verdict import fail, inconclusive, ok_response
 
     body = hc.body("anthropic", "calculator", stream=False)
-    asked = hc.post("anthropic", "/v1/messages", {**body, "thinking": {"type": "enabled", "budget_tokens": 2048}},
+    # The reference: budget_tokens >= 1024 and below max_tokens.
+    asked = hc.post("anthropic", "/v1/messages", {**body, "max_tokens": max(body["max_tokens"], 2048),
+                                                  "thinking": {"type": "enabled", "budget_tokens": 1024}},
                     label="thinking asked for")
     ok_response(asked, "request with thinking enabled")
     if not any(b.get("type") == "thinking" for b in (asked.json_body() or {}).get("content", [])):
