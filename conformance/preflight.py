@@ -48,11 +48,14 @@ class Preflight:
 
 @dataclass(slots=True)
 class _Answer:
-    status: int
-    content_type: str
-    body: Any  # the parsed JSON, or None when the body is not JSON
+    status: int  # 0: no complete HTTP answer (`failure` says what happened)
+    content_type: str = ""
+    body: Any = None  # the parsed JSON, or None when the body is not JSON
+    failure: str = ""
 
     def describe(self) -> str:
+        if self.failure:
+            return self.failure
         kind = self.content_type.split(";")[0].strip() or "no content type"
         return f"HTTP {self.status} {'JSON' if self.body is not None else kind}"
 
@@ -84,6 +87,8 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
         headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
     seen: list[str] = []
     with httpx.Client(timeout=probe_timeout, headers=headers, follow_redirects=False) as client:
+        # GET /v1/models first: the model list, and most often the key check; then the routes of
+        # the APIs to check until one answers in an API's shape.
         answer = _probe(client, base, "GET", "/v1/models", probe_timeout)
         _refused_key(answer, "GET /v1/models", api_key)
         models = _model_ids(answer)
@@ -102,7 +107,7 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
                 break
     if not in_shape:
         hint = "drop the trailing /v1 (the kit adds it)" if urlsplit(base).path.endswith("/v1") else \
-            "is this the server's base URL?"
+            "is this the server's base URL, and its port?"
         raise _Unusable(f"{base} does not answer as an LLM API ({'; '.join(seen)}); {hint}")
     if models is None:
         if not model:
@@ -120,7 +125,9 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
 
 
 def _probe(client: httpx.Client, base: str, method: str, path: str, probe_timeout: float) -> _Answer:
-    """One request, its body read up to 1 MiB; a transport failure becomes the line that explains it."""
+    """One request, its body read up to 1 MiB. Nothing there (refused, no TLS, no answer in time)
+    ends the preflight with the line that explains it; a broken answer (reset, not HTTP) is noted
+    and the next probe may still find the API."""
     body = {"json": {}} if method == "POST" else {}
     raw = b""
     try:
@@ -129,6 +136,8 @@ def _probe(client: httpx.Client, base: str, method: str, path: str, probe_timeou
                 raw += chunk
                 if len(raw) > _MAX_BODY:
                     break
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError) as error:
+        return _Answer(status=0, failure=f"no HTTP answer ({str(error) or type(error).__name__})")
     except httpx.HTTPError as error:
         raise _Unusable(_transport_problem(error, base, f"{method} {path}", probe_timeout)) from None
     try:
@@ -152,8 +161,6 @@ def _transport_problem(error: httpx.HTTPError, base: str, what: str, probe_timeo
         return f"cannot connect to {base}: {reason}"
     if isinstance(error, httpx.TimeoutException):
         return f"{base} accepted the connection but sent no HTTP answer to {what} within {probe_timeout:g} s"
-    if isinstance(error, (httpx.RemoteProtocolError, httpx.DecodingError)):
-        return f"{base} does not answer {what} in HTTP ({reason}); is it the right port?"
     return f"{what} at {base} failed: {type(error).__name__}: {reason}"
 
 

@@ -1,9 +1,10 @@
 """Run the conformance suites programmatically (what `harnesscheck check` / `run` / `faults
 --matrix` do): pytest over this package with the plugin, results JSON in an output folder.
 
-`run_suite` checks the endpoint first (conformance.preflight), and when asked to verify the
-clients it starts the embedded reference server itself, so the real clients can be run against
-the same server after the suite. A run stopped by Ctrl-C or SIGTERM ends its pytest session
+`check_endpoint` is what `check` and `run` ask first (conformance.preflight); `run_suite` does not,
+so the kit's own tests can run the suite against deliberately broken servers. When asked to
+verify the clients, `run_suite` starts the embedded reference server itself, so the real clients
+run against the same server after the suite. A run stopped by Ctrl-C or SIGTERM ends its pytest session
 cleanly (the embedded server stopped by its fixture, the results written) and raises
 RunInterrupted with what was measured, marked `run.interrupted`.
 """
@@ -85,20 +86,11 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
     """Run the suite; return the results document. The API key travels by environment only.
     With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}.
 
-    Raises UsageError when the endpoint fails preflight or no check was selected, and
-    RunInterrupted (or Interrupted, before anything was measured) when stopped."""
-    from conformance.options import split_apis
-
+    Raises UsageError when no check was selected, and RunInterrupted (or Interrupted, before
+    anything was measured) when stopped."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.json"
     results.unlink(missing_ok=True)  # a previous run's document is never read as this one's
-    if options.endpoint:
-        from conformance.preflight import preflight
-
-        checked = preflight(options.endpoint, api_key=options.api_key, model=options.model,
-                            apis=split_apis(options.apis), timeout=options.timeout)
-        if not checked.ok:
-            raise UsageError(checked.problem)
     server = None
     try:
         suite = options
@@ -124,6 +116,19 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
     finally:
         if server is not None:
             server.stop()
+
+
+def check_endpoint(options: SuiteOptions) -> None:
+    """UsageError with the one line to print when the --endpoint is unusable (conformance.preflight)."""
+    if not options.endpoint:
+        return
+    from conformance.options import split_apis
+    from conformance.preflight import preflight
+
+    checked = preflight(options.endpoint, api_key=options.api_key, model=options.model,
+                        apis=split_apis(options.apis), timeout=options.timeout)
+    if not checked.ok:
+        raise UsageError(checked.problem)
 
 
 def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:

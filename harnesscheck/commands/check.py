@@ -52,9 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def suite_options(args: argparse.Namespace):  # -> SuiteOptions
-    """The suite's options from the command line, checked: a bad value raises UsageError (exit 2)."""
+    """The suite's options from the command line, checked, and the endpoint checked
+    (conformance.preflight): a bad value or an unusable endpoint raises UsageError (exit 2)."""
     from conformance.options import validate_options
-    from conformance.runner import SuiteOptions
+    from conformance.runner import SuiteOptions, check_endpoint
     from harnesscheck.errors import UsageError
 
     problem = validate_options(endpoint=args.hc_endpoint, apis=args.hc_apis, expect=args.hc_expect,
@@ -63,24 +64,27 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
     if problem:
         raise UsageError(problem)
-    return SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,
-                        api_key=args.hc_api_key or os.environ.get("HARNESSCHECK_API_KEY"), apis=args.hc_apis,
-                        tries=args.hc_tries, timeout=args.hc_timeout, expect=tuple(args.hc_expect),
-                        server_args=tuple(args.hc_server_arg), witness=args.hc_witness, junit=args.junit,
-                        select=args.select, verbose=args.verbose, verify_clients=args.verify_clients,
-                        client_timeout=args.client_timeout)
+    options = SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,
+                           api_key=args.hc_api_key or os.environ.get("HARNESSCHECK_API_KEY"),
+                           apis=args.hc_apis, tries=args.hc_tries, timeout=args.hc_timeout,
+                           expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
+                           witness=args.hc_witness, junit=args.junit,
+                           select=args.select, verbose=args.verbose, verify_clients=args.verify_clients,
+                           client_timeout=args.client_timeout)
+    check_endpoint(options)
+    return options
 
 
 def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple[dict[str, Any], int]:
     """Run the suite (SuiteOptions) and print its summary: the table, the failures, the per-client
     lines and where the results are. Returns the document and the exit status (see EXIT_STATUS)."""
     from conformance.runner import RunInterrupted, client_verification_lines, harness_lines, run_suite
-    from reports.summary import exit_status, format_summary
 
     try:
         doc, status = run_suite(options, out), None
     except RunInterrupted as stopped:
         doc, status = stopped.doc, INTERRUPTED
+    from reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
     for line in harness_lines(doc):

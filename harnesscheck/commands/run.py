@@ -25,13 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reports.html import write_report
-    from reports.summary import must_failures
-
     options = suite_options(args)
     out = Path(args.out)
     print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
     doc, status = run_and_summarize(options, out, label_width=12)
+    from reports.html import write_report
+    from reports.summary import must_failures
     if not args.no_report:
         report = out / "report.html"
         write_report([out / "results.json"], report)

@@ -53,6 +53,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
     g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
+    g.add_argument("--responses-store-bytes", type=int, default=128 * 1024 * 1024, metavar="BYTES",
+                   help="Responses API: about how many bytes of stored responses (previous_response_id) to keep, "
+                        "least recently used evicted first; shown in GET /health (default: 128 MiB)")
 
 
 def config_from_args(args: argparse.Namespace):  # -> ServerConfig
@@ -80,6 +83,7 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
         block_size=args.block_size,
         max_concurrency=args.max_concurrency,
         max_body_bytes=getattr(args, "max_body_bytes", 32 * 1024 * 1024),
+        responses_store_bytes=args.responses_store_bytes,
     )
 
 
@@ -121,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
         hint = "; pick another --port (0 takes a free one)" if error.errno == errno.EADDRINUSE else ""
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}{hint}") from None
     host, port = sock.getsockname()[:2]
-    # The first stdout line tells a parent process where we listen (used with --port 0).
-    print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
-    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=2, access_log=False,
-                            loop="auto", http="auto")
     try:
+        # The first stdout line tells a parent process where we listen (used with --port 0).
+        print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
+        config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=2, access_log=False,
+                                loop="auto", http="auto")
         uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn shut down gracefully, then passed the signal on
+    except KeyboardInterrupt:  # a stop before uvicorn took the signals, or passed on after its shutdown
         pass
     return 0

@@ -1,0 +1,119 @@
+"""Run `harnesscheck` as a user does (a real process), and small real endpoints to point it at."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Ran:
+    rc: int
+    out: str
+    err: str
+    seconds: float
+
+    def one_line(self) -> str:
+        """The single stderr line the command ended with (asserting there is exactly one)."""
+        lines = [line for line in self.err.splitlines() if line.strip()]
+        assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{self.err}"
+        return lines[0]
+
+
+def harnesscheck(*args: str, cwd: Path, timeout: float = 120.0, env: dict[str, str] | None = None) -> Ran:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "harnesscheck", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    seconds = time.monotonic() - started
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr + proc.stdout
+    return Ran(proc.returncode, proc.stdout, proc.stderr, seconds)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def file_server(root: Path) -> Iterator[str]:
+    """`python -m http.server` on a free port: HTTP, but no LLM API."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def counting_listener() -> Iterator[tuple[str, list[object]]]:
+    """A TCP port that accepts connections and says nothing: the list grows by one per connection,
+    so a test can tell that a command sent no request at all."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.settimeout(0.1)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            accepted.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in accepted:
+            conn.close()  # type: ignore[attr-defined]
+        sock.close()
+
+
+def processes_with_env(marker: str) -> list[int]:
+    """Pids of live processes whose environment holds `marker` (inherited by every descendant,
+    even one re-parented to init or in a session of its own)."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().split(") ", 1)[1][0]
+        except (OSError, IndexError):
+            continue
+        if needle in environ and state != "Z":
+            found.append(int(entry.name))
+    return found

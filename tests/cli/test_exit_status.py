@@ -1,0 +1,69 @@
+"""One definition of a MUST failure: the exit status, the summary table's column and the lists
+under it agree. A check's level is the level of the rule that failed, so a SHOULD-level failure
+of a check never fails the run; a kit error is no verdict (exit 3 only when nothing else failed)."""
+
+from __future__ import annotations
+
+from reports.schema import validate_results
+from reports.summary import exit_status, format_summary, summarize
+from tests.reports import factory
+
+
+def _doc(*checks):
+    return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": factory.run_meta(),
+            "checks": list(checks)}
+
+
+def _must_failed_column(text: str) -> list[str]:
+    rows = [line.split() for line in text.splitlines() if line.startswith(("anthropic", "chat", "total"))]
+    return [row[-1] for row in rows]
+
+
+def test_a_must_failure_fails_the_run():
+    doc = _doc(factory.check("AN-STREAM-001", "anthropic", "fail", "MUST", message="index differs"),
+               factory.check("CH-STREAM-004", "chat", "fail", "SHOULD", message="no usage chunk"))
+    text = format_summary(doc)
+    assert exit_status(doc) == 1
+    assert summarize(doc)["total"]["must_fail"] == 1
+    assert _must_failed_column(text) == ["1", "0", "1"]
+    assert "MUST failures (1):\n  AN-STREAM-001 [anthropic]: index differs" in text
+    assert "SHOULD failures (1):\n  CH-STREAM-004 [chat]: no usage chunk" in text
+
+
+def test_should_failures_are_listed_and_never_fail_the_run():
+    doc = _doc(factory.check("AN-STREAM-008", "anthropic", "fail", "SHOULD", message="[DONE] after message_stop"),
+               factory.check("CH-STREAM-001", "chat", "pass", "MUST"))
+    text = format_summary(doc)
+    assert exit_status(doc) == 0
+    assert _must_failed_column(text) == ["0", "0", "0"]
+    assert "SHOULD failures (1):\n  AN-STREAM-008 [anthropic]: [DONE] after message_stop" in text
+    assert "MUST failures" not in text
+
+
+def test_a_kit_error_is_no_must_failure_but_is_not_a_pass_either():
+    doc = _doc(factory.check("AN-USAGE-001", "anthropic", "error", "MUST", message="kit error: KeyError"),
+               factory.check("CH-STREAM-001", "chat", "pass", "MUST"))
+    text = format_summary(doc)
+    assert exit_status(doc) == 3
+    assert _must_failed_column(text) == ["0", "0", "0"]
+    assert "kit errors (bugs of the kit, not verdicts on the endpoint) (1):" in text
+    doc["checks"].append(factory.check("CH-REQ-001", "chat", "fail", "MUST"))
+    assert exit_status(doc) == 1  # a MUST failure says more than a kit error
+
+
+def test_inconclusive_and_skip_pass_the_run():
+    doc = _doc(factory.check("AN-HIST-001", "anthropic", "inconclusive", "MUST"),
+               factory.check("CH-DISPATCH-001", "chat", "skip", "SHOULD"))
+    assert exit_status(doc) == 0 and "failures" not in format_summary(doc)
+
+
+def test_results_schema_takes_interrupted_and_client_verification():
+    doc = _doc(factory.check("AN-STREAM-001", "anthropic", "fail", "MUST"))
+    doc["run"]["interrupted"] = True
+    doc["client_verification"] = {
+        "endpoint": "http://127.0.0.1:9", "model": "m", "apis": ["anthropic"],
+        "clients": {"claude-code": {"label": "Claude Code 2.1.197", "api": "anthropic", "turns": {},
+                                    "measured": "breaks", "skipped": ""}},
+        "comparison": [{"client": "Claude Code 2.1.197", "inferred": "unaffected", "measured": "breaks",
+                        "agrees": False, "by_api": {"anthropic": "breaks"}}]}
+    assert validate_results(doc) is doc
