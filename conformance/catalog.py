@@ -171,6 +171,8 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                   "(openai/codex#18677): a refusal breaks Codex on that path only"),
     "RS-REQ-002": _r(SHOULD, "none: fields lost inside a server (article 1, PR #6089)"),
     "RS-ERR-001": _r(MUST, "reference: OpenAI errors ({error: {message, type, param, code}}, 4xx)"),
+    "RS-ERR-001:allowed": _r(SHOULD, "none: the reference documents `input` as optional; no measured client sends "
+                                     "a request without it"),
 }
 
 RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}

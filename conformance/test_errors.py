@@ -34,11 +34,13 @@ BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
                                                    "output": 7}]}),
                   ("body not JSON", b"\x00\x01")],
 }
-# Requests the references allow that a strict-looking server might refuse: each must get a 2xx.
+# Requests the references allow that a strict-looking server might refuse: each should get a 2xx
+# (rule ``ID:allowed``, SHOULD: no measured client sends them).
 GOOD_BODIES: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "responses": [("only instructions, no input", {"model": "{model}", "instructions": "Say ok.",
                                                    "max_output_tokens": 16})],
 }
+CHECK_OF = {"anthropic": "AN-ERR-001", "chat": "CH-ERR-001", "responses": "RS-ERR-001"}
 
 
 def _shape_ok(api: str, body: Any) -> bool:
@@ -74,7 +76,7 @@ def _check_errors(hc: Harness, api: str) -> None:
             fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
         if t.status is None or not 200 <= t.status < 300:
             fail(f"{label}: a request the API reference allows was answered HTTP {t.status}, expected a 2xx: "
-                 f"{t.text_body()[:200]}", transcript=t)
+                 f"{t.text_body()[:200]}", transcript=t, rule=f"{CHECK_OF[api]}:allowed")
 
 
 @pytest.mark.check("AN-ERR-001")
