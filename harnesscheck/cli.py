@@ -38,6 +38,10 @@ Every command has its own --help.
 Exit status: 0 ok, 1 a MUST check failed (check, run) or a regression (gate), 2 usage error, bad
 input or unusable endpoint, 3 a kit bug, 130 interrupted (Ctrl-C, SIGTERM).
 """
+EVERY_COMMAND = """\
+Every command: exit status 2 for a usage error, bad input or an unusable endpoint (one line on
+stderr), 3 for a crash of the kit (one line, its traceback saved to a file), 130 when interrupted
+(Ctrl-C, SIGTERM: child processes stopped, what was measured written)."""
 EXIT_USAGE, EXIT_KIT_BUG, EXIT_INTERRUPTED = 2, 3, 130
 REPEAT_GRACE_S = 10.0  # a second stop signal this soon after the first lets the clean-up finish
 
@@ -67,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,
-            description=getattr(module, "DESCRIPTION", module.HELP),
+            description=getattr(module, "DESCRIPTION", module.HELP).rstrip("\n") + "\n\n" + EVERY_COMMAND,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)

@@ -19,6 +19,8 @@ Then make a trace of it:  harnesscheck trace from-capture CAPTURE --out TRACE
 Example (Claude Code):
   harnesscheck capture --upstream http://localhost:8000 --listen 9000 --out cc.capture.jsonl
   ANTHROPIC_BASE_URL=http://localhost:9000 claude -p "fix the build"
+
+Exit status: 0 stopped (Ctrl-C, SIGTERM); 2 the upstream or the listen port is unusable.
 """
 
 
@@ -36,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
+    from harnesscheck.errors import UsageError
     from replay.capture import CaptureProxy, capture_to_trace
     from replay.client import run_async
     from replay.trace import save
@@ -43,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         proxy = CaptureProxy(upstream=args.upstream, out=args.out, host=args.host, port=args.listen,
                              redact_headers=args.redact_header)
-        await proxy.start()
+        try:
+            await proxy.start()
+        except OSError as error:  # the listen port in use or not allowed: say so, leave nothing open
+            await proxy.stop()
+            raise UsageError(str(error)) from None
         print(f"capture proxy listening on {proxy.url} -> {args.upstream}; writing {args.out}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

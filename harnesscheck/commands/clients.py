@@ -32,6 +32,8 @@ Examples:
   harnesscheck clients --clients codex --websocket-probe
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
   harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
+
+Exit status: 0 every client that ran passed its turns; 1 one failed.
 """
 
 DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"

@@ -21,6 +21,8 @@ comparison.md and paired_differences.png there.
 
 Example:
   harnesscheck compare runs/r1/gpt-5.5 runs/r1/fallback --out reports/r1
+
+Exit status: 0 compared; 2 a missing or unreadable input, or no task in both.
 """
 ORDER = 70
 

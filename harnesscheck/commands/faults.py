@@ -13,6 +13,8 @@ DESCRIPTION = """\
 Each fault makes the reference server reproduce one known bug (`harnesscheck serve --fault NAME`).
 With --matrix, the whole suite runs once per fault (and once clean): the checks the catalog maps
 to a fault must fail, no other MUST check may fail, and the clean server must pass everything.
+
+Exit status: 0 listed, or the matrix holds; 1 the matrix found a problem.
 """
 
 

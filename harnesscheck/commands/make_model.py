@@ -24,6 +24,8 @@ emitted are the scenario's. Needs: pip install torch transformers safetensors.
 Example:
   harnesscheck make-model /tmp/small --family qwen3
   harnesscheck serve --engine transformers --model-path /tmp/small --model-id small=qwen3
+
+Exit status: 0 written.
 """
 
 

@@ -18,6 +18,8 @@ request). With --endpoint the endpoint must serve both ids.
 
 Example:
   harnesscheck profile --client codex --model gpt-5.5 --model openai/openai/gpt-5.5
+
+Exit status: 0 both profiles were captured; 1 one was not.
 """
 
 

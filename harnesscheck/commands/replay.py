@@ -21,6 +21,8 @@ The client is aiohttp on uvloop (the benchmark clock; see issue 8).
 
 Example:
   harnesscheck replay builtin:agent-coding --endpoint http://localhost:8000 --mode live --out runs/r1
+
+Exit status: 0 every turn replayed; 1 a turn failed.
 """
 
 

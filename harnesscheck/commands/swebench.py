@@ -36,6 +36,8 @@ Examples:
   harnesscheck swebench run --toy --run-dir /tmp/toy-run      # toy agent vs embedded server
   harnesscheck swebench run --toy --ids harnesscheck__toycalc-1 --run-dir /tmp/toy-run \\
       --profile a=my/model@http://127.0.0.1:8000/v1 --profile b=my/model-fp8@http://127.0.0.1:8000/v1
+
+Exit status: 0 done; 1 the profiles could not be compared.
 """.format(toy=TOY_TEXT)
 ORDER = 71
 
