@@ -66,6 +66,9 @@ def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVE
              "auto takes the strongest the endpoint offers (default: auto)")
     add("--server-arg", action="append", default=[], metavar="ARG",
         help="extra argument for the embedded reference server, repeatable (e.g. --server-arg=--fault=NAME)")
+    add("--no-preflight", action="store_true", default=False,
+        help="do not check the endpoint before the suite (reachable, an LLM API, key accepted, model served; "
+             "conformance/preflight.py)")
 
 
 def split_apis(value: str) -> list[str]:

@@ -54,6 +54,7 @@ class SuiteOptions:
     junit: str | None = None
     select: str | None = None  # pytest -k expression
     verbose: bool = False
+    preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     verify_clients: bool = False  # after the suite, run the real clients against the endpoint
     client_timeout: float = 180.0  # per client turn, with verify_clients
 
@@ -64,7 +65,9 @@ class SuiteOptions:
                 "--witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
                 # httpx (so anyio, a pytest plugin) is imported before pytest when the runner checks the
                 # endpoint or starts the server: nothing of the suite's to rewrite there
-                "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}"]
+                "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}",
+                # checked before (check_endpoint), or a broken server on purpose (the kit's own tests)
+                "--no-preflight"]
         args += ["-v"] if self.verbose else ["-q"]
         if self.endpoint:
             args += ["--endpoint", self.endpoint]
@@ -120,7 +123,7 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
 
 def check_endpoint(options: SuiteOptions) -> None:
     """UsageError with the one line to print when the --endpoint is unusable (conformance.preflight)."""
-    if not options.endpoint:
+    if not options.endpoint or not options.preflight:
         return
     from conformance.options import split_apis
     from conformance.preflight import preflight
@@ -141,13 +144,18 @@ def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:
     return server, replace(options, endpoint=server.url, expect=expect)
 
 
-class _InterruptWatch:
-    """A pytest plugin that notes a Ctrl-C / SIGTERM (pytest exits 2 for that and for collection errors)."""
+class _StopWatch:
+    """A pytest plugin that notes why a session stopped early (pytest exits 2 for each, and for
+    collection errors): a Ctrl-C / SIGTERM, or `pytest.exit(reason)`, the plugin's one-line refusal."""
 
-    seen = False
+    interrupted = False
+    exit_reason = ""
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.seen = True
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        if isinstance(excinfo.value, KeyboardInterrupt):
+            self.interrupted = True
+        else:
+            self.exit_reason = str(getattr(excinfo.value, "msg", excinfo.value)).removeprefix("harnesscheck: ")
 
 
 def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet: bool,
@@ -159,9 +167,11 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
         import pytest
 
         os.environ.update(env_key)
-        watch = _InterruptWatch()
+        watch = _StopWatch()
         code = int(pytest.main(args, plugins=[watch]))
-        return code, watch.seen
+        if watch.exit_reason and not (out / "results.json").exists():
+            raise UsageError(watch.exit_reason)
+        return code, watch.interrupted
     stdout = subprocess.DEVNULL if quiet else None
     # Its own session: a Ctrl-C at the terminal reaches only us, and we stop the child once, cleanly
     # (also from a worker thread, which sees the stop as STOP_REQUESTED).

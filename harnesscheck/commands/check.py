@@ -69,8 +69,8 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            apis=args.hc_apis, tries=args.hc_tries, timeout=args.hc_timeout,
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, junit=args.junit,
-                           select=args.select, verbose=args.verbose, verify_clients=args.verify_clients,
-                           client_timeout=args.client_timeout)
+                           select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
+                           verify_clients=args.verify_clients, client_timeout=args.client_timeout)
     check_endpoint(options)
     return options
 
