@@ -4,8 +4,9 @@ external references) rendered from a results document with the Jinja2 template
 
 Public API:
 - `render_report(results, *, generated_at=None) -> str`
-- `write_report(paths, out) -> dict`: load, rebase transcript links, merge, render, write; returns
-  the merged document.
+- `write_report(paths, out) -> dict`: load (files and folders of results documents, fault-matrix
+  documents included: reports.merge.read_inputs), rebase transcript links, merge, render, write;
+  returns the merged document.
 - `rebase_transcripts(results, results_path, out_path) -> dict`: transcript paths made relative to
   the report's folder.
 """
@@ -22,8 +23,8 @@ import jinja2
 
 from harnesscheck import __version__
 from reports import plots
-from reports.merge import merge_results
-from reports.schema import OUTCOMES, load_results, validate_results
+from reports.merge import merge_results, read_inputs
+from reports.schema import OUTCOMES, validate_results
 from reports.summary import api_order, must_failures, summarize
 
 __all__ = ["rebase_transcripts", "render_report", "write_report"]
@@ -155,6 +156,7 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
             row_cells.append({"cls": cls, "mark": mark, "tip": f"{f['name']} × {cid}: {tip}"})
         rows.append({"fault": f, "cells": row_cells})
     return {"checks": checks, "rows": rows, "unexpected": unexpected,
+            "problems": list(fm.get("problems") or []),
             "n_expected": sum(1 for c in fm.get("cells", []) if c["expected_fail"])}
 
 
@@ -220,12 +222,13 @@ def rebase_transcripts(results: dict[str, Any], results_path: str | Path, out_pa
 
 
 def write_report(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]:
-    """Load each results file, merge them (later files override earlier), write the HTML to `out`.
+    """Load each input (a results or fault-matrix file, or a folder of them), merge them (later
+    documents override earlier), write the HTML to `out`.
 
-    Returns the merged document. Raises `ResultsError` on a bad input file.
+    Returns the merged document. Raises `ResultsError` on a bad input.
     """
     out = Path(out)
-    docs = [rebase_transcripts(load_results(p), p, out) for p in paths]
+    docs = [rebase_transcripts(doc, p, out) for p, doc in read_inputs(paths)]
     merged = merge_results(docs)
     html = render_report(merged)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,23 +1,122 @@
-"""Merge several results documents into one.
+"""Read results documents from files and folders, and merge several into one.
 
-Rules (documented in docs/results-schema.md):
+Inputs (`read_inputs`, `load_merged`): a file is one document; a folder is every document at its top
+level (not its subfolders, not hidden files), in the order their runs started. A document is a
+harnesscheck results document (`"schema": "harnesscheck.results"`: a conformance run, a benchmark's
+bench-NAME.json) or a fault-matrix document (`harnesscheck faults --matrix` writes fault-matrix.json:
+faults, checks, cells, problems), which is read as a results document that carries only that fault
+matrix. A named file must be one of the two; in a folder, other JSON files (gate.json, ...) are passed
+over, and a JSON file that does not parse is an error (a truncated results.json must not be silently
+left out of a gate).
+
+Merge rules (documented in docs/results-schema.md):
 - checks are keyed by (id, api); a later document overrides an earlier one, keeping the first one's
   position in the list;
 - benchmarks and comparisons are keyed by name; a later one with the same name replaces the earlier
   one, new names are appended;
 - the fault matrix is the last one present;
-- `run` is the last document's run metadata, with `started_at` the earliest, `finished_at` the
-  latest, `apis` the union, and `merged_from` listing every source run (nested merges flattened).
+- `run` is the run metadata of the last document that has checks (the conformance run a report's
+  header describes; the last document when none has), with `started_at` the earliest, `finished_at`
+  the latest, `apis` the union, and `merged_from` listing every source run (nested merges flattened).
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import json
+from pathlib import Path
 from typing import Any, Iterable
 
+from harnesscheck import __version__
 from reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, validate_results
 
-__all__ = ["merge_results"]
+__all__ = ["fault_matrix_results", "is_fault_matrix", "load_merged", "merge_results", "read_folder",
+           "read_inputs"]
+
+FAULT_MATRIX_KEYS = ("faults", "checks", "cells")
+
+
+def is_fault_matrix(obj: Any) -> bool:
+    """Whether `obj` is a fault-matrix document (conformance/fault_matrix.py `matrix_json`)."""
+    return (isinstance(obj, dict) and "schema" not in obj and all(k in obj for k in FAULT_MATRIX_KEYS)
+            and all(isinstance(c, str) for c in obj["checks"]))
+
+
+def fault_matrix_results(matrix: dict[str, Any], *, run_id: str, started_at: str) -> dict[str, Any]:
+    """A results document that carries only `matrix`: no checks; the run names the reference server,
+    which the fault matrix always runs against (one server per fault), and the APIs of its cells."""
+    apis: list[str] = []
+    for cell in matrix["cells"]:
+        if cell.get("api") and cell["api"] not in apis:
+            apis.append(cell["api"])
+    run = {"id": run_id, "started_at": started_at, "kit_version": __version__,
+           "endpoint": "embedded reference server, one per fault", "model": "", "apis": apis,
+           "server": {"kind": "embedded", "timing": "unknown"}}
+    return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "run": run, "checks": [],
+            "fault_matrix": copy.deepcopy(matrix)}
+
+
+def _parse(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read results file: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not valid JSON: {exc}") from exc
+
+
+def _document(path: Path, obj: Any) -> dict[str, Any]:
+    """`obj` (read from `path`) as a validated results document."""
+    if is_fault_matrix(obj):
+        written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
+        started = written.isoformat(timespec="seconds")
+        obj = fault_matrix_results(obj, run_id=f"fault-matrix:{path.name}", started_at=started)
+    return validate_results(obj, where=str(path))
+
+
+def read_inputs(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """Each input's documents as (file, validated results document), in merge order (see the module
+    docstring); `ResultsError` for a missing input, a bad file, or a folder without any document."""
+    out: list[tuple[Path, dict[str, Any]]] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            out.append((path, _document(path, _parse(path))))
+            continue
+        found = read_folder(path)
+        if not found:
+            raise ResultsError(f"{path}: no harnesscheck results document in this folder "
+                               "(results.json, bench-NAME.json or fault-matrix.json)")
+        out.extend(found)
+    return out
+
+
+def read_folder(path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The documents at the top level of folder `path`, in the order their runs started (then by
+    name); empty when there are none. Other JSON files are passed over; see the module docstring."""
+    found = []
+    for file in sorted(Path(path).glob("*.json")):
+        if file.name.startswith("."):  # hidden: an editor's or an interrupted writer's temporary file
+            continue
+        obj = _parse(file)
+        if is_fault_matrix(obj) or (isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME):
+            found.append((file, _document(file, obj)))
+    found.sort(key=lambda item: _started(item[1]))
+    return found
+
+
+def _started(doc: dict[str, Any]) -> dt.datetime:
+    """When a document's run started (an aware datetime, for ordering a folder's documents)."""
+    when = dt.datetime.fromisoformat(doc["run"]["started_at"].replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def load_merged(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Read every input (files and folders) and merge the documents; `ResultsError` on bad input."""
+    return merge_results([doc for _, doc in read_inputs(paths)])
 
 
 def _source_runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +162,8 @@ def merge_results(docs: Iterable[dict[str, Any]], *, validate: bool = True) -> d
             fault_matrix = copy.deepcopy(doc["fault_matrix"])
 
     sources = [r for doc in docs for r in _source_runs(doc)]
-    run = {k: copy.deepcopy(v) for k, v in docs[-1]["run"].items() if k != "merged_from"}
+    lead = next((d for d in reversed(docs) if d.get("checks")), docs[-1])
+    run = {k: copy.deepcopy(v) for k, v in lead["run"].items() if k != "merged_from"}
     starts = [r["started_at"] for r in sources if r.get("started_at")]
     ends = [r["finished_at"] for r in sources if r.get("finished_at")]
     if starts:

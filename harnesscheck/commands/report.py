@@ -8,26 +8,34 @@ from pathlib import Path
 
 NAME = "report"
 ORDER = 60
-HELP = "render results JSON (one or more runs, merged) as a self-contained HTML report"
+HELP = "render results JSON (files or folders, merged; fault matrices too) as a self-contained HTML report"
 DESCRIPTION = """\
-Render one or more results.json files as a single HTML file with no external assets
-(inline CSS, plots embedded as PNG): run header, per-API summary, the check matrix with
-each failure's rule, frame and transcript excerpt, the fault matrix, benchmark plots with
-95% confidence intervals, and comparison tables.
+Render results documents as a single HTML file with no external assets (inline CSS, plots
+embedded as PNG): run header, per-API summary, the check matrix with each failure's rule, frame
+and transcript excerpt, the fault matrix, benchmark plots with 95% confidence intervals, and
+comparison tables.
 
-Several files are merged in order: a check (id, api) in a later file overrides an earlier
-one; benchmarks and comparisons are keyed by name.
+Each RESULTS is a file or a folder. A file is a results document (results.json of `check` or
+`run`, bench-NAME.json of `bench`) or a fault-matrix document (fault-matrix.json of `faults
+--matrix`, shown as the fault-matrix section). A folder stands for every such document at its
+top level, in the order their runs started; other JSON files in it (gate.json) are passed over.
+Everything is merged in order: a check (id, api) in a later document overrides an earlier one;
+benchmarks and comparisons are keyed by name; the header describes the last run with checks.
 
-Exit status: 0 written, 2 bad input (missing file, invalid results).
+Exit status: 0 written, 2 bad input (missing file, invalid results, a folder without any).
 
-Example:
-  harnesscheck report results/results.json --out results/report.html
+Examples:
+  harnesscheck report results/ --out results/report.html
+  harnesscheck report results/results.json harnesscheck-results/fault-matrix/fault-matrix.json
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", metavar="RESULTS", help="results.json files, earliest first")
-    parser.add_argument("--out", "-o", default="report.html", help="HTML file to write (default: report.html)")
+    parser.add_argument("results", nargs="+", metavar="RESULTS",
+                        help="results files (results.json, bench-NAME.json, fault-matrix.json) or "
+                             "folders of them, earliest first")
+    parser.add_argument("--out", "-o", default="report.html",
+                        help="HTML file to write (default: report.html)")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not print the summary table")
 
 
