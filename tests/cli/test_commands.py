@@ -5,7 +5,6 @@ files. Real processes: the `harnesscheck` command, a real listening socket, the 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -100,7 +99,7 @@ def test_verify_clients_wiring_without_installed_clients(tmp_path):
 @pytest.mark.e2e
 def test_verify_clients_measures_claude_code(tmp_path):
     ran = harnesscheck("check", "--apis", "anthropic", "-k", "test_models_list", "--verify-clients", "--out", "out",
-                       cwd=tmp_path, timeout=600, env={k: v for k, v in os.environ.items()})
+                       cwd=tmp_path, timeout=600)
     assert ran.rc == 0, ran.out + ran.err
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["client_verification"]["comparison"]
     claude = next(r for r in rows if r["client"].startswith("Claude Code"))

@@ -29,8 +29,9 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 @pytest.mark.parametrize("how", ["SIGTERM to the check process", "Ctrl-C to the process group"])
 def test_stopped_run_leaves_no_process_and_keeps_what_was_measured(tmp_path, how):
-    mark = f"HC_STOP_TEST={uuid.uuid4().hex}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", mark.split("=")[0]: mark.split("=")[1]}
+    mark = f"HC_STOP_TEST={uuid.uuid4().hex}"  # inherited by every process of the run
+    key, value = mark.split("=")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", key: value}
     proc = subprocess.Popen([sys.executable, "-m", "harnesscheck", "check", "--apis", "anthropic", "--out", "out"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
