@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"harnesscheck report: {exc}", file=sys.stderr)
         return 2
-    if not args.quiet:
+    if not args.quiet and merged["checks"]:
         print(format_summary(merged))
         print()
     print(f"report written to {Path(args.out)}")

@@ -136,3 +136,87 @@ def test_comparison_in_the_shape_stats_compare_writes():
     html = render_report(doc, generated_at="test")
     assert "kept-vs-dropped" in html and "0.775" in html and "-0.175" in html and "(b - a)" in html
     assert "&lt; 0.001" in html
+
+
+# ---- a fault-matrix document (harnesscheck faults --matrix) as the report's fault-matrix section ----
+
+class _Grid(HTMLParser):
+    """The fault-matrix cells: (class, title, text) of every <td class="g ...">."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells = []
+        self._open = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "td" and (attrs.get("class") or "").startswith("g "):
+            self._open = [attrs["class"].split()[1], attrs.get("title", ""), ""]
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open[2] += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._open is not None:
+            self.cells.append(tuple(self._open))
+            self._open = None
+
+
+def _fault_matrix_file(tmp_path):
+    """fault-matrix.json as `faults --matrix` writes it, from three runs: the clean server, a fault its
+    check catches, and a fault whose check did not fail (two problems: it did not fail, and so no
+    check failed on a rule the fault plants)."""
+    from conformance import catalog
+    from conformance.fault_matrix import CLEAN, FaultRun, matrix_json, write
+
+    ids = [c.id for c in catalog.CHECKS]
+    clean = FaultRun(CLEAN, {i: "pass" for i in ids})
+    caught = FaultRun("preamble-simple-strip", {i: "fail" if i == "AN-PREAMBLE-002" else "pass" for i in ids},
+                      rules={"AN-PREAMBLE-002": list(catalog.PLANTED["preamble-simple-strip"])})
+    missed = FaultRun("thinking-off-by-default", {i: "pass" for i in ids})
+    return write(matrix_json([clean, caught, missed]), tmp_path / "fm"), len(ids)
+
+
+def test_report_renders_a_fault_matrix_document(tmp_path, capsys):
+    path, n_checks = _fault_matrix_file(tmp_path)
+    out = tmp_path / "report.html"
+    assert main(["report", str(path), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert 'id="faults"' in html and f"2 faults × {n_checks} checks" in html
+    grid = _Grid()
+    grid.feed(html)
+    assert len(grid.cells) == 2 * n_checks
+    marked = sorted(c for c in grid.cells if c[0] not in ("quiet-pass", "none"))
+    assert marked == [
+        ("caught", "preamble-simple-strip × AN-PREAMBLE-002: anthropic: fail (expected fail)", "●"),
+        ("unexpected", "thinking-off-by-default × AN-HIST-003: anthropic: pass (expected fail)", "✗"),
+    ]
+    assert "Problems the fault matrix found (2)" in html
+    assert "<li class=\"mono\">thinking-off-by-default: AN-HIST-003 should fail, got pass</li>" in html
+    assert ("<li class=\"mono\">thinking-off-by-default: no check failed on a rule it plants (AN-HIST-003)</li>"
+            in html)
+    assert "expected to fail, did not" in html  # the unexpected-outcomes table names the cell
+    assert "No conformance checks in these results." in html and "Every MUST check passed" not in html
+    printed = capsys.readouterr().out
+    assert f"report written to {out}" in printed and "MUST failed" not in printed  # no empty check table
+
+
+def test_report_puts_a_fault_matrix_beside_a_conformance_run(tmp_path):
+    path, _ = _fault_matrix_file(tmp_path)
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(factory.results(fault_matrix=None)))
+    out = tmp_path / "report.html"
+    assert main(["report", str(results), str(path), "--out", str(out), "--quiet"]) == 0
+    html = out.read_text()
+    header = html.split("<nav>")[0]
+    assert "http://127.0.0.1:8123" in header and "scripted/qwen3-coder" in header  # the conformance run
+    assert 'id="c-AN-STREAM-001"' in html and "thinking-off-by-default: AN-HIST-003 should fail" in html
+    assert "Merged from 2 runs" in html and "fault-matrix:fault-matrix.json" in html
+
+
+def test_report_refuses_other_json(tmp_path, capsys):
+    other = tmp_path / "other.json"
+    other.write_text('{"faults": [], "cells": []}')
+    assert main(["report", str(other), "--out", str(tmp_path / "r.html")]) == 2
+    assert "not a harnesscheck results document" in capsys.readouterr().err
