@@ -56,18 +56,36 @@ class Harness:
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
 
     def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
-        """Mark the endpoint stalled when a started answer went silent for at least half the deadline
-        and ran out of time (a slow answer that keeps sending, or one that never started, is only slow)."""
+        """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
+        ran out of time, and a short probe answer does not complete either. (A slow answer that keeps
+        sending, one that never started, or one whose endpoint holds back part of it, e.g. a buffered
+        tool call, while a short answer still completes, is only slow.)"""
         deadline_ns = int(self.endpoint.timeout * 1e9)
         for label, t in exchanges:
             if t.error_kind not in ("deadline", "read_timeout") or not t.chunks:
                 continue
             end_ns = t.timings.end_ns or deadline_ns
             silent_ns = end_ns - t.chunks[-1].t_ns
-            if silent_ns >= deadline_ns // 2:
-                self.stalled = (f"{label}: no data for {silent_ns / 1e9:.1f} s after {len(t.chunks)} reads, "
-                                f"until the {self.endpoint.timeout:g} s deadline")
-                return
+            if silent_ns < deadline_ns // 2:
+                continue
+            probe = self._probe_answer()
+            if probe is None or probe.error is None:
+                return  # the endpoint still completes a short answer: this one was only slow
+            self.stalled = (f"{label}: no data for {silent_ns / 1e9:.1f} s after {len(t.chunks)} reads, until the "
+                            f"{self.endpoint.timeout:g} s deadline, and a short probe answer did not complete "
+                            f"either ({probe.error})")
+            return
+
+    def _probe_answer(self) -> Transcript | None:
+        """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""
+        api = next((a for a in ("anthropic", "chat", "responses") if a in self.endpoint.apis), None)
+        if api is None:
+            return None
+        body = reqs.first(api, self.scenario("plain_text"), self.endpoint.model)
+        body["max_output_tokens" if api == "responses" else "max_tokens"] = 16
+        limit = min(self.endpoint.timeout, 15.0)
+        return client.stream_request(self._url(PATHS[api]), headers=self.endpoint.headers(api),
+                                     json_body=body, timeout=limit, api=api, read_timeout=limit)
 
     # -- plain exchanges, recorded ------------------------------------------------------------
     def _url(self, path: str) -> str:

@@ -16,7 +16,8 @@ import pytest
 
 from conformance import catalog
 from conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from conformance.options import add_options, split_apis, validate_options
+from conformance.options import (EMBEDDED_SERVER_ARGS, add_options, embedded_features, split_apis,
+                                 validate_options)
 from conformance.preflight import preflight
 from conformance.outcome import Outcome
 from conformance.wire.server_info import server_info
@@ -59,8 +60,7 @@ def _start_embedded(config: pytest.Config) -> tuple[str, Any]:
     from reference_server.launch import ServerProcess
 
     # Fast, but with time in it: decode and prefill costs that timing witnesses can see.
-    args = ["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50",
-            *config.getoption("hc_server_arg")]
+    args = [*EMBEDDED_SERVER_ARGS, *config.getoption("hc_server_arg")]
     server = ServerProcess(args).start()
     return server.url, server
 
@@ -72,13 +72,14 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     server = None
     api_key = api_key_from_env(config.getoption("hc_api_key"))
     timeout = float(config.getoption("hc_timeout"))
-    problem = validate_options(endpoint=url, apis=config.getoption("hc_apis"), expect=config.getoption("hc_expect"),
-                               tries=int(config.getoption("hc_tries")), timeout=timeout)
+    problem = validate_options(endpoint=url, apis=config.getoption("hc_apis"),
+                               expect=config.getoption("hc_expect"), tries=int(config.getoption("hc_tries")),
+                               timeout=timeout)
     if problem:
         pytest.exit(f"harnesscheck: {problem}", returncode=2)
     if not url:
         url, server = _start_embedded(config)
-    else:  # an endpoint that cannot be used gets one line, not a verdict per check
+    elif not config.getoption("hc_no_preflight"):  # an unusable endpoint: one line, not a verdict per check
         checked = preflight(url, api_key=api_key, model=config.getoption("hc_model"),
                             apis=split_apis(config.getoption("hc_apis")), timeout=timeout)
         if not checked.ok:
@@ -86,9 +87,7 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     model = config.getoption("hc_model") or discover_model(url, api_key, timeout)
     expect = set(config.getoption("hc_expect"))
     if server is not None:  # the embedded server offers every optional feature
-        expect |= {"tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens"}
-        if "--no-enable-streaming-tool-dispatch" in config.getoption("hc_server_arg"):
-            expect.discard("tool-dispatch")
+        expect |= embedded_features(config.getoption("hc_server_arg"))
     endpoint = Endpoint(url=url, model=model, api_key=api_key,
                         apis=tuple(a.strip() for a in config.getoption("hc_apis").split(",") if a.strip()),
                         tries=int(config.getoption("hc_tries")), timeout=timeout, expect=frozenset(expect),

@@ -275,12 +275,25 @@ def _vm_hwm_kb(pid: int) -> int:
 
 
 def harness_lines(doc: dict[str, Any]) -> list[str]:
-    """Per real client, the failing checks that would break it: 'Claude Code 2.1.197: would break (AN-REQ-001)'."""
-    breaks: dict[str, list[str]] = {}
+    """Per real client, what the failing checks mean for it, from measurements only:
+    'Claude Code 2.1.197: would break (AN-STREAM-003: AN-GRAMMAR-BLOCK-UNKNOWN, measured with fault ...)',
+    'Codex 0.171.0: no measured impact of the failures (RS-STREAM-004)', '...: unaffected (measured)'."""
+    per: dict[str, dict[str, list[str]]] = {}
     for check in doc["checks"]:
         for client, verdict in (check.get("clients") or {}).items():
-            breaks.setdefault(client, [])
-            if verdict == "would break":
-                breaks[client].append(check["id"])
-    return [f"{client}: would break ({', '.join(ids)})" if ids else f"{client}: unaffected by the failures"
-            for client, ids in sorted(breaks.items())]
+            per.setdefault(client, {}).setdefault(verdict, []).append(check["id"])
+    lines = []
+    for client, by in sorted(per.items()):
+        if by.get("would break"):
+            evidence = [f"{cid}: {_evidence(doc, cid, client)}" for cid in by["would break"]]
+            lines.append(f"{client}: would break ({'; '.join(evidence)})")
+        elif by.get("no measured impact"):
+            lines.append(f"{client}: no measured impact of the failures ({', '.join(by['no measured impact'])})")
+        else:
+            lines.append(f"{client}: unaffected by the failures (measured: {', '.join(by.get('unaffected', []))})")
+    return lines
+
+
+def _evidence(doc: dict[str, Any], check_id: str, client: str) -> str:
+    check = next(c for c in doc["checks"] if c["id"] == check_id)
+    return (check.get("client_evidence") or {}).get(client, "")
