@@ -321,6 +321,12 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tupl
             pass
         out, err = proc.communicate()
         return None, out, err, True
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): the client runs in its own session, stop it too
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        raise
 
 
 def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
