@@ -121,6 +121,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ResultsError(f"{p}: cannot read results file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{p}: not a results file (not UTF-8 text at byte {exc.start})") from exc
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
