@@ -28,4 +28,6 @@ class ServerConfig:
     max_concurrency: int = 1024
     max_body_bytes: int = 32 * 1024 * 1024
     max_output_tokens: int = 32768
-    stored_responses: int = 10000  # previous_response_id store, LRU
+    stored_responses: int = 10000  # previous_response_id store: at most this many responses (LRU)
+    responses_store_bytes: int = 128 * 1024 * 1024  # ... and about this many bytes of them (LRU)
+    cpu_workers: int = 0  # threads that render and tokenize prompts; 0: one per CPU, at least 2 (service.py)
