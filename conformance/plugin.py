@@ -130,12 +130,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if marker is None or COLLECTOR not in item.config.stash:
         return
     check = catalog.get(marker.args[0])
-    report.user_properties += [("check_id", check.id), ("check_level", str(check.level))]
+    if report.when == "setup":  # JUnit writes the item's properties (from the teardown report)
+        item.user_properties += [("check_id", check.id), ("check_level", str(check.level))]
     if report.when == "setup" and report.passed:
         item.stash[_START] = time.monotonic()
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         result = _record(item, call, report, check)
+        item.user_properties += [("outcome", str(result.outcome)), ("level", str(result.weight))]
         _align_report(report, result)
 
 
@@ -145,7 +147,6 @@ _START = pytest.StashKey[float]()
 def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
     """pytest's report (terminal, JUnit) says what the result says: an inconclusive check is a skip
     with its reason, a SHOULD failure an xfail (reported, never a failure of the run)."""
-    report.user_properties += [("outcome", str(result.outcome)), ("level", str(result.level))]
     if result.outcome is Outcome.INCONCLUSIVE and report.outcome != "skipped":
         report.outcome = "skipped"
         report.longrepr = (str(getattr(report, "fspath", "")), None, f"INCONCLUSIVE: {result.message}")

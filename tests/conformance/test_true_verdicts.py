@@ -157,3 +157,23 @@ def test_verdict_line_names_the_rule_and_its_measurement(rule: str, breaks: bool
     line = impact.verdict_line(catalog.get("AN-STREAM-003"), [rule])
     assert rule in line
     assert ("would break" in line) is breaks
+
+
+def test_should_failure_is_reported_not_a_junit_failure(tmp_path: Path) -> None:
+    """A SHOULD failure (rs-sequence-gap breaks RS-GRAMMAR-SEQUENCE, a SHOULD rule) is in results.json
+    as a fail at SHOULD weight, an xfail in JUnit (never <failure>), with the check id and level as
+    properties; -k selects the check by its id."""
+    import xml.etree.ElementTree as ET
+
+    junit = tmp_path / "junit.xml"
+    doc = run_suite(SuiteOptions(apis="responses", select="RS-STREAM-001", junit=str(junit),
+                                 server_args=("--fault=rs-sequence-gap",)), tmp_path, subprocess_run=True, quiet=True)
+    assert [(c["id"], c["outcome"], c["level"]) for c in doc["checks"]] == [("RS-STREAM-001", "fail", "SHOULD")]
+    assert doc["checks"][0]["rules_failed"][0] == "RS-GRAMMAR-SEQUENCE"
+    cases = ET.parse(junit).getroot().findall(".//testcase")
+    assert len(cases) == 1
+    case = cases[0]
+    assert case.find("failure") is None and case.find("error") is None
+    assert case.find("skipped") is not None and "SHOULD failed" in case.find("skipped").get("message", "")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props.get("check_id") == "RS-STREAM-001" and props.get("level") == "SHOULD"
