@@ -490,6 +490,11 @@ PLANTED: dict[str, tuple[str, ...]] = {
 }
 
 
+# Checks that send a real client's own request shape (API_FACTS: what the real clients send): when
+# the endpoint refuses that request for its own limits, that client would break on this deployment.
+CLIENT_SHAPES: dict[str, str] = {"AN-REQ-003": "claude-code", "RS-REQ-001": "codex"}
+
+
 def faults_planting(rule_id: str) -> list[str]:
     """The reference-server faults whose violation includes ``rule_id``."""
     return [f for f, rules in PLANTED.items() if rule_id in rules]

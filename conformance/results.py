@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.catalog import Check
-from conformance.clients.impact import verdicts_for
+from conformance.clients.impact import refused_shape_verdict, verdicts_for
 from conformance.grammar.findings import Finding
 from conformance.outcome import Level, Outcome
 from conformance.wire.redact import redact_text
@@ -114,7 +114,10 @@ class Collector:
 
 def _harness_verdicts(r: CheckResult) -> dict[str, dict[str, str]]:
     """Beside a failing check, what its failing rules mean for each real client of its API, from
-    measurements only (clients/impact.json); a check that did not fail speaks for nobody."""
+    measurements only (clients/impact.json); a check that did not fail speaks for nobody, except a
+    real client's own request refused for the endpoint's limits (that client cannot work there)."""
+    if r.outcome is Outcome.INCONCLUSIVE and r.cause == "endpoint-config":
+        return refused_shape_verdict(r.check, r.message)
     if r.outcome is not Outcome.FAIL:
         return {}
     return verdicts_for(r.check, r.rules or [r.check.id])

@@ -154,6 +154,19 @@ def verdicts_for(check: Any, rules: list[str], data: dict[str, Any] | None = Non
     return out
 
 
+def refused_shape_verdict(check: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """The endpoint refused, for its own limits, the very request a real client sends (catalog.CLIENT_SHAPES):
+    that client would break on this deployment, whatever the contract says."""
+    from conformance.catalog import CLIENT_SHAPES
+
+    key = CLIENT_SHAPES.get(check.id)
+    entry = ((load() if data is None else data).get("clients") or {}).get(key or "")
+    if not entry:
+        return {}
+    return {label_of(entry): {"verdict": WOULD_BREAK, "evidence": f"{check.id}: the endpoint refused "
+                              f"{label_of(entry)}'s own request shape for its limits: {message[:200]}"}}
+
+
 def verdict_line(check: Any, rules: list[str], data: dict[str, Any] | None = None) -> str:
     """'Claude Code 2.1.197: would break (AN-GRAMMAR-BLOCK-UNKNOWN: measured with fault ...)'."""
     return "; ".join(f"{name}: {v['verdict']} ({v['evidence']})" for name, v in verdicts_for(check, rules, data).items())
