@@ -204,16 +204,22 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
     return proc.returncode, False
 
 
-def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
-    """Per client label, what the failing checks infer: "would break" when one says so, else
-    "unaffected" when one says so, else "no measured impact"."""
-    said: dict[str, set[str]] = {}
+_RANK = {"would break": 2, "no measured impact": 1, "unaffected": 0}
+
+
+def _client_verdicts(doc: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """Per client label: verdict -> the ids of the checks that gave it."""
+    per: dict[str, dict[str, list[str]]] = {}
     for check in doc["checks"]:
-        if check["outcome"] == "fail":
-            for label, verdict in (check.get("clients") or {}).items():
-                said.setdefault(label, set()).add(verdict)
-    return {label: "would break" if "would break" in v else "unaffected" if "unaffected" in v else
-            "no measured impact" for label, v in said.items()}
+        for label, verdict in (check.get("clients") or {}).items():
+            per.setdefault(label, {}).setdefault(verdict, []).append(check["id"])
+    return per
+
+
+def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
+    """Per client label, what the results infer: "would break" when one check says so, else "no
+    measured impact" when one failure was never measured with that client, else "unaffected"."""
+    return {label: max(by, key=_RANK.__getitem__) for label, by in _client_verdicts(doc).items()}
 
 
 def _verify_clients(doc: dict[str, Any], suite: SuiteOptions, out: Path) -> dict[str, Any]:
@@ -275,22 +281,20 @@ def _vm_hwm_kb(pid: int) -> int:
 
 
 def harness_lines(doc: dict[str, Any]) -> list[str]:
-    """Per real client, what the failing checks mean for it, from measurements only:
+    """Per real client, what the results mean for it, from measurements only:
     'Claude Code 2.1.197: would break (AN-STREAM-003: AN-GRAMMAR-BLOCK-UNKNOWN, measured with fault ...)',
     'Codex 0.171.0: no measured impact of the failures (RS-STREAM-004)', '...: unaffected (measured)'."""
-    per: dict[str, dict[str, list[str]]] = {}
-    for check in doc["checks"]:
-        for client, verdict in (check.get("clients") or {}).items():
-            per.setdefault(client, {}).setdefault(verdict, []).append(check["id"])
     lines = []
-    for client, by in sorted(per.items()):
-        if by.get("would break"):
-            evidence = [f"{cid}: {_evidence(doc, cid, client)}" for cid in by["would break"]]
-            lines.append(f"{client}: would break ({'; '.join(evidence)})")
-        elif by.get("no measured impact"):
-            lines.append(f"{client}: no measured impact of the failures ({', '.join(by['no measured impact'])})")
+    per = _client_verdicts(doc)
+    for client, verdict in sorted(inferred_verdicts(doc).items()):
+        ids = per[client][verdict]
+        if verdict == "would break":
+            evidence = "; ".join(f"{cid}: {_evidence(doc, cid, client)}" for cid in ids)
+            lines.append(f"{client}: would break ({evidence})")
+        elif verdict == "no measured impact":
+            lines.append(f"{client}: no measured impact of the failures ({', '.join(ids)})")
         else:
-            lines.append(f"{client}: unaffected by the failures (measured: {', '.join(by.get('unaffected', []))})")
+            lines.append(f"{client}: unaffected by the failures (measured: {', '.join(ids)})")
     return lines
 
 

@@ -78,6 +78,11 @@ def _rs_shape(output: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
+def _brief(shape: Any, limit: int = 160) -> str:
+    text = repr(shape)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 OVERLOADED = (429, 503, 529)  # rate limited or overloaded: the endpoint's state, not a contract
 
 
@@ -125,9 +130,9 @@ def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dic
                                 rule=check_id)
             if shape(streamed) != shape(created):
                 _oracle_failure(hc, api, scenario_id, turn,
-                                f"the SDK's folded stream {shape(streamed)} differs from the separately requested "
-                                f"non-streamed answer {shape(created)} (a sampling model answers differently each "
-                                f"time; this compares two answers)", rule=f"{check_id}:nonstream")
+                                f"the SDK's folded stream {_brief(shape(streamed))} differs from the separately "
+                                f"requested non-streamed answer {_brief(shape(created))} (a sampling model answers "
+                                f"differently each time; this compares two answers)", rule=f"{check_id}:nonstream")
             body = reqs.follow(api, body, dump(created), scenario, turn + 1)
 
 

@@ -163,8 +163,9 @@ def refused_shape_verdict(check: Any, message: str, data: dict[str, Any] | None 
     entry = ((load() if data is None else data).get("clients") or {}).get(key or "")
     if not entry:
         return {}
-    return {label_of(entry): {"verdict": WOULD_BREAK, "evidence": f"{check.id}: the endpoint refused "
-                              f"{label_of(entry)}'s own request shape for its limits: {message[:200]}"}}
+    words = message.split("): ", 1)[-1]  # the endpoint's own words, after "(HTTP 400): "
+    return {label_of(entry): {"verdict": WOULD_BREAK, "evidence": f"the endpoint refused this client's own request "
+                              f"shape for its limits: {words[:200]}"}}
 
 
 def verdict_line(check: Any, rules: list[str], data: dict[str, Any] | None = None) -> str:
