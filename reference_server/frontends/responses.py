@@ -13,6 +13,7 @@ import copy
 import json
 import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from reference_server.conversation import Conversation, Message, ToolResult, ToolSpec
@@ -41,21 +42,116 @@ INPUT_ITEM_TYPES = frozenset({
 
 
 class ResponseStore:
-    """Stored responses for previous_response_id: the whole conversation after each one (LRU)."""
+    """Stored responses for previous_response_id, bounded by count and by approximate bytes (LRU).
 
-    def __init__(self, capacity: int) -> None:
+    Each response is stored once: the messages it added to the conversation (its new input and its
+    output) and the id of the response it continued; `get` walks the chain back to its start. A
+    chain of N turns so costs O(N) memory (whole copies per response cost O(N²)). Messages are
+    shared, not copied: nothing may change them after `put` (the pipeline only reads them).
+
+    When over a bound, the least recently used response goes, and with it every stored response
+    that continues it (they can no longer be rebuilt). `get` touches the whole chain, start first,
+    so an active conversation stays and idle ones leave whole. A chain larger than the byte bound
+    cannot be kept: its start is evicted and a later `get` finds nothing (a 400, as for any id).
+    """
+
+    def __init__(self, capacity: int, max_bytes: int) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, list[Message]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict[str, _Stored] = OrderedDict()
 
-    def put(self, response_id: str, messages: list[Message]) -> None:
-        self._items[response_id] = copy.deepcopy(messages)
-        self._items.move_to_end(response_id)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, response_id: str, history: list[Message], parent: str | None = None) -> None:
+        """Store the conversation after `response_id`. With `parent` (the previous_response_id it
+        continued) only what `history` adds to the parent's conversation is kept: the messages
+        after the parent's own, the very objects `get(parent)` gave (else the whole history)."""
+        if response_id in self._items:
+            self._drop(response_id)
+        base = self._chain(parent) if parent is not None else None
+        if base is not None and len(base) <= len(history) and all(a is b for a, b in zip(base, history)):
+            own = tuple(history[len(base):])
+        else:
+            parent, own = None, tuple(history)
+        entry = _Stored(parent=parent, messages=own, size=_ENTRY_BYTES + approx_bytes(own))
+        self._items[response_id] = entry
+        self.bytes += entry.size
+        if parent is not None:
+            self._items[parent].children.add(response_id)
+        while self._items and (len(self._items) > self.capacity or self.bytes > self.max_bytes):
+            self._drop(next(iter(self._items)))
 
     def get(self, response_id: str) -> list[Message] | None:
-        found = self._items.get(response_id)
-        return copy.deepcopy(found) if found is not None else None
+        """The whole conversation after `response_id` (None when it is not stored); touches its chain."""
+        ids = self._ids(response_id)
+        if ids is None:
+            return None
+        out: list[Message] = []
+        for rid in reversed(ids):
+            self._items.move_to_end(rid)
+            out.extend(self._items[rid].messages)
+        return out
+
+    def stats(self) -> dict[str, int]:
+        return {"responses": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes,
+                "max_responses": self.capacity}
+
+    def _ids(self, response_id: str) -> list[str] | None:
+        """The chain's ids, newest first."""
+        ids: list[str] = []
+        rid: str | None = response_id
+        while rid is not None:
+            entry = self._items.get(rid)
+            if entry is None:
+                return None
+            ids.append(rid)
+            rid = entry.parent
+        return ids
+
+    def _chain(self, response_id: str) -> list[Message] | None:
+        ids = self._ids(response_id)
+        return None if ids is None else [m for rid in reversed(ids) for m in self._items[rid].messages]
+
+    def _drop(self, response_id: str) -> None:
+        """Remove a response and every stored response that continues it."""
+        entry = self._items.get(response_id)
+        if entry is not None and entry.parent in self._items:
+            self._items[entry.parent].children.discard(response_id)
+        stack = [response_id]
+        while stack:
+            gone = self._items.pop(stack.pop(), None)
+            if gone is not None:
+                self.bytes -= gone.size
+                stack.extend(gone.children)
+
+
+@dataclass(slots=True)
+class _Stored:
+    parent: str | None
+    messages: tuple[Message, ...]
+    size: int
+    children: set[str] = field(default_factory=set)
+
+
+_OBJECT_BYTES = 64  # about what one small Python object (a slotted dataclass, a list) costs
+_ENTRY_BYTES = 4 * _OBJECT_BYTES  # the store's own entry: the record, its dict slot, the id, the children set
+
+
+def approx_bytes(messages: tuple[Message, ...] | list[Message]) -> int:
+    """About what the messages take in memory: their text (one byte per character) and a fixed
+    cost per object."""
+    n = 0
+    for m in messages:
+        n += 3 * _OBJECT_BYTES + len(m.text)
+        for p in m.parts:
+            n += _OBJECT_BYTES + len(p.text)
+            if p.call is not None:
+                n += _OBJECT_BYTES + len(p.call.id) + len(p.call.name) + len(p.call.arguments)
+        for r in m.results:
+            n += _OBJECT_BYTES + len(r.call_id) + len(r.content)
+    return n
 
 
 def _text(content: Any, where: str) -> str:
