@@ -10,7 +10,8 @@ from pathlib import Path
 NAME = "bench"
 ORDER = 50
 HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
-        "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token)")
+        "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token), "
+        "mixed (stream gaps while large prompts are tokenized)")
 DESCRIPTION = """\
 Benchmarks against --endpoint, or with none against embedded reference servers started with a
 non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
@@ -28,6 +29,8 @@ document, docs/results-schema.md) and a PNG plot.
             times, at concurrency 1, 16, 64, 256; aiohttp+uvloop (the kit's client) vs plain httpx
   server    the reference server's own CPU per streamed token at concurrency 1, 8, 32, engine
             delays zero (vs Dynamo's ~20 µs per SSE frame)
+  mixed     the worst inter-frame gap of concurrent streams with a 2 MB count_tokens request in
+            flight, beside the same figure with none (windows alternated in one run)
 
 An --endpoint is checked first (reachable, an LLM API, key accepted, model served).
 Exit status: 0 measured, 2 usage error, the endpoint unusable or refusing a request,
@@ -117,6 +120,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="with --endpoint: model id (default: the first of /v1/models)")
     p.add_argument("--api-key", default=None, help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+    p = sub.add_parser("mixed", help="worst stream inter-frame gap with vs without a large prompt being tokenized")
+    p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
+    p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
+    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--concurrency", type=int, default=16, help="concurrent streams (default: 16)")
+    p.add_argument("--windows", type=int, default=4, help="measurement windows per arm, alternated (default: 4)")
+    p.add_argument("--window-s", type=float, default=4.0, help="seconds each window starts streams (default: 4)")
+    p.add_argument("--stream-tokens", type=int, default=200, help="output tokens per stream (default: 200)")
+    p.add_argument("--large-bytes", type=int, default=2 * 1024 * 1024,
+                   help="prompt text of the large request, bytes (default: 2 MiB)")
+    p.add_argument("--large-route", default="count_tokens", choices=["count_tokens", "tokenize"],
+                   help="where the large prompt goes: /v1/messages/count_tokens or /tokenize (default: count_tokens)")
+    p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated stream APIs, rotated")
+    p.add_argument("--scenario", default="long_reasoning", help="the streams' scenario (default: long_reasoning)")
+    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    p.add_argument("--decode-ms", type=float, default=5.0,
+                   help="embedded timing: interval between output tokens, the undisturbed gap (default: 5)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,10 +227,19 @@ def _measure(args: argparse.Namespace, api_key: str | None) -> dict:
             endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
             system_tokens=args.system_tokens, turn_tokens=args.turn_tokens, ttft_base_ms=args.ttft_base_ms,
             prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+    elif args.bench == "mixed":
+        from replay.benchmarks.mixed import MixedOptions, run_mixed
+
+        doc = run_mixed(MixedOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, concurrency=args.concurrency,
+            windows=args.windows, window_s=args.window_s, stream_tokens=args.stream_tokens,
+            large_bytes=args.large_bytes, large_route=args.large_route,
+            apis=[a.strip() for a in args.apis.split(",") if a.strip()], scenario=args.scenario,
+            ttft_base_ms=args.ttft_base_ms, decode_ms=args.decode_ms, server_args=args.server_arg))
     return doc
 
 
-_CAPTIONED = {"overlap", "fidelity", "server"}
+_CAPTIONED = {"overlap", "fidelity", "server", "mixed"}
 
 
 def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
