@@ -219,11 +219,13 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
 
 
 def table(data: dict[str, Any]) -> list[list[str]]:
-    """Rows: fault, then a verdict per client."""
+    """Rows: fault, the rules it plants (what its verdicts speak for), then a verdict per client."""
+    from conformance.catalog import PLANTED
+
     keys = list(data.get("clients") or {})
-    rows = [["fault", *[column_of(k, data["clients"][k]) for k in keys]]]
+    rows = [["fault", "planted rules", *[column_of(k, data["clients"][k]) for k in keys]]]
     for fault, cells in (data.get("faults") or {}).items():
-        row = [fault]
+        row = [fault, ", ".join(PLANTED.get(fault, ()))]
         for k in keys:
             c = cells.get(k)
             row.append("-" if c is None else (BREAKS + " (" + ",".join(c.get("broken_turns") or []) + ")"
