@@ -28,10 +28,12 @@ class FaultRun:
     levels: dict[str, str] = field(default_factory=dict)  # check id -> the weight of its result
     rules: dict[str, list[str]] = field(default_factory=dict)  # check id -> the rules it failed on
     causes: dict[str, str] = field(default_factory=dict)  # check id -> an inconclusive result's cause
+    disagreements: list[str] = field(default_factory=list)  # JUnit vs results.json
 
     def problems(self) -> list[str]:
+        junit = [f"{self.fault}: {d}" for d in self.disagreements]
         if self.fault != CLEAN and FAULTS[self.fault].transport:
-            return self._transport_problems()
+            return junit + self._transport_problems()
         expected = {c.id for c in catalog.checks_for_fault(self.fault)} if self.fault != CLEAN else set()
         out = []
         for check_id in sorted(expected):
@@ -48,7 +50,7 @@ class FaultRun:
                 out.append(f"{self.fault}: {check_id} ({level}) unexpectedly {outcome}")
             if self.fault == CLEAN and outcome != "pass":
                 out.append(f"clean server: {check_id} is {outcome}")
-        return out
+        return junit + out
 
     def _transport_problems(self) -> list[str]:
         out = [f"{self.fault}: {cid} is {outcome} (a stalled endpoint breaks no contract)"
@@ -60,12 +62,43 @@ class FaultRun:
 
 def run_one(fault: str, out: Path) -> FaultRun:
     server_args = () if fault == CLEAN else (f"--fault={fault}",)
-    doc = run_suite(SuiteOptions(server_args=server_args, timeout=15.0), out / fault.strip("()"),
+    folder = out / fault.strip("()")
+    junit = folder / "junit.xml"
+    doc = run_suite(SuiteOptions(server_args=server_args, timeout=15.0, junit=str(junit)), folder,
                     subprocess_run=True, quiet=True)
-    return FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]},
-                    levels={c["id"]: c["level"] for c in doc["checks"]},
-                    rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
-                    causes={c["id"]: c.get("cause", "") for c in doc["checks"]})
+    run = FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]},
+                   levels={c["id"]: c["level"] for c in doc["checks"]},
+                   rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
+                   causes={c["id"]: c.get("cause", "") for c in doc["checks"]})
+    run.disagreements = junit_disagreements(doc, junit)
+    return run
+
+
+def junit_disagreements(doc: dict[str, Any], junit: Path) -> list[str]:
+    """Where JUnit and results.json tell a check's outcome differently: a JUnit <failure> or <error>
+    must be exactly a MUST failure or a kit error (reports.summary's one definition); a SHOULD failure
+    is a JUnit skip (xfail), as is an inconclusive or skipped check."""
+    import xml.etree.ElementTree as ET
+
+    from reports.summary import is_must_failure
+
+    try:
+        cases = ET.parse(junit).getroot().iter("testcase")
+    except (OSError, ET.ParseError) as exc:
+        return [f"no JUnit report: {exc}"]
+    failed: dict[str, bool] = {}
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if "check_id" in props:
+            bad = case.find("failure") is not None or case.find("error") is not None
+            failed[props["check_id"]] = failed.get(props["check_id"], False) or bad
+    out = []
+    for c in doc["checks"]:
+        expected = is_must_failure(c) or c["outcome"] == "error"
+        if failed.get(c["id"]) != expected:
+            out.append(f"{c['id']}: results.json says {c['level']} {c['outcome']}, JUnit "
+                       f"{'a failure' if failed.get(c['id']) else 'no failure' if c['id'] in failed else 'nothing'}")
+    return out
 
 
 def run_matrix(out: Path, *, faults: Sequence[str] | None = None, workers: int = 2,
