@@ -151,7 +151,7 @@ def encode_text(tokenizer: Tokenizer, text: str) -> Any:
 
 def conversation_chars(conv: Conversation) -> int:
     """About how much text a conversation holds (characters), to tell large jobs from small ones."""
-    n = sum(len(s) for s in conv.system)
+    n = sum(len(s) for s in conv.system) + sum(len(t.description) for t in conv.tools)
     for m in conv.messages:
         n += len(m.text) + sum(len(p.text) + (len(p.call.arguments) if p.call else 0) for p in m.parts)
         n += sum(len(r.content) for r in m.results)
