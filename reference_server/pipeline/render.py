@@ -14,7 +14,6 @@ from reference_server.faults import Faults
 from reference_server.pipeline.families import ModelProfile
 from reference_server.pipeline.history import build_template_input
 from reference_server.pipeline.preamble import strip_billing_header, strip_simple
-from reference_server.tokenizer import Tokenizer
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -54,11 +53,3 @@ def render_text(conv: Conversation, profile: ModelProfile, *, strip_preamble: bo
     text = _template(profile.family.template).render(
         messages=data.messages, tools=data.tools, add_generation_prompt=add_generation_prompt, **kwargs)
     return text, kwargs
-
-
-def render_prompt(conv: Conversation, profile: ModelProfile, tokenizer: Tokenizer, *, strip_preamble: bool,
-                  faults: Faults, add_generation_prompt: bool = True,
-                  extra_kwargs: dict[str, Any] | None = None) -> Prompt:
-    text, kwargs = render_text(conv, profile, strip_preamble=strip_preamble, faults=faults,
-                               add_generation_prompt=add_generation_prompt, extra_kwargs=extra_kwargs)
-    return Prompt(text=text, ids=tokenizer.encode(text), template_kwargs=kwargs)

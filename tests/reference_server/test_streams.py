@@ -107,7 +107,9 @@ def test_chat_include_usage(reference_server: str) -> None:
     assert usage_chunk["choices"] == [] and usage_chunk["usage"]["prompt_tokens"] > 0
     assert all(c.get("usage") is None for c in chunks[:-1])
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
-    plain = HTTP.post(reference_server + "/v1/chat/completions", json=body, timeout=30).json()
+    # stream_options only with stream: true (OpenAI rejects it otherwise), so the plain request drops it
+    plain_body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    plain = HTTP.post(reference_server + "/v1/chat/completions", json=plain_body, timeout=30).json()
     assert plain["usage"]["prompt_tokens"] == usage_chunk["usage"]["prompt_tokens"]
     assert plain["usage"]["completion_tokens"] == usage_chunk["usage"]["completion_tokens"]
     assert usage_chunk["usage"]["total_tokens"] == usage_chunk["usage"]["prompt_tokens"] + \
