@@ -36,6 +36,7 @@ from reference_server.tokenizer import IncrementalDecoder, Tokenizer
 
 T = TypeVar("T")
 LARGE_CHARS = 64 * 1024  # a job over this much text (~20K tokens, tens of ms) takes the large lane
+INLINE_CHARS = 8 * 1024  # up to this much text (~2K tokens, about a millisecond) runs on the event loop
 
 
 class UnknownModel(LookupError):
@@ -279,11 +280,19 @@ class Service:
         """len(self.prompt(conv)) without building the list of ids (CPU work, on a worker)."""
         return len(encode_text(self.tokenizer, self._render(conv)[0]))
 
+    async def _cpu(self, conv: Conversation, fn: Callable[..., T], *args: Any) -> T:
+        """A request's CPU work: inline when its text is small (no thread hop, no slot: 256 short
+        requests start together), else on the pool (large ones on its large lane)."""
+        chars = conversation_chars(conv)
+        if chars <= INLINE_CHARS:
+            return fn(*args)
+        return await self.pool.run(fn, *args, large=chars > LARGE_CHARS)
+
     async def count_tokens(self, conv: Conversation) -> int:
-        return await self.pool.run(self.count_prompt_tokens, conv, large=conversation_chars(conv) > LARGE_CHARS)
+        return await self._cpu(conv, self.count_prompt_tokens, conv)
 
     async def start_turn(self, conv: Conversation, *, id_prefix: str = "call_") -> Turn:
-        prep = await self.pool.run(self._prepare, conv, id_prefix, large=conversation_chars(conv) > LARGE_CHARS)
+        prep = await self._cpu(conv, self._prepare, conv, id_prefix)
         max_tokens = min(conv.max_tokens or self.config.max_output_tokens, self.config.max_output_tokens)
         generation = await self.engine.start(GenerateRequest(
             request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
