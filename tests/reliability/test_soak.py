@@ -157,4 +157,8 @@ def test_soak_rss_flat_over_a_1000_turn_chain() -> None:
         stats = client.get(server.url + "/health").json()["responses_store"]
         prompt = answer.json()["usage"]["input_tokens"]
     assert stats["responses"] == 1000 and prompt > 20_000  # one chain, all of it in the last prompt
-    assert max(samples) <= 1.10 * warm, f"RSS grew from {warm} kB to {max(samples)} kB ({samples})"
+    # Flat: the last five samples (turns 800-1000) within 10% of the first five after the warm-up
+    # (turns 150-350), averaged, so one allocator step does not decide; a leak of a few kB a turn
+    # still fails. Measured: +2% quiet; +8% once on a machine loaded by two other test workers.
+    start, end = sum(samples[:5]) / 5, sum(samples[-5:]) / 5
+    assert end <= 1.10 * max(start, warm), f"RSS grew from {start:.0f} kB to {end:.0f} kB ({warm=}, {samples})"
