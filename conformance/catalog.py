@@ -422,7 +422,7 @@ CHECKS: list[Check] = [
     _c("RS-ERR-001", "responses", "Bad Responses requests get 4xx with the OpenAI error shape; a request with "
        "only instructions (input is optional) is answered", MUST, "API_FACTS: errors; request validation",
        "validate input items as the reference does; accept a request without input",
-       ("bad-input-500", "wrong-error-shape")),
+       ("bad-input-500", "wrong-error-shape", "rs-require-input")),
 ]
 
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}
@@ -487,6 +487,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "rs-missing-call-id": ("RS-GRAMMAR-FUNCTION-CALL",),
     "rs-no-encrypted-content": ("RS-STATE-002",),
     "rs-fields-dropped": ("RS-REQ-002",),
+    "rs-require-input": ("RS-ERR-001:allowed",),
     "reject-compressed-body": ("RS-REQ-001:zstd",),
 }
 

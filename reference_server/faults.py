@@ -111,6 +111,8 @@ _ALL = [
           apis=('responses',)),
     Fault("rs-no-encrypted-content", "reasoning items lack encrypted_content though include asks for it",
           "API_FACTS: include reasoning.encrypted_content", apis=('responses',)),
+    Fault("rs-require-input", "a Responses request without input refused with 400 (input is optional)",
+          "API_FACTS: request validation (vLLM 0.32 refuses it)", apis=("responses",)),
     Fault("rs-fields-dropped", "Responses request fields (store, parallel_tool_calls, text) dropped from the response",
           "article 1: fields lost inside the server (PR #6089)", apis=('responses',)),
     # Transport (no contract broken: the kit must say "stalled", not fail a rule).

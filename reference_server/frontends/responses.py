@@ -287,6 +287,8 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     model = expect(body, "model", str, required=True)
     # `input` is optional (CreateResponse): a request may run from `instructions`, `prompt` or
     # `previous_response_id` alone.
+    if faults.on("rs-require-input") and body.get("input") is None:
+        raise ApiError(400, "input: Field required", param="input")
     system, messages = items_to_messages(body["input"]) if body.get("input") is not None else ([], [])
     previous = expect(body, "previous_response_id", str)
     if previous and not faults.on("rs-ignore-previous-response-id"):
