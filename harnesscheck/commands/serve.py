@@ -125,12 +125,18 @@ def run(args: argparse.Namespace) -> int:
         hint = "; pick another --port (0 takes a free one)" if error.errno == errno.EADDRINUSE else ""
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}{hint}") from None
     host, port = sock.getsockname()[:2]
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            # The first stdout line tells a parent process where we listen (used with --port 0). It
+            # comes once uvicorn serves and holds the signals: a SIGTERM sent after it always stops us
+            # (sent before uvicorn took the signals, it could be lost and leave the server running).
+            print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
+
     try:
-        # The first stdout line tells a parent process where we listen (used with --port 0).
-        print(f"harnesscheck reference server listening on http://{host}:{port}", flush=True)
         config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=2, access_log=False,
                                 loop="auto", http="auto")
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # a stop before uvicorn took the signals, or passed on after its shutdown
         pass
     return 0
