@@ -221,6 +221,11 @@ class Check:
             return RULES[rule_id].level
         return RULES[self.id].level if self.id in RULES else self.level
 
+    def weight_of(self, rules: list[str]) -> Level:
+        """What a failure of these rules weighs: MUST if any of them is a MUST rule."""
+        levels = [self.level_of(r) for r in rules] or [self.level]
+        return MUST if MUST in levels else SHOULD
+
     @property
     def evidence(self) -> dict[str, str]:
         return {r: f"{RULES[r].level}: {RULES[r].evidence}" for r in self.own_rules}

@@ -195,9 +195,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     else:
         outcome = Outcome.ERROR
         message = f"kit error (not a verdict on the endpoint): {type(error).__name__}: {error}"
-    level = check.level
-    if outcome is Outcome.FAIL and rules:
-        level = max((check.level_of(r) for r in rules), key=lambda lv: lv is catalog.MUST)
+    level = check.weight_of(rules) if outcome is Outcome.FAIL else check.level
     result = CheckResult(check=check, outcome=outcome, message=message, duration_s=duration, finding=finding,
                          transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
                          notes=_notes(attached))
