@@ -76,7 +76,8 @@ def split_apis(value: str) -> list[str]:
     return [a.strip() for a in (value or "").split(",") if a.strip()]
 
 
-def _unknown(flag: str, what: str, value: str, known: Iterable[str]) -> str:
+def unknown_choice(flag: str, what: str, value: str, known: Iterable[str]) -> str:
+    """One line for a value that is not one of `known`, with the closest known one as a hint."""
     known = list(known)
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -115,10 +116,10 @@ def validate_options(*, endpoint: str | None, apis: str, expect: Iterable[str], 
         return f"--apis: no API given; choose from {', '.join(APIS)}"
     for api in chosen:
         if api not in APIS:
-            return _unknown("--apis", "API", api, APIS)
+            return unknown_choice("--apis", "API", api, APIS)
     for feature in expect:
         if feature not in FEATURES:
-            return _unknown("--expect", "feature", feature, FEATURES)
+            return unknown_choice("--expect", "feature", feature, FEATURES)
     if tries < 1:
         return f"--tries must be 1 or more, got {tries}"
     if not (timeout > 0 and math.isfinite(timeout)):

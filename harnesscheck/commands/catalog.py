@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+CATALOG_APIS = ("anthropic", "chat", "responses", "any")
 
 NAME = "catalog"
 ORDER = 30
@@ -12,7 +15,9 @@ HELP = "list every conformance check (id, API, level, title, source, the evidenc
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--api", choices=["anthropic", "chat", "responses", "any"], help="only this API's checks")
+    parser.add_argument("--apis", default=None, metavar="LIST",
+                        help="only these APIs' checks, comma-separated: anthropic, chat, responses, any (the "
+                             "API-independent checks); default: all")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,18 +25,31 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from conformance.catalog import CHECKS
+    from conformance.options import split_apis, unknown_choice
+    from harnesscheck.errors import UsageError
 
-    checks = [c for c in CHECKS if not args.api or c.api == args.api]
+    apis = split_apis(args.apis) if args.apis else list(CATALOG_APIS)
+    for api in apis:
+        if api not in CATALOG_APIS:
+            raise UsageError(unknown_choice("--apis", "API", api, CATALOG_APIS))
+    checks = [c for c in CHECKS if c.api in apis]
     if args.json:
         print(json.dumps([{"id": c.id, "api": c.api, "title": c.title, "level": str(c.level), "source": c.source,
                            "remedy": c.remedy, "faults": list(c.faults), "rules": list(c.own_rules),
                            "evidence": c.evidence} for c in checks], indent=1))
         return 0
+    rows = [(c.id, c.api, str(c.level), c.title, [f"{r} {e}" for r, e in c.evidence.items()], ", ".join(c.faults))
+            for c in checks]
+    header = ("id", "api", "level", "title", "evidence per rule", "caught fault(s)")
+    if not sys.stdout.isatty():  # piped (`catalog | grep AN-`): one tab-separated line per check, never folded
+        print("\t".join(header))
+        for row in rows:
+            print("\t".join([*row[:4], "; ".join(row[4]), row[5]]))
+        return 0
     table = Table(title=f"harnesscheck catalog: {len(checks)} checks")
-    for column in ("id", "api", "level", "title", "evidence per rule", "caught fault(s)"):
+    for column in header:
         table.add_column(column, overflow="fold", no_wrap=column == "id")
-    for c in checks:
-        table.add_row(c.id, c.api, str(c.level), c.title, "\n".join(f"{r} {e}" for r, e in c.evidence.items()),
-                      ", ".join(c.faults))
+    for row in rows:
+        table.add_row(*row[:4], "\n".join(row[4]), row[5])
     Console().print(table)
     return 0

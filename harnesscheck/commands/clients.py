@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 NAME = "clients"
@@ -40,8 +41,10 @@ DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--endpoint", metavar="URL", help="endpoint base URL (default: start the reference server)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, metavar="ID", help=f"model id (default: {DEFAULT_MODEL})")
+    parser.add_argument("--endpoint", metavar="URL", default=os.environ.get("HARNESSCHECK_ENDPOINT"),
+                        help="endpoint base URL (default: $HARNESSCHECK_ENDPOINT, else start the reference server)")
+    parser.add_argument("--model", default=os.environ.get("HARNESSCHECK_MODEL") or DEFAULT_MODEL, metavar="ID",
+                        help=f"model id (default: $HARNESSCHECK_MODEL, else {DEFAULT_MODEL})")
     parser.add_argument("--clients", default="claude-code,codex,openclaw", metavar="LIST",
                         help="comma-separated: claude-code, codex, openclaw; NAME:API picks the wire API "
                              "(openclaw:responses, openclaw:chat)")

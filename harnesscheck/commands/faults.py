@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 NAME = "faults"
@@ -20,16 +21,25 @@ Exit status: 0 listed, or the matrix holds; 1 the matrix found a problem.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--matrix", action="store_true", help="run the fault matrix (takes minutes)")
-    parser.add_argument("--only", action="append", default=[], metavar="FAULT", help="matrix: only these faults")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="with --matrix: only this fault (repeatable; default: every fault)")
     parser.add_argument("--out", default="harnesscheck-results/fault-matrix", metavar="DIR",
                         help="matrix output folder (default: harnesscheck-results/fault-matrix)")
-    parser.add_argument("--workers", type=int, default=2, help="suite runs in parallel (default: 2)")
+    parser.add_argument("--workers", type=int, default=2, metavar="N", help="suite runs in parallel (default: 2)")
     parser.add_argument("--json", action="store_true", help="list faults as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from conformance import catalog
+    from conformance.options import unknown_choice
+    from harnesscheck.errors import UsageError
     from reference_server.faults import FAULTS
+
+    for name in args.fault:
+        if name not in FAULTS:
+            raise UsageError(unknown_choice("--fault", "fault", name, FAULTS))
+    if args.workers < 1:
+        raise UsageError(f"--workers must be 1 or more, got {args.workers}")
 
     if not args.matrix:
         if args.json:
@@ -42,18 +52,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"{f.name:36} {f.bug}\n{'':36} source: {f.source}; caught by: {caught}")
         return 0
 
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from conformance.fault_matrix import coverage_problems, run_matrix, write
 
     static = coverage_problems()
     for problem in static:
         print(f"catalog: {problem}")
-    names = args.only or sorted(FAULTS)
-    with Progress() as bar:
-        task = bar.add_task("fault matrix", total=len(names) + 1)
+    names = args.fault or sorted(FAULTS)
+    # Each suite run takes tens of seconds: a spinner, the runs done of all and the time so far say
+    # it is moving (a percentage with an estimate sat at 0% -:--:-- until the first run ended).
+    columns = (SpinnerColumn(), TextColumn("fault matrix: {task.description}"), BarColumn(),
+               MofNCompleteColumn(), TextColumn("suite runs"), TimeElapsedColumn())
+    with Progress(*columns, disable=not sys.stdout.isatty()) as bar:
+        task = bar.add_task(f"{args.workers} running at a time", total=len(names) + 1)
         matrix = run_matrix(Path(args.out), faults=names, workers=args.workers,
-                            progress=lambda run: bar.update(task, advance=1, description=run.fault))
+                            progress=lambda run: bar.update(task, advance=1, description=f"{run.fault} done"))
     path = write(matrix, Path(args.out))
     rows = {}
     for cell in matrix["cells"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 NAME = "profile"
@@ -26,7 +27,8 @@ Exit status: 0 both profiles were captured; 1 one was not.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client", default="codex", choices=["codex"], help="the client (codex)")
     parser.add_argument("--model", action="append", required=True, metavar="ID", help="a model id (give two)")
-    parser.add_argument("--endpoint", metavar="URL", help="endpoint serving both ids (default: the reference server)")
+    parser.add_argument("--endpoint", metavar="URL", default=os.environ.get("HARNESSCHECK_ENDPOINT"),
+                        help="endpoint serving both ids (default: $HARNESSCHECK_ENDPOINT, else the reference server)")
     parser.add_argument("--out", default="harnesscheck-results/profile", metavar="DIR", help="output folder")
     parser.add_argument("--timeout", type=float, default=180.0, metavar="S", help="time limit per Codex run")
     parser.add_argument("--json", action="store_true", help="print the profiles and the diff as JSON")
