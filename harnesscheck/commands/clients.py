@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{client.label}: skipped: {inst.skip}", flush=True)
                 results.append({"client": name, "label": client.label, "api": client.api, "skip": inst.skip})
                 continue
+            print(f"{client.label}: running its text and tool turns (up to {args.timeout:g} s each) ...", flush=True)
             for r in runner.run_client(client, inst, endpoint, args.model, out, api_key=api_key, timeout=args.timeout):
                 results.append(r.to_dict())
                 _print_turn(r)
