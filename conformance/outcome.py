@@ -22,11 +22,6 @@ class Outcome(str, Enum):
     INCONCLUSIVE = "inconclusive"
     ERROR = "error"
 
-    @property
-    def is_verdict(self) -> bool:
-        """True for outcomes that say something about the endpoint (everything but ERROR)."""
-        return self is not Outcome.ERROR
-
     def __str__(self) -> str:  # "pass", not "Outcome.PASS"
         return self.value
 

@@ -32,7 +32,7 @@ from harnesscheck.errors import HarnesscheckError
 
 import json as _json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
@@ -124,9 +124,6 @@ class SSEFrame:
             index=index, kind="event", event=event, data=text, raw=raw, json=parsed,
             json_error=err, done=done, t_ns=t_ns, chunk_index=chunk_index,
         )
-
-    def with_index(self, index: int) -> SSEFrame:
-        return replace(self, index=index)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (``raw`` as latin-1 text, which maps each byte to one code point)."""
