@@ -1,6 +1,7 @@
-"""The kit's options, defined once: the pytest plugin adds them with the `--` names below and the
-CLI commands reuse the same function (as pytest-benchmark does with its option sets).
-`validate_options` checks their values before any request, for both."""
+"""The kit's options, defined once: the pytest plugin adds them under one prefix (`--hc-endpoint`,
+`--hc-model`, ...), the CLI commands with their short names (`--endpoint`, ...), from the same
+function, as pytest-benchmark does with its `--benchmark-*` option sets. `validate_options`
+checks their values before any request, for both."""
 
 from __future__ import annotations
 
@@ -9,10 +10,6 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
-
-
-def _NEVER(name: str) -> bool:
-    return False
 
 
 APIS = ("anthropic", "chat", "responses")
@@ -30,17 +27,18 @@ def embedded_features(server_args: Iterable[str]) -> set[str]:
     return features
 
 
-def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVER) -> None:
-    """Add every option as `--NAME` (dest `hc_NAME`); in pytest a name another plugin already owns
-    (pytest-timeout's --timeout) is only reachable as `--hc-NAME`, which always exists there."""
+PYTEST_PREFIX = "--hc-"  # the plugin's options: one prefix, so no bare name is added to every pytest session
+CLI_PREFIX = "--"
+
+
+def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX) -> None:
+    """Add every option as `PREFIX + NAME` (dest `hc_NAME` either way): `--endpoint` in the CLI,
+    `--hc-endpoint` in pytest (prefix PYTEST_PREFIX)."""
     _add = add
 
     def add(flag: str, **kwargs: Any) -> None:  # noqa: F811 - wraps the caller's add
-        dest = "hc_" + flag[2:].replace("-", "_")
-        names = [flag] if not taken(flag) else []
-        if taken is not _NEVER:
-            names.append("--hc-" + flag[2:])
-        _add(*names, dest=dest, **kwargs)
+        name = flag[2:]
+        _add(prefix + name, dest="hc_" + name.replace("-", "_"), **kwargs)
 
     add("--endpoint", default=None, metavar="URL",
         help="base URL of the endpoint under test (e.g. http://localhost:8000); default: start the embedded "
@@ -56,7 +54,9 @@ def add_options(add: Callable[..., Any], *, taken: Callable[[str], bool] = _NEVE
     add("--timeout", type=float, default=30.0, metavar="SECONDS",
         help="deadline for each request, streams included: a hung or trickling endpoint fails its check "
              "(default: 30)")
-    add("--transcripts", default=None, metavar="DIR", help="write the transcripts of failing checks here")
+    add("--transcripts", default=None, metavar="DIR",
+        help="write every check's transcript here, with index.json, within a size budget (failing checks first; "
+             "docs/results-schema.md); default: transcripts/ beside the results file")
     add("--results", default=None, metavar="FILE", help="write results JSON (harnesscheck.results schema) here")
     add("--expect", action="append", default=[], metavar="FEATURE",
         help=f"declare an optional feature the endpoint offers, so its absence fails instead of skipping; "
@@ -101,27 +101,28 @@ def url_problem(url: str, flag: str = "--endpoint") -> str | None:
 
 
 def validate_options(*, endpoint: str | None, apis: str, expect: Iterable[str], tries: int,
-                     timeout: float) -> str | None:
+                     timeout: float, prefix: str = CLI_PREFIX) -> str | None:
     """The first thing wrong with the option values, as the one line to print (exit 2), or None.
 
-    Plain values, no argparse or pytest objects, so the CLI and the pytest plugin share it."""
+    Plain values, no argparse or pytest objects, so the CLI and the pytest plugin share it; the
+    options are named with `prefix` (PYTEST_PREFIX in the plugin)."""
     if endpoint is not None:
         if not endpoint.strip():
-            return "--endpoint is empty (an unset variable?); leave it out for the embedded reference server"
-        problem = url_problem(endpoint)
+            return f"{prefix}endpoint is empty (an unset variable?); leave it out for the embedded reference server"
+        problem = url_problem(endpoint, f"{prefix}endpoint")
         if problem:
             return problem
     chosen = split_apis(apis)
     if not chosen:
-        return f"--apis: no API given; choose from {', '.join(APIS)}"
+        return f"{prefix}apis: no API given; choose from {', '.join(APIS)}"
     for api in chosen:
         if api not in APIS:
-            return unknown_choice("--apis", "API", api, APIS)
+            return unknown_choice(f"{prefix}apis", "API", api, APIS)
     for feature in expect:
         if feature not in FEATURES:
-            return unknown_choice("--expect", "feature", feature, FEATURES)
+            return unknown_choice(f"{prefix}expect", "feature", feature, FEATURES)
     if tries < 1:
-        return f"--tries must be 1 or more, got {tries}"
+        return f"{prefix}tries must be 1 or more, got {tries}"
     if not (timeout > 0 and math.isfinite(timeout)):
-        return f"--timeout must be a number of seconds above 0, got {timeout:g}"
+        return f"{prefix}timeout must be a number of seconds above 0, got {timeout:g}"
     return None

@@ -2,13 +2,24 @@
 the mapping from a test's result to a check outcome. Hooks and fixtures only; the logic lives in
 harness.py, results.py and the suites.
 
-    pytest --pyargs conformance --endpoint http://localhost:8000 --model my/model
+    pytest --pyargs conformance --hc-endpoint http://localhost:8000 --hc-model my/model [-n 4]
+
+Under pytest-xdist (`-n N`) the controller starts the one embedded reference server and a lock
+folder and hands both to the workers (workerinput); each worker sends what it measured back in
+its workeroutput, and the controller writes the one results.json (as pytest-cov merges coverage).
+Checks run concurrently against the endpoint, except the timing-sensitive ones (TIMING_SENSITIVE),
+which hold it to themselves (EndpointLock).
 """
 
 from __future__ import annotations
 
+import fcntl
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +27,39 @@ import pytest
 
 from conformance import catalog
 from conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from conformance.options import (EMBEDDED_SERVER_ARGS, add_options, embedded_features, split_apis,
+from conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features, split_apis,
                                  validate_options)
 from conformance.preflight import preflight
 from conformance.outcome import Outcome
 from conformance.wire.server_info import server_info
-from conformance.results import CheckResult, Collector
+from conformance.results import CheckResult, Collector, write_results
 from conformance.verdict import CheckFailed, Inconclusive, timed_out
+
+PACKAGE = Path(__file__).resolve().parent
+WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder; in workeroutput: results
+
+# Checks whose verdict rests on time measured at the endpoint: with other checks' requests in flight
+# (queueing, prefill of other prompts) their timings would move, so they hold the endpoint alone.
+# Every other check judges content or order, which concurrent requests do not change (the dispatch
+# checks judge frame order, not the clock: test_dispatch.py).
+TIMING_SENSITIVE = {
+    # conformance/history.py timing_witness: turn 2's time to the last token, as returned vs cached
+    # vs rewritten, median of 8 sessions (taken when --witness timing, or auto without tokenize/cache).
+    "AN-HIST-001": "timing witness", "RS-HIST-001": "timing witness", "AN-HIST-002": "timing witness",
+    "CH-HIST-002": "timing witness", "RS-HIST-002": "timing witness",
+    # test_preamble.py: without cache reads reported, TTFT of new-header sessions vs repeats.
+    "AN-PREAMBLE-001": "prefix-cache timing", "AN-PREAMBLE-002": "prefix-cache timing",
+}
+_WITNESS_CHECKS = {"AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"}
+
+
+def timing_sensitive(check_id: str, witness: str) -> bool:
+    """Whether the check must hold the endpoint alone: a history check not if its witness is forced to
+    one that measures no time (tokenize, cache)."""
+    if check_id in _WITNESS_CHECKS and witness in ("tokenize", "cache"):
+        return False
+    return check_id in TIMING_SENSITIVE
+
 
 COLLECTOR = pytest.StashKey[Collector]()
 ENDPOINT = pytest.StashKey[Endpoint]()
@@ -30,39 +67,137 @@ ENDPOINT = pytest.StashKey[Endpoint]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("harnesscheck", "harnesscheck conformance")
-
-    # pytest-timeout owns --timeout (plugin load order is not ours to choose), so in pytest the
-    # request deadline is --hc-timeout; every option also answers to its --hc- name.
-    add_options(group.addoption, taken=lambda flag: flag == "--timeout")
+    add_options(group.addoption, prefix=PYTEST_PREFIX)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "check(id): the catalog check this test judges (conformance suites)")
+    if _is_xdist_controller(config):
+        config.stash[SHARED] = Shared()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(SHARED, None)
+    if shared is not None:
+        shared.close()
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("check")
+    if marker is not None:  # `-k AN-DISPATCH-001` selects the check's test (keywords are set before -k runs)
+        item.extra_keyword_matches.add(catalog.get(marker.args[0]).id)  # KeyError: an unknown id, a kit bug
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    apis = {a.strip() for a in (config.getoption("hc_apis") or "").split(",") if a.strip()}
+    apis = set(split_apis(config.getoption("hc_apis")))
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker("check")
         if marker is None:
             keep.append(item)
             continue
-        check = catalog.get(marker.args[0])  # KeyError names an unknown id: a kit bug, fail loudly
-        item.extra_keyword_matches.add(check.id)  # `-k AN-DISPATCH-001` selects the check's test
+        check = catalog.get(marker.args[0])
         (keep if check.api == "any" or check.api in apis else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-def _start_embedded(config: pytest.Config) -> tuple[str, Any]:
+# -- xdist: one server, one lock folder, one results document -------------------------------------
+
+@dataclass
+class Shared:
+    """The xdist controller's part: the lock folder and the embedded server it hands to its workers,
+    and the results they send back."""
+
+    folder: Path | None = None
+    server: Any = None
+    payloads: list[dict[str, Any]] = field(default_factory=list)
+
+    def workerinput(self, config: pytest.Config) -> dict[str, Any]:
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="harnesscheck-"))
+            if not config.getoption("hc_endpoint") and _collects_suite(config):
+                self.server = _start_embedded(config)
+        return {"lock_folder": str(self.folder), "embedded_url": self.server.url if self.server else None}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+SHARED = pytest.StashKey[Shared]()
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return (config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
+            and bool(getattr(config.option, "numprocesses", None)) and not getattr(config.option, "collectonly", False))
+
+
+def _collects_suite(config: pytest.Config) -> bool:
+    """Whether the session's arguments name this package (so it needs an endpoint): the plugin is
+    loaded in every pytest session of the environment, and must not start a server for others."""
+    for arg in config.args:
+        name = arg.split("::")[0]
+        if config.option.pyargs and (name == "conformance" or name.startswith("conformance.")):
+            return True
+        path = (config.invocation_params.dir / name).resolve()
+        if path == PACKAGE or PACKAGE in path.parents or path in PACKAGE.parents:
+            return True
+    return False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    shared = node.config.stash.get(SHARED, None)
+    if shared is not None:
+        node.workerinput[WORKERINPUT_KEY] = shared.workerinput(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    shared = node.config.stash.get(SHARED, None)
+    payload = (getattr(node, "workeroutput", None) or {}).get(WORKERINPUT_KEY)
+    if shared is not None and payload:
+        shared.payloads.append(payload)
+
+
+def _from_controller(config: pytest.Config) -> dict[str, Any]:
+    return (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY) or {}
+
+
+class EndpointLock:
+    """A readers-writer lock over the endpoint, across processes (fcntl.flock on files in the
+    controller's lock folder): ordinary checks share it, timing-sensitive ones hold it alone. A
+    turnstile (the gate, held only while acquiring) keeps a waiting exclusive holder from being
+    overtaken by a stream of shared ones."""
+
+    def __init__(self, folder: Path):
+        self.gate, self.endpoint = folder / "gate.lock", folder / "endpoint.lock"
+
+    @contextmanager
+    def hold(self, *, exclusive: bool) -> Iterator[None]:
+        with open(self.gate, "a") as gate, open(self.endpoint, "a") as endpoint:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(endpoint, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            try:
+                yield
+            finally:
+                fcntl.flock(endpoint, fcntl.LOCK_UN)
+
+
+def _start_embedded(config: pytest.Config) -> Any:
     from reference_server.launch import ServerProcess
 
     # Fast, but with time in it: decode and prefill costs that timing witnesses can see.
-    args = [*EMBEDDED_SERVER_ARGS, *config.getoption("hc_server_arg")]
-    server = ServerProcess(args).start()
-    return server.url, server
+    return ServerProcess([*EMBEDDED_SERVER_ARGS, *config.getoption("hc_server_arg")]).start()
 
 
 @pytest.fixture(scope="session")
@@ -74,11 +209,16 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     timeout = float(config.getoption("hc_timeout"))
     problem = validate_options(endpoint=url, apis=config.getoption("hc_apis"),
                                expect=config.getoption("hc_expect"), tries=int(config.getoption("hc_tries")),
-                               timeout=timeout)
+                               timeout=timeout, prefix=PYTEST_PREFIX)
     if problem:
         pytest.exit(f"harnesscheck: {problem}", returncode=2)
+    shared_url = _from_controller(config).get("embedded_url")
+    embedded = not url
     if not url:
-        url, server = _start_embedded(config)
+        url = shared_url
+        if not url:
+            server = _start_embedded(config)
+            url = server.url
     elif not config.getoption("hc_no_preflight"):  # an unusable endpoint: one line, not a verdict per check
         checked = preflight(url, api_key=api_key, model=config.getoption("hc_model"),
                             apis=split_apis(config.getoption("hc_apis")), timeout=timeout)
@@ -86,17 +226,16 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
             pytest.exit(f"harnesscheck: {checked.problem}", returncode=2)
     model = config.getoption("hc_model") or discover_model(url, api_key, timeout)
     expect = set(config.getoption("hc_expect"))
-    if server is not None:  # the embedded server offers every optional feature
+    if embedded:  # the embedded server offers every optional feature
         expect |= embedded_features(config.getoption("hc_server_arg"))
-    endpoint = Endpoint(url=url, model=model, api_key=api_key,
-                        apis=tuple(a.strip() for a in config.getoption("hc_apis").split(",") if a.strip()),
+    endpoint = Endpoint(url=url, model=model, api_key=api_key, apis=tuple(split_apis(config.getoption("hc_apis"))),
                         tries=int(config.getoption("hc_tries")), timeout=timeout, expect=frozenset(expect),
-                        embedded=server is not None, server_args=tuple(config.getoption("hc_server_arg")),
+                        embedded=embedded, server_args=tuple(config.getoption("hc_server_arg")),
                         witness=config.getoption("hc_witness"))
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
-        endpoint="embedded reference server" if server else url, model=model, apis=list(endpoint.apis),
-        server=server_info(url, model, kind="embedded" if server else "external", api_key=api_key, timeout=timeout,
+        endpoint="embedded reference server" if embedded else url, model=model, apis=list(endpoint.apis),
+        server=server_info(url, model, kind="embedded" if embedded else "external", api_key=api_key, timeout=timeout,
                            faults=[a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")]),
         settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
                   "server_args": list(endpoint.server_args)},
@@ -115,11 +254,18 @@ def hc_session(hc_endpoint: Endpoint) -> Harness:
 
 
 @pytest.fixture()
-def hc(hc_session: Harness) -> Iterator[Harness]:
+def hc(hc_session: Harness, request: pytest.FixtureRequest) -> Iterator[Harness]:
     hc_session.attached.clear()
     if hc_session.stalled:  # judged already: every later check would wait out its deadline for nothing
         raise Inconclusive(f"endpoint stalled earlier in the run: {hc_session.stalled}", cause="stalled")
-    yield hc_session
+    folder = _from_controller(request.config).get("lock_folder")
+    if folder is None:  # one process: the checks run one at a time anyway
+        yield hc_session
+        return
+    marker = request.node.get_closest_marker("check")
+    exclusive = marker is not None and timing_sensitive(marker.args[0], hc_session.endpoint.witness)
+    with EndpointLock(Path(folder)).hold(exclusive=exclusive):
+        yield hc_session
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -226,8 +372,17 @@ def _notes(attached: list[tuple[str, Any]]) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """One process: write results.json. An xdist worker: send its results to the controller. The
+    controller: merge its workers' results into the one results.json."""
     config = session.config
-    if COLLECTOR not in config.stash:
+    shared = config.stash.get(SHARED, None)
+    if hasattr(config, "workerinput"):
+        if COLLECTOR in config.stash:
+            config.workeroutput[WORKERINPUT_KEY] = config.stash[COLLECTOR].payload()  # type: ignore[attr-defined]
+        return
+    payloads = shared.payloads if shared is not None else (
+        [config.stash[COLLECTOR].payload()] if COLLECTOR in config.stash else [])
+    if not payloads:
         return
     results = config.getoption("hc_results")
     transcripts = config.getoption("hc_transcripts")
@@ -235,4 +390,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     transcripts_dir = Path(transcripts) if transcripts else (results_path.parent / "transcripts" if results_path
                                                               else None)
     if results_path or transcripts_dir:
-        config.stash[COLLECTOR].write(results_path, transcripts_dir)
+        workers = {"workers": len(payloads)} if shared is not None else {}
+        write_results(payloads, results_path, transcripts_dir, settings=workers)

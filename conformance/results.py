@@ -1,5 +1,6 @@
 """Collects check outcomes during a run and writes results JSON (schema: reports/results.schema.json)
-plus one transcript file per non-passing check."""
+plus every check's transcript, within a size budget, and their index.json (docs/results-schema.md).
+Under xdist each worker collects its own and the controller merges them (write_results)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ class CheckResult:
     finding: Finding | None = None
     transcript: Transcript | None = None
     excerpt: str | None = None
-    transcript_path: str | None = None
     rules: list[str] = field(default_factory=list)  # the rules a failure broke, the leading one first
     level: Level | None = None  # what this result weighs: a failure, its failing rule's level
     cause: str = ""  # an inconclusive result's cause (verdict.CAUSES)
@@ -68,48 +68,118 @@ class Collector:
     def add(self, result: CheckResult) -> None:
         self.results.append(result)
 
-    def to_json(self, transcripts_dir: Path | None, results_path: Path | None) -> dict[str, Any]:
-        checks = []
-        for r in self.results:
-            if r.transcript is not None and transcripts_dir is not None and r.outcome in (
-                    Outcome.FAIL, Outcome.ERROR, Outcome.INCONCLUSIVE):
-                transcripts_dir.mkdir(parents=True, exist_ok=True)
-                path = transcripts_dir / f"{r.check.id}.json"
-                path.write_text(redact_text(r.transcript.to_json(indent=1), self.secrets), encoding="utf-8")
-                base = results_path.parent if results_path else transcripts_dir.parent
-                r.transcript_path = os.path.relpath(path, base)
-            finding = None
-            if r.finding is not None or r.excerpt:
-                f = r.finding
-                finding = {"rule": f.rule if f else "", "frame_index": f.frame_index if f else None,
-                           "observed": f.observed if f else None, "expected": f.expected if f else None,
-                           "excerpt": redact_text(r.excerpt or "", self.secrets) or None}
-            verdicts = _harness_verdicts(r)
-            entry = {
-                "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.weight),
-                "check_level": str(r.check.level), "outcome": str(r.outcome),
-                "message": redact_text(r.message, self.secrets),
-                "source": r.check.source, "remedy": r.check.remedy, "duration_s": round(r.duration_s, 4),
-                "transcript": r.transcript_path, "finding": finding, "rules_failed": list(r.rules),
-                "clients": {name: v["verdict"] for name, v in verdicts.items()},
-                "client_evidence": {name: redact_text(v["evidence"], self.secrets) for name, v in verdicts.items()},
-                "faults": list(r.check.faults),
-            }
-            if r.cause:
-                entry["cause"] = r.cause
-            if r.notes:
-                entry["notes"] = [redact_text(n, self.secrets) for n in r.notes]
-            checks.append(entry)
-        run = {**self.run, "finished_at": now_iso()}
-        return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,
-                "benchmarks": [], "comparisons": [], "fault_matrix": None}
+    def payload(self) -> dict[str, Any]:
+        """What this process measured, as plain JSON data (an xdist worker sends it to the controller
+        in `workeroutput`): the run and, per result, its results.json entry and its transcript."""
+        return {"run": dict(self.run), "checks": [self._entry(r) for r in self.results]}
 
-    def write(self, results_path: Path | None, transcripts_dir: Path | None) -> dict[str, Any]:
-        doc = self.to_json(transcripts_dir, results_path)
-        if results_path is not None:
-            results_path.parent.mkdir(parents=True, exist_ok=True)
-            results_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
-        return doc
+    def _entry(self, r: CheckResult) -> dict[str, Any]:
+        finding = None
+        if r.finding is not None or r.excerpt:
+            f = r.finding
+            finding = {"rule": f.rule if f else "", "frame_index": f.frame_index if f else None,
+                       "observed": f.observed if f else None, "expected": f.expected if f else None,
+                       "excerpt": redact_text(r.excerpt or "", self.secrets) or None}
+        verdicts = _harness_verdicts(r)
+        entry = {
+            "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.weight),
+            "check_level": str(r.check.level), "outcome": str(r.outcome),
+            "message": redact_text(r.message, self.secrets),
+            "source": r.check.source, "remedy": r.check.remedy, "duration_s": round(r.duration_s, 4),
+            "transcript": None, "finding": finding, "rules_failed": list(r.rules),
+            "clients": {name: v["verdict"] for name, v in verdicts.items()},
+            "client_evidence": {name: redact_text(v["evidence"], self.secrets) for name, v in verdicts.items()},
+            "faults": list(r.check.faults),
+        }
+        if r.cause:
+            entry["cause"] = r.cause
+        if r.notes:
+            entry["notes"] = [redact_text(n, self.secrets) for n in r.notes]
+        transcript = None
+        if r.transcript is not None:
+            transcript = {"text": redact_text(r.transcript.to_json(indent=1), self.secrets),
+                          "frames": len(r.transcript.frames)}
+        return {"entry": entry, "transcript": transcript}
+
+    def write(self, results_path: Path | None, transcripts_dir: Path | None,
+              budget: TranscriptBudget | None = None) -> dict[str, Any]:
+        return write_results([self.payload()], results_path, transcripts_dir, budget=budget)
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptBudget:
+    """How much transcript a run keeps: every check's transcript, each at most `per_file` bytes and
+    all together at most `total` bytes; beyond that the failing checks' (fail, error, inconclusive)
+    are kept first, then skipped, then passing ones, and what was left out is said in the results."""
+
+    per_file: int = 4 * 1024 * 1024
+    total: int = 64 * 1024 * 1024
+
+
+_KEEP_FIRST = {"fail": 0, "error": 0, "inconclusive": 0, "skip": 1, "pass": 2}
+
+
+def write_results(payloads: list[dict[str, Any]], results_path: Path | None, transcripts_dir: Path | None, *,
+                  budget: TranscriptBudget | None = None, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge what one or more processes measured (Collector.payload: one per xdist worker) into one
+    results document, in catalog order; write it to `results_path` and the transcripts, within the
+    budget, with their index.json, to `transcripts_dir` (either may be None). `settings` are added to
+    the run's settings (e.g. the number of workers)."""
+    from conformance.catalog import CHECKS
+
+    order = {c.id: n for n, c in enumerate(CHECKS)}
+    runs = sorted((p["run"] for p in payloads), key=lambda r: r["started_at"])
+    run = {**runs[0], "finished_at": now_iso()}
+    if len(runs) > 1:
+        run["id"] = uuid.uuid4().hex[:12]
+    run["settings"] = {**run.get("settings", {}), **(settings or {})}
+    pairs = sorted((c for p in payloads for c in p["checks"]), key=lambda c: order.get(c["entry"]["id"], len(order)))
+    if transcripts_dir is not None:
+        run["transcripts"] = _write_transcripts(pairs, transcripts_dir, results_path, budget or TranscriptBudget())
+    checks = [c["entry"] for c in pairs]
+    doc = {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,
+           "benchmarks": [], "comparisons": [], "fault_matrix": None}
+    if results_path is not None:
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        results_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    return doc
+
+
+def _write_transcripts(pairs: list[dict[str, Any]], folder: Path, results_path: Path | None,
+                       budget: TranscriptBudget) -> dict[str, Any]:
+    """Write `folder/ID.json` per check (Transcript.to_json) and `folder/index.json`; set each entry's
+    `transcript` (the path relative to the results file) or `transcript_left_out` (why not). Returns
+    the run's `transcripts` summary."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = results_path.parent if results_path else folder.parent
+    index: dict[str, dict[str, Any]] = {}
+    used, left_out = 0, []
+    ranked = sorted((c for c in pairs if c["transcript"] is not None),
+                    key=lambda c: _KEEP_FIRST.get(c["entry"]["outcome"], 0))  # stable: catalog order within
+    for c in ranked:
+        entry, text = c["entry"], c["transcript"]["text"]
+        size = len(text.encode("utf-8"))
+        row: dict[str, Any] = {"file": None, "outcome": entry["outcome"], "frames": c["transcript"]["frames"],
+                               "bytes": size}
+        if size > budget.per_file:
+            row["left_out"] = f"{size} bytes, over the per-file cap of {budget.per_file}"
+        elif used + size > budget.total:
+            row["left_out"] = f"{size} bytes, over what is left of the total cap of {budget.total} ({budget.total - used})"
+        else:
+            path = folder / f"{entry['id']}.json"
+            path.write_text(text, encoding="utf-8")
+            used += size
+            row["file"] = path.name
+            entry["transcript"] = os.path.relpath(path, base)
+        if "left_out" in row:
+            entry["transcript_left_out"] = row["left_out"]
+            left_out.append(entry["id"])
+        index[entry["id"]] = row
+    index = {cid: index[cid] for cid in (c["entry"]["id"] for c in pairs) if cid in index}
+    (folder / "index.json").write_text(json.dumps({"schema": "harnesscheck.transcripts", "schema_version": "1.0",
+                                                   "checks": index}, indent=1), encoding="utf-8")
+    return {"folder": os.path.relpath(folder, base), "written": len(index) - len(left_out), "bytes": used,
+            "per_file_cap": budget.per_file, "total_cap": budget.total, "left_out": left_out}
 
 
 def _harness_verdicts(r: CheckResult) -> dict[str, dict[str, str]]:

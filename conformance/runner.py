@@ -57,31 +57,48 @@ class SuiteOptions:
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     verify_clients: bool = False  # after the suite, run the real clients against the endpoint
     client_timeout: float = 180.0  # per client turn, with verify_clients
+    concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
-                "--results", str(out / "results.json"), "--transcripts", str(out / "transcripts"),
-                "--apis", self.apis, "--tries", str(self.tries), "--hc-timeout", str(self.timeout),
-                "--witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
+                "--hc-results", str(out / "results.json"), "--hc-transcripts", str(out / "transcripts"),
+                "--hc-apis", self.apis, "--hc-tries", str(self.tries), "--hc-timeout", str(self.timeout),
+                "--hc-witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
+                # pytest-benchmark would leave its storage folder (.benchmarks/) in the working directory
+                "-p", "no:benchmark",
                 # httpx (so anyio, a pytest plugin) is imported before pytest when the runner checks the
                 # endpoint or starts the server: nothing of the suite's to rewrite there
                 "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}",
                 # checked before (check_endpoint), or a broken server on purpose (the kit's own tests)
-                "--no-preflight"]
+                "--hc-no-preflight"]
         args += ["-v"] if self.verbose else ["-q"]
+        if self.concurrency > 1:  # xdist workers; idle ones take queued checks (their lengths differ a lot)
+            args += ["-n", str(self.concurrency), "--dist", "worksteal"]
         if self.endpoint:
-            args += ["--endpoint", self.endpoint]
+            args += ["--hc-endpoint", self.endpoint]
         if self.model:
-            args += ["--model", self.model]
+            args += ["--hc-model", self.model]
         for feature in self.expect:
-            args += ["--expect", feature]
+            args += ["--hc-expect", feature]
         for server_arg in self.server_args:
-            args.append(f"--server-arg={server_arg}")
+            args.append(f"--hc-server-arg={server_arg}")
         if self.junit:
             args += ["--junitxml", self.junit]
         if self.select:
             args += ["-k", self.select]
         return args
+
+
+def concurrency_problem(concurrency: int) -> str | None:
+    """Why `--concurrency N` cannot be used (below 1, or above 1 without pytest-xdist), or None."""
+    if concurrency < 1:
+        return f"--concurrency must be 1 or more, got {concurrency}"
+    if concurrency > 1:
+        import importlib.util
+
+        if importlib.util.find_spec("xdist") is None:
+            return "--concurrency above 1 runs the checks in pytest-xdist workers: pip install pytest-xdist"
+    return None
 
 
 def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False,

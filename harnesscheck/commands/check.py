@@ -21,10 +21,12 @@ Exit status:
 """
 DESCRIPTION = f"""\
 Run every conformance check (see `harnesscheck catalog`) against an endpoint and write
-OUT/results.json (schema docs/results-schema.md) plus the transcripts of failing checks.
+OUT/results.json (schema docs/results-schema.md) plus every check's transcript (OUT/transcripts/,
+within a size budget, failing checks first). --concurrency N runs N checks at once against the
+endpoint (timing-sensitive checks still alone).
 --verify-clients then runs the installed real clients (Claude Code, Codex, OpenClaw) against the
 same endpoint and prints their measured verdicts beside the inferred ones.
-The same suite runs under plain pytest: `pytest --pyargs conformance --endpoint URL`.
+The same suite runs under plain pytest: `pytest --pyargs conformance --hc-endpoint URL [-n N]`.
 
 {EXIT_STATUS}"""
 INTERRUPTED = 130
@@ -39,6 +41,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
     parser.add_argument("-k", dest="select", default=None, metavar="EXPR", help="only checks matching (pytest -k)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check while running")
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N",
+                        help="run N checks at once against the endpoint, in pytest-xdist workers; timing-sensitive "
+                             "checks (history timing witness, preamble timing) still hold it alone (default: 1)")
     parser.add_argument("--verify-clients", action="store_true",
                         help="after the suite, run the installed real clients (text and tool turn) against the "
                              "endpoint and print their measured verdicts beside the inferred ones (results.json: "
@@ -55,11 +60,13 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
     """The suite's options from the command line, checked, and the endpoint checked
     (conformance.preflight): a bad value or an unusable endpoint raises UsageError (exit 2)."""
     from conformance.options import validate_options
-    from conformance.runner import SuiteOptions, check_endpoint
+    from conformance.runner import SuiteOptions, check_endpoint, concurrency_problem
     from harnesscheck.errors import UsageError
 
     problem = validate_options(endpoint=args.hc_endpoint, apis=args.hc_apis, expect=args.hc_expect,
                                tries=args.hc_tries, timeout=args.hc_timeout)
+    if problem is None:
+        problem = concurrency_problem(args.concurrency)
     if problem is None and not args.client_timeout > 0:
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
     if problem:
@@ -70,7 +77,8 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
-                           verify_clients=args.verify_clients, client_timeout=args.client_timeout)
+                           verify_clients=args.verify_clients, client_timeout=args.client_timeout,
+                           concurrency=args.concurrency)
     check_endpoint(options)
     return options
 

@@ -14,7 +14,8 @@ HELP = "the main job: run the suite, print a summary per API, write results.json
 DESCRIPTION = f"""\
 Run every conformance check against --endpoint (or, with none, the embedded reference server,
 started on a free port), print a pass / fail / skip / inconclusive table per API, and write
-OUT/results.json, OUT/transcripts/ (failing checks) and OUT/report.html.
+OUT/results.json, OUT/transcripts/ (every check's, within a size budget) and OUT/report.html.
+--concurrency N runs N checks at once (timing-sensitive checks still alone).
 
 {EXIT_STATUS}"""
 
