@@ -185,6 +185,56 @@ INFORMATIONAL = frozenset({"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-ERROR-EVENT",
                            "RS-GRAMMAR-EVENT-LINE"})
 
 
+# The paths a rule needs the endpoint to take before a pass means anything (any one of them; a rule
+# not named needs none): a rule that saw none of its paths is inconclusive, never a pass. Paths are
+# seen in the answers of one check (harness.paths_in) or marked by the check (kit-interleaving: the
+# kit built the interleaved turn itself).
+TOOL_USE, PARALLEL, THINKING = "tool-use", "parallel-calls", "thinking"
+INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-interleaving", "agent-turn",
+                                                         "cache-hit")
+PATHS = (TOOL_USE, PARALLEL, THINKING, INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT)
+RULE_PATHS: dict[str, tuple[str, ...]] = {
+    **{r: (TOOL_USE,) for r in ("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON", "AN-GRAMMAR-STOP-TOOL-USE",
+                                "CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-ARGS",
+                                "CH-GRAMMAR-FINISH-TOOL-CALLS", "RS-GRAMMAR-FUNCTION-CALL", "RS-GRAMMAR-ARGS-DONE",
+                                "RS-GRAMMAR-ARGS-JSON")},
+    "CH-GRAMMAR-TOOL-INDEX": (PARALLEL,),  # one call has one index: nothing to keep apart
+    "AN-GRAMMAR-SIGNATURE": (THINKING,), "AN-GRAMMAR-SIGNATURE-MISSING": (THINKING,),
+    "AN-HIST-001": (KIT_INTERLEAVING, INTERLEAVING), "RS-HIST-001": (KIT_INTERLEAVING, INTERLEAVING),
+    "AN-HIST-002": (AGENT_TURN,), "CH-HIST-002": (AGENT_TURN,), "RS-HIST-002": (AGENT_TURN,),
+}
+# What the model did instead, by the path it did not take (the inconclusive message's words).
+_NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did not think",
+              INTERLEAVING: "the model did not interleave reasoning and tool calls",
+              KIT_INTERLEAVING: "the kit's interleaved turn was not judged",
+              AGENT_TURN: "the model did not reason before a tool call", CACHE_HIT: "no prompt tokens came from the cache"}
+
+
+def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
+    """For each of the check's rules, the paths it saw: those of its needed paths that were seen (every
+    path seen, for a rule that needs none)."""
+    return {r: sorted(set(RULE_PATHS[r]) & seen) if r in RULE_PATHS else sorted(seen) for r in check.own_rules}
+
+
+def unexercised(check: Check, seen: set[str] | frozenset[str]) -> list[str]:
+    """The check's rules that need a path and saw none of theirs."""
+    return [r for r in check.own_rules if r in RULE_PATHS and not set(RULE_PATHS[r]) & seen]
+
+
+def not_exercised_reason(check: Check, seen: set[str] | frozenset[str]) -> str:
+    """'not exercised: the model made one call (CH-GRAMMAR-TOOL-INDEX needs parallel-calls)'."""
+    rules = unexercised(check, seen)
+    needed = list(dict.fromkeys(p for r in rules for p in RULE_PATHS[r]))
+    words = []
+    for path in needed:
+        if path == PARALLEL:
+            words.append("the model made one call" if TOOL_USE in seen else "the model made no tool call")
+        else:
+            words.append(_NOT_TAKEN[path])
+    wants = "; ".join(f"{r} needs {' or '.join(RULE_PATHS[r])}" for r in rules)
+    return f"not exercised: {', '.join(dict.fromkeys(words))} ({wants})"
+
+
 def rule(rule_id: str) -> Rule:
     try:
         return RULES[rule_id]

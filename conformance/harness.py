@@ -4,11 +4,13 @@ scenario streams shared by the checks that judge the same stream (so the suite s
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
+from conformance import catalog
 from conformance import requests as reqs
 from conformance.grammar import anthropic as an_grammar
 from conformance.wire import client
@@ -16,6 +18,22 @@ from conformance.wire.transcript import Transcript
 from scenarios.loader import Scenario, get as get_scenario
 
 PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+T = TypeVar("T")
+
+
+class Exchanges(list):  # type: ignore[type-arg]
+    """One check's recorded (label, transcript) exchanges, and the paths its answers took (catalog.PATHS):
+    cleared together, so the paths seen are always this check's. `recent` holds what the current try took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: set[str] = set()
+        self.recent: set[str] = set()
+
+    def clear(self) -> None:
+        super().clear()
+        self.paths.clear()
+        self.recent.clear()
 
 
 @dataclass(slots=True)
@@ -51,7 +69,7 @@ def discover_model(url: str, api_key: str | None, timeout: float) -> str:
 @dataclass(slots=True)
 class Harness:
     endpoint: Endpoint
-    attached: list[tuple[str, Transcript]] = field(default_factory=list)  # this test's exchanges
+    attached: Exchanges = field(default_factory=Exchanges)  # this test's exchanges and the paths they took
     stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
 
@@ -122,6 +140,59 @@ class Harness:
 
     def attach(self, label: str, transcript: Transcript) -> None:
         self.attached.append((label, transcript))
+        self.saw(*paths_in(transcript))
+
+    # -- coverage: the paths this check saw, and retries of scenarios that depend on them ------------
+    @property
+    def exercised(self) -> frozenset[str]:
+        """The paths (catalog.PATHS) the current check's answers took, or the check marked."""
+        return frozenset(self.attached.paths)
+
+    def saw(self, *paths: str) -> None:
+        self.attached.paths.update(paths)
+        self.attached.recent.update(paths)
+
+    def require_exercised(self, check_id: str) -> None:
+        """Inconclusive (not-exercised) when one of the check's rules saw none of the paths it needs."""
+        from conformance.verdict import Inconclusive
+
+        check = catalog.get(check_id)
+        if catalog.unexercised(check, self.exercised):
+            raise Inconclusive(catalog.not_exercised_reason(check, self.exercised), cause="not-exercised")
+
+    def until_taken(self, paths: Iterable[str], attempt: Callable[[], T]) -> tuple[T, bool]:
+        """Run a scenario that depends on the model taking one of `paths` up to --tries times; return
+        the first try that took one (True), else the last try (False). Every try is recorded, so a
+        check judges each one: a broken contract on any try is a failure, a path never taken is not."""
+        wanted = set(paths)
+        for _ in range(max(1, self.endpoint.tries)):
+            self.attached.recent = set()
+            result = attempt()
+            if self.attached.recent & wanted:
+                return result, True
+        return result, False
+
+    def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:
+        """The shared stream of a scenario's turn 0, then fresh ones, up to --tries in all, until one
+        takes one of `paths`; that one becomes the shared stream. Returns every stream tried."""
+        tried: list[Transcript] = []
+
+        def attempt() -> Transcript:
+            key = (api, scenario_id, 0)
+            if tried:  # the shared stream did not take the path: a new sample of the same request
+                body = self.request_for(api, scenario_id, 0)
+                self._streams[key] = self.post(api, PATHS[api], body, stream=True, label=f"{scenario_id} turn 0 "
+                                               f"(try {len(tried) + 1})")
+                for later in [k for k in self._streams if k[:2] == (api, scenario_id) and k[2] > 0]:
+                    del self._streams[later]  # built on the old answer
+                self.saw(*paths_in(self._streams[key]))
+            else:
+                self.stream(api, scenario_id)
+            tried.append(self._streams[key])
+            return self._streams[key]
+
+        self.until_taken(paths, attempt)
+        return tried
 
     # -- scenario streams, shared between checks ------------------------------------------------
     def scenario(self, scenario_id: str) -> Scenario:
@@ -164,6 +235,61 @@ def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:
         return None
     # The non-stream shape: the final response object, with the items as they were streamed.
     return {**(folded.get("response") or {}), "output": folded["output"]}
+
+
+def paths_in(transcript: Transcript) -> set[str]:
+    """The paths (catalog.PATHS) a generation answer took: tool use, parallel calls, thinking,
+    interleaving (reasoning, call, reasoning, call), an agent turn (reasoning before a call), cache hits."""
+    api = transcript.api
+    if api not in PATHS or not transcript.ok or not transcript.url.split("?")[0].endswith(PATHS[api]):
+        return set()
+    try:
+        answer = final_answer(api, transcript) if transcript.frames else transcript.json_body()
+    except Exception:  # an answer that does not fold took no path the kit can name; the grammar judges it
+        return set()
+    if not isinstance(answer, dict):
+        return set()
+    kinds = answer_kinds(api, answer)
+    seen = set()
+    if "tool" in kinds:
+        seen.add(catalog.TOOL_USE)
+    if kinds.count("tool") >= 2:
+        seen.add(catalog.PARALLEL)
+    if "reasoning" in kinds:
+        seen.add(catalog.THINKING)
+        if "tool" in kinds[kinds.index("reasoning"):]:
+            seen.add(catalog.AGENT_TURN)
+    if _in_order(kinds, ("reasoning", "tool", "reasoning", "tool")):
+        seen.add(catalog.INTERLEAVING)
+    if _cached_tokens(api, answer.get("usage") or {}) > 0:
+        seen.add(catalog.CACHE_HIT)
+    return seen
+
+
+def _in_order(kinds: list[str], pattern: tuple[str, ...]) -> bool:
+    """True when `pattern` occurs in `kinds` as a subsequence (in order, gaps allowed)."""
+    rest = iter(kinds)
+    return all(any(k == want for k in rest) for want in pattern)
+
+
+def answer_kinds(api: str, answer: dict[str, Any]) -> list[str]:
+    """The kinds of an answer's parts in model order: "reasoning", "tool" or "text"."""
+    if api == "anthropic":
+        names = {"thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "tool", "text": "text"}
+        return [names[b.get("type")] for b in answer.get("content") or [] if b.get("type") in names]
+    if api == "chat":
+        message = ((answer.get("choices") or [{}])[0].get("message") or {}) if "choices" in answer else answer
+        return ((["reasoning"] if message.get("reasoning_content") or message.get("reasoning") else [])
+                + (["text"] if message.get("content") else []) + ["tool"] * len(message.get("tool_calls") or []))
+    names = {"reasoning": "reasoning", "function_call": "tool", "message": "text"}
+    return [names[i.get("type")] for i in answer.get("output") or [] if i.get("type") in names]
+
+
+def _cached_tokens(api: str, usage: dict[str, Any]) -> int:
+    if api == "anthropic":
+        return int(usage.get("cache_read_input_tokens") or 0)
+    details = usage.get("prompt_tokens_details" if api == "chat" else "input_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
 
 
 def api_key_from_env(value: str | None) -> str | None:

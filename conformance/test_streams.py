@@ -1,21 +1,30 @@
 """Event grammar of streamed answers, in all three APIs: every catalog check that names grammar
 rules is judged here, over the built-in scenarios' streams (text, thinking, one tool call,
-parallel tool calls, interleaved reasoning and tool calls, and a text turn after a tool result)."""
+parallel tool calls, interleaved reasoning and tool calls, and a text turn after a tool result).
+
+A rule that needs a path (catalog.RULE_PATHS: a tool call, parallel calls, thinking) passes only
+when a stream took it: the scenario that asks for the path is sampled again up to --tries times,
+every sample judged, and a path never taken leaves the check inconclusive (not-exercised)."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterable
 
 import pytest
 
 from conformance import catalog
 from conformance.harness import Harness
+from conformance.grammar.findings import Finding
 from conformance.verdict import Inconclusive, fail, no_findings, timed_out
+from conformance.wire.transcript import Transcript
 
 # (scenario, turn): turn 1 of calculator answers after a tool result.
 STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]
 # Informational findings that mean the endpoint itself reported an error in the stream.
 ENDPOINT_ERRORS = frozenset({"AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR-EVENT", "CH-GRAMMAR-ERROR"})
+# The scenario whose prompt asks plainly for each path.
+ASKS = {catalog.TOOL_USE: "calculator", catalog.PARALLEL: "parallel_tools", catalog.THINKING: "interleaved"}
 GRAMMAR = {"anthropic": "conformance.grammar.anthropic", "chat": "conformance.grammar.chat",
            "responses": "conformance.grammar.responses"}
 
@@ -30,12 +39,29 @@ def test_stream_grammar(hc: Harness, check_id: str) -> None:
     check = catalog.get(check_id)
     validate = importlib.import_module(GRAMMAR[check.api]).validate
     unjudged: list[tuple[str, str]] = []  # (cause, what): streams that could not be judged
-    for scenario, turn in STREAMS:
-        transcript = hc.stream(check.api, scenario, turn=turn)
-        where = f"{scenario} turn {turn}"
+    streams = ((f"{scenario} turn {turn}", turn, hc.stream(check.api, scenario, turn=turn))  # lazily: a timeout
+               for scenario, turn in STREAMS)  # stops the requests
+    if _judge(check, validate, streams, unjudged):
+        for path in dict.fromkeys(p for r in catalog.unexercised(check, hc.exercised) for p in catalog.RULE_PATHS[r]):
+            if path in hc.exercised or path not in ASKS:
+                continue
+            tried = hc.streams_taking(check.api, ASKS[path], (path,))[1:]  # the first was judged above
+            samples = [(f"{ASKS[path]} turn 0 (try {n + 2})", 0, t) for n, t in enumerate(tried)]
+            if not _judge(check, validate, samples, unjudged):
+                break
+    if unjudged:
+        raise Inconclusive("; ".join(what for _, what in unjudged), cause=unjudged[0][0])
+    hc.require_exercised(check.id)
+
+
+def _judge(check: catalog.Check, validate: Callable[..., list[Finding]], streams: Iterable[tuple[str, int, Transcript]],
+           unjudged: list[tuple[str, str]]) -> bool:
+    """Judge each stream for the check's rules (fail on a finding); streams that could not be judged
+    go to `unjudged`. False when a stream timed out (the next ones would wait out the same deadline)."""
+    for where, turn, transcript in streams:
         if timed_out(transcript):  # the next streams would wait out the same deadline: judge what came
             unjudged.append(("timeout", f"{where}: timed out: {transcript.error}"))
-            break
+            return False
         if turn > 0 and transcript.status is not None and 400 <= transcript.status < 500:
             continue  # a broken earlier answer made the follow-up unbuildable: other checks judge that
         if transcript.status is None or not 200 <= transcript.status < 300:
@@ -50,5 +76,4 @@ def test_stream_grammar(hc: Harness, check_id: str) -> None:
         no_findings(findings, transcript, check.rules, where)
         if transcript.error and any(r.endswith(("STOP-MISSING", "COMPLETED", "DONE")) for r in check.rules):
             fail(f"{where}: the stream did not end cleanly: {transcript.error}", transcript=transcript)
-    if unjudged:
-        raise Inconclusive("; ".join(what for _, what in unjudged), cause=unjudged[0][0])
+    return True
