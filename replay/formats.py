@@ -1,44 +1,75 @@
-"""Import and export of other tools' trace formats: AIPerf ``multi_turn`` and Mooncake.
+"""Import and export of other tools' trace formats: AIPerf ``single_turn``, ``multi_turn`` and
+``mooncake_trace`` (documented in docs/trace-format.md).
 
-AIPerf ``multi_turn`` JSONL (AIPerf's ``MultiTurn`` / ``SingleTurn`` models): one line per
-conversation, ``{"session_id": ..., "turns": [{"text": ..., "delay": ms} | {"texts": [...],
-"timestamp": ms}, ...]}``; lines with the same ``session_id`` add turns to one conversation; a turn
-has ``timestamp`` (ms, fixed schedule) or ``delay`` (ms after the previous turn), not both. AIPerf
-carries the model's answers itself, so an imported turn k > 0 is a delta ``append: [$answer,
-{user text}]`` with no recorded response: replay uses the endpoint's answers for history.
-What AIPerf can hold, and so what survives a round trip: session ids, the user text of each turn,
-``timestamp``/``delay``.
+The input rows are validated by pydantic models that mirror AIPerf 0.13.0's own
+(``aiperf/dataset/loader/models.py``: ``SingleTurn``, ``MultiTurn``, ``MooncakeTrace``; field for
+field, with AIPerf's rules: ``text``/``texts`` and ``timestamp``/``delay`` not set together, at
+least one modality, ``output_length > 0``, exactly one Mooncake input mode, ``hash_ids`` only with
+``input_length``, ``tools`` only with ``messages``). Files may be gzip-compressed (sniffed by the
+magic bytes, as AIPerf's ``open_text_maybe_gzip`` does).
 
-Mooncake traces (and the session extension AIPerf and Dynamo read): one line per request,
-``{"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}``, plus optional
-``session_id`` and ``delay`` (ms after the previous turn of the session). Prompts are synthesised:
-each hash id is a block of ``block_size`` words drawn from a fixed vocabulary by a generator seeded
-with the id (the last block cut so the prompt has ``input_length`` words), so requests sharing
-hash ids share a text prefix. Export of a trace that did not come from Mooncake counts the
-prompt's words (``\\w+`` or one punctuation mark each) and numbers its blocks by a hash chain, so
-identical prefixes get identical ids. Round trip: timestamp, session, delay, input_length,
-output_length and hash_ids.
+What each AIPerf field becomes, and why (AIPerf's loaders and endpoints, same version):
+
+- ``text`` is a user message with a string content; ``texts`` a message with one text part per
+  string (AIPerf renders several texts as content parts); ``role`` the message role.
+- ``output_length`` the request's max-tokens field (AIPerf's ``Turn.max_tokens``); ``extra`` is
+  shallow-merged into the request body (AIPerf's ``extra_body``).
+- ``timestamp`` is ``timing.at_ms``, ``delay`` ``timing.think_ms``.
+- ``multi_turn``: turn k > 0 is a delta ``[$answer, message]`` (AIPerf threads the endpoint's live
+  answers into the history); a leading text-only ``role: "system"`` turn with no timing,
+  ``output_length`` or ``extra`` is the conversation's system prompt (AIPerf hoists it into
+  ``system_message``, ``MultiTurnDatasetLoader._try_hoist_system_message``).
+- ``single_turn``: one request per row, no history; rows sharing a ``session_id`` are one session
+  sent in order (``SingleTurnDatasetLoader``).
+- ``mooncake_trace``: ``input_length`` (+ ``hash_ids``) synthesises a prompt (below);
+  ``text_input`` is the prompt; ``messages`` (+ ``tools``) an OpenAI chat message list sent as is;
+  ``payload`` the whole request body.
+
+Every field a row gave is kept in the turn's ``synthetic`` record, so exporting an imported trace
+gives the same rows back (``tests/replay/test_trace_interop.py``). Exporting any other trace says
+in ``Export.warnings`` what the target cannot hold (tool results as tool messages, tool
+definitions, recorded answers, rewritten history), instead of changing it silently.
+
+Mooncake prompts: each hash id is a block of ``block_size`` words drawn from a fixed vocabulary
+by a generator seeded with the id (the last block cut so the prompt has ``input_length`` words),
+so requests sharing hash ids share a text prefix. Export of a trace that did not come from
+Mooncake counts the prompt's words (``\\w+`` or one punctuation mark each) and numbers its blocks
+by a hash chain, so identical prefixes get identical ids; ``output_length`` is the recorded
+output's length (``meta.output_tokens``, else the recorded answer's words), never ``max_tokens``.
 """
 
 from __future__ import annotations
 
+import copy
+import gzip
 import hashlib
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key, is_answer_marker
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key
+from .trace import is_answer_marker
 
 __all__ = [
+    "AiperfMultiTurn",
+    "AiperfText",
+    "AiperfTurn",
+    "Export",
+    "MooncakeRow",
     "export_aiperf",
     "export_mooncake",
     "import_aiperf",
     "import_mooncake",
-    "synth_prompt",
+    "read_text",
     "request_text",
+    "synth_prompt",
 ]
 
 DEFAULT_BLOCK_SIZE = 512
@@ -48,17 +79,129 @@ _VOCAB = (
     "request answer result error check block prefix turn session tool call read write run list map "
     "key node path port user agent input output batch queue event frame delta shape score rate load"
 ).split()
+_MAX_TOKENS_KEY = {"anthropic": "max_tokens", "chat": "max_tokens", "responses": "max_output_tokens"}
+_MEDIA = ("image", "images", "image_uuids", "audio", "audios", "video", "videos")
 
 
-def _lines(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).exists()):
-        text = Path(source).read_text(encoding="utf-8").splitlines()
+# -- AIPerf's data models (0.13.0), mirrored -------------------------------------------------
+
+class _Row(BaseModel):
+    # AIPerf's models allow unknown keys (AIPerfBaseModel: extra="allow"); they are kept for export
+    model_config = ConfigDict(extra="allow")
+
+
+class AiperfText(_Row):
+    """AIPerf's ``Text`` media object: a named field with one or more contents."""
+
+    name: str = ""
+    contents: list[str] = Field(default_factory=list)
+
+
+class AiperfTurn(_Row):
+    """AIPerf's ``SingleTurn``: one ``single_turn`` row, or one turn of a ``multi_turn`` row."""
+
+    type: Literal["single_turn"] | None = None
+    text: str | None = None
+    texts: list[str] | list[AiperfText] | None = None
+    image: str | None = None
+    images: list[Any] | None = None
+    image_uuids: list[str] | None = None
+    audio: str | None = None
+    audios: list[Any] | None = None
+    video: str | None = None
+    videos: list[Any] | None = None
+    timestamp: int | float | None = None
+    delay: int | float | None = None
+    role: str | None = None
+    session_id: str | None = None
+    output_length: int | None = Field(default=None, gt=0)
+    extra: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> AiperfTurn:
+        if self.text and self.texts:
+            raise ValueError("text and texts cannot be set together")
+        if self.timestamp and self.delay:
+            raise ValueError("timestamp and delay cannot be set together")
+        if not any((self.text, self.texts, self.image, self.images, self.audio, self.audios, self.video,
+                    self.videos)):
+            raise ValueError("at least one modality must be provided")
+        return self
+
+
+class AiperfMultiTurn(_Row):
+    """AIPerf's ``MultiTurn``: one ``multi_turn`` row (rows with the same ``session_id`` add turns)."""
+
+    type: Literal["multi_turn"] | None = None
+    session_id: str | None = None
+    turns: list[AiperfTurn]
+
+    @model_validator(mode="after")
+    def _rules(self) -> AiperfMultiTurn:
+        if not self.turns:
+            raise ValueError("'turns' must be a non-empty list")
+        return self
+
+
+class MooncakeRow(_Row):
+    """AIPerf's ``MooncakeTrace``: one request of a Mooncake trace."""
+
+    type: Literal["mooncake_trace"] | None = None
+    input_length: int | None = None
+    text_input: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    payload: dict[str, Any] | None = None
+    output_length: int | None = None
+    hash_ids: list[int] | None = None
+    timestamp: int | float | None = None
+    delay: int | float | None = None
+    session_id: str | None = None
+    extra: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> MooncakeRow:
+        modes = sum(x is not None for x in (self.input_length, self.text_input, self.messages, self.payload))
+        if modes != 1:
+            raise ValueError("exactly one of 'input_length', 'text_input', 'messages' or 'payload' must be given")
+        if self.hash_ids is not None and self.input_length is None:
+            raise ValueError("'hash_ids' is only allowed with 'input_length'")
+        if self.tools is not None and (self.messages is None or not self.tools):
+            raise ValueError("'tools' (a non-empty list) is only allowed with 'messages'")
+        if self.messages is not None and (not self.messages or any("role" not in m for m in self.messages)):
+            raise ValueError("'messages' must be a non-empty list of objects with a 'role'")
+        if self.payload is not None and not self.payload:
+            raise ValueError("'payload' must be a non-empty object")
+        return self
+
+
+@dataclass(frozen=True)
+class Export:
+    """An export's text and what the target format could not hold (one sentence each)."""
+
+    text: str
+    warnings: list[str] = field(default_factory=list)
+
+
+# -- reading -------------------------------------------------------------------------------
+
+def read_text(path: str | Path) -> str:
+    """A file's text, gunzipped when it starts with the gzip magic bytes (any name)."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode("utf-8")
+
+
+def _rows(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).is_file()):
+        lines = read_text(source).splitlines()
     elif isinstance(source, str):
-        text = source.splitlines()
+        lines = source.splitlines()
     else:
-        text = list(source)
+        lines = list(source)
     out = []
-    for n, ln in enumerate(text, 1):
+    for n, ln in enumerate(lines, 1):
         if not ln.strip():
             continue
         try:
@@ -71,21 +214,376 @@ def _lines(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]
     return out
 
 
-def _request(api: str, model: str, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
-    if api == "anthropic":
-        return {"model": model, "max_tokens": max_tokens or 1024, "messages": messages, "stream": True}
-    if api == "responses":
-        body: dict[str, Any] = {"model": model, "input": messages, "stream": True}
-        if max_tokens:
-            body["max_output_tokens"] = max(max_tokens, 16)  # OpenAI's minimum for Responses
-        return body
-    body = {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
-    if max_tokens:
-        body["max_tokens"] = max_tokens
+def _validate(model: type[BaseModel], d: dict[str, Any], where: str) -> Any:
+    try:
+        return model.model_validate(d)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'row'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"{where}: {problems}") from None
+
+
+def _given(row: BaseModel) -> dict[str, Any]:
+    """The fields a row gave (declared and unknown), as plain JSON values."""
+    return row.model_dump(mode="json", exclude_unset=True)
+
+
+# -- requests ------------------------------------------------------------------------------
+
+def _top_fields(api: str, model: str, output_length: int | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """Every request field but the history: model, stream, max tokens, then ``extra`` merged over."""
+    body: dict[str, Any] = {"model": model, "stream": True}
+    if api == "chat":
+        body["stream_options"] = {"include_usage": True}
+    if output_length is not None:
+        body[_MAX_TOKENS_KEY[api]] = max(output_length, 16) if api == "responses" else output_length
+    elif api == "anthropic":
+        body["max_tokens"] = 1024  # required by the Messages API
+    body.update(copy.deepcopy(extra or {}))
     return body
 
 
-# -- text of a turn ----------------------------------------------------------------------------
+def _text_part(api: str, text: str) -> dict[str, Any]:
+    return {"type": "input_text" if api == "responses" else "text", "text": text}
+
+
+def _aiperf_content(api: str, t: AiperfTurn) -> str | list[dict[str, Any]]:
+    if t.text is not None and not t.texts:
+        return t.text
+    strings: list[str] = []
+    for x in t.texts or []:
+        strings += [x] if isinstance(x, str) else x.contents
+    return [_text_part(api, s) for s in strings]
+
+
+def _system_fields(api: str, content: str | list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A system prompt as request fields and leading history entries, per API."""
+    if api == "anthropic":
+        return {"system": content}, []
+    if api == "responses" and isinstance(content, str):
+        return {"instructions": content}, []
+    return {}, [{"role": "system", "content": content}]
+
+
+def _hoistable(turns: list[AiperfTurn]) -> bool:
+    """AIPerf's rule for lifting a leading system turn into the conversation's system message."""
+    t = turns[0]
+    return (len(turns) > 1 and t.role == "system" and turns[1].role != "system"
+            and t.timestamp is None and t.delay is None and t.output_length is None and t.extra is None
+            and not any(getattr(t, m) for m in _MEDIA) and bool(t.text or t.texts))
+
+
+def _delta_fields(prev: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sets = {k: v for k, v in cur.items() if prev.get(k, object()) != v}
+    unset = [k for k in prev if k not in cur]
+    if sets:
+        out["set"] = sets
+    if unset:
+        out["unset"] = unset
+    return out
+
+
+# -- AIPerf import -------------------------------------------------------------------------
+
+def _aiperf_kind(rows: list[tuple[int, dict[str, Any]]]) -> str:
+    kinds = {d.get("type") or ("multi_turn" if "turns" in d else "single_turn") for _, d in rows}
+    if len(kinds) > 1:
+        raise ValueError(f"rows of more than one AIPerf type in one file: {sorted(kinds)}")
+    kind = kinds.pop() if kinds else "multi_turn"
+    if kind not in ("single_turn", "multi_turn"):
+        raise ValueError(f"AIPerf type {kind!r}: this importer reads single_turn and multi_turn "
+                         "(mooncake_trace: `trace import mooncake`)")
+    return kind
+
+
+def _turn_record(t: AiperfTurn) -> dict[str, Any]:
+    """What export needs to give the row back: the given fields, texts reduced to their layout."""
+    rec = _given(t)
+    rec.pop("text", None)
+    texts = rec.pop("texts", None)
+    if texts and not isinstance(texts[0], str):
+        rec["text_fields"] = [[x.get("name", ""), len(x.get("contents") or [])] for x in texts]
+    elif texts is not None:
+        rec["texts"] = True
+    return rec
+
+
+def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", model: str = "",
+                  kind: str | None = None) -> Trace:
+    """An AIPerf ``single_turn`` or ``multi_turn`` file (``kind`` None: told by the rows) as a trace."""
+    rows = _rows(source)
+    kind = kind or _aiperf_kind(rows)
+    sessions: dict[str, list[AiperfTurn]] = {}
+    given_sid: dict[str, bool] = {}
+    for n, d in rows:
+        if kind == "multi_turn":
+            if not isinstance(d.get("turns"), list) or not d["turns"]:
+                raise ValueError(f"line {n}: 'turns' must be a non-empty list")
+            row = _validate(AiperfMultiTurn, d, f"line {n}")
+            sid, turns = row.session_id, list(row.turns)
+        else:
+            t = _validate(AiperfTurn, d, f"line {n}")
+            sid, turns = t.session_id, [t]
+        key = sid if sid is not None else f"aiperf-{n}"
+        given_sid[key] = sid is not None
+        sessions.setdefault(key, []).extend(turns)
+    out: list[TraceTurn] = []
+    for sid, turns in sessions.items():
+        for k, t in enumerate(turns):
+            if any(getattr(t, m) for m in _MEDIA):
+                raise ValueError(f"session {sid!r} turn {k}: images, audio and video are not replayed")
+        system: AiperfTurn | None = None
+        if kind == "multi_turn" and _hoistable(turns):
+            system, turns = turns[0], turns[1:]
+        sys_fields: dict[str, Any] = {}
+        sys_entries: list[dict[str, Any]] = []
+        if system is not None:
+            sys_fields, sys_entries = _system_fields(api, _aiperf_content(api, system))
+        prev_top: dict[str, Any] | None = None
+        for k, t in enumerate(turns):
+            role = t.role or "user"
+            if api == "anthropic" and role not in ("user", "assistant"):
+                raise ValueError(f"session {sid!r} turn {k}: role {role!r} has no place in Anthropic messages "
+                                 "(import with --api chat)")
+            msg = {"role": role, "content": _aiperf_content(api, t)}
+            top = {**_top_fields(api, model, t.output_length, t.extra), **sys_fields}
+            syn: dict[str, Any] = {"format": "aiperf", "kind": kind, "fields": _turn_record(t)}
+            if k == 0:
+                syn["session_id"] = given_sid[sid]
+                if system is not None:
+                    syn["system_turn"] = _turn_record(system)
+            timing = Timing(at_ms=t.timestamp, think_ms=float(t.delay or 0))
+            tt = TraceTurn(session=sid, turn=k, api=api, path=DEFAULT_PATHS[api], timing=timing, synthetic=syn)
+            if k == 0 or kind == "single_turn":
+                tt.request = {**top, history_key(api): [*sys_entries, msg]}
+            else:
+                tt.delta = {"base": "previous", "append": [dict(ANSWER), msg], **_delta_fields(prev_top or {}, top)}
+            prev_top = top
+            out.append(tt)
+    return Trace.build(out, source="aiperf", meta={"aiperf_type": kind})
+
+
+# -- AIPerf export -------------------------------------------------------------------------
+
+class _Notes:
+    """What an export could not carry, counted per kind, as sentences at the end."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, what: str, n: int = 1) -> None:
+        self.counts[what] += n
+
+    def sentences(self, target: str) -> list[str]:
+        return [f"{target}: {n} x {what}" for what, n in self.counts.items()]
+
+
+def _part_texts(api: str, content: Any, notes: _Notes) -> list[str]:
+    """The texts of a content (string or parts); tool results count as text, others are noted."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    for block in content or ():
+        if not isinstance(block, dict):
+            continue
+        typ = block.get("type")
+        if typ in ("text", "input_text", "output_text") and isinstance(block.get("text"), str):
+            out.append(block["text"])
+        elif typ == "tool_result":
+            notes.add("tool result exported as user text (AIPerf turns are text messages, no tool results)")
+            out += _part_texts(api, block.get("content") or "", _Notes())
+        else:
+            notes.add(f"content block {typ!r} dropped (AIPerf text turns)")
+    return out
+
+
+def _entry_texts(api: str, e: Any, notes: _Notes) -> tuple[str | None, list[str], bool]:
+    """(role, texts, was a plain string) of one new history entry."""
+    if not isinstance(e, dict):
+        return None, [], False
+    if e.get("role") == "tool" or e.get("type") == "function_call_output":
+        notes.add("tool result exported as user text (AIPerf turns are text messages, no tool results)")
+        content = e.get("content", e.get("output"))
+        return "user", _part_texts(api, content or "", _Notes()), False
+    content = e.get("content")
+    return e.get("role"), _part_texts(api, content, notes), isinstance(content, str)
+
+
+def _is_model_entry(api: str, e: Any) -> bool:
+    if not isinstance(e, dict):
+        return False
+    return e.get("role") == "assistant" or (api == "responses" and e.get("type") in ("reasoning", "function_call"))
+
+
+def _system_of(api: str, full: dict[str, Any], notes: _Notes) -> tuple[list[str] | None, bool, int]:
+    """(system texts, was one string, leading history entries it took) of a full request."""
+    hist = full.get(history_key(api))
+    hist = hist if isinstance(hist, list) else []
+    key = "system" if api == "anthropic" else "instructions"
+    value = full.get(key)
+    if isinstance(value, str):
+        return [value], True, 0
+    if isinstance(value, list):
+        if any(set(b) - {"type", "text"} for b in value if isinstance(b, dict)):
+            notes.add("system block attribute (cache_control, ...) dropped")
+        return _part_texts(api, value, notes), False, 0
+    lead = 0
+    while lead < len(hist) and isinstance(hist[lead], dict) and hist[lead].get("role") in ("system", "developer"):
+        if hist[lead].get("role") == "developer":
+            notes.add("developer message exported as the system turn")
+        lead += 1
+    if not lead:
+        return None, False, 0
+    texts = [s for e in hist[:lead] for s in _part_texts(api, e.get("content"), notes)]
+    return texts, lead == 1 and isinstance(hist[0].get("content"), str), lead
+
+
+_STANDARD = {"model", "messages", "input", "system", "instructions", "stream", "stream_options", "max_tokens",
+             "max_output_tokens", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls"}
+
+
+def _text_fields(texts: list[str], plain: bool, rec: dict[str, Any] | None) -> dict[str, Any]:
+    """``text`` or ``texts`` (the layout an imported row had, when it had one)."""
+    rec = rec or {}
+    if rec.get("text_fields"):
+        out, i = [], 0
+        for name, n in rec["text_fields"]:
+            out.append({"name": name, "contents": texts[i:i + n]})
+            i += n
+        if i == len(texts):
+            return {"texts": out}
+    if rec.get("texts") or not (plain and len(texts) == 1):
+        return {"texts": texts}
+    return {"text": texts[0]}
+
+
+def _new_entries(api: str, t: TraceTurn, full: dict[str, Any], lead: int, notes: _Notes) -> list[Any]:
+    if t.delta is not None:
+        if t.delta.get("keep") is not None:
+            notes.add("turn rewrites earlier history (delta keep): AIPerf only appends, exported as appended")
+        return [e for e in t.delta.get("append") or () if not is_answer_marker(e)]
+    hist = full.get(history_key(api))
+    if isinstance(hist, str):
+        return [{"role": "user", "content": hist}]
+    hist = list(hist or [])[lead:]
+    last_model = max((i for i, e in enumerate(hist) if _is_model_entry(api, e)), default=-1)
+    if last_model >= 0:
+        notes.add("recorded history before a turn's last model answer dropped (AIPerf builds history live)")
+    return hist[last_model + 1:]
+
+
+def _timing_fields(t: TraceTurn, k: int, fixed: bool, rec: dict[str, Any] | None) -> dict[str, Any]:
+    gap = t.timing.think_ms + t.timing.tool_ms
+    if rec is not None:  # an imported row: the keys it had, the values the trace has now
+        out = {}
+        if "timestamp" in rec:
+            out["timestamp"] = _int(t.timing.at_ms if t.timing.at_ms is not None else rec["timestamp"])
+        if "delay" in rec:
+            out["delay"] = _int(gap)
+        return out
+    if t.timing.at_ms is not None and (k == 0 or fixed):
+        return {"timestamp": _int(t.timing.at_ms)}
+    return {"delay": _int(gap)} if gap > 0 else {}
+
+
+def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: str, notes: _Notes) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the leading system turn or None, the AIPerf turn) of one trace turn."""
+    api = t.api
+    syn = t.synthetic or {}
+    rec = syn.get("fields") if syn.get("format") == "aiperf" else None
+    system_turn = None
+    lead = 0
+    if k == 0 or kind == "single_turn":
+        texts, plain, lead = _system_of(api, full, notes)
+        if texts is not None:
+            if kind == "single_turn":
+                notes.add("system prompt dropped (AIPerf single_turn rows have none)")
+            else:
+                sys_rec = syn.get("system_turn") or {}
+                system_turn = {**{k2: v for k2, v in sys_rec.items() if k2 not in ("texts", "text_fields")},
+                               "role": "system", **_text_fields(texts, plain, sys_rec)}
+    entries = _new_entries(api, t, full, lead, notes)
+    roles, texts, plains = [], [], []
+    for e in entries:
+        role, ts, plain = _entry_texts(api, e, notes)
+        roles.append(role)
+        texts += ts
+        plains.append(plain)
+    d: dict[str, Any] = {}
+    if rec is not None:
+        d.update({k2: v for k2, v in rec.items() if k2 not in ("texts", "text_fields", "timestamp", "delay")})
+    d.update(_text_fields(texts, len(entries) == 1 and plains[0], rec))
+    d.update(_timing_fields(t, k, fixed, rec))
+    if rec is None:
+        role = roles[0] if roles and all(r == roles[0] for r in roles) else "user"
+        if role not in (None, "user"):
+            d["role"] = role
+        out_len = full.get(_MAX_TOKENS_KEY[api], full.get("max_completion_tokens"))
+        if out_len is not None:
+            d["output_length"] = int(out_len)
+        extra = {k2: v for k2, v in full.items() if k2 not in _STANDARD}
+        if extra:
+            d["extra"] = extra
+    return system_turn, d
+
+
+def export_aiperf(trace: Trace, *, kind: str | None = None) -> Export:
+    """The trace as AIPerf ``multi_turn`` rows (``single_turn`` for a trace imported from one, or
+    ``kind="single_turn"``), and what they could not hold."""
+    kind = kind or trace.meta.get("aiperf_type") or "multi_turn"
+    notes = _Notes()
+    lines: list[str] = []
+    for s in trace.sessions:
+        fulls = _safe_expand(s.turns)
+        if any(f.get("tools") for f in fulls):
+            notes.add("session's tool definitions dropped (AIPerf turns carry no tools)")
+        if any(t.response for t in s.turns):
+            notes.add("session's recorded answers not exported (AIPerf threads the endpoint's live answers)")
+        if any(f.get("system") != fulls[0].get("system") or f.get("instructions") != fulls[0].get("instructions")
+               for f in fulls[1:]):
+            notes.add("session's system prompt changes mid-session: only the first is exported")
+        fixed = all(t.timing.at_ms is not None and t.timing.think_ms + t.timing.tool_ms == 0 for t in s.turns)
+        syn0 = (s.turns[0].synthetic or {}) if s.turns else {}
+        sid_given = syn0.get("session_id", True) if syn0.get("format") == "aiperf" else True
+        turns: list[dict[str, Any]] = []
+        for k, (t, full) in enumerate(zip(s.turns, fulls, strict=True)):
+            system_turn, d = _export_turn(t, k, full, fixed, kind, notes)
+            if kind == "single_turn":
+                if sid_given:
+                    d["session_id"] = s.id
+                lines.append(json.dumps(_ordered(d, _TURN_ORDER), ensure_ascii=False))
+                continue
+            if system_turn is not None:
+                turns.append(_ordered(system_turn, _TURN_ORDER))
+            turns.append(_ordered(d, _TURN_ORDER))
+        if kind == "multi_turn" and turns:
+            row: dict[str, Any] = {"session_id": s.id} if sid_given else {}
+            row["turns"] = turns
+            lines.append(json.dumps(row, ensure_ascii=False))
+    return Export("".join(ln + "\n" for ln in lines), notes.sentences(f"AIPerf {kind}"))
+
+
+_TURN_ORDER = ("type", "session_id", "role", "text", "texts", "timestamp", "delay", "output_length", "extra")
+_ROW_ORDER = ("type", "session_id", "timestamp", "delay", "input_length", "text_input", "messages", "tools", "payload",
+              "output_length", "hash_ids", "extra")
+
+
+def _ordered(d: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """The row's keys in AIPerf's field order, unknown keys after (stable bytes for round trips)."""
+    return {**{k: d[k] for k in order if k in d}, **{k: v for k, v in d.items() if k not in order}}
+
+
+def _int(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else v
+
+
+def _safe_expand(turns: list[TraceTurn]) -> list[dict[str, Any]]:
+    """Full requests with the recorded answers; a turn with none adds nothing (AIPerf imports)."""
+    answers = {t.turn: (t.response if t.response is not None else []) for t in turns}
+    return expand_session(turns, answers)
+
+
+# -- text of a request ---------------------------------------------------------------------
 
 def _entry_text(entry: Any) -> str:
     if not isinstance(entry, dict):
@@ -101,30 +599,6 @@ def _entry_text(entry: Any) -> str:
             elif block.get("type") == "tool_result":
                 parts.append(_entry_text(block))
     return "\n".join(p for p in parts if p)
-
-
-def _is_model_entry(api: str, e: Any) -> bool:
-    if not isinstance(e, dict):
-        return False
-    if e.get("role") == "assistant":
-        return True
-    return api == "responses" and e.get("type") in ("reasoning", "function_call")
-
-
-def turn_text(turn: TraceTurn, full: dict[str, Any] | None = None) -> str:
-    """The new client text a turn adds (user text, tool results), for formats that hold only text."""
-    if turn.delta is not None:
-        entries = [e for e in turn.delta.get("append") or () if not is_answer_marker(e)]
-    else:
-        hist = (turn.request or full or {}).get(history_key(turn.api))
-        if isinstance(hist, str):
-            return hist
-        hist = hist or []
-        if turn.turn > 0:
-            last_model = max((i for i, e in enumerate(hist) if _is_model_entry(turn.api, e)), default=-1)
-            hist = hist[last_model + 1:]
-        entries = [e for e in hist if not (isinstance(e, dict) and e.get("role") in ("system", "developer"))]
-    return "\n".join(t for t in (_entry_text(e) for e in entries if not _is_model_entry(turn.api, e)) if t)
 
 
 def request_text(api: str, body: dict[str, Any]) -> str:
@@ -147,132 +621,95 @@ def request_text(api: str, body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-# -- AIPerf ---------------------------------------------------------------------------------
+def _answer_text(answer: list[Any]) -> str:
+    """The text a recorded answer produced: its texts and reasoning, and each tool call's arguments."""
+    parts: list[str] = []
 
-def _aiperf_text(t: dict[str, Any], where: str) -> str:
-    if isinstance(t.get("text"), str):
-        return t["text"]
-    texts = t.get("texts")
-    if isinstance(texts, list):
-        out: list[str] = []
-        for x in texts:
-            if isinstance(x, str):
-                out.append(x)
-            elif isinstance(x, dict):
-                out += [str(c) for c in x.get("contents") or x.get("content") or []]
-        return "\n\n".join(out)
-    raise ValueError(f"{where}: a turn needs 'text' or 'texts' (images and audio are not replayed)")
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k in ("text", "thinking", "arguments"):
+                if isinstance(x.get(k), str):
+                    parts.append(x[k])
+            if isinstance(x.get("input"), dict):
+                parts.append(json.dumps(x["input"]))
+            if isinstance(x.get("content"), str):
+                parts.append(x["content"])
+            for k in ("content", "tool_calls", "summary", "function"):
+                if isinstance(x.get(k), list | dict):
+                    walk(x[k])
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
 
-
-def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", model: str = "") -> Trace:
-    sessions: dict[str, list[dict[str, Any]]] = {}
-    for n, d in _lines(source):
-        turns = d.get("turns")
-        if not isinstance(turns, list) or not turns:
-            raise ValueError(f"line {n}: 'turns' must be a non-empty list")
-        sid = str(d.get("session_id") or f"aiperf-{n}")
-        for k, t in enumerate(turns):
-            if not isinstance(t, dict):
-                raise ValueError(f"line {n} turn {k}: expected an object")
-            if t.get("timestamp") and t.get("delay"):
-                raise ValueError(f"line {n} turn {k}: 'timestamp' and 'delay' cannot be set together")
-            sessions.setdefault(sid, []).append({**t, "_text": _aiperf_text(t, f"line {n} turn {k}")})
-    out: list[TraceTurn] = []
-    for sid, turns in sessions.items():
-        for k, t in enumerate(turns):
-            msg = {"role": "user", "content": t["_text"]}
-            timing = Timing(at_ms=t.get("timestamp"), think_ms=float(t.get("delay") or 0))
-            tt = TraceTurn(session=sid, turn=k, api=api, path=DEFAULT_PATHS[api], timing=timing,
-                           synthetic={"format": "aiperf", **({"role": t["role"]} if t.get("role") else {})})
-            if k == 0:
-                tt.request = _request(api, model, [msg], t.get("max_tokens"))
-            else:
-                tt.delta = {"base": "previous", "append": [dict(ANSWER), msg]}
-            out.append(tt)
-    return Trace.build(out, source="aiperf")
+    walk(answer)
+    return "\n".join(parts)
 
 
-def export_aiperf(trace: Trace) -> str:
-    lines = []
-    for s in trace.sessions:
-        fulls = _safe_expand(s.turns)
-        turns = []
-        for t, full in zip(s.turns, fulls, strict=True):
-            d: dict[str, Any] = {"text": turn_text(t, full)}
-            if t.timing.at_ms is not None:
-                d["timestamp"] = _int(t.timing.at_ms)
-            elif t.timing.think_ms + t.timing.tool_ms > 0:
-                d["delay"] = _int(t.timing.think_ms + t.timing.tool_ms)
-            role = (t.synthetic or {}).get("role")
-            if role:
-                d["role"] = role
-            turns.append(d)
-        lines.append(json.dumps({"session_id": s.id, "turns": turns}, ensure_ascii=False))
-    return "\n".join(lines) + ("\n" if lines else "")
+# -- Mooncake ------------------------------------------------------------------------------
 
-
-def _int(v: float) -> int | float:
-    return int(v) if float(v).is_integer() else v
-
-
-def _safe_expand(turns: list[TraceTurn]) -> list[dict[str, Any]]:
-    answers = {t.turn: (t.response if t.response is not None else []) for t in turns}
-    return expand_session(turns, answers)
-
-
-# -- Mooncake -------------------------------------------------------------------------------
-
-def _block_words(hash_id: int, n: int) -> list[str]:
-    rng = random.Random(f"harnesscheck-block-{hash_id}")
+def _block_words(key: int | str, n: int) -> list[str]:
+    rng = random.Random(f"harnesscheck-block-{key}")
     return [rng.choice(_VOCAB) for _ in range(n)]
 
 
-def synth_prompt(input_length: int, hash_ids: list[int], block_size: int = DEFAULT_BLOCK_SIZE) -> str:
-    """A prompt of ``input_length`` words; block i is seeded by ``hash_ids[i]`` (shared ids, shared prefix)."""
+def synth_prompt(input_length: int, hash_ids: list[int], block_size: int = DEFAULT_BLOCK_SIZE, *,
+                 salt: str = "") -> str:
+    """A prompt of ``input_length`` words; block i is seeded by ``hash_ids[i]`` (shared ids, shared
+    prefix). Words past the blocks come from a block of their own (``salt`` keeps rows without hash
+    ids apart)."""
     words: list[str] = []
-    for i, h in enumerate(hash_ids):
+    for h in hash_ids:
         need = min(block_size, input_length - len(words))
         if need <= 0:
             break
         words += _block_words(int(h), need)
-    if len(words) < input_length:  # more tokens than blocks: pad with a block of its own
-        words += _block_words(-len(hash_ids) - 1, input_length - len(words))
+    if len(words) < input_length:
+        words += _block_words(f"{salt}{-len(hash_ids) - 1}" if salt else -len(hash_ids) - 1,
+                              input_length - len(words))
     return " ".join(words)
 
 
 def import_mooncake(source: str | Path | Iterable[str], *, api: str = "chat", model: str = "",
                     block_size: int = DEFAULT_BLOCK_SIZE) -> Trace:
+    """A Mooncake trace (AIPerf ``mooncake_trace`` rows) as a trace: one turn per row, each a whole
+    request; rows with the same ``session_id`` are one session, in file order."""
     out: list[TraceTurn] = []
     counts: dict[str, int] = {}
-    for n, d in _lines(source):
-        if "input_length" not in d and "text_input" not in d:
-            raise ValueError(f"line {n}: needs 'input_length' (with 'hash_ids') or 'text_input'")
-        if "input_length" in d and not isinstance(d.get("hash_ids"), list):
-            raise ValueError(f"line {n}: 'hash_ids' (a list of integers) is required with 'input_length'")
-        given = "session_id" in d
-        sid = str(d["session_id"]) if given else f"m{n}"
+    for n, d in _rows(source):
+        row: MooncakeRow = _validate(MooncakeRow, d, f"line {n}")
+        sid = row.session_id if row.session_id is not None else f"m{n}"
         k = counts.get(sid, 0)
         counts[sid] = k + 1
-        out_len = d.get("output_length")
-        if "text_input" in d:
-            prompt = str(d["text_input"])
-            synthetic: dict[str, Any] = {"format": "mooncake", "text_input": True}
+        fields = _given(row)
+        bulky = [k2 for k2 in _MOONCAKE_INPUTS if k2 in fields]  # the request holds them; export reads it there
+        syn: dict[str, Any] = {"format": "mooncake", "fields": {k2: v for k2, v in fields.items() if k2 not in bulky},
+                               "inputs": bulky}
+        if row.payload is not None:
+            request = copy.deepcopy(row.payload)
         else:
-            prompt = synth_prompt(int(d["input_length"]), [int(h) for h in d["hash_ids"]], block_size)
-            synthetic = {"format": "mooncake", "input_length": int(d["input_length"]),
-                         "hash_ids": [int(h) for h in d["hash_ids"]], "block_size": block_size}
-        if out_len is not None:
-            synthetic["output_length"] = int(out_len)
-        if given:
-            synthetic["session_id"] = True
-        timing = Timing(at_ms=d.get("timestamp"), think_ms=float(d.get("delay") or 0))
+            if row.messages is not None:
+                if api != "chat":
+                    raise ValueError(f"line {n}: 'messages' rows are OpenAI chat messages: import with --api chat")
+                history: list[dict[str, Any]] = copy.deepcopy(row.messages)
+            else:
+                if row.text_input is not None:
+                    prompt = row.text_input
+                else:
+                    prompt = synth_prompt(int(row.input_length or 0), list(row.hash_ids or []), block_size,
+                                          salt="" if row.hash_ids else f"row{n}:")
+                    syn["block_size"] = block_size
+                history = [{"role": "user", "content": prompt}]
+            request = {**_top_fields(api, model, row.output_length, row.extra), history_key(api): history}
+            if row.tools is not None:
+                request["tools"] = copy.deepcopy(row.tools)
+        timing = Timing(at_ms=row.timestamp, think_ms=float(row.delay or 0))
         out.append(TraceTurn(session=sid, turn=k, api=api, path=DEFAULT_PATHS[api], timing=timing,
-                             request=_request(api, model, [{"role": "user", "content": prompt}], out_len),
-                             synthetic=synthetic))
+                             request=request, synthetic=syn))
     return Trace.build(out, source="mooncake", meta={"block_size": block_size})
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_MOONCAKE_INPUTS = ("text_input", "messages", "tools", "payload")
 
 
 def _hash_blocks(text: str, block_size: int, ids: dict[str, int]) -> tuple[int, list[int]]:
@@ -286,33 +723,71 @@ def _hash_blocks(text: str, block_size: int, ids: dict[str, int]) -> tuple[int, 
     return len(tokens), out
 
 
-def export_mooncake(trace: Trace, *, block_size: int = DEFAULT_BLOCK_SIZE) -> str:
+def _mooncake_inputs(api: str, full: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """An imported row's text_input / messages / tools / payload, read back from its request."""
+    out: dict[str, Any] = {}
+    for name in names:
+        if name == "payload":
+            out[name] = full
+        elif name == "text_input":
+            out[name] = _entry_text((full.get(history_key(api)) or [{}])[-1])
+        elif name in full:
+            out[name] = full[name]
+    return out
+
+
+def _output_length(t: TraceTurn) -> int | None:
+    """The recorded output's length: the usage a capture kept, else the recorded answer's words."""
+    tokens = (t.meta or {}).get("output_tokens")
+    if isinstance(tokens, int):
+        return tokens
+    if t.response:
+        return len(_TOKEN.findall(_answer_text(t.response)))
+    return None
+
+
+def export_mooncake(trace: Trace, *, block_size: int = DEFAULT_BLOCK_SIZE, mode: str = "lengths") -> Export:
+    """The trace as Mooncake rows: ``mode="lengths"`` (``input_length`` + ``hash_ids``, the prompt
+    as counts) or ``"payload"`` (each request body whole, AIPerf's verbatim mode). Rows imported
+    from Mooncake come back as they were."""
+    if mode not in ("lengths", "payload"):
+        raise ValueError(f"mode must be 'lengths' or 'payload', got {mode!r}")
+    notes = _Notes()
     ids: dict[str, int] = {}
-    rows: list[tuple[float, int, dict[str, Any]]] = []
-    seq = 0
+    rows: list[dict[str, Any]] = []
     for s in trace.sessions:
         fulls = _safe_expand(s.turns)
         multi = len(s.turns) > 1
         for t, full in zip(s.turns, fulls, strict=True):
             syn = t.synthetic or {}
-            d: dict[str, Any] = {}
-            if multi or syn.get("session_id"):
+            gap = t.timing.think_ms + t.timing.tool_ms
+            if syn.get("format") == "mooncake" and isinstance(syn.get("fields"), dict):
+                d = dict(syn["fields"])  # what the row gave; inputs, timing and session as the trace has them now
+                d.update(_mooncake_inputs(t.api, full, syn.get("inputs") or []))
+                if "timestamp" in d or t.timing.at_ms is not None:
+                    d["timestamp"] = _int(t.timing.at_ms) if t.timing.at_ms is not None else d["timestamp"]
+                if "delay" in d or gap > 0:
+                    d["delay"] = _int(gap)
+                if "session_id" in d or multi:
+                    d["session_id"] = s.id
+                rows.append(d)
+                continue
+            d = {}
+            if multi:
                 d["session_id"] = s.id
             if t.timing.at_ms is not None:
                 d["timestamp"] = _int(t.timing.at_ms)
-            if "input_length" in syn and "hash_ids" in syn:
-                d["input_length"], d["hash_ids"] = syn["input_length"], list(syn["hash_ids"])
-            elif syn.get("text_input"):
-                d["text_input"] = request_text(t.api, full)
+            if mode == "payload":
+                d["payload"] = full
             else:
                 d["input_length"], d["hash_ids"] = _hash_blocks(request_text(t.api, full), block_size, ids)
-            out_len = syn.get("output_length", (t.meta or {}).get("output_tokens"))
-            if out_len is None:
-                out_len = full.get("max_tokens") or full.get("max_output_tokens")
+            out_len = _output_length(t)
             if out_len is not None:
-                d["output_length"] = int(out_len)
-            if t.timing.think_ms + t.timing.tool_ms > 0:
-                d["delay"] = _int(t.timing.think_ms + t.timing.tool_ms)
-            rows.append((seq, 0, d))
-            seq += 1
-    return "".join(json.dumps(d) + "\n" for _, _, d in rows)
+                d["output_length"] = out_len
+            elif mode == "lengths":
+                notes.add("turn without a recorded output: output_length left out (the endpoint decides)")
+            if gap > 0:
+                d["delay"] = _int(gap)
+            rows.append(d)
+    text = "".join(json.dumps(_ordered(d, _ROW_ORDER), ensure_ascii=False) + "\n" for d in rows)
+    return Export(text, notes.sentences("Mooncake"))

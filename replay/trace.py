@@ -26,6 +26,7 @@ from __future__ import annotations
 from harnesscheck.errors import HarnesscheckError
 
 import copy
+import gzip
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -62,6 +63,7 @@ _TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "
               "expect", "synthetic", "meta"}
 _DELTA_KEYS = {"base", "keep", "append", "set", "unset"}
 _TIMING_KEYS = {"at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"}
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TraceError(HarnesscheckError, ValueError):
@@ -461,7 +463,15 @@ def loads(text: str, *, check: bool = True) -> Trace:
 
 
 def load(path: str | Path, *, check: bool = True) -> Trace:
-    return loads(Path(path).read_text(encoding="utf-8"), check=check)
+    """A trace file; gzip-compressed ones (told by the magic bytes, whatever the name) too."""
+    data = Path(path).read_bytes()
+    if data[:2] == _GZIP_MAGIC:
+        data = gzip.decompress(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text (nor gzip): {exc}") from None
+    return loads(text, check=check)
 
 
 def dumps(trace: Trace) -> str:
@@ -473,7 +483,9 @@ def dumps(trace: Trace) -> str:
 
 
 def save(trace: Trace, path: str | Path) -> Path:
+    """Write the trace; a name ending in ``.gz`` is written gzip-compressed."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(dumps(trace), encoding="utf-8")
+    data = dumps(trace).encode("utf-8")
+    p.write_bytes(gzip.compress(data, mtime=0) if p.suffix == ".gz" else data)
     return p

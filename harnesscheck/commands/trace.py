@@ -11,45 +11,56 @@ DESCRIPTION = """\
 Trace files (docs/trace-format.md) are what `harnesscheck replay` plays.
 
   trace from-capture CAPTURE --out TRACE        a capture (harnesscheck capture) into a trace
-  trace import aiperf|mooncake FILE --out TRACE [--api chat] [--model ID] [--block-size 512]
-  trace export aiperf|mooncake TRACE --out FILE
+  trace import FORMAT FILE --out TRACE [--api chat] [--model ID] [--block-size 512]
+  trace export FORMAT TRACE --out FILE [--block-size 512] [--mooncake-mode lengths|payload]
   trace workload agent-coding --out TRACE [--sessions 4] [--turns 5] [--prompt-tokens 8000] [--api anthropic]
   trace check TRACE                             validate, print sessions and turns
 
+FORMAT: aiperf (import: single_turn or multi_turn, told by the rows; export: multi_turn, or
+single_turn for a trace imported from one), single_turn, multi_turn, mooncake (= mooncake_trace).
+Input files may be gzip-compressed (.gz, or any name). An export prints a warning on stderr for
+everything the format cannot hold (tool results, tool definitions, recorded answers, ...).
+
 Exit status: 0 done, 2 a missing or invalid input file.
 """
+_FORMATS = ["aiperf", "single_turn", "multi_turn", "mooncake", "mooncake_trace"]
+_APIS = ["anthropic", "chat", "responses"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = sub.add_parser("from-capture", help="convert a capture file into a trace")
-    p.add_argument("capture")
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("import", help="import an AIPerf multi_turn or Mooncake trace")
-    p.add_argument("format", choices=["aiperf", "mooncake"])
-    p.add_argument("file")
-    p.add_argument("--out", required=True)
-    p.add_argument("--api", default="chat", choices=["anthropic", "chat", "responses"])
+    p.add_argument("capture", help="capture file written by `harnesscheck capture`")
+    p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
+    p = sub.add_parser("import", help="import an AIPerf single_turn / multi_turn or a Mooncake trace")
+    p.add_argument("format", choices=_FORMATS, help="the input's format")
+    p.add_argument("file", help="the input file (JSONL, gzip-compressed or not)")
+    p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
+    p.add_argument("--api", default="chat", choices=_APIS, help="API the requests are written for (default: chat)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p.add_argument("--block-size", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
-    p = sub.add_parser("export", help="export a trace as AIPerf multi_turn or Mooncake JSONL")
-    p.add_argument("format", choices=["aiperf", "mooncake"])
-    p.add_argument("trace")
-    p.add_argument("--out", required=True)
-    p.add_argument("--block-size", type=int, default=512)
+    p = sub.add_parser("export", help="export a trace as AIPerf single_turn / multi_turn or Mooncake JSONL")
+    p.add_argument("format", choices=_FORMATS, help="the output's format")
+    p.add_argument("trace", help="trace file to export")
+    p.add_argument("--out", required=True, metavar="FILE", help="file to write (.gz: compressed)")
+    p.add_argument("--block-size", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
+    p.add_argument("--mooncake-mode", default="lengths", choices=["lengths", "payload"],
+                   help="Mooncake: input_length + hash_ids (default), or each request body whole (payload)")
     p = sub.add_parser("workload", help="write a built-in workload trace")
-    p.add_argument("name", choices=["agent-coding"])
-    p.add_argument("--out", required=True)
-    p.add_argument("--sessions", type=int, default=4)
-    p.add_argument("--turns", type=int, default=5)
-    p.add_argument("--prompt-tokens", type=int, default=8000)
-    p.add_argument("--api", default="anthropic", choices=["anthropic", "chat", "responses"])
-    p.add_argument("--model", default="")
+    p.add_argument("name", choices=["agent-coding"], help="the workload")
+    p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
+    p.add_argument("--sessions", type=int, default=4, help="concurrent sessions (default: 4)")
+    p.add_argument("--turns", type=int, default=5, help="requests per session (default: 5)")
+    p.add_argument("--prompt-tokens", type=int, default=8000, help="first prompt's size in tokens (default: 8000)")
+    p.add_argument("--api", default="anthropic", choices=_APIS, help="API of the requests (default: anthropic)")
+    p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p = sub.add_parser("check", help="validate a trace and summarise it")
-    p.add_argument("trace")
+    p.add_argument("trace", help="trace file to check (.gz too)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import gzip
+    import sys
     from pathlib import Path
 
     from harnesscheck.errors import UsageError
@@ -62,17 +73,23 @@ def run(args: argparse.Namespace) -> int:
 
             trace = capture_to_trace(args.capture)
         elif args.action == "import":
-            if args.format == "aiperf":
-                trace = formats.import_aiperf(Path(args.file), api=args.api, model=args.model)
-            else:
+            if args.format.startswith("mooncake"):
                 trace = formats.import_mooncake(Path(args.file), api=args.api, model=args.model,
                                                 block_size=args.block_size)
+            else:
+                kind = None if args.format == "aiperf" else args.format
+                trace = formats.import_aiperf(Path(args.file), api=args.api, model=args.model, kind=kind)
         elif args.action == "export":
             trace = load(args.trace)
-            text = formats.export_aiperf(trace) if args.format == "aiperf" else \
-                formats.export_mooncake(trace, block_size=args.block_size)
-            Path(args.out).write_text(text, encoding="utf-8")
-            print(f"{args.format}: {len(text.splitlines())} line(s) -> {args.out}")
+            if args.format.startswith("mooncake"):
+                result = formats.export_mooncake(trace, block_size=args.block_size, mode=args.mooncake_mode)
+            else:
+                result = formats.export_aiperf(trace, kind=None if args.format == "aiperf" else args.format)
+            data = result.text.encode("utf-8")
+            Path(args.out).write_bytes(gzip.compress(data, mtime=0) if args.out.endswith(".gz") else data)
+            for warning in result.warnings:
+                print(f"warning: {warning}", file=sys.stderr)
+            print(f"{args.format}: {len(result.text.splitlines())} line(s) -> {args.out}")
             return 0
         elif args.action == "workload":
             from replay.workloads import build

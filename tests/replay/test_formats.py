@@ -42,8 +42,8 @@ def test_aiperf_import_groups_sessions_and_uses_answers() -> None:
 
 
 def test_aiperf_round_trip() -> None:
-    once = export_aiperf(import_aiperf(AIPERF))
-    twice = export_aiperf(loads(dumps(import_aiperf(once))))
+    once = export_aiperf(import_aiperf(AIPERF)).text
+    twice = export_aiperf(loads(dumps(import_aiperf(once)))).text
     assert once == twice
     by = {d["session_id"]: d for d in _lines(once)}
     assert [t["text"] for t in by["s1"]["turns"]] == ["What is deep learning?", "And transformers?", "Third of s1"]
@@ -62,9 +62,9 @@ def test_mooncake_round_trip() -> None:
     trace = loads(dumps(import_mooncake(MOONCAKE, block_size=512, api="anthropic")))
     assert len(trace.sessions) == 3
     assert [t.turn for t in trace.session("c0").turns] == [0, 1]
-    out = export_mooncake(trace, block_size=512)
+    out = export_mooncake(trace, block_size=512).text
     assert _lines(out) == _lines(MOONCAKE)
-    assert export_mooncake(loads(dumps(import_mooncake(out)))) == out
+    assert export_mooncake(loads(dumps(import_mooncake(out)))).text == out
 
 
 def test_mooncake_shared_hash_ids_share_prefix() -> None:
@@ -79,12 +79,13 @@ def test_mooncake_shared_hash_ids_share_prefix() -> None:
 
 def test_general_trace_exports_stably() -> None:
     trace = agent_coding(sessions=2, turns=4, prompt_tokens=1500, api="responses")
-    mc = export_mooncake(trace, block_size=64)
+    mc = export_mooncake(trace, block_size=64).text
     rows = _lines(mc)
     assert len(rows) == 8
     assert rows[0]["hash_ids"][:3] == rows[4]["hash_ids"][:3]  # sessions share the system prompt and tools
     assert all(rows[i + 1]["input_length"] > rows[i]["input_length"] for i in range(3))
-    assert export_mooncake(loads(dumps(import_mooncake(mc, block_size=64))), block_size=64) == mc
-    ap = export_aiperf(trace)
-    assert export_aiperf(import_aiperf(ap)) == ap
-    assert [t["text"] for t in _lines(ap)[0]["turns"]][0].startswith("Fix the failing build")
+    assert export_mooncake(loads(dumps(import_mooncake(mc, block_size=64))), block_size=64).text == mc
+    ap = export_aiperf(trace).text
+    assert export_aiperf(import_aiperf(ap, api="responses")).text == ap
+    turns = _lines(ap)[0]["turns"]
+    assert turns[0]["role"] == "system" and turns[1]["text"].startswith("Fix the failing build")
