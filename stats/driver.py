@@ -26,6 +26,13 @@ Template fields: {model} {problem_statement} {instance_id} {task_id} {profile} {
 then the placeholders of each token are replaced, so a problem statement stays one argument. Other
 braces pass through (``{{``/``}}`` give a literal brace where it would read as a placeholder).
 
+Safety: task files come from outside. ``run_profiles`` first calls ``validate_run``: the task ids
+(``stats.swebench.validate_tasks``: ``owner__repo-NUMBER``, no repeats), the profile names
+(``PROFILE_NAME``, not ``comparison`` or ``repos``, which the CLI writes beside them) and, for every
+(task, profile), that ``RUN/PROFILE/TASK`` with symbolic links resolved is exactly that folder
+inside the run folder; anything else raises ``TaskFileError`` before a folder is made. ``run_task``
+checks its own folder the same way before it removes or writes anything.
+
 Environment given to the agent: CODEX_HOME, HARNESSCHECK_TASK_ID, HARNESSCHECK_PROFILE,
 HARNESSCHECK_MODEL, and with an endpoint HARNESSCHECK_ENDPOINT, OPENAI_BASE_URL,
 ANTHROPIC_BASE_URL (the endpoint without a trailing ``/v1``), ANTHROPIC_MODEL, plus the profile's
@@ -49,10 +56,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stats.swebench import SweTask
+from stats.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
 
 __all__ = [
     "DEFAULT_COMMAND",
+    "PROFILE_NAME",
     "TOY_AGENT_COMMAND",
     "Profile",
     "TaskRun",
@@ -63,6 +71,9 @@ __all__ = [
     "run_task",
     "run_profiles",
     "interleaved_order",
+    "task_folder",
+    "validate_run",
+    "write_task_json",
 ]
 
 DEFAULT_COMMAND = (
@@ -81,6 +92,11 @@ TOY_AGENT_COMMAND = (
     "{model}",
     "{problem_statement}",
 )
+
+#: a profile name: one plain folder name (letters, digits, ``_``, ``-``, single dots; no leading dot)
+PROFILE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,99}")
+#: folders the CLI writes in the run folder beside the profiles' own
+RESERVED_NAMES = ("comparison", "repos")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +217,31 @@ def find_repo(repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path]
     raise FileNotFoundError(f"no local repository for {task.repo} under {root}")
 
 
+def task_folder(run_dir: str | Path, profile: str, instance_id: str) -> Path:
+    """``RUN/PROFILE/TASK``, proven to lie inside the run folder: both names plain folder names and
+    the path, with symbolic links resolved, exactly that folder. TaskFileError otherwise."""
+    if not PROFILE_NAME.fullmatch(profile) or profile in RESERVED_NAMES:
+        raise TaskFileError(f"profile name {profile!r} is not a plain folder name (or is reserved)")
+    if not INSTANCE_ID.fullmatch(instance_id):
+        raise TaskFileError(f"instance id {instance_id!r} is not owner__repo-NUMBER")
+    root = Path(run_dir).resolve()
+    folder = root / profile / instance_id
+    if folder.resolve() != folder:
+        raise TaskFileError(f"{folder} leads outside the run folder {root} (a symbolic link)")
+    return folder
+
+
+def validate_run(tasks: Sequence[SweTask], profiles: Sequence[Profile], run_dir: str | Path) -> None:
+    """Everything ``run_profiles`` checks before it runs anything (see the module docstring)."""
+    validate_tasks(tasks)
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise TaskFileError(f"profile names must differ: {names}")
+    for profile in profiles:
+        for task in tasks:
+            task_folder(run_dir, profile.name, task.instance_id)
+
+
 def _run_git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
@@ -299,7 +340,7 @@ def run_task(
     order: int = 0,
 ) -> TaskRun:
     """Run one task under one profile; logs go to ``run_dir/PROFILE/TASK/`` (see the module doc)."""
-    task_dir = Path(run_dir).resolve() / profile.name / task.instance_id
+    task_dir = task_folder(run_dir, profile.name, task.instance_id)
     if task_dir.exists():
         shutil.rmtree(task_dir)
     task_dir.mkdir(parents=True)
@@ -375,14 +416,24 @@ def run_task(
         resolved=resolved,
         error=error,
     )
+    write_task_json(result, task, profile)
+    return result
+
+
+def write_task_json(
+    result: TaskRun, task: SweTask, profile: Profile, extra: Mapping[str, Any] | None = None
+) -> Path:
+    """``result.folder/task.json``: the TaskRun plus the endpoint, repo, base commit and ``extra``."""
     meta: dict[str, Any] = {
         **asdict(result),
         "endpoint": profile.endpoint,
         "repo": task.repo,
         "base_commit": task.base_commit,
+        **(extra or {}),
     }
-    (task_dir / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return result
+    path = Path(result.folder) / "task.json"
+    path.write_text(json.dumps(meta, indent=2) + "\n")
+    return path
 
 
 def interleaved_order(profiles: Sequence[Profile], index: int) -> list[Profile]:
@@ -407,10 +458,9 @@ def run_profiles(
     on_result: Callable[[TaskRun], None] | None = None,
 ) -> list[TaskRun]:
     """Every task under every profile, interleaved per task (see ``interleaved_order``); writes
-    ``run_dir/runs.jsonl`` (one TaskRun a line, in run order) and returns the runs."""
-    names = [p.name for p in profiles]
-    if len(set(names)) != len(names):
-        raise ValueError(f"profile names must differ: {names}")
+    ``run_dir/runs.jsonl`` (one TaskRun a line, in run order) and returns the runs. ``validate_run``
+    first: a bad task file raises TaskFileError before anything is made or run."""
+    validate_run(tasks, profiles, run_dir)
     run_root = Path(run_dir)
     run_root.mkdir(parents=True, exist_ok=True)
     results: list[TaskRun] = []

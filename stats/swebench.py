@@ -15,6 +15,11 @@ scripted model knows how to fix each bug: the first line of each problem stateme
 (``scenarios/data/toycalc_fix*.yaml``), so ``stats.toy_agent`` (or Codex) against that server
 inspects, patches and tests like an agent would; ``harnesscheck swebench run --toy`` does that
 against an embedded server.
+
+Task files come from outside, and the driver names folders after ``instance_id``: before anything
+runs, ``validate_tasks`` checks every id against ``INSTANCE_ID`` (SWE-bench's ``owner__repo-NUMBER``,
+e.g. ``django__django-11099``), every ``repo`` against ``REPO`` (``owner/name``) and that no id
+repeats, and raises ``TaskFileError`` listing each problem.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import datetime as _dt
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,14 +43,18 @@ import numpy as np
 
 __all__ = [
     "COLUMNS",
+    "INSTANCE_ID",
+    "REPO",
     "SCENARIO_DIR",
     "VERIFIED_FIXTURE",
     "TOY_DIR",
     "TOY_TASKS",
     "SweTask",
+    "TaskFileError",
     "TaskSet",
     "load_tasks",
     "select_tasks",
+    "validate_tasks",
     "write_tasks_jsonl",
     "build_toy_repo",
 ]
@@ -71,6 +81,36 @@ TOY_DIR = SCENARIO_DIR / "toy"
 TOY_TASKS = TOY_DIR / "tasks.jsonl"
 
 DEFAULT_DATASET = "princeton-nlp/SWE-bench_Verified"
+
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,99}"
+#: an instance id as SWE-bench writes them, ``owner__repo-NUMBER``: owner and repository names of
+#: letters, digits, ``_``, ``-`` and single dots, starting with a letter or digit; so an id is always
+#: one plain folder name (no ``/``, no ``\``, never ``.`` or ``..``, no leading dot)
+INSTANCE_ID = re.compile(rf"{_NAME}__{_NAME}-[0-9]{{1,12}}")
+#: a task's ``repo``, ``owner/name`` with the same name rule
+REPO = re.compile(rf"{_NAME}/{_NAME}")
+
+
+class TaskFileError(ValueError):
+    """A task file the driver must not run: bad or duplicate ids, bad repository names."""
+
+
+def validate_tasks(tasks: Iterable[SweTask]) -> None:
+    """Raise TaskFileError (every problem, one message) unless each ``instance_id`` matches
+    ``INSTANCE_ID``, each ``repo`` matches ``REPO`` and no id repeats."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for t in tasks:
+        if not INSTANCE_ID.fullmatch(t.instance_id):
+            problems.append(f"instance id {t.instance_id!r} is not owner__repo-NUMBER")
+        elif t.instance_id in seen:
+            problems.append(f"instance id {t.instance_id!r} appears twice")
+        seen.add(t.instance_id)
+        if not REPO.fullmatch(t.repo):
+            problems.append(f"repo {t.repo!r} of {t.instance_id!r} is not owner/name")
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise TaskFileError(f"task file rejected, nothing was run: {'; '.join(problems[:5])}{more}")
 
 
 def _as_list(value: Any) -> tuple[str, ...]:
