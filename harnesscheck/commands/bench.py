@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 NAME = "bench"
 ORDER = 50
 HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
         "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token), "
-        "mixed (stream gaps while large prompts are tokenized)")
+        "mixed (stream gaps while large prompts are tokenized), load (concurrency and request-rate sweeps)")
 DESCRIPTION = """\
 Benchmarks against --endpoint, or with none against embedded reference servers started with a
 non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
@@ -31,13 +33,19 @@ document, docs/results-schema.md) and a PNG plot.
             delays zero (vs Dynamo's ~20 µs per SSE frame)
   mixed     the worst inter-frame gap of concurrent streams with a 2 MB count_tokens request in
             flight, beside the same figure with none (windows alternated in one run)
+  load      concurrency and request-rate (Poisson) sweeps: throughput, goodput under --slo, TTFT /
+            TPOT / ITL / E2EL percentiles, printed as `vllm bench serve` prints them, a plot per sweep
+
+While a benchmark runs, a live line on stderr shows what it is doing and the time elapsed (not when
+stdout is not a terminal, nor with --no-progress).
 
 An --endpoint is checked first (reachable, an LLM API, key accepted, model served).
 Exit status: 0 measured, 2 usage error, the endpoint unusable or refusing a request,
 130 interrupted (Ctrl-C, SIGTERM).
 """
-# The API each benchmark talks; the others take --apis.
+# The API each benchmark talks; load takes --api, the others --apis.
 _BENCH_APIS = {"preamble": ["anthropic"], "history": ["chat"]}
+_NO_PROGRESS_HELP = "no live progress line (it is off anyway when stdout is not a terminal)"
 
 
 def _sessions(text: str) -> int:
@@ -139,6 +147,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="embedded timing: interval between output tokens, the undisturbed gap (default: 5)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+    _load_arguments(sub)
+    for sp in sub.choices.values():
+        sp.add_argument("--no-progress", action="store_true", help=_NO_PROGRESS_HELP)
+
+
+def _load_arguments(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("load", help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles")
+    p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
+    p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
+    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--workload", default="scenario:long_reasoning", metavar="SPEC",
+                   help="a trace file (each turn an independent request, cycled), builtin:agent-coding, or "
+                        "scenario:NAME (one scenario request, repeated; default: scenario:long_reasoning)")
+    p.add_argument("--api", default="chat", choices=["anthropic", "chat", "responses"],
+                   help="API of builtin: and scenario: workloads (default: chat)")
+    p.add_argument("--max-tokens", type=int, default=64, help="scenario: output tokens per request (default: 64)")
+    p.add_argument("--concurrency", default=None, metavar="LIST",
+                   help="concurrency sweep, comma-separated levels (default 1,4,16 when no --request-rate)")
+    p.add_argument("--request-rate", default=None, metavar="LIST",
+                   help="request-rate sweep, comma-separated requests/s, Poisson arrivals (e.g. 2,8,32)")
+    p.add_argument("--duration", type=float, default=10.0, metavar="S",
+                   help="seconds each level sends requests (default: 10); then it waits for the answers")
+    p.add_argument("--max-requests", type=int, default=None, metavar="N", help="at most N requests per level")
+    p.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals (level n uses seed + n)")
+    p.add_argument("--slo", default="", metavar="NAME=MS,...",
+                   help="goodput SLOs, e.g. ttft_ms=500,itl_ms=50,e2e_ms=4000 (itl_ms: per-request mean "
+                        "inter-token time, vLLM's tpot; vLLM's names ttft, tpot, e2el also read)")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up requests discarded before the sweeps (default: 1)")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    p.add_argument("--prefill-us-per-token", type=float, default=0.0,
+                   help="embedded timing: cost per uncached prompt token (default: 0)")
+    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the embedded server, repeatable")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,22 +196,28 @@ def run(args: argparse.Namespace) -> int:
         from conformance.options import split_apis
         from conformance.preflight import preflight
 
-        apis = _BENCH_APIS.get(args.bench) or split_apis(args.apis)
+        apis = _BENCH_APIS.get(args.bench) or ([args.api] if args.bench == "load" else split_apis(args.apis))
         checked = preflight(args.endpoint, api_key=api_key, model=args.model, apis=apis, timeout=10.0)
         if not checked.ok:
             raise UsageError(checked.problem)
     try:
-        doc = _measure(args, api_key)
+        with _live(args) as status:
+            doc = _measure(args, api_key, status)
     except httpx.HTTPError as error:  # the endpoint failed a request
         raise UsageError(f"{type(error).__name__}: {error}") from None
-    except RuntimeError as error:  # the benchmark's own account of a refused request
+    except (RuntimeError, ValueError) as error:  # the benchmark's own account of a refused request or setting
         raise UsageError(str(error)) from None
-    for bench in doc["benchmarks"]:
-        print(common.format_table(bench))
-        for line in bench.get("settings", {}).get("summary", []):
-            print("  " + line)
-        print()
+    if args.bench == "load":
+        _print_load(doc)
+    else:
+        for bench in doc["benchmarks"]:
+            print(common.format_table(bench))
+            for line in bench.get("settings", {}).get("summary", []):
+                print("  " + line)
+            print()
     written = common.write_outputs(doc, out, f"bench-{args.bench}")
+    if args.bench == "load":
+        written += _load_plots(doc, out)
     if args.bench in _CAPTIONED:
         _caption_plots(doc, [p for p in written if p.suffix == ".png"], f"bench-{args.bench}")
     for path in written:
@@ -176,8 +225,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(args: argparse.Namespace, api_key: str | None) -> dict:
-    """Run the chosen benchmark; its results document."""
+@contextlib.contextmanager
+def _live(args: argparse.Namespace) -> Iterator[Callable[[str], None]]:
+    """A live line on stderr while the benchmark runs (spinner, what it does, time elapsed), as
+    `replay` shows its bar; nothing when stdout is not a terminal or with --no-progress."""
+    if args.no_progress or not sys.stdout.isatty():
+        yield lambda text: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn(f"[bold]bench {args.bench}[/bold] {{task.description}}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        where = getattr(args, "endpoint", None) or "embedded reference servers"
+        task = bar.add_task(f"measuring against {where}")
+        yield lambda text: bar.update(task, description=text)
+
+
+def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[str], None]) -> dict:
+    """Run the chosen benchmark; its results document. ``status`` shows what it is doing."""
+    if args.bench == "load":
+        from replay.benchmarks.load import LoadOptions, parse_slo, run_load
+
+        rates = [float(x) for x in (args.request_rate or "").split(",") if x.strip()]
+        conc = [int(x) for x in (args.concurrency or "").split(",") if x.strip()]
+        if not conc and not rates:
+            conc = [1, 4, 16]
+        return run_load(LoadOptions(
+            endpoint=args.endpoint, model=args.model, api_key=api_key, workload=args.workload, api=args.api,
+            max_tokens=args.max_tokens, concurrency=conc, rates=rates, duration_s=args.duration,
+            max_requests=args.max_requests, seed=args.seed, slo_ms=parse_slo(args.slo), warmup=args.warmup,
+            ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
+            decode_ms=args.decode_ms, server_args=args.server_arg,
+            progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
     if args.bench == "fidelity":
         from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
 
@@ -237,6 +318,44 @@ def _measure(args: argparse.Namespace, api_key: str | None) -> dict:
             apis=[a.strip() for a in args.apis.split(",") if a.strip()], scenario=args.scenario,
             ttft_base_ms=args.ttft_base_ms, decode_ms=args.decode_ms, server_args=args.server_arg))
     return doc
+
+
+def _load_figures(doc: dict) -> dict[str, list[dict]]:
+    """Per sweep kind, its levels' figures (kept in the settings of its TTFT benchmark)."""
+    return {b["settings"]["sweep"]: b["settings"]["figures"] for b in doc["benchmarks"]
+            if b["name"].endswith("-ttft")}
+
+
+def _print_load(doc: dict) -> None:
+    """Each level as `vllm bench serve` prints it, then one summary row per level."""
+    from replay.benchmarks.load import format_level
+
+    for kind, figures in _load_figures(doc).items():
+        print(f"load sweep: {kind}")
+        for f in figures:
+            print(format_level(kind, f["level"], f))
+        print(f"  {'level':<10} {'req/s':>7} {'goodput':>8} {'out tok/s':>10} {'TTFT p50/p99':>16} "
+              f"{'ITL p50/p99':>14} {'E2EL p50/p99':>16}  (ms)")
+        for f in figures:
+            good = "-" if f["request_goodput"] is None else f"{f['request_goodput']:.2f}"
+            print(f"  {f['label']:<10} {f['request_throughput']:>7.2f} {good:>8} {f['output_throughput']:>10.1f} "
+                  f"{f['p50_ttft_ms']:>7.1f}/{f['p99_ttft_ms']:<8.1f} {f['p50_itl_ms']:>6.1f}/{f['p99_itl_ms']:<7.1f} "
+                  f"{f['p50_e2el_ms']:>7.1f}/{f['p99_e2el_ms']:<8.1f}")
+        print()
+
+
+def _load_plots(doc: dict, out: Path) -> list[Path]:
+    """OUT/bench-load-KIND-sweep.png per sweep (replay.benchmarks.load_plot)."""
+    from replay.benchmarks.load_plot import sweep_plot
+
+    written = []
+    run = doc["run"]
+    for kind, figures in _load_figures(doc).items():
+        path = out / f"bench-load-{kind}-sweep.png"
+        sweep_plot(kind, figures, str(path), title=f"bench load: {kind} sweep · endpoint {run.get('endpoint')} · "
+                                                   f"model {run.get('model')}")
+        written.append(path)
+    return written
 
 
 _CAPTIONED = {"overlap", "fidelity", "server", "mixed"}

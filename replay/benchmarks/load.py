@@ -1,0 +1,392 @@
+"""`bench load`: concurrency and request-rate sweeps, with the figures `vllm bench serve` prints.
+
+Two kinds of sweep, each a list of levels run one after another against one endpoint:
+
+- ``concurrency``: a closed loop of C workers, each sending its next request when its last one
+  ends, for ``duration_s`` (no request starts later; the level ends when the last one does);
+- ``rate``: an open loop, requests sent at Poisson arrivals of rate r (exponential gaps drawn
+  from ``random.Random(seed)``, ``poisson_schedule``) for ``duration_s``, whatever is in flight.
+
+The requests come from a workload (``workload_requests``): a trace file or ``builtin:agent-coding``
+(every turn's full request, the recorded answers in the history, each sent as an independent
+request in trace order, cycled), or ``scenario:NAME`` (a built-in scenario's first request with
+``max_tokens`` output tokens, the same each time). All go through the kit's timed client
+(``replay.client.StreamClient``).
+
+Per level, as vLLM 0.32's ``vllm/benchmarks/serve.py`` (``calculate_metrics``) computes them and
+under the names it prints and writes: ``completed``, ``failed``, ``duration`` (level start to the
+last answer), ``total_input_tokens`` / ``total_output_tokens`` (the endpoint's usage; output falls
+back to the count of content events), ``request_throughput`` (completed / duration),
+``output_throughput``, ``total_token_throughput``, ``request_goodput`` (completed requests meeting
+every SLO / duration: ``ttft`` <= SLO, ``tpot`` <= SLO, ``e2el`` <= SLO, vLLM's ``--goodput``),
+``max_output_tokens_per_s`` and ``max_concurrent_requests`` (one-second buckets), and mean, median,
+std, p50, p90, p99 of TTFT, TPOT (per request: (E2EL - TTFT) / (output tokens - 1)), ITL (every
+gap between content events, pooled) and E2EL, in ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replay.benchmarks import common
+
+KINDS = ("concurrency", "rate")
+PERCENTILES = (50, 90, 99)
+SLO_KEYS = {"ttft_ms": "ttft", "ttft": "ttft", "itl_ms": "tpot", "tpot_ms": "tpot", "tpot": "tpot",
+            "e2e_ms": "e2el", "e2el_ms": "e2el", "e2el": "e2el"}
+_METRICS = (("ttft", "TTFT", "Time to First Token"), ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+            ("itl", "ITL", "Inter-token Latency"), ("e2el", "E2EL", "End-to-end Latency"))
+
+
+@dataclass
+class LoadOptions:
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    workload: str = "scenario:long_reasoning"
+    api: str = "chat"  # for scenario: and builtin: workloads
+    max_tokens: int = 64  # scenario: workloads
+    concurrency: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    duration_s: float = 10.0
+    max_requests: int | None = None  # per level, at most
+    seed: int = 0
+    slo_ms: dict[str, float] = field(default_factory=dict)  # ttft / tpot / e2el -> ms
+    warmup: int = 1
+    ttft_base_ms: float = 10.0
+    prefill_us_per_token: float = 0.0
+    decode_ms: float = 5.0
+    server_args: list[str] = field(default_factory=list)
+    progress: Callable[[str, int, int], None] | None = None  # (level label, done, failed), per answer
+
+
+@dataclass
+class Sample:
+    """One request of a level: its start (s from the level start) and what the client measured."""
+
+    start_s: float
+    ok: bool
+    error: str | None = None
+    ttft_ms: float | None = None
+    e2el_ms: float = 0.0
+    itl_ms: list[float] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def tpot_ms(self) -> float:
+        """(E2EL - TTFT) / (output tokens - 1); 0 for one token or none, as vLLM counts it for goodput."""
+        if self.output_tokens <= 1 or self.ttft_ms is None:
+            return 0.0
+        return (self.e2el_ms - self.ttft_ms) / (self.output_tokens - 1)
+
+
+def parse_slo(text: str) -> dict[str, float]:
+    """``ttft_ms=500,itl_ms=50,e2e_ms=4000`` (also vLLM's names ``ttft``, ``tpot``, ``e2el``) -> ms by metric."""
+    out: dict[str, float] = {}
+    for item in filter(None, (x.strip() for x in text.replace(" ", ",").split(","))):
+        key, sep, value = item.replace(":", "=").partition("=")
+        if not sep or key not in SLO_KEYS:
+            raise ValueError(f"SLO {item!r}: expected NAME=MS with NAME one of ttft_ms, itl_ms (= tpot), e2e_ms")
+        ms = float(value)
+        if ms < 0 or not math.isfinite(ms):
+            raise ValueError(f"SLO {item!r}: the value must be a finite number of ms >= 0")
+        out[SLO_KEYS[key]] = ms
+    return out
+
+
+def poisson_schedule(rate: float, duration_s: float, seed: int, max_requests: int | None = None) -> list[float]:
+    """Arrival times (s) of a Poisson process of ``rate`` per second in [0, duration_s): cumulative
+    exponential gaps drawn from ``random.Random(seed)``, at most ``max_requests``."""
+    if rate <= 0 or not math.isfinite(rate):
+        raise ValueError(f"request rate must be a positive number, got {rate}")
+    rng = random.Random(seed)
+    out: list[float] = []
+    t = rng.expovariate(rate)
+    while t < duration_s and (max_requests is None or len(out) < max_requests):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+# -- workload ------------------------------------------------------------------------------
+
+def workload_requests(spec: str, *, api: str, model: str, max_tokens: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(api, path, body)`` of every request the workload holds, in order."""
+    if spec.startswith("scenario:"):
+        from conformance.requests import MIN_OUTPUT_TOKENS, first
+        from scenarios.loader import get
+
+        limit = "max_output_tokens" if api == "responses" else "max_tokens"
+        body = {**first(api, get(spec.split(":", 1)[1]), model), limit: max(max_tokens, MIN_OUTPUT_TOKENS[api])}
+        return [(api, common.PATHS[api], body)]
+    if spec.startswith("builtin:"):
+        from replay.workloads import build
+
+        trace = build(spec.split(":", 1)[1], sessions=2, turns=5, prompt_tokens=2000, api=api, model=model)
+    else:
+        from replay.trace import load
+
+        trace = load(spec)
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for s in trace.sessions:
+        answers = {t.turn: t.response if t.response is not None else [] for t in s.turns}
+        for t, body in zip(s.turns, s.requests(answers), strict=True):
+            if model or not body.get("model"):
+                body["model"] = model
+            out.append((t.api, t.path or common.PATHS[t.api], body))
+    if not out:
+        raise ValueError(f"{spec}: the workload has no requests")
+    return out
+
+
+# -- running a level -----------------------------------------------------------------------
+
+def _tokens(usage: dict[str, Any], *names: str) -> int | None:
+    for n in names:
+        if isinstance(usage.get(n), int):
+            return int(usage[n])
+    return None
+
+
+async def _one(client: Any, url: str, request: tuple[str, str, dict[str, Any]], hdrs: dict[str, str],
+               level_start: float) -> Sample:
+    api, path, body = request
+    start = time.perf_counter() - level_start
+    r = await client.post(url + path, body, api=api, headers=hdrs)
+    out = _tokens(r.usage, "output_tokens", "completion_tokens")
+    return Sample(start_s=start, ok=r.ok and r.ttft_ns is not None, error=r.error or (None if r.ttft_ns else
+                  "no content event"), ttft_ms=None if r.ttft_ns is None else r.ttft_ns / 1e6,
+                  e2el_ms=(r.end_ns or 0) / 1e6, itl_ms=r.itl_ms(),
+                  input_tokens=_tokens(r.usage, "input_tokens", "prompt_tokens") or 0,
+                  output_tokens=out if out is not None else len(r.token_ns))
+
+
+async def run_level(client: Any, url: str, pool: list[tuple[str, str, dict[str, Any]]], hdrs: dict[str, str], *,
+                    kind: str, level: float, duration_s: float, seed: int, max_requests: int | None = None,
+                    on_sample: Callable[[Sample], None] | None = None) -> tuple[list[Sample], float]:
+    """Run one level; its samples and its duration (s, from the start to the last answer)."""
+    samples: list[Sample] = []
+    start = time.perf_counter()
+
+    async def send(i: int) -> None:
+        s = await _one(client, url, pool[i % len(pool)], hdrs, start)
+        samples.append(s)
+        if on_sample is not None:
+            on_sample(s)
+
+    if kind == "concurrency":
+        sent = 0
+
+        async def worker() -> None:
+            nonlocal sent
+            while time.perf_counter() - start < duration_s and (max_requests is None or sent < max_requests):
+                sent += 1
+                await send(sent - 1)
+
+        await asyncio.gather(*(worker() for _ in range(int(level))))
+    else:
+        tasks = []
+        for i, at in enumerate(poisson_schedule(level, duration_s, seed, max_requests)):
+            wait = start + at - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tasks.append(asyncio.ensure_future(send(i)))
+        await asyncio.gather(*tasks)
+    return samples, time.perf_counter() - start
+
+
+# -- figures -------------------------------------------------------------------------------
+
+def _stats(name: str, values: list[float]) -> dict[str, float]:
+    xs = values or [0.0]  # vLLM reports 0 for an empty list (np.mean(ttfts or 0))
+    out = {f"mean_{name}_ms": float(np.mean(xs)), f"median_{name}_ms": float(np.median(xs)),
+           f"std_{name}_ms": float(np.std(xs))}
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(xs, p))
+    return out
+
+
+def _peaks(ok: list[Sample]) -> tuple[float, int]:
+    """vLLM's peak output tokens per second and peak concurrent requests, over one-second buckets
+    from the first start (a content event counts as one token, as vLLM counts ITL entries)."""
+    if not ok:
+        return 0.0, 0
+    t0 = min(s.start_s for s in ok)
+    end = max(s.start_s + s.e2el_ms / 1e3 for s in ok)
+    n = int(math.ceil(end - t0)) + 1
+    tokens = np.zeros(n)
+    active = np.zeros(n)
+    for s in ok:
+        t = s.start_s + (s.ttft_ms or 0) / 1e3
+        times = [t]
+        for gap in s.itl_ms:
+            t += gap / 1e3
+            times.append(t)
+        for x in times:
+            b = int(x - t0)
+            if 0 <= b < n:
+                tokens[b] += 1
+        for b in range(int(s.start_s - t0), int(s.start_s + s.e2el_ms / 1e3 - t0) + 1):
+            active[b] += 1
+    return float(tokens.max()), int(active.max())
+
+
+def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, float]) -> dict[str, Any]:
+    """One level's figures under vLLM's names (``vllm bench serve --save-result`` keys)."""
+    ok = [s for s in samples if s.ok]
+    total_out = sum(s.output_tokens for s in ok)
+    total_in = sum(s.input_tokens for s in ok)
+    good = 0
+    if slo_ms:
+        for s in ok:
+            got = {"ttft": s.ttft_ms or 0.0, "tpot": s.tpot_ms, "e2el": s.e2el_ms}
+            good += all(got[k] <= v for k, v in slo_ms.items())
+    peak_tokens, peak_active = _peaks(ok)
+    fig: dict[str, Any] = {
+        "duration": duration_s, "completed": len(ok), "failed": len(samples) - len(ok),
+        "total_input_tokens": total_in, "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration_s, "request_goodput": good / duration_s if slo_ms else None,
+        "output_throughput": total_out / duration_s, "total_token_throughput": (total_in + total_out) / duration_s,
+        "max_output_tokens_per_s": peak_tokens, "max_concurrent_requests": peak_active,
+    }
+    fig.update(_stats("ttft", [s.ttft_ms for s in ok if s.ttft_ms is not None]))
+    fig.update(_stats("tpot", [s.tpot_ms for s in ok if s.output_tokens > 1]))
+    fig.update(_stats("itl", [g for s in ok for g in s.itl_ms]))
+    fig.update(_stats("e2el", [s.e2el_ms for s in ok]))
+    fig["errors"] = sorted({s.error for s in samples if not s.ok and s.error})[:5]
+    return fig
+
+
+def level_label(kind: str, level: float) -> str:
+    return f"c={int(level)}" if kind == "concurrency" else f"rate={level:g}"
+
+
+def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
+    """The level's block, laid out and named as ``vllm bench serve`` prints its result."""
+    def row(name: str, value: Any, fmt: str = "{:<10.2f}") -> str:
+        return "{:<40} ".format(name) + fmt.format(value)
+
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+             row("Successful requests:", fig["completed"], "{:<10}"), row("Failed requests:", fig["failed"], "{:<10}")]
+    if kind == "concurrency":
+        lines.append(row("Maximum request concurrency:", int(level), "{:<10}"))
+    else:
+        lines.append(row("Request rate configured (RPS):", level))
+    lines += [row("Benchmark duration (s):", fig["duration"]),
+              row("Total input tokens:", fig["total_input_tokens"], "{:<10}"),
+              row("Total generated tokens:", fig["total_output_tokens"], "{:<10}"),
+              row("Request throughput (req/s):", fig["request_throughput"])]
+    if fig["request_goodput"] is not None:
+        lines.append(row("Request goodput (req/s):", fig["request_goodput"]))
+    lines += [row("Output token throughput (tok/s):", fig["output_throughput"]),
+              row("Peak output token throughput (tok/s):", fig["max_output_tokens_per_s"]),
+              row("Peak concurrent requests:", fig["max_concurrent_requests"]),
+              row("Total token throughput (tok/s):", fig["total_token_throughput"])]
+    for key, name, header in _METRICS:
+        lines.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
+        lines.append(row(f"Mean {name} (ms):", fig[f"mean_{key}_ms"]))
+        lines.append(row(f"Median {name} (ms):", fig[f"median_{key}_ms"]))
+        lines += [row(f"P{p} {name} (ms):", fig[f"p{p}_{key}_ms"]) for p in PERCENTILES]
+    lines.append("=" * 50)
+    for error in fig["errors"]:
+        lines.append(f"  error: {error[:200]}")
+    return "\n".join(lines)
+
+
+# -- the benchmark -------------------------------------------------------------------------
+
+async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: LoadOptions
+                  ) -> dict[str, list[tuple[float, list[Sample], float]]]:
+    from replay.client import StreamClient
+
+    hdrs = common.headers(opts.api_key)
+    out: dict[str, list[tuple[float, list[Sample], float]]] = {}
+    async with StreamClient(limit=0) as client:
+        for i in range(opts.warmup):  # connections and caches warm, answers discarded
+            await _one(client, url, pool[i % len(pool)], hdrs, time.perf_counter())
+        plan = [("concurrency", float(c)) for c in opts.concurrency] + [("rate", float(r)) for r in opts.rates]
+        for n, (kind, level) in enumerate(plan):
+            label = level_label(kind, level)
+            counts = [0, 0]
+
+            def tick(s: Sample, label: str = label, counts: list[int] = counts) -> None:
+                counts[0 if s.ok else 1] += 1
+                if opts.progress is not None:
+                    opts.progress(label, counts[0], counts[1])
+
+            samples, dur = await run_level(client, url, pool, hdrs, kind=kind, level=level,
+                                           duration_s=opts.duration_s, seed=opts.seed + n,
+                                           max_requests=opts.max_requests, on_sample=tick)
+            out.setdefault(kind, []).append((level, samples, dur))
+    return out
+
+
+def run_load(opts: LoadOptions) -> dict[str, Any]:
+    """Run the sweeps; the results document (``common.write_outputs`` writes it). Per sweep kind
+    three benchmarks, ``load-KIND-ttft``, ``-tpot``, ``-e2el`` (arms: the levels, samples: one per
+    request), whose ``settings.figures`` hold every level's vLLM-named figures."""
+    from conformance.results import now_iso
+    from conformance.wire.server_info import server_info
+    from replay.client import run_async
+
+    if not opts.concurrency and not opts.rates:
+        raise ValueError("give --concurrency and/or --request-rate levels")
+    if any(c < 1 for c in opts.concurrency):
+        raise ValueError("concurrency levels must be >= 1")
+    if any(not (r > 0 and math.isfinite(r)) for r in opts.rates):
+        raise ValueError("request rates must be positive numbers (requests per second)")
+    started = now_iso()
+    if opts.endpoint:
+        url = opts.endpoint.rstrip("/")
+        model = common.resolve_model(url, opts.model, opts.api_key)
+        pool = workload_requests(opts.workload, api=opts.api, model=model, max_tokens=opts.max_tokens)
+        results = run_async(_sweeps(url, pool, opts))
+        server = server_info(url, model, kind="external", api_key=opts.api_key)
+        endpoint = url
+    else:
+        from reference_server.config import DEFAULT_MODEL_IDS
+
+        model = opts.model or DEFAULT_MODEL_IDS[0]
+        pool = workload_requests(opts.workload, api=opts.api, model=model, max_tokens=opts.max_tokens)
+        args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms), *opts.server_args]
+        with common.embedded_servers(args) as (srv,):
+            results = run_async(_sweeps(srv.url, pool, opts))
+            server = server_info(srv.url, model, kind="embedded")
+        endpoint = "embedded"
+    apis = sorted({api for api, _, _ in pool})
+    settings: dict[str, Any] = {"workload": opts.workload, "apis": apis, "requests_in_workload": len(pool),
+                                "duration_s": opts.duration_s, "max_requests": opts.max_requests, "seed": opts.seed,
+                                "warmup_requests": opts.warmup, "slo_ms": dict(opts.slo_ms),
+                                "percentiles": list(PERCENTILES)}
+    if opts.workload.startswith("scenario:"):
+        settings["max_tokens"] = opts.max_tokens
+    if not opts.endpoint:
+        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
+                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    benchmarks: list[dict[str, Any]] = []
+    for kind, levels in results.items():
+        figures = [{"level": level, "label": level_label(kind, level), **level_figures(samples, dur, opts.slo_ms)}
+                   for level, samples, dur in levels]
+        sweep = {**settings, "sweep": kind, "levels": [f["level"] for f in figures], "figures": figures}
+        for key, title in (("ttft", "TTFT"), ("tpot", "TPOT (per request: (E2EL - TTFT) / (tokens - 1))"),
+                           ("e2el", "end-to-end latency")):
+            arms = []
+            for n, (level, samples, _) in enumerate(levels):
+                ok = [s for s in samples if s.ok]
+                xs = {"ttft": [s.ttft_ms for s in ok if s.ttft_ms is not None],
+                      "tpot": [s.tpot_ms for s in ok if s.output_tokens > 1], "e2el": [s.e2el_ms for s in ok]}[key]
+                arms.append(common.arm(level_label(kind, level), xs, seed=n))
+            benchmarks.append({"name": f"load-{kind}-{key}", "title": f"{title} per {kind} level", "unit": "ms",
+                               "timing": server["timing"], "better": "lower", "settings": sweep, "arms": arms,
+                               "ratios": []})
+    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis, server=server,
+                                   settings=settings, started_at=started)
