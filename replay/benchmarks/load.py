@@ -19,9 +19,11 @@ last answer), ``total_input_tokens`` / ``total_output_tokens`` (the endpoint's u
 back to the count of content events), ``request_throughput`` (completed / duration),
 ``output_throughput``, ``total_token_throughput``, ``request_goodput`` (completed requests meeting
 every SLO / duration: ``ttft`` <= SLO, ``tpot`` <= SLO, ``e2el`` <= SLO, vLLM's ``--goodput``),
-``max_output_tokens_per_s`` and ``max_concurrent_requests`` (one-second buckets), and mean, median,
+``max_output_tokens_per_s`` and ``max_concurrent_requests`` (one-second buckets: requests active at
+any time in the busiest second, so more than the concurrency), and mean, median,
 std, p50, p90, p99 of TTFT, TPOT (per request: (E2EL - TTFT) / (output tokens - 1)), ITL (every
-gap between content events, pooled) and E2EL, in ms.
+gap between content events, pooled) and E2EL, in ms. The kit adds ``max_in_flight``: the most
+requests in flight at one instant.
 """
 
 from __future__ import annotations
@@ -240,6 +242,16 @@ def _peaks(ok: list[Sample]) -> tuple[float, int]:
     return float(tokens.max()), int(active.max())
 
 
+def _max_in_flight(samples: list[Sample]) -> int:
+    """The most requests in flight at one instant (the kit's own figure; an end before a start)."""
+    edges = sorted([(s.start_s, 1) for s in samples] + [(s.start_s + s.e2el_ms / 1e3, -1) for s in samples])
+    peak = now = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
 def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, float]) -> dict[str, Any]:
     """One level's figures under vLLM's names (``vllm bench serve --save-result`` keys)."""
     ok = [s for s in samples if s.ok]
@@ -257,6 +269,7 @@ def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, fl
         "request_throughput": len(ok) / duration_s, "request_goodput": good / duration_s if slo_ms else None,
         "output_throughput": total_out / duration_s, "total_token_throughput": (total_in + total_out) / duration_s,
         "max_output_tokens_per_s": peak_tokens, "max_concurrent_requests": peak_active,
+        "max_in_flight": _max_in_flight(samples),
     }
     fig.update(_stats("ttft", [s.ttft_ms for s in ok if s.ttft_ms is not None]))
     fig.update(_stats("tpot", [s.tpot_ms for s in ok if s.output_tokens > 1]))
