@@ -35,7 +35,7 @@ from conformance.wire.redact import redact_text
 from .client import StreamClient, StreamResult, run_async
 from .trace import Session, Trace, TraceTurn, expand_turn, history_key, is_answer_marker
 
-__all__ = ["ReplayOptions", "ReplayResult", "areplay", "replay", "percentile", "CSV_COLUMNS"]
+__all__ = ["ReplayOptions", "ReplayResult", "areplay", "replay", "percentile", "summarize", "CSV_COLUMNS"]
 
 MODES = ("fixed", "live")
 CSV_COLUMNS = [
@@ -313,28 +313,34 @@ class _Run:
         wall = (time.perf_counter_ns() - start_ns) / 1e9
         order = {(s.id, t.turn): n for n, (s, t) in enumerate((s, t) for s in self.trace.sessions for t in s.turns)}
         self.records.sort(key=lambda r: order.get((r["session"], r["turn"]), 0))
-        return ReplayResult(self.records, self._summary(wall, wall0))
+        return ReplayResult(self.records, summarize(self.records, self.opts, self.trace, wall=wall, wall0=wall0,
+                                                    max_in_flight=self.max_in_flight))
 
-    def _summary(self, wall: float, wall0: float) -> dict[str, Any]:
-        recs = self.records
-        ok = [r for r in recs if r.get("ok")]
 
-        def col(name: str) -> list[float]:
-            return [r[name] for r in ok if r.get(name) is not None]
+def summarize(records: list[dict[str, Any]], opts: ReplayOptions, trace: Trace, *, wall: float, wall0: float,
+              max_in_flight: int) -> dict[str, Any]:
+    """The summary of a replay from its raw turn records: counts and the percentiles of every sample
+    (``replay.distributed`` calls it on the merged records of all its workers). ``mean_in_flight``:
+    requests in flight on average over the wall time (their summed durations / wall)."""
+    ok = [r for r in records if r.get("ok")]
+    busy_ms = sum(r["end_ms"] for r in records if r.get("end_ms") is not None)
 
-        itl = [x for r in ok for x in r.get("itl_ms") or ()]
-        return {
-            "endpoint": self.opts.endpoint, "mode": self.opts.mode, "concurrency": self.opts.concurrency,
-            "time_scale": self.opts.time_scale, "model": self.opts.model, "trace_source": self.trace.source,
-            "started_at": wall0, "wall_s": round(wall, 3), "sessions": len(self.trace.sessions),
-            "turns": len(recs), "turns_ok": len(ok), "turns_failed": len(recs) - len(ok),
-            "max_in_flight": self.max_in_flight,
-            "structure_mismatches": sum(1 for r in ok if r.get("structure_match") is False),
-            "ttft_ms": _stats(col("ttft_ms")), "headers_ms": _stats(col("headers_ms")),
-            "end_ms": _stats(col("end_ms")), "itl_ms": _stats(itl),
-            "first_tool_ready_ms": _stats(col("first_tool_ready_ms")),
-            "client": "aiohttp" + ("+uvloop" if _has_uvloop() else ""),
-        }
+    def col(name: str) -> list[float]:
+        return [r[name] for r in ok if r.get(name) is not None]
+
+    itl = [x for r in ok for x in r.get("itl_ms") or ()]
+    return {
+        "endpoint": opts.endpoint, "mode": opts.mode, "concurrency": opts.concurrency,
+        "time_scale": opts.time_scale, "model": opts.model, "trace_source": trace.source,
+        "started_at": wall0, "wall_s": round(wall, 3), "sessions": len(trace.sessions),
+        "turns": len(records), "turns_ok": len(ok), "turns_failed": len(records) - len(ok),
+        "max_in_flight": max_in_flight, "mean_in_flight": round(busy_ms / (wall * 1000), 2) if wall > 0 else 0.0,
+        "structure_mismatches": sum(1 for r in ok if r.get("structure_match") is False),
+        "ttft_ms": _stats(col("ttft_ms")), "headers_ms": _stats(col("headers_ms")),
+        "end_ms": _stats(col("end_ms")), "itl_ms": _stats(itl),
+        "first_tool_ready_ms": _stats(col("first_tool_ready_ms")),
+        "client": "aiohttp" + ("+uvloop" if _has_uvloop() else ""),
+    }
 
 
 def _has_uvloop() -> bool:

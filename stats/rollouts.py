@@ -364,16 +364,20 @@ def summarize_files(task_id: str, profile: str, paths: Iterable[str | Path]) -> 
     )
 
 
-def _task_id_of(task_dir: Path) -> str:
+def _task_meta(task_dir: Path) -> dict[str, Any]:
     meta = task_dir / "task.json"
     if meta.is_file():
         try:
             data = json.loads(meta.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and data.get("task_id"):
-                return str(data["task_id"])
+            if isinstance(data, dict):
+                return data
         except (OSError, json.JSONDecodeError):
             pass
-    return task_dir.name
+    return {}
+
+
+def _task_id_of(task_dir: Path) -> str:
+    return str(_task_meta(task_dir).get("task_id") or task_dir.name)
 
 
 def summarize_task_dir(
@@ -386,12 +390,18 @@ def summarize_task_dir(
 
 def load_run_dir(profile_dir: str | Path, profile: str | None = None) -> list[TaskUsage]:
     """Per-task usage of a profile folder ``RUN/PROFILE/``: one sub-folder per task; a ``*.jsonl``
-    file directly in the folder counts as a task named by its stem. Sorted by task id."""
+    file directly in the folder counts as a task named by its stem. Sorted by task id. A task
+    folder whose ``task.json`` says ``"failed": true`` (every attempt of the Ray driver failed, so
+    nothing was measured) is left out: a comparison lists it as unpaired, never as zero calls."""
     root = Path(profile_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"not a folder: {root}")
     name = profile or root.name
-    tasks = [summarize_task_dir(sub, name) for sub in sorted(root.iterdir()) if sub.is_dir()]
+    tasks = [
+        summarize_task_dir(sub, name)
+        for sub in sorted(root.iterdir())
+        if sub.is_dir() and _task_meta(sub).get("failed") is not True
+    ]
     tasks += [summarize_files(f.stem, name, [f]) for f in sorted(root.glob("*.jsonl"))]
     return sorted(tasks, key=lambda t: t.task_id)
 

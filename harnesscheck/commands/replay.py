@@ -19,8 +19,15 @@ Per turn: status, time to headers, TTFT, inter-token times, tool-ready times, en
 --out as results.json (turns + summary percentiles) and turns.csv (one row per turn).
 The client is aiohttp on uvloop (the benchmark clock; see issue 8).
 
+--ray [ADDRESS] --workers N (after TRACE; pip install 'harnesscheck[ray]'): the sessions are dealt to
+N Ray actors (one CPU each, spread over the cluster's machines), --concurrency split among them, each
+timing its own requests; the percentiles are those of all workers' samples merged, and each worker's
+offered concurrency and requests in flight (peak, mean) are printed. See docs/scale-out.md.
+
 Example:
   harnesscheck replay builtin:agent-coding --endpoint http://localhost:8000 --mode live --out runs/r1
+  harnesscheck replay builtin:agent-coding --endpoint http://10.0.0.5:8000 --concurrency 64 \
+      --ray auto --workers 8
 
 Exit status: 0 every turn replayed; 1 a turn failed.
 """
@@ -41,15 +48,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, seconds")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help="replay from Ray actors (ADDRESS; omitted: RAY_ADDRESS or a local instance)")
+    parser.add_argument("--workers", type=int, help="with --ray: actors to shard the sessions over "
+                                                    "(default: one per CPU of the cluster)")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from harnesscheck.errors import UsageError
     from replay.replayer import ReplayOptions, first_model, replay
     from replay.trace import TraceError, load
 
+    if args.ray is None and args.workers is not None:
+        raise UsageError("--workers needs --ray")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if args.ray is not None:
+        from stats.distributed import RayUnavailable, import_ray
+
+        try:
+            import_ray()
+        except RayUnavailable as exc:
+            raise UsageError(str(exc)) from exc
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY")
     try:
         if args.trace.startswith("builtin:"):
@@ -74,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ReplayOptions(endpoint=args.endpoint, model=model, mode=args.mode, concurrency=args.concurrency,
                          time_scale=args.time_scale, api_key=api_key, headers=headers, timeout=args.timeout,
                          progress=not args.no_progress)
-    result = replay(trace, opts)
+    result = replay(trace, opts) if args.ray is None else _replay_on_ray(args, trace, opts)
     if args.out:
         paths = result.write(args.out)
         print(f"results: {paths['json']}  {paths['csv']}")
@@ -91,8 +114,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"  ITL ms          {fmt(s['itl_ms'])}")
         print(f"  tool ready ms   {fmt(s['first_tool_ready_ms'])}")
         print(f"  end ms          {fmt(s['end_ms'])}")
+        for w in s.get("workers", ()):
+            print(f"  worker {w['worker']} ({w['host']}): {w['sessions']} sessions, offered concurrency "
+                  f"{w['offered_concurrency']}, in flight max {w['max_in_flight']} "
+                  f"mean {w['mean_in_flight']:.1f}")
+        if "workers" in s:
+            print(f"  all workers: offered concurrency {s['offered_concurrency']}, in flight max <= "
+                  f"{s['max_in_flight']} (sum of peaks) mean {s['mean_in_flight']:.1f}")
         for r in result.records:
             if not r.get("ok"):
                 print(f"  FAILED {r['session']} turn {r['turn']}: {r.get('error_kind')}: {(r.get('error') or '')[:200]}")
                 break
     return 0 if s["turns_failed"] == 0 else 1
+
+
+def _replay_on_ray(args: argparse.Namespace, trace, opts):
+    """The replay from Ray actors (``replay.distributed``)."""
+    from contextlib import ExitStack
+
+    from harnesscheck.errors import UsageError
+    from replay.distributed import replay_on_ray
+    from stats.distributed import ray_session
+
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(ray_session(args.ray or None))
+        except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address
+            where = args.ray or "the default address"
+            raise UsageError(f"could not connect to Ray at {where}: {exc}") from exc
+        return replay_on_ray(trace, opts, workers=args.workers)

@@ -18,6 +18,14 @@ alias=harnesscheck/small-alias. Profiles without an @ENDPOINT are pointed at an 
 server, started on a free loopback port serving their model ids (its scripted model fixes the toy
 bugs) and stopped at the end, also on an error or Ctrl-C; profiles with an endpoint are used as given.
 """
+RAY_TEXT = """\
+--ray [ADDRESS] runs each (task, profile) as a Ray task (pip install 'harnesscheck[ray]'): on the
+cluster at ADDRESS (host:6379, ray://host:10001, auto), or without one on RAY_ADDRESS, a cluster
+started on this machine, or a new local Ray instance. Each run asks for --task-cpus and
+--task-memory, is cancelled after --task-timeout, and is tried once more when its Ray task fails or
+its worker dies, then recorded as failed. Runs already complete in RUN are not run again. Every
+worker needs the kit, the agent, git and the repositories at --repos (docs/scale-out.md).
+"""
 DESCRIPTION = """\
 Choose SWE-bench tasks and run an agent on each under two (or more) profiles, interleaved per task
 (A,B then B,A ...), each in its own working copy at base_commit, with a time limit. Logs land in
@@ -37,8 +45,9 @@ Examples:
   harnesscheck swebench run --toy --ids harnesscheck__toycalc-1 --run-dir /tmp/toy-run \\
       --profile a=my/model@http://127.0.0.1:8000/v1 --profile b=my/model-fp8@http://127.0.0.1:8000/v1
 
-Exit status: 0 done; 1 the profiles could not be compared.
-""".format(toy=TOY_TEXT)
+{ray}
+Exit status: 0 done; 1 the profiles could not be compared; 2 a bad task file or option (nothing runs).
+""".format(toy=TOY_TEXT, ray=RAY_TEXT)
 ORDER = 71
 
 
@@ -80,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--command",
+        dest="agent_command",  # not `command`: that is the CLI's own (the subcommand's name)
         help="agent command template (default: codex exec --json ... -m {model} {problem_statement}; "
         "with --toy: python -m stats.toy_agent exec --json -m {model} {problem_statement})",
     )
@@ -93,6 +103,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-interleave", action="store_true", help="run profiles in the given order every task"
     )
     run.add_argument("--keep-workdirs", action="store_true", help="keep the working copies")
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run on a Ray cluster (ADDRESS, or RAY_ADDRESS / a local instance when omitted); resumable",
+    )
+    run.add_argument("--task-cpus", type=float, default=1.0, help="with --ray: CPUs per run (default 1)")
+    run.add_argument(
+        "--task-memory", type=float, default=2.0, help="with --ray: GB of memory per run (default 2)"
+    )
+    run.add_argument(
+        "--task-timeout",
+        type=float,
+        help="with --ray: seconds before a run's Ray task is cancelled and counts as failed (default: "
+        "--timeout, twice that with a test command, plus 300)",
+    )
     run.add_argument(
         "--toy",
         action="store_true",
@@ -136,8 +164,9 @@ TOY_SERVER_FLAGS = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from stats.driver import DEFAULT_COMMAND, TOY_AGENT_COMMAND, Profile
-    from stats.swebench import TOY_TASKS, build_toy_repo, write_tasks_jsonl
+    from harnesscheck.errors import UsageError
+    from stats.driver import DEFAULT_COMMAND, TOY_AGENT_COMMAND, Profile, validate_run
+    from stats.swebench import TOY_TASKS, TaskFileError, build_toy_repo, write_tasks_jsonl
 
     err = Console(stderr=True)
     out = Console()
@@ -161,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    command: str | Sequence[str] = args.command or DEFAULT_COMMAND
+    command: str | Sequence[str] = args.agent_command or DEFAULT_COMMAND
     test_command: str | list[str] | None = args.test_command
     repos = Path(args.repos) if args.repos else None
     if toy:
@@ -169,10 +198,7 @@ def run(args: argparse.Namespace) -> int:
             profiles = [Profile("small", "harnesscheck/small"), Profile("alias", "harnesscheck/small-alias")]
         if repos is None:
             repos = run_dir / "repos"
-            target = repos / "harnesscheck__toycalc"
-            if not target.exists():
-                build_toy_repo(target)
-        if not args.command:
+        if not args.agent_command:
             command = TOY_AGENT_COMMAND
         if test_command is None:
             test_command = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
@@ -182,6 +208,19 @@ def run(args: argparse.Namespace) -> int:
     if not profiles:
         err.print("[red]error:[/red] give at least one --profile NAME=MODEL[@ENDPOINT]")
         return 2
+    try:
+        validate_run(tasks, profiles, run_dir)
+    except TaskFileError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.ray is not None:
+        from stats.distributed import RayUnavailable, import_ray
+
+        try:
+            import_ray()
+        except RayUnavailable as exc:
+            raise UsageError(str(exc)) from exc
+    if toy and not args.repos and not (repos / "harnesscheck__toycalc").exists():
+        build_toy_repo(repos / "harnesscheck__toycalc")
     try:
         with ExitStack() as stack:  # stops the embedded server on the way out, whatever happened
             if toy and any(p.endpoint is None for p in profiles):
@@ -224,19 +263,30 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
             markup=False,
         )
 
+    common = dict(
+        run_dir=run_dir,
+        repos=repos,
+        command=command,
+        timeout_s=args.timeout,
+        test_command=test_command,
+        interleave=not args.no_interleave,
+        keep_workdirs=args.keep_workdirs,
+        on_result=show,
+    )
     try:
-        run_profiles(
-            tasks,
-            profiles,
-            run_dir=run_dir,
-            repos=repos,
-            command=command,
-            timeout_s=args.timeout,
-            test_command=test_command,
-            interleave=not args.no_interleave,
-            keep_workdirs=args.keep_workdirs,
-            on_result=show,
-        )
+        if args.ray is None:
+            run_profiles(tasks, profiles, **common)
+        else:
+            from stats.distributed import is_failed
+
+            failed = [r for r in _run_on_ray(args, tasks, profiles, common, err) if is_failed(r)]
+            if failed:
+                err.print(
+                    f"{len(failed)} run(s) failed on every attempt (see their task.json): "
+                    + ", ".join(f"{r.task_id} [{r.profile}]" for r in failed),
+                    highlight=False,
+                    markup=False,
+                )
     except (OSError, ValueError, KeyError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
@@ -259,3 +309,23 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
         paths = write_outputs(comp, run_dir / "comparison")
         err.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     return 0
+
+
+def _run_on_ray(args, tasks, profiles, common, err) -> list:
+    """The runs on Ray (``stats.distributed``), progress per profile on stderr."""
+    from harnesscheck.errors import UsageError
+    from stats.distributed import RayOptions, ray_session, run_profiles_on_ray
+
+    options = RayOptions(
+        address=args.ray or None,
+        num_cpus=args.task_cpus,
+        memory_mb=int(args.task_memory * 1024),
+        task_timeout_s=args.task_timeout,
+    )
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(ray_session(options.address))
+        except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address
+            where = args.ray or "the default address"
+            raise UsageError(f"could not connect to Ray at {where}: {exc}") from exc
+        return run_profiles_on_ray(tasks, profiles, ray_options=options, console=err, **common)

@@ -1,0 +1,362 @@
+"""Run the SWE-bench driver's (task, profile) runs as Ray tasks, on one machine or a cluster.
+
+``run_profiles_on_ray`` is ``stats.driver.run_profiles`` spread over a Ray cluster (Ray is an
+optional extra: ``pip install 'harnesscheck[ray]'``):
+
+- one Ray task per (task, profile), asking for ``RayOptions.num_cpus`` CPUs and ``memory_mb`` of
+  memory; each calls ``run_task`` (agent time limit ``timeout_s``) into a scratch folder on its
+  worker and returns the TaskRun and the files it wrote (rollouts, agent output, ``model.patch``);
+  the driver writes them to ``RUN/PROFILE/TASK/`` with ``task.json``, so workers need no shared disk
+  (with one, nothing changes);
+- the single-machine order is kept: runs are handed out in the interleaved order (A,B / B,A ...),
+  no more at once than the cluster has room for, so each task's profiles run close in time;
+- resumable: a (task, profile) whose ``task.json`` is there without an ``error`` (from an earlier run,
+  by either driver) is not run again;
+- a run whose Ray task fails (raises, its worker or node dies, or it outlives ``task_timeout_s``
+  and is cancelled) is tried again up to ``retries`` times, then recorded as failed: its
+  ``task.json`` says ``"failed": true`` with the errors of every attempt (``stats.rollouts`` leaves
+  such a folder out, so ``compare`` lists the task as unpaired instead of counting zero calls). An
+  agent that exits non-zero or times out is a result, as on one machine, and is not retried;
+- progress (rich, when a console is given): done / running / failed per profile.
+
+The task file is checked (``stats.driver.validate_run``) before Ray is even asked for anything.
+Every machine needs the kit, the agent client, git and the local repositories at the path given as
+``repos`` (see docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from stats.driver import (
+    DEFAULT_COMMAND,
+    Profile,
+    TaskRun,
+    find_repo,
+    interleaved_order,
+    run_task,
+    task_folder,
+    validate_run,
+    write_task_json,
+)
+from stats.swebench import SweTask, TaskFileError
+
+__all__ = [
+    "INSTALL_HINT",
+    "RayOptions",
+    "RayUnavailable",
+    "import_ray",
+    "is_complete",
+    "is_failed",
+    "ray_session",
+    "run_profiles_on_ray",
+]
+
+#: how the error of a run recorded as failed starts (``is_failed``)
+FAILED_PREFIX = "failed after"
+INSTALL_HINT = "--ray needs Ray: pip install 'harnesscheck[ray]' (or: pip install 'ray>=2.40')"
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed; the message says how to install it."""
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or RayUnavailable with ``INSTALL_HINT``."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailable(INSTALL_HINT) from exc
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[ModuleType]:
+    """A connected ``ray``: the session already open in this process, else ``ray.init(address)``
+    (``None``: RAY_ADDRESS, or a cluster started on this machine, or a new local instance with
+    ``num_cpus``), shut down on the way out only when it was opened here."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": "warning"}
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs.update(num_cpus=num_cpus, include_dashboard=False)
+    ray.init(**kwargs)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RayOptions:
+    """How runs are placed on the cluster.
+
+    num_cpus / memory_mb: what each (task, profile) run asks Ray for (an agent session with its
+    tests: one core, a few hundred MB to 2 GB). task_timeout_s: wall limit of a Ray task, after
+    which it is cancelled (its worker killed) and counts as failed; None: the agent's time limit
+    (twice that with a test command) plus 300 s for cloning and collecting. retries: further
+    attempts after a failed one. max_in_flight: runs handed out at once (None: as many as the
+    cluster's CPUs and memory hold, asked again as runs finish, so an autoscaled cluster fills).
+    """
+
+    address: str | None = None
+    num_cpus: float = 1.0
+    memory_mb: int = 2048
+    task_timeout_s: float | None = None
+    retries: int = 1
+    max_in_flight: int | None = None
+
+
+@dataclass(slots=True)
+class _Job:
+    """One (task, profile) run and its attempts so far."""
+
+    order: int
+    task: SweTask
+    profile: Profile
+    errors: list[str] = field(default_factory=list)
+    started: float = 0.0
+    cancelled: bool = False
+
+
+def _attempt(
+    task: SweTask, profile: Profile, repos: Any, order: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """On a worker: ``run_task`` into a scratch run folder; the TaskRun and the files it wrote."""
+    scratch = Path(tempfile.mkdtemp(prefix="hc-ray-run-"))
+    try:
+        run = run_task(task, profile, run_dir=scratch, repo=find_repo(repos, task), order=order, **settings)
+        folder = Path(run.folder)
+        files = {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.is_symlink() and p.name != "task.json"
+        }
+        return {"run": run, "files": files, "node": socket.gethostname(), "pid": os.getpid()}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def is_complete(folder: Path) -> TaskRun | None:
+    """The TaskRun of a finished run folder (``task.json`` without ``error`` or ``failed``), else None."""
+    try:
+        meta = json.loads((folder / "task.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("error") or meta.get("failed"):
+        return None
+    try:
+        values = {f.name: meta[f.name] for f in fields(TaskRun) if f.name in meta}
+        values["rollout_files"] = tuple(values.get("rollout_files") or ())
+        return TaskRun(**values)
+    except TypeError:
+        return None
+
+
+def is_failed(run: TaskRun) -> bool:
+    """Whether ``run`` is a run recorded as failed after every attempt (no result)."""
+    return run.error is not None and run.error.startswith(FAILED_PREFIX)
+
+
+def _store(out: Mapping[str, Any], job: _Job, run_dir: Path) -> TaskRun:
+    """Write what a worker returned to ``RUN/PROFILE/TASK/`` (every path proven inside it)."""
+    dest = task_folder(run_dir, job.profile.name, job.task.instance_id)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for rel, data in out["files"].items():
+        path = (dest / rel).resolve()
+        if not path.is_relative_to(dest) or path == dest:
+            raise TaskFileError(f"a worker returned {rel!r}, outside {dest}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    run = replace(out["run"], folder=str(dest), order=job.order)
+    attempts = len(job.errors) + 1
+    write_task_json(run, job.task, job.profile, {"attempts": attempts, "node": out["node"]})
+    return run
+
+
+def _store_failed(job: _Job, run_dir: Path) -> TaskRun:
+    """Record a run whose every attempt failed: ``task.json`` with ``failed`` and the errors."""
+    dest = task_folder(run_dir, job.profile.name, job.task.instance_id)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    run = TaskRun(
+        task_id=job.task.instance_id,
+        profile=job.profile.name,
+        model=job.profile.model,
+        order=job.order,
+        returncode=None,
+        timed_out=False,
+        duration_s=0.0,
+        folder=str(dest),
+        error=f"{FAILED_PREFIX} {len(job.errors)} attempts: {job.errors[-1]}",
+    )
+    extra = {"failed": True, "attempts": len(job.errors), "errors": job.errors}
+    write_task_json(run, job.task, job.profile, extra)
+    return run
+
+
+class _Progress:
+    """Done / running / failed per profile, as rich progress bars on ``console`` (None: silent)."""
+
+    def __init__(self, console: Any, profiles: Sequence[Profile], totals: Mapping[str, int]) -> None:
+        self.counts = {p.name: {"done": 0, "running": 0, "failed": 0, "retried": 0} for p in profiles}
+        self.bar = None
+        if console is not None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.fields[profile]}[/bold] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            )
+            self.rows = {n: self.bar.add_task("", total=totals[n], profile=n) for n in self.counts}
+            self.bar.start()
+
+    def add(self, profile: str, **delta: int) -> None:
+        c = self.counts[profile]
+        for key, value in delta.items():
+            c[key] += value
+        if self.bar is not None:
+            text = f"done {c['done']}  running {c['running']}  failed {c['failed']}"
+            if c["retried"]:
+                text += f"  retried {c['retried']}"
+            self.bar.update(self.rows[profile], completed=c["done"] + c["failed"], description=text)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _capacity(ray: ModuleType, options: RayOptions) -> int:
+    if options.max_in_flight is not None:
+        return max(1, options.max_in_flight)
+    res = ray.cluster_resources()
+    room = res.get("CPU", 1.0) / max(options.num_cpus, 1e-3)
+    if options.memory_mb:
+        room = min(room, res.get("memory", float("inf")) / (options.memory_mb * 2**20))
+    return max(1, int(room))
+
+
+def run_profiles_on_ray(
+    tasks: Sequence[SweTask],
+    profiles: Sequence[Profile],
+    *,
+    run_dir: str | Path,
+    repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path],
+    command: str | Sequence[str] = DEFAULT_COMMAND,
+    timeout_s: float = 1800.0,
+    test_command: str | Sequence[str] | None = None,
+    interleave: bool = True,
+    work_root: str | Path | None = None,
+    keep_workdirs: bool = False,
+    on_result: Callable[[TaskRun], None] | None = None,
+    ray_options: RayOptions | None = None,
+    console: Any = None,
+) -> list[TaskRun]:
+    """``run_profiles`` as Ray tasks (see the module docstring). ``repos`` (and ``work_root``) are
+    read on the workers. Returns every run in the interleaved order, resumed ones included;
+    ``run_dir/runs.jsonl`` lists them, resumed first, then in the order they finished."""
+    validate_run(tasks, profiles, run_dir)
+    options = ray_options or RayOptions()
+    run_root = Path(run_dir).resolve()
+    jobs: list[_Job] = []
+    for i, task in enumerate(tasks):
+        for profile in interleaved_order(profiles, i) if interleave else profiles:
+            jobs.append(_Job(len(jobs), task, profile))
+    done: dict[int, TaskRun] = {}
+    for job in jobs:
+        previous = is_complete(task_folder(run_root, job.profile.name, job.task.instance_id))
+        if previous is not None:
+            done[job.order] = replace(previous, order=job.order)
+    totals = {p.name: len(tasks) for p in profiles}
+    limit = options.task_timeout_s or timeout_s * (2 if test_command is not None else 1) + 300.0
+    settings = {
+        "command": command,
+        "timeout_s": timeout_s,
+        "test_command": test_command,
+        "work_root": work_root,
+        "keep_workdir": keep_workdirs,
+    }
+    run_root.mkdir(parents=True, exist_ok=True)
+    with ray_session(options.address) as ray, open(run_root / "runs.jsonl", "w", encoding="utf-8") as log:
+        remote = ray.remote(_attempt).options(
+            num_cpus=options.num_cpus, memory=options.memory_mb * 2**20 or None, max_retries=0
+        )
+        progress = _Progress(console, profiles, totals)
+        for run in done.values():
+            log.write(json.dumps(asdict(run)) + "\n")
+            progress.add(run.profile, done=1)
+        queue = deque(job for job in jobs if job.order not in done)
+        running: dict[Any, _Job] = {}
+
+        def finish(job: _Job, run: TaskRun, failed: bool) -> None:
+            done[job.order] = run
+            log.write(json.dumps(asdict(run)) + "\n")
+            log.flush()
+            progress.add(job.profile.name, running=-1, **{"failed" if failed else "done": 1})
+            if on_result is not None:
+                on_result(run)
+
+        try:
+            while queue or running:
+                room = _capacity(ray, options)
+                while queue and len(running) < room:
+                    job = queue.popleft()
+                    ref = remote.remote(job.task, job.profile, repos, job.order, settings)
+                    job.started, job.cancelled = time.monotonic(), False
+                    running[ref] = job
+                    progress.add(job.profile.name, running=1)
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    job = running.pop(ref)
+                    try:
+                        out = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        why = f"timed out after {limit:.0f} s" if job.cancelled else _short(exc)
+                        job.errors.append(why)
+                        if len(job.errors) <= options.retries:
+                            queue.appendleft(job)
+                            progress.add(job.profile.name, running=-1, retried=1)
+                        else:
+                            finish(job, _store_failed(job, run_root), failed=True)
+                        continue
+                    finish(job, _store(out, job, run_root), failed=False)
+                now = time.monotonic()
+                for ref, job in running.items():
+                    if not job.cancelled and now - job.started > limit:
+                        ray.cancel(ref, force=True)
+                        job.cancelled = True
+        except BaseException:
+            for ref in running:
+                ray.cancel(ref, force=True)
+            raise
+        finally:
+            progress.stop()
+    return [done[job.order] for job in jobs]
+
+
+def _short(exc: BaseException) -> str:
+    """The first line of a Ray error (its type and what happened, not the remote traceback)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

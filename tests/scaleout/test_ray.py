@@ -1,0 +1,169 @@
+"""The scale-out on a local Ray (``num_cpus=2``, one instance for the module): the toy SWE-style
+two-profile run through Ray gives the single-machine counts and verdict, resumes, survives a killed
+worker and records a run that always dies as failed; a replay sharded over two actors gives the
+single-process TTFT percentiles at the same total concurrency and reports in-flight counts per worker.
+
+Skipped with the reason when ray does not import (``pip install -e '.[ray]'``). Timings are asserted
+with generous bounds only: the CI machine has two loaded cores.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
+
+from stats.compare import compare_sources  # noqa: E402
+from stats.distributed import RayOptions, is_failed, run_profiles_on_ray  # noqa: E402
+from stats.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
+from stats.rollouts import load_run_dir  # noqa: E402
+from stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
+from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
+
+TOY_TESTS = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
+SMALL_TASK = RayOptions(memory_mb=256)  # the toy agent needs little; leaves room on a 2-core CI machine
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    yield ray
+    ray.shutdown()
+
+
+def _on_ray(tmp: Path, endpoint: str, command: Any, seen: list | None = None, **kw: Any) -> list:
+    repos = tmp / "repos"
+    if not repos.exists():
+        build_toy_repo(repos / "harnesscheck__toycalc")
+    tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False), **kw)
+    profiles = [Profile("small", SMALL, endpoint=endpoint), Profile("alias", ALIAS, endpoint=endpoint)]
+    return run_profiles_on_ray(
+        tasks, profiles, run_dir=tmp / "run", repos=repos, command=command, test_command=TOY_TESTS,
+        timeout_s=60, ray_options=SMALL_TASK, on_result=None if seen is None else seen.append,
+    )
+
+
+def _tool_calls(run_dir: Path) -> dict[tuple[str, str], tuple[int, dict[str, int]]]:
+    return {(p, u.task_id): (u.tool_calls, u.by_tool) for p in ("small", "alias") for u in load_run_dir(run_dir / p)}
+
+
+def _verdict(run_dir: Path) -> tuple:
+    c = compare_sources(run_dir / "small", run_dir / "alias")
+    return (c.n_tasks, c.total_a, c.total_b, c.wlt.wins, c.wlt.losses, c.wlt.ties, c.permutation.p_value,
+            c.only_a, c.only_b)
+
+
+def test_toy_run_on_ray_matches_one_machine_and_resumes(
+    tmp_path: Path, server_factory: Callable[..., str], local_ray: Any
+) -> None:
+    endpoint = server_factory(*SERVER_ARGS) + "/v1"
+    one = run_toy(tmp_path / "one", endpoint, TOY_AGENT_COMMAND, timeout_s=60)
+    seen: list = []
+    runs = _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, seen)
+    # the interleaved order of the single-machine driver, every run done and resolved
+    assert [(r.task_id, r.profile, r.order) for r in runs] == [(r.task_id, r.profile, r.order) for r in one]
+    assert all(r.returncode == 0 and r.resolved and len(r.rollout_files) == 1 for r in runs), runs
+    assert len(seen) == 6 and not any(is_failed(r) for r in runs)
+    run_dir = tmp_path / "ray" / "run"
+    for r in runs:  # gathered to the driver: task.json and the files in RUN/PROFILE/TASK
+        meta = json.loads((run_dir / r.profile / r.task_id / "task.json").read_text())
+        assert meta["folder"] == str((run_dir / r.profile / r.task_id).resolve()) and meta["attempts"] == 1
+        assert (run_dir / r.profile / r.task_id / r.rollout_files[0]).is_file()
+    assert _tool_calls(run_dir) == _tool_calls(tmp_path / "one" / "run")
+    assert list(_tool_calls(run_dir).values()) == [(3, {"exec_command": 3})] * 6
+    assert _verdict(run_dir) == _verdict(tmp_path / "one" / "run") == (3, 9, 9, 0, 0, 3, 1.0, (), ())
+
+    # resumable: nothing complete runs again; a run with no task.json (an interrupted one) does
+    again: list = []
+    assert _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, again) == runs and again == []
+    (run_dir / "alias" / "harnesscheck__toycalc-2" / "task.json").unlink()
+    rerun = _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, again)
+    assert [(r.task_id, r.profile) for r in again] == [("harnesscheck__toycalc-2", "alias")]
+    assert [(r.task_id, r.profile, r.order) for r in rerun] == [(r.task_id, r.profile, r.order) for r in runs]
+    assert len((run_dir / "runs.jsonl").read_text().splitlines()) == 6
+    assert _verdict(run_dir) == _verdict(tmp_path / "one" / "run")
+
+
+KILLER = """\
+import os, signal, sys
+from pathlib import Path
+key = os.environ["HARNESSCHECK_TASK_ID"] + "." + os.environ["HARNESSCHECK_PROFILE"]
+marks = Path({marks!r})
+mark = marks / key
+if key in {always!r} or (key in {once!r} and not mark.exists()):
+    mark.write_text(mark.read_text() + "x" if mark.exists() else "x")
+    os.kill(os.getppid(), signal.SIGKILL)  # the Ray worker that runs this agent dies mid-run
+    os._exit(1)
+os.execv(sys.executable, [sys.executable, "-m", "stats.toy_agent", *sys.argv[1:]])
+"""
+
+
+def test_a_killed_worker_is_retried_and_one_that_always_dies_is_recorded_failed(
+    tmp_path: Path, server_factory: Callable[..., str], local_ray: Any
+) -> None:
+    endpoint = server_factory(*SERVER_ARGS) + "/v1"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    once, always = "harnesscheck__toycalc-1.small", "harnesscheck__toycalc-2.alias"
+    script = tmp_path / "agent.py"
+    script.write_text(KILLER.format(marks=str(marks), once=[once], always=[always]))
+    command = [sys.executable, str(script), *TOY_AGENT_COMMAND[3:]]
+    ids = ["harnesscheck__toycalc-1", "harnesscheck__toycalc-2"]
+    runs = _on_ray(tmp_path, endpoint, command, instance_ids=ids)
+    assert (marks / once).read_text() == "x" and (marks / always).read_text() == "xx"  # killed 1 and 2 times
+    by_key = {f"{r.task_id}.{r.profile}": r for r in runs}
+    assert len(by_key) == 4
+    run_dir = tmp_path / "run"
+    meta = {k: json.loads((Path(r.folder) / "task.json").read_text()) for k, r in by_key.items()}
+    assert meta[once]["attempts"] == 2 and by_key[once].resolved and not is_failed(by_key[once])
+    assert is_failed(by_key[always]) and meta[always]["failed"] is True and meta[always]["attempts"] == 2
+    assert len(meta[always]["errors"]) == 2 and all("Worker" in e or "died" in e for e in meta[always]["errors"])
+    others = set(by_key) - {once, always}
+    assert all(meta[k]["attempts"] == 1 and by_key[k].resolved for k in others), meta
+    # the failed run is no measurement: compare pairs the other task and lists this one as unpaired
+    c = compare_sources(run_dir / "small", run_dir / "alias")
+    assert c.n_tasks == 1 and c.only_a == ("harnesscheck__toycalc-2",) and c.only_b == ()
+    runs_log = [json.loads(x) for x in (run_dir / "runs.jsonl").read_text().splitlines()]
+    assert len(runs_log) == 4 and sum(1 for r in runs_log if r["error"]) == 1
+
+
+def _replay_cli(trace: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    from harnesscheck.cli import main
+
+    assert main(["replay", str(trace), "--time-scale", "0", "--no-progress", "--json", *argv]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{"):])
+
+
+def test_replay_on_two_actors_matches_one_process(
+    tmp_path: Path, server_factory: Callable[..., str], local_ray: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The built-in agent-coding workload (prompts of ~1,000 tokens, so the CPU time of building and
+    parsing requests on two loaded cores stays small), total concurrency 4: one process, then two
+    actors of concurrency 2. TTFT is the server's modelled 40 ms (no prefill cost, so the prefix
+    cache's order does not matter) plus overheads; merged percentiles agree within generous bounds."""
+    from replay.trace import save
+    from replay.workloads import build
+
+    trace = save(build("agent-coding", prompt_tokens=1000), tmp_path / "agent-coding.jsonl")
+    url = server_factory("--ttft-base-ms", "40", "--prefill-us-per-token", "0", "--decode-ms", "1", fast=False)
+    one = _replay_cli(trace, ["--endpoint", url, "--concurrency", "4"], capsys)
+    two = _replay_cli(trace, ["--endpoint", url, "--concurrency", "4", "--ray", "--workers", "2"], capsys)
+    assert one["turns"] == two["turns"] == 20 and one["turns_failed"] == two["turns_failed"] == 0
+    assert two["ttft_ms"]["n"] == one["ttft_ms"]["n"] == 20  # merged raw samples, not per-worker figures
+    for q in ("p50", "p90"):
+        a, b = one["ttft_ms"][q], two["ttft_ms"][q]
+        assert 40 <= a < 1000 and 40 <= b < 1000, (one["ttft_ms"], two["ttft_ms"])
+        assert abs(a - b) <= max(80.0, 0.5 * a), (q, one["ttft_ms"], two["ttft_ms"])
+    workers = two["workers"]
+    assert [w["worker"] for w in workers] == [0, 1] and two["offered_concurrency"] == 4
+    assert [(w["sessions"], w["offered_concurrency"], w["turns"]) for w in workers] == [(2, 2, 10), (2, 2, 10)]
+    assert all(1 <= w["max_in_flight"] <= 2 and 0 < w["mean_in_flight"] <= 2 for w in workers), workers
+    assert two["max_in_flight"] == sum(w["max_in_flight"] for w in workers) <= 4
+    assert 1 <= one["max_in_flight"] <= 4
