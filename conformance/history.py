@@ -11,26 +11,40 @@ prompt. Strongest first; `--witness` forces one, `auto` takes the strongest the 
 
 A witness that cannot be used raises WitnessUnavailable; the check then tries the next one (auto)
 or is skipped (forced), saying why.
+
+The interleaved-history checks judge two cases. First the kit's own turn: the kit builds
+r0 t0 r1 t1 from the scenario's script, with the tool results, as a resumed session sends it back
+(thinking blocks carry a signature the endpoint issued, where it issued one), so the rebuild is
+judged whether or not the model ever interleaves; the tokenize witness sees its order, the cache
+witness whether it is rendered the same once a later turn follows it (a template that drops or
+reformats past agent reasoning), timing has no kit case. Then the model's own turn, sampled up to
+--tries times until the model interleaves (turn N's output against turn N+1's prompt).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import statistics
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from conformance import catalog
 from conformance import requests as reqs
 from conformance.harness import PATHS, Harness, final_answer
-from conformance.verdict import fail, inconclusive, ok_response
+from conformance.verdict import fail, inconclusive, ok_response, skip
 from conformance.wire.transcript import Transcript
 from stats import wilcoxon_test
 
 WITNESSES = ("tokenize", "cache", "timing")
+TOKENIZE_PREFIXES = ("/v1", "")  # the tokenize routes are probed under both
 SLACK = 64  # tokens: block granularity plus the end-of-turn marker
 TIMING_PAIRS = 8  # sessions; Wilcoxon p < 0.05 survives a pair the wrong way
 TIMING_SHARE = 0.35  # the share of a full rewrite's extra cost that verbatim history may still pay
+
+
+Turn1 = tuple[dict[str, Any], dict[str, Any]]  # turn 1's request body and its (folded) answer
 
 
 class WitnessUnavailable(Exception):
@@ -148,27 +162,29 @@ def _rendered(hc: Harness, api: str, body: dict[str, Any], *, add_generation_pro
         payload["messages"] = body["messages"]
         if api == "anthropic" and body.get("system"):
             payload["system"] = body["system"]
-    t = hc.post("chat", "/v1/tokenize", payload, label="tokenize (chat form)")
-    if t.status in (404, 405):
-        raise WitnessUnavailable("the endpoint offers no chat-form /v1/tokenize")
+    for prefix in TOKENIZE_PREFIXES:  # vLLM serves /tokenize without /v1
+        t = hc.post("chat", f"{prefix}/tokenize", payload, label=f"tokenize (chat form, {prefix or 'no /v1'})")
+        if t.status not in (404, 405):
+            break
+    else:
+        raise WitnessUnavailable("the endpoint offers no chat-form /v1/tokenize or /tokenize")
     if t.status == 400:
-        raise WitnessUnavailable(f"chat-form /v1/tokenize refused this history shape: {t.text_body()[:160]}")
+        raise WitnessUnavailable(f"chat-form {prefix}/tokenize refused this history shape: {t.text_body()[:160]}")
     ok_response(t, "tokenize")
-    back = hc.post("chat", "/v1/detokenize", {"model": hc.endpoint.model, "tokens": (t.json_body() or {})["tokens"]},
-                   label="detokenize")
+    back = hc.post("chat", f"{prefix}/detokenize", {"model": hc.endpoint.model,
+                                                    "tokens": (t.json_body() or {})["tokens"]}, label="detokenize")
     if back.status in (404, 405):
-        raise WitnessUnavailable("the endpoint offers /v1/tokenize but no /v1/detokenize")
+        raise WitnessUnavailable(f"the endpoint offers {prefix}/tokenize but no {prefix}/detokenize")
     ok_response(back, "detokenize")
     return (back.json_body() or {}).get("prompt", "")
 
 
-def tokenize_witness(hc: Harness, api: str, scenario: str) -> None:
-    body, answer, turn1 = run_turn1(hc, api, scenario)
+def tokenize_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+    body, answer = turn1
     parts = parts_of(api, answer)
     before = _rendered(hc, api, body, add_generation_prompt=True)
     after_body = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
     after = _rendered(hc, api, after_body, add_generation_prompt=True)
-    cursor = 0
     # The generation prompt may carry an opened <think>; compare up to the last user text.
     stem = before[: before.rfind(hc.scenario(scenario).trigger)]
     if not after.startswith(stem):
@@ -183,8 +199,8 @@ def tokenize_witness(hc: Harness, api: str, scenario: str) -> None:
         cursor = at + len(text.strip())
 
 
-def cache_witness(hc: Harness, api: str, scenario: str) -> None:
-    body, answer, _ = run_turn1(hc, api, scenario)
+def cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+    body, answer = turn1
     prompt1, output1, _ = usage_of(api, answer)
     follow = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
     second = _second(hc, api, follow, label="turn 2 (history kept)")
@@ -207,15 +223,15 @@ def _ttft_ms(t: Transcript) -> float:
     return t.timings.end_ns / 1e6
 
 
-def timing_witness(hc: Harness, api: str, scenario: str) -> None:
+def timing_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
     """Per session: turn 2 as returned (first time), the same again (now fully cached), and turn 2
     with its reasoning rewritten at the start (everything from there recomputed). If the history
     came back verbatim, the first turn 2 costs about what the repeat costs: only the new tail
     (tool results) is computed. Judged on the share of the rewrite's extra cost that it pays."""
     kept, repeat, edited = [], [], []
     cap = reqs.MIN_OUTPUT_TOKENS[api]
-    for _ in range(TIMING_PAIRS):
-        body, answer, _ = run_turn1(hc, api, scenario)
+    for n in range(TIMING_PAIRS):  # the given turn 1 first, then fresh sessions
+        body, answer = turn1 if n == 0 else run_turn1(hc, api, scenario)[:2]
         follow = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
         other = reqs.follow(api, body, rewritten(api, answer), hc.scenario(scenario), 1)
         kept.append(_ttft_ms(_second(hc, api, follow, label="turn 2, history as returned", max_tokens=cap)))
@@ -233,32 +249,140 @@ def timing_witness(hc: Harness, api: str, scenario: str) -> None:
              "rewrite's recompute, so the returned history was not reused verbatim", transcript=hc.attached[-3][1])
 
 
-RUNNERS: dict[str, Callable[[Harness, str, str], None]] = {
-    "tokenize": tokenize_witness, "cache": cache_witness, "timing": timing_witness}
+Runner = Callable[[Harness, str, str, Turn1], None]
+RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": cache_witness, "timing": timing_witness}
 
 
-def judge(hc: Harness, api: str, scenario: str, *, witnesses: tuple[str, ...] = WITNESSES) -> str:
-    """Run the forced witness, or the strongest available one; return the witness used."""
+def judge(hc: Harness, api: str, scenario: str, turn1: Turn1, *, witnesses: tuple[str, ...] = WITNESSES,
+          runners: dict[str, Runner] = RUNNERS) -> tuple[str, list[str]]:
+    """Run the forced witness, or the strongest available one, on turn 1; return the witness used
+    ("" when none could be used) and why each other one could not."""
     forced = hc.endpoint.witness
     order = [forced] if forced != "auto" else list(witnesses)
     reasons = []
     for name in order:
-        if name not in witnesses:
-            reasons.append(f"{name}: this check has no {name} witness")
+        if name not in witnesses or name not in runners:
+            reasons.append(f"{name}: this case has no {name} witness")
             continue
         try:
-            RUNNERS[name](hc, api, scenario)
-            return name
+            runners[name](hc, api, scenario, turn1)
+            return name, reasons
         except WitnessUnavailable as why:
             reasons.append(f"{name}: {why}")
-    from conformance.verdict import skip
-
-    skip("no witness available: " + "; ".join(reasons))
-    return ""
+    return "", reasons
 
 
-def require_interleaving(hc: Harness, api: str, scenario: str) -> None:
-    answer = final_answer(api, hc.stream(api, scenario))
-    kinds = [k for k, _ in parts_of(api, answer or {})]
-    if kinds.count("reasoning") < 2 or kinds.count("tool") < 2 or kinds.index("tool") > kinds.index("reasoning", 1):
-        inconclusive(f"the model did not interleave reasoning and tool calls (got {kinds})")
+def model_turn(hc: Harness, api: str, scenario: str, path: str) -> Turn1 | None:
+    """Turn 1 as the model answers it, sampled up to --tries times until it takes `path`; None if never."""
+    (body, answer, _), taken = hc.until_taken((path,), lambda: run_turn1(hc, api, scenario))
+    return (body, answer) if taken else None
+
+
+# -- the kit's own interleaved turn ----------------------------------------------------------------
+
+SIGNED = "interleaved"  # a scenario whose shared stream holds thinking blocks (the grammar checks judge it too)
+
+
+def issued_signature(hc: Harness, api: str, scenario: str) -> str:
+    """A thinking signature the endpoint issued (from the scenario's shared stream), else ""."""
+    if api != "anthropic":
+        return ""
+    answer = final_answer(api, hc.stream(api, scenario)) or {}
+    return next((b.get("signature") or "" for b in answer.get("content") or [] if b.get("type") == "thinking"
+                 and b.get("signature")), "")
+
+
+def kit_answer(api: str, scenario: Any, *, signature: str = "") -> dict[str, Any]:
+    """The scenario's scripted turn 0 (r0 t0 r1 t1) as the API's answer, built by the kit."""
+    parts = scenario.turns[0].model
+    if api == "anthropic":
+        content: list[dict[str, Any]] = []
+        for n, p in enumerate(parts):
+            if p.kind == "reasoning":
+                content.append({"type": "thinking", "thinking": p.text, "signature": signature})
+            elif p.kind == "tool_call":
+                content.append({"type": "tool_use", "id": f"toolu_kit{n}", "name": p.name,
+                                "input": json.loads(p.arguments)})
+            else:
+                content.append({"type": "text", "text": p.text})
+        return {"role": "assistant", "content": content, "stop_reason": "tool_use"}
+    if api == "responses":
+        output: list[dict[str, Any]] = []
+        for n, p in enumerate(parts):
+            if p.kind == "reasoning":
+                output.append({"type": "reasoning", "id": f"rs_kit{n}", "summary": [],
+                               "content": [{"type": "reasoning_text", "text": p.text}]})
+            elif p.kind == "tool_call":
+                output.append({"type": "function_call", "id": f"fc_kit{n}", "call_id": f"call_kit{n}",
+                               "name": p.name, "arguments": p.arguments})
+            else:
+                output.append({"type": "message", "role": "assistant", "id": f"msg_kit{n}",
+                               "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
+        return {"output": output}
+    raise ValueError(f"{api}: one assistant message cannot interleave reasoning and tool calls")
+
+
+def kit_cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+    """The kit's turn, resumed (X), then X with the answer and one more user turn (Y): Y must read X's
+    whole prompt from the cache, or the endpoint renders the kit's turn differently once a later turn
+    follows it (past agent reasoning dropped or reformatted)."""
+    body, answer = turn1
+    resumed = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
+    first = _second(hc, api, resumed, label="kit turn resumed")
+    prompt_x = usage_of(api, first.json_body() or {})[0]
+    later = reqs.follow(api, resumed, first.json_body() or {}, hc.scenario(scenario), 2)
+    _append_user(api, later, "Thanks. Is anything else broken?")
+    second = _second(hc, api, later, label="kit turn, one turn later")
+    cached = usage_of(api, second.json_body() or {})[2]
+    if cached == 0:
+        repeat = _second(hc, api, later, label="one turn later, repeated (control)")
+        if usage_of(api, repeat.json_body() or {})[2] == 0:
+            raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
+    hc.saw(catalog.CACHE_HIT)
+    if cached < prompt_x - SLACK:
+        fail(f"cache witness: one turn after the kit's interleaved turn the endpoint read {cached} prompt tokens from "
+             f"the cache, less than the {prompt_x} of the request that ended with that turn, less {SLACK}: the turn "
+             "was rendered differently once another turn followed it", transcript=second)
+
+
+def _append_user(api: str, body: dict[str, Any], text: str) -> None:
+    if api == "responses":
+        body["input"].append({"type": "message", "role": "user", "content": text})
+    else:
+        body["messages"].append({"role": "user", "content": text})
+
+
+KIT_RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": kit_cache_witness}
+
+
+def judge_interleaved(hc: Harness, api: str, *, kit_scenario: str, model_scenario: str,
+                      witnesses: tuple[str, ...]) -> None:
+    """Both cases of an interleaved-history check: the kit's own turn, then the model's (up to --tries
+    samples). Fails on either; inconclusive (not-exercised) when neither could be judged."""
+    scenario = hc.scenario(kit_scenario)
+    body = fresh_first(hc, api, kit_scenario)
+    kit = (body, kit_answer(api, scenario, signature=issued_signature(hc, api, SIGNED)))
+    used, kit_reasons = judge(hc, api, kit_scenario, kit, witnesses=witnesses, runners=KIT_RUNNERS)
+    if used:
+        hc.saw(catalog.KIT_INTERLEAVING)
+    turn1 = model_turn(hc, api, model_scenario, catalog.INTERLEAVING)
+    model_reasons = [f"the model did not interleave reasoning and tool calls in {hc.endpoint.tries} tries"]
+    if turn1 is not None:
+        model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
+        if model_used:
+            return
+    if not used:
+        why = "; ".join(["the kit's turn: " + "; ".join(kit_reasons), "the model's turn: " + "; ".join(model_reasons)])
+        if turn1 is None:
+            inconclusive(f"not exercised: {why}")
+        skip("no witness available: " + why)
+
+
+def judge_agent_turn(hc: Harness, api: str, scenario: str, *, witnesses: tuple[str, ...]) -> None:
+    """The verbatim-prefix check on the model's agent turn (reasoning, then a call), up to --tries samples."""
+    turn1 = model_turn(hc, api, scenario, catalog.AGENT_TURN)
+    if turn1 is None:
+        inconclusive(f"not exercised: the model did not reason before a tool call in {hc.endpoint.tries} tries")
+    used, reasons = judge(hc, api, scenario, turn1, witnesses=witnesses)
+    if not used:
+        skip("no witness available: " + "; ".join(reasons))

@@ -22,6 +22,25 @@ MIN_BUDGET = 256
 MIN_OUTPUT_TOKENS = {"anthropic": 1, "chat": 1, "responses": 16}
 
 
+# What a user types to get a scenario's path (the scripted engine still finds the scenario: its first
+# user text is kept, these words follow it). A model takes a path far more often when asked plainly.
+PLAIN_ASKS = {
+    "interleaved": "Do both steps in this one turn: think, then call read_file on src/math.py; think again, "
+                   "then call run_tests on tests/test_math.py.",
+    "long_reasoning": "Do both steps in this one turn: reason at length, then call bash to build; reason again, "
+                      "then call bash to list src.",
+    "parallel_tools": "Call Read twice in this one turn, once for package.json and once for tsconfig.json.",
+    "long_agent_turn": "Reason step by step first, then call read_file on src/parser.py.",
+}
+
+
+def user_text(scenario: Scenario) -> str:
+    """The first user message: the scenario's own words, then the plain ask for its path, if any."""
+    user = scenario.turns[0].user or ""
+    ask = PLAIN_ASKS.get(scenario.id)
+    return f"{user} {ask}" if ask else user
+
+
 def anthropic_tools(scenario: Scenario) -> list[dict[str, Any]]:
     return [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
             for t in scenario.tools]
@@ -51,7 +70,7 @@ def output_budget(scenario: Scenario) -> int:
 
 
 def first(api: str, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
-    user = scenario.turns[0].user or ""
+    user = user_text(scenario)
     budget = output_budget(scenario)
     if api == "anthropic":
         body: dict[str, Any] = {"model": model, "max_tokens": budget, "stream": stream,

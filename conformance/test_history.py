@@ -1,14 +1,15 @@
 """Multi-turn history (article 1's central point): turn N's reasoning and tool calls come back in
 turn N+1's prompt in the order the model wrote them — `<think>r0</think> t0 <think>r1</think> t1`
 — not flattened, not stripped on agent turns, not rewritten. See conformance/history.py for the
-witnesses (tokenize, cache usage, timing) and `--witness` to force one."""
+witnesses (tokenize, cache usage, timing), `--witness` to force one, and the two cases of the
+interleaved checks (the kit's own turn, then the model's, sampled up to --tries times)."""
 
 from __future__ import annotations
 
 import pytest
 
 from conformance.harness import Harness
-from conformance.history import judge, require_interleaving
+from conformance.history import judge_agent_turn, judge_interleaved
 
 INTERLEAVED = "long_reasoning"  # r0 t0 r1 t1 with ~700-token reasoning segments (visible in timing)
 AGENT_TURN = "long_agent_turn"  # one ~1K-token reasoning segment, then a tool call
@@ -18,29 +19,27 @@ VERBATIM = ("cache", "timing", "tokenize")  # verbatim reuse is best seen in wha
 
 @pytest.mark.check("AN-HIST-001")
 def test_anthropic_interleaved_history(hc: Harness) -> None:
-    require_interleaving(hc, "anthropic", INTERLEAVED)
-    judge(hc, "anthropic", INTERLEAVED, witnesses=ORDER)
+    judge_interleaved(hc, "anthropic", kit_scenario=INTERLEAVED, model_scenario=INTERLEAVED, witnesses=ORDER)
 
 
 @pytest.mark.check("RS-HIST-001")
 def test_responses_interleaved_history(hc: Harness) -> None:
-    require_interleaving(hc, "responses", INTERLEAVED)
-    judge(hc, "responses", INTERLEAVED, witnesses=ORDER)
+    judge_interleaved(hc, "responses", kit_scenario=INTERLEAVED, model_scenario=INTERLEAVED, witnesses=ORDER)
 
 
 @pytest.mark.check("AN-HIST-002")
 def test_anthropic_agent_turn_history(hc: Harness) -> None:
-    judge(hc, "anthropic", AGENT_TURN, witnesses=VERBATIM)
+    judge_agent_turn(hc, "anthropic", AGENT_TURN, witnesses=VERBATIM)
 
 
 @pytest.mark.check("CH-HIST-002")
 def test_chat_agent_turn_history(hc: Harness) -> None:
-    judge(hc, "chat", AGENT_TURN, witnesses=VERBATIM)
+    judge_agent_turn(hc, "chat", AGENT_TURN, witnesses=VERBATIM)
 
 
 @pytest.mark.check("RS-HIST-002")
 def test_responses_agent_turn_history(hc: Harness) -> None:
-    judge(hc, "responses", AGENT_TURN, witnesses=VERBATIM)
+    judge_agent_turn(hc, "responses", AGENT_TURN, witnesses=VERBATIM)
 
 
 @pytest.mark.check("AN-HIST-003")
