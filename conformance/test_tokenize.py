@@ -1,33 +1,62 @@
-"""Tokenizer routes (Dynamo PR #7699 shape), when offered: tokenize then detokenize gives the text back."""
+"""Tokenizer routes (Dynamo PR #7699 shape, vLLM's `/tokenize` without `/v1`), when offered: both
+routes are probed, each in the prompt form (tokenize then detokenize gives the text back) and the
+chat form (the rendered conversation holds the message text; count equals the tokens)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from conformance.harness import Harness
 from conformance.verdict import fail, ok_response, skip
+from conformance.wire.transcript import Transcript
 
 TEXT = "Tokenize me: 15 * 23 = 345, 世界, <think>"
+PREFIXES = ("/v1", "")  # vLLM serves /tokenize; Dynamo and the reference server /v1/tokenize
+ABSENT = (404, 405)
+
+
+def _counted(t: Transcript, form: str) -> list[int]:
+    got = t.json_body() or {}
+    tokens = got.get("tokens")
+    if not isinstance(tokens, list) or got.get("count") != len(tokens):
+        fail(f"{form}-form tokenize answer count {got.get('count')} does not match its tokens", transcript=t)
+    return tokens
+
+
+def _detokenized(hc: Harness, prefix: str, tokens: list[int]) -> tuple[str, Transcript]:
+    back = hc.post("chat", f"{prefix}/detokenize", {"model": hc.endpoint.model, "tokens": tokens},
+                   label=f"detokenize ({prefix or 'no /v1'})")
+    ok_response(back, "detokenize")
+    return (back.json_body() or {}).get("prompt"), back
 
 
 @pytest.mark.check("CH-TOKENIZE-001")
 def test_tokenize_round_trip(hc: Harness) -> None:
-    t = hc.post("chat", "/v1/tokenize", {"model": hc.endpoint.model, "prompt": TEXT, "add_special_tokens": False},
-                label="tokenize")
-    if t.status == 404:
-        t = hc.post("chat", "/tokenize", {"model": hc.endpoint.model, "prompt": TEXT, "add_special_tokens": False},
-                    label="tokenize (no /v1)")
-    if t.status == 404:
+    offered = []
+    for prefix in PREFIXES:
+        where = f"{prefix}/tokenize"
+        prompt: dict[str, Any] = {"model": hc.endpoint.model, "prompt": TEXT, "add_special_tokens": False}
+        t = hc.post("chat", where, prompt, label=f"tokenize, prompt form ({where})")
+        if t.status in ABSENT:
+            continue
+        offered.append(where)
+        ok_response(t, f"{where} (prompt form)")
+        text, back = _detokenized(hc, prefix, _counted(t, "prompt"))
+        if text != TEXT:
+            fail(f"{prefix}/detokenize gave {text!r}, expected {TEXT!r}", transcript=back)
+        chat = {"model": hc.endpoint.model, "messages": [{"role": "user", "content": TEXT}],
+                "add_generation_prompt": True}
+        c = hc.post("chat", where, chat, label=f"tokenize, chat form ({where})")
+        if c.status in ABSENT or c.status in (400, 422):
+            continue  # the chat form is optional: a route may take prompts only
+        ok_response(c, f"{where} (chat form)")
+        rendered, back = _detokenized(hc, prefix, _counted(c, "chat"))
+        if TEXT not in (rendered or ""):
+            fail(f"the chat-form {where} rendering, detokenized, does not hold the user message {TEXT!r}: "
+                 f"{(rendered or '')[:200]!r}", transcript=back)
+    if not offered:
         if "tokenize" in hc.endpoint.expect:
             fail("no /v1/tokenize or /tokenize route, though the endpoint is declared to offer it", transcript=t)
         skip("the endpoint offers no /tokenize route")
-    ok_response(t, "tokenize")
-    got = t.json_body() or {}
-    tokens = got.get("tokens")
-    if not isinstance(tokens, list) or got.get("count") != len(tokens):
-        fail(f"tokenize answer count {got.get('count')} does not match its tokens", transcript=t)
-    path = "/v1/detokenize" if "/v1/tokenize" in t.url else "/detokenize"
-    back = hc.post("chat", path, {"model": hc.endpoint.model, "tokens": tokens}, label="detokenize")
-    ok_response(back, "detokenize")
-    if (back.json_body() or {}).get("prompt") != TEXT:
-        fail(f"detokenize gave {(back.json_body() or {}).get('prompt')!r}, expected {TEXT!r}", transcript=back)
