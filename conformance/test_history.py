@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from conformance import catalog
 from conformance.harness import Harness
+from conformance.wire.transcript import Transcript
 from conformance.history import judge_agent_turn, judge_interleaved
 
 INTERLEAVED = "long_reasoning"  # r0 t0 r1 t1 with ~700-token reasoning segments (visible in timing)
@@ -44,18 +46,25 @@ def test_responses_agent_turn_history(hc: Harness) -> None:
 
 @pytest.mark.check("AN-HIST-003")
 def test_thinking_on_unless_turned_off(hc: Harness) -> None:
+    """Asked for thinking, the model must think at least once in --tries samples (else inconclusive);
+    then a request that says nothing about thinking must think at least once in --tries samples."""
     from conformance.verdict import fail, inconclusive, ok_response
 
     body = hc.body("anthropic", "calculator", stream=False)
     # The reference: budget_tokens >= 1024 and below max_tokens.
-    asked = hc.post("anthropic", "/v1/messages", {**body, "max_tokens": max(body["max_tokens"], 2048),
-                                                  "thinking": {"type": "enabled", "budget_tokens": 1024}},
-                    label="thinking asked for")
-    ok_response(asked, "request with thinking enabled")
-    if not any(b.get("type") == "thinking" for b in (asked.json_body() or {}).get("content", [])):
-        inconclusive("the model does not think even when asked (no reasoning parser?)")
-    silent = hc.post("anthropic", "/v1/messages", body, label="thinking not mentioned")
-    ok_response(silent, "request without a thinking field")
-    if not any(b.get("type") == "thinking" for b in (silent.json_body() or {}).get("content", [])):
+    asked_body = {**body, "max_tokens": max(body["max_tokens"], 2048),
+                  "thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+    def sample(request: dict, label: str) -> Transcript:
+        t = hc.post("anthropic", "/v1/messages", request, label=label)
+        ok_response(t, label)
+        return t
+
+    _, thinks = hc.until_taken((catalog.THINKING,), lambda: sample(asked_body, "thinking asked for"))
+    if not thinks:
+        inconclusive(f"not exercised: the model does not think even when asked, in {hc.endpoint.tries} tries "
+                     "(no reasoning parser?)")
+    silent, thinks = hc.until_taken((catalog.THINKING,), lambda: sample(body, "thinking not mentioned"))
+    if not thinks:
         fail("the model thinks when asked but not when the request says nothing about thinking: thinking should "
              "stay on unless the client turns it off", transcript=silent)

@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import pytest
 
+from conformance import catalog
 from conformance.harness import Harness
 from conformance.requests import tool_calls_of
 from conformance.verdict import fail, inconclusive, ok_response
+from conformance.wire.transcript import Transcript
 
 
 @pytest.mark.check("RS-STATE-001")
 def test_previous_response_id_continues(hc: Harness) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body("responses", "calculator", stream=False)
-    first = hc.post("responses", "/v1/responses", {**body, "store": True}, label="turn 1 (store: true)")
-    ok_response(first, "turn 1")
+    def turn1() -> Transcript:
+        first = hc.post("responses", "/v1/responses", {**body, "store": True}, label="turn 1 (store: true)")
+        ok_response(first, "turn 1")
+        return first
+
+    first, taken = hc.until_taken((catalog.TOOL_USE,), turn1)
     answer = first.json_body() or {}
     calls = tool_calls_of("responses", answer)
-    if not calls:
-        inconclusive("the model made no tool call in turn 1")
+    if not taken or not calls:
+        inconclusive(f"not exercised: the model made no tool call in turn 1 in {hc.endpoint.tries} tries")
     call_id, name, args = calls[0]
     # Instructions are not carried over by previous_response_id, so send them again, as clients do.
     second_body = {"model": hc.endpoint.model, "previous_response_id": answer.get("id"), "tools": body.get("tools"),
@@ -39,11 +45,15 @@ def test_previous_response_id_continues(hc: Harness) -> None:
 @pytest.mark.check("RS-STATE-002")
 def test_encrypted_reasoning_when_included(hc: Harness) -> None:
     body = hc.body("responses", "calculator", stream=False)
-    t = hc.post("responses", "/v1/responses", {**body, "store": False}, label="include reasoning.encrypted_content")
-    ok_response(t, "request with include")
+    def ask() -> Transcript:
+        t = hc.post("responses", "/v1/responses", {**body, "store": False}, label="include reasoning.encrypted_content")
+        ok_response(t, "request with include")
+        return t
+
+    t, _ = hc.until_taken((catalog.THINKING,), ask)
     reasoning = [i for i in (t.json_body() or {}).get("output", []) if i.get("type") == "reasoning"]
     if not reasoning:
-        inconclusive("the model returned no reasoning item")
+        inconclusive(f"not exercised: the model returned no reasoning item in {hc.endpoint.tries} tries")
     if not all(isinstance(i.get("encrypted_content"), str) and i["encrypted_content"] for i in reasoning):
         fail("a reasoning item has no encrypted_content though include asked for it", transcript=t)
 
