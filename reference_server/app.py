@@ -24,13 +24,11 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from reference_server.config import ServerConfig
-from reference_server.engines import build_engine
 from reference_server.frontends import anthropic, chat, models, responses, tokenize
 from reference_server.frontends.common import (Adapter, ApiError, ApiKind, check_auth, error_response, read_json,
                                                step_frames)
 from reference_server.conversation import InvalidConversation
-from reference_server.service import LARGE_CHARS, Service, UnknownModel
-from reference_server.tokenizer import load as load_tokenizer
+from reference_server.service import LARGE_CHARS, Service, UnknownModel, build_service
 
 log = logging.getLogger("harnesscheck.server")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -171,11 +169,8 @@ def large_body(request: Request) -> bool:
 
 def create_app(config: ServerConfig | None = None, *, service: Service | None = None) -> Starlette:
     config = config or ServerConfig()
-    if service is None:
-        tokenizer = load_tokenizer()
-        engine = build_engine(config, tokenizer)
-        # An engine may bring its own tokenizer (a real model's); usage counts must use the same one.
-        service = Service(config, engine, getattr(engine, "tokenizer", tokenizer))
+    if service is None:  # with --model-path, the checkpoint's tokenizer counts everything (service.build_service)
+        service = build_service(config)
     store = responses.ResponseStore(config.stored_responses, config.responses_store_bytes)
     serial = itertools.count()  # with the clock, a chat completion id unique per request
     faults = service.faults
@@ -283,11 +278,19 @@ def create_app(config: ServerConfig | None = None, *, service: Service | None = 
         except RuntimeError:  # the server lacks the websocket.http.response extension
             await websocket.close()
 
+    def with_template(entry: dict[str, Any]) -> dict[str, Any]:
+        """A model entry with its chat template and the reasoning-history decision (metadata.chat_template)."""
+        if isinstance(entry.get("metadata"), dict) and entry.get("id") in service.profiles:
+            entry["metadata"]["chat_template"] = service.template_metadata(entry["id"])
+        return entry
+
     async def list_models(request: Request) -> Response:
-        return JSONResponse(models.list_models(service, request))
+        listing = models.list_models(service, request)
+        listing["data"] = [with_template(entry) for entry in listing["data"]]
+        return JSONResponse(listing)
 
     async def get_model(request: Request) -> Response:
-        return JSONResponse(models.get_model(service, request))
+        return JSONResponse(with_template(models.get_model(service, request)))
 
     async def tokenize_route(request: Request) -> Response:
         body = await body_of(request)

@@ -20,7 +20,8 @@ class ServerConfig:
     api_key: str | None = None
     faults: tuple[str, ...] = ()
     engine: str = "scripted"
-    model_path: str | None = None
+    model_path: str | None = None  # a checkpoint (model directory or .gguf): its tokenizer and chat template
+    chat_template: str | None = None  # --chat-template: a Jinja file or a built-in template's name
     engine_options: dict[str, str] = field(default_factory=dict)
     timing: TimingModel = field(default_factory=TimingModel)
     block_size: int = 16

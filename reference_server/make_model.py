@@ -97,6 +97,39 @@ def tokenizer_config(family: str, tokenizer: Tokenizer) -> dict[str, Any]:
     }
 
 
+def write_tokenizer_files(out: Path, family: str, tokenizer_path: str | Path | None = None, *,
+                          chat_template: bool = True) -> Tokenizer:
+    """tokenizer.json (the server's tokenizer: same ids) and tokenizer_config.json (the family's chat
+    template unless `chat_template` is False, special tokens) into `out`."""
+    tok_src = Path(tokenizer_path or DEFAULT_PATH)
+    tokenizer = Tokenizer.from_file(tok_src)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tok_src, out / "tokenizer.json")
+    config = tokenizer_config(family, tokenizer)
+    if not chat_template:
+        del config["chat_template"]
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return tokenizer
+
+
+def write_checkpoint_files(out_dir: str | Path, *, family: str = "nemotron", model_vocab_size: int | None = None,
+                           tokenizer_path: str | Path | None = None, chat_template: bool = True) -> Path:
+    """A checkpoint directory without weights, for the loader (`reference_server/checkpoint.py`) and
+    the scripted engine with --model-path, with no torch: the tokenizer files, config.json
+    (vocab_size, eos_token_id) and generation_config.json (eos_token_id: the family's turn end and
+    `<|endoftext|>`)."""
+    out = Path(out_dir)
+    tokenizer = write_tokenizer_files(out, family, tokenizer_path, chat_template=chat_template)
+    eos_id = tokenizer.token_id(FAMILIES[family].eos)
+    end = [eos_id, tokenizer.token_id("<|endoftext|>")]
+    config = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+              "vocab_size": model_vocab_size or _pad(tokenizer.vocab_size), "eos_token_id": eos_id}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    (out / "generation_config.json").write_text(json.dumps({"eos_token_id": end}, indent=2) + "\n",
+                                                encoding="utf-8")
+    return out
+
+
 def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: str = "nemotron", seed: int = 0,
                dtype: str = "float32", tokenizer_path: str | Path | None = None) -> dict[str, Any]:
     """Write the model directory; returns the manifest (also saved as harnesscheck.json)."""
@@ -127,9 +160,7 @@ def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: 
     model.generation_config.bos_token_id = bos_id
     model.save_pretrained(out, safe_serialization=True)
 
-    shutil.copyfile(tok_src, out / "tokenizer.json")
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(family, tokenizer), indent=2) + "\n",
-                                               encoding="utf-8")
+    write_tokenizer_files(out, family, tok_src)
     params = sum(p.numel() for p in model.parameters())
     manifest = {
         "created_by": "harnesscheck make-model",

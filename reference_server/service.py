@@ -19,12 +19,14 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from reference_server.checkpoint import Checkpoint, load_checkpoint, template_from_option
 from reference_server.config import ServerConfig
 from reference_server.conversation import Conversation
 from reference_server.director import next_turn
+from reference_server.engines import build_engine
 from reference_server.engines.base import Engine, GenerateRequest, Generation
 from reference_server.events import Event, Finish, ParsedEvent, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
 from reference_server.faults import Faults
@@ -32,7 +34,9 @@ from reference_server.parsers.stream import StreamParser
 from reference_server.pipeline.families import ModelProfile
 from reference_server.pipeline.history import make_parsers, render_part, thinking_enabled
 from reference_server.pipeline.render import Prompt, render_text
-from reference_server.tokenizer import IncrementalDecoder, Tokenizer
+from reference_server.pipeline.template import ChatTemplate
+from reference_server.tokenizer import SPECIAL_TOKENS, IncrementalDecoder, Tokenizer
+from reference_server.tokenizer import load as load_tokenizer
 
 T = TypeVar("T")
 LARGE_CHARS = 64 * 1024  # a job over this much text (~20K tokens, tens of ms) takes the large lane
@@ -170,6 +174,7 @@ class _Prepared:
     script: str
     parser: StreamParser
     eos_id: int
+    end_ids: tuple[int, ...]
 
 
 @dataclass(slots=True)
@@ -181,7 +186,7 @@ class Turn:
     decoder: IncrementalDecoder
     faults: Faults
     thinking: bool
-    eos_id: int
+    end_ids: frozenset[int]
 
     @property
     def prompt_tokens(self) -> int:
@@ -203,11 +208,11 @@ class Turn:
         held: list[ParsedEvent] = []  # the buffer-tool-calls fault holds calls to the end
         buffer = self.faults.on("buffer-tool-calls")
         bend = self.faults.on("invalid-tool-json")
-        eos_id, push, feed = self.eos_id, self.decoder.push, self.parser.feed
+        end_ids, push, feed = self.end_ids, self.decoder.push, self.parser.feed
         saw_call = False
         try:
             async for ids in self.generation:
-                events = feed(push([i for i in ids if i != eos_id] if eos_id in ids else ids))
+                events = feed(push([i for i in ids if i not in end_ids] if not end_ids.isdisjoint(ids) else ids))
                 if not events:
                     continue
                 if bend:
@@ -244,20 +249,76 @@ class Turn:
         await self.generation.close()
 
 
+def build_service(config: ServerConfig) -> Service:
+    """The service for `config`: with --model-path, the checkpoint's tokenizer and chat template
+    (every engine, `checkpoint.py`); without, the server's own tokenizer and built-in templates."""
+    checkpoint = load_checkpoint(config.model_path, chat_template=config.chat_template) if config.model_path else None
+    tokenizer = checkpoint.tokenizer if checkpoint else load_tokenizer()
+    engine = build_engine(config, tokenizer, checkpoint)
+    return Service(config, engine, tokenizer, checkpoint)
+
+
 class Service:
-    def __init__(self, config: ServerConfig, engine: Engine, tokenizer: Tokenizer) -> None:
+    def __init__(self, config: ServerConfig, engine: Engine, tokenizer: Tokenizer,
+                 checkpoint: Checkpoint | None = None) -> None:
         self.config = config
         self.engine = engine
         self.tokenizer = tokenizer
+        self.checkpoint = checkpoint
         self.pool = CpuPool(config.cpu_workers)
         self.faults = Faults(config.faults)
+        template = None  # None: each family's built-in template
+        if checkpoint is not None:
+            template = ChatTemplate(checkpoint.template, bos_token=checkpoint.bos_token,
+                                    eos_token=checkpoint.eos_token, special_tokens=tuple(checkpoint.special_tokens))
+        elif config.chat_template:
+            template = ChatTemplate(template_from_option(config.chat_template), special_tokens=tuple(SPECIAL_TOKENS))
         self.profiles: dict[str, ModelProfile] = {}
+        self._end_ids: dict[str, tuple[int, ...]] = {}
         for spec in config.model_ids:
-            profile = ModelProfile.parse(spec, reasoning_parser=config.reasoning_parser,
-                                         tool_parser=config.tool_call_parser)
+            profile = replace(ModelProfile.parse(spec, reasoning_parser=config.reasoning_parser,
+                                                 tool_parser=config.tool_call_parser), template=template)
             self.profiles[profile.id] = profile
+            self._end_ids[profile.id] = self.end_ids(profile)
         self.default_model = next(iter(self.profiles))
         self._ids = itertools.count()
+
+    def end_ids(self, profile: ModelProfile) -> tuple[int, ...]:
+        """The ids that end a turn, the first one the id a script ends with: the token the template
+        closes an assistant turn with, then the checkpoint's eos ids (without a checkpoint: the
+        family's eos in the server's tokenizer)."""
+        ids = []
+        turn_end = profile.chat_template.traits.turn_end
+        if turn_end is not None and self.tokenizer.hf.token_to_id(turn_end) is not None:
+            ids.append(self.tokenizer.token_id(turn_end))
+        if self.checkpoint is not None:
+            ids.extend(self.checkpoint.end_ids)
+        elif self.tokenizer.hf.token_to_id(profile.family.eos) is not None:
+            ids.append(self.tokenizer.token_id(profile.family.eos))
+        if not ids:
+            raise ValueError(f"model {profile.id}: no end-of-turn token (the chat template closes no turn with a "
+                             "special token and the checkpoint names no eos_token_id)")
+        return tuple(dict.fromkeys(ids))
+
+    def template_metadata(self, model_id: str) -> dict[str, Any]:
+        """The model's chat template, what its probes showed, its end ids and the checkpoint, for /v1/models."""
+        profile = self.profiles[model_id]
+        out = profile.chat_template.describe() | {"end_ids": list(self._end_ids[model_id])}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.describe()
+        return out
+
+    def template_report(self) -> list[str]:
+        """One line per served model: its chat template and what the probes showed (start-up log)."""
+        lines = []
+        for profile in self.profiles.values():
+            t = profile.chat_template
+            kw = ", ".join(t.traits.honoured_kwargs) or "none"
+            lines.append(f"model {profile.id}: chat template {t.source.origin}; reasoning history "
+                         f"{t.traits.reasoning_history}; reads reasoning_content: {t.traits.reads_reasoning_content}; "
+                         f"renders tool_calls: {t.traits.renders_tool_calls}; honours: {kw}; turn end "
+                         f"{t.traits.turn_end}; end ids {list(self._end_ids[profile.id])}")
+        return lines
 
     def profile(self, model: str | None) -> ModelProfile:
         if not model:
@@ -296,10 +357,10 @@ class Service:
         max_tokens = min(conv.max_tokens or self.config.max_output_tokens, self.config.max_output_tokens)
         generation = await self.engine.start(GenerateRequest(
             request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
-            script_text=prep.script, conversation=conv, script_parts=prep.parts))
+            end_ids=prep.end_ids, script_text=prep.script, conversation=conv, script_parts=prep.parts))
         return Turn(profile=prep.profile, prompt=prep.prompt, generation=generation, parser=prep.parser,
                     decoder=IncrementalDecoder(self.tokenizer), faults=self.faults, thinking=prep.thinking,
-                    eos_id=prep.eos_id)
+                    end_ids=frozenset(prep.end_ids))
 
     def _prepare(self, conv: Conversation, id_prefix: str) -> _Prepared:
         """A turn's CPU work before the engine starts: prompt, ids, parsers and the scripted output."""
@@ -312,10 +373,11 @@ class Service:
         reasoning, tools = make_parsers(profile, conv, thinking=thinking, id_factory=id_factory)
         parts = next_turn(conv, thinking=thinking and reasoning is not None)
         script = "".join(render_part(p, reasoning, tools) for p in parts)
-        if profile.family.start_in_reasoning and thinking and script.startswith("<think>\n"):
+        opens = profile.chat_template.traits.opens_reasoning
+        if opens and thinking and script.startswith("<think>\n"):
             script = script[len("<think>\n"):]  # the generation prompt already opened it
-        elif profile.family.start_in_reasoning and thinking:
+        elif opens and thinking:
             script = "\n</think>\n\n" + script  # empty reasoning, closed at once
         return _Prepared(profile=profile, thinking=thinking, prompt=prompt, request_id=request_id, parts=parts,
                          script=script, parser=StreamParser(reasoning_parser=reasoning, tool_parser=tools),
-                         eos_id=self.tokenizer.token_id(profile.family.eos))
+                         eos_id=self._end_ids[profile.id][0], end_ids=self._end_ids[profile.id])

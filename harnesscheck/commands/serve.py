@@ -15,6 +15,12 @@ contract right by default; --fault NAME reproduces one known bug (see `harnessch
 Engines: scripted (default; deterministic output, modelled timing, real prefix cache),
 transformers (real compute on a local model dir; see `harnesscheck make-model`), trtllm (GPU).
 
+With --model-path (a Hugging Face model directory or a .gguf file), every engine tokenizes and
+renders with the checkpoint's own tokenizer, special tokens, end ids and chat template; a checkpoint
+that ships no chat template needs --chat-template FILE. The chat template is probed once at
+start-up (does it read reasoning_content, which thinking kwargs does it honour); the decision is
+printed on stderr and shown in /v1/models metadata.chat_template.
+
 Exit status: 0 stopped (Ctrl-C, SIGTERM), 2 cannot start (unknown fault, engine set-up, the port
 in use or not allowed).
 """
@@ -42,7 +48,10 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                    "(default: the family's: qwen3_coder, hermes)")
     g.add_argument("--fault", action="append", default=[], metavar="NAME", help="turn on a known bug, repeatable")
     g.add_argument("--engine", default="scripted", choices=["scripted", "transformers", "trtllm"])
-    g.add_argument("--model-path", help="model directory for the transformers/trtllm engines")
+    g.add_argument("--model-path", help="checkpoint: a Hugging Face model directory or a .gguf file (its tokenizer "
+                   "and chat template for every engine, its weights for transformers/trtllm)")
+    g.add_argument("--chat-template", metavar="FILE", help="chat template (a Jinja file, or a built-in name: chatml, "
+                   "deepseek_r1, gemma) instead of the checkpoint's; needed when the checkpoint ships none")
     g.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
                    help="engine setting, repeatable (transformers: mode=scripted|free, device=cpu|cuda, dtype=...)")
     g.add_argument("--ttft-base-ms", type=float, default=10.0, help="scripted timing: fixed cost before token 1")
@@ -51,6 +60,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--decode-ms", type=float, default=2.0, help="scripted timing: interval between output tokens")
     g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens")
     g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
+    g.add_argument("--max-output-tokens", type=int, default=32768, metavar="N",
+                   help="most output tokens per request: a larger max_tokens is served up to N and ends as a "
+                        "length finish (a slow real-compute engine on a CPU; default: 32768)")
     g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
     g.add_argument("--responses-store-bytes", type=int, default=128 * 1024 * 1024, metavar="BYTES",
@@ -77,12 +89,14 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
         faults=tuple(args.fault),
         engine=args.engine,
         model_path=args.model_path,
+        chat_template=getattr(args, "chat_template", None),
         engine_options=options,
         timing=TimingModel(base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
                            decode_ms=args.decode_ms),
         block_size=args.block_size,
         max_concurrency=args.max_concurrency,
         max_body_bytes=getattr(args, "max_body_bytes", 32 * 1024 * 1024),
+        max_output_tokens=getattr(args, "max_output_tokens", 32768),
         responses_store_bytes=args.responses_store_bytes,
     )
 
@@ -100,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     import errno
     import os
     import socket
+    import sys
 
     import uvicorn
 
@@ -116,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(config_from_args(args))
     except (ValueError, RuntimeError, ImportError, OSError) as error:  # engine setup: say why, no traceback
         raise UsageError(f"cannot start the {args.engine} engine: {error}") from None
+    for line in app.state.service.template_report():  # stderr: stdout's first line says where we listen
+        print(f"harnesscheck reference server: {line}", file=sys.stderr, flush=True)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from reference_server.checkpoint import Checkpoint
     from reference_server.config import ServerConfig
     from reference_server.engines.base import Engine
     from reference_server.tokenizer import Tokenizer
@@ -12,7 +13,9 @@ if TYPE_CHECKING:
 ENGINES = ("scripted", "transformers", "trtllm")
 
 
-def build_engine(config: ServerConfig, tokenizer: Tokenizer) -> Engine:
+def build_engine(config: ServerConfig, tokenizer: Tokenizer, checkpoint: Checkpoint | None = None) -> Engine:
+    """The engine `config` names; a real-compute engine serves `checkpoint` (its weights, and the
+    tokenizer the server loaded from it, `checkpoint.py`)."""
     if config.engine == "scripted":
         from reference_server.engines.scripted import ScriptedEngine
 
@@ -21,9 +24,9 @@ def build_engine(config: ServerConfig, tokenizer: Tokenizer) -> Engine:
     if config.engine == "transformers":
         from reference_server.engines.transformers_engine import TransformersEngine
 
-        return TransformersEngine.from_config(config, tokenizer)
+        return TransformersEngine.from_config(config, tokenizer, checkpoint)
     if config.engine == "trtllm":
         from reference_server.engines.trtllm import TrtllmEngine
 
-        return TrtllmEngine.from_config(config, tokenizer)
+        return TrtllmEngine.from_config(config, tokenizer, checkpoint)
     raise KeyError(f"unknown engine {config.engine!r}; known: {', '.join(ENGINES)}")

@@ -23,7 +23,8 @@ class GenerateRequest:
     request_id: str
     prompt_ids: list[int]
     max_tokens: int
-    eos_id: int
+    eos_id: int  # the id a scripted output ends with
+    end_ids: tuple[int, ...] = ()  # every id that ends the turn (eos_id is one); empty: eos_id only
     # What the scripted output modes play: the turn's parts already rendered to raw model text.
     script_text: str | None = None
     conversation: Conversation | None = None
@@ -41,6 +42,16 @@ class Generation(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+
+class EngineStopped(RuntimeError):
+    """The engine ended a request for its own reason (cancelled, timed out): not a finish the API
+    may call "stop"; the turn fails (a 500, or the stream cut) instead."""
+
+
+def stops(request: GenerateRequest) -> frozenset[int]:
+    """The ids that end `request`'s output."""
+    return frozenset(request.end_ids) | {request.eos_id}
 
 
 class Engine(ABC):

@@ -19,13 +19,14 @@ Concurrency: one compute thread runs every forward pass in order (torch work nev
 loop). Requests interleave per step: a decode step of one request can run between the prefill chunks
 and steps of another, without batching. `max_active` (default 8) requests hold a slot at a time.
 
-Tokenizer: the server's tokenizer (`reference_server/tokenizer.py`) gives the token ids; make-model
-writes that same tokenizer into the model directory. The engine refuses a model whose vocabulary is
-smaller than the tokenizer's. `tokenizer=model` loads the model directory's tokenizer.json instead
-(for real weights in free mode); the server must then tokenize with `engine.tokenizer`.
+Tokenizer: served by the server (`harnesscheck serve --model-path`), the engine uses the tokenizer
+the shared loader read from the checkpoint (`reference_server/checkpoint.py`: the model's own
+tokenizer.json, special tokens and end ids; make-model writes the server's tokenizer there), and
+the server counts and renders with the same one. The engine refuses a model whose vocabulary is
+smaller than the tokenizer's. `load()` called directly takes `tokenizer=server|model`.
 
 Options (`--engine-option KEY=VALUE`): mode, device (cpu|cuda|cuda:N), dtype (auto|float32|bfloat16|
-float16), tokenizer (server|model), cache_mb (KV store bound, default 2048), cache_blocks (overrides
+float16), cache_mb (KV store bound, default 2048), cache_blocks (overrides
 cache_mb), max_active, prefill_chunk (tokens per prefill forward, default 16384), threads (torch CPU
 threads for prefill, default torch's), decode_threads (for one-token decode steps, default 1),
 temperature, seed, gguf_file, attn (sdpa|eager).
@@ -51,11 +52,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
+from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip, stops
 from reference_server.engines.kv_store import KVBlockStore, LayerKV
 from reference_server.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from reference_server.checkpoint import Checkpoint
     from reference_server.config import ServerConfig
 
 log = logging.getLogger("harnesscheck.engine.transformers")
@@ -169,13 +171,14 @@ class _TorchGeneration(Generation):
                 last = self._script[-1] if self._script else None
             else:
                 limit = self.request.max_tokens
+                end = stops(self.request)
                 while True:
                     if limit <= 0:
                         self.finish_reason = "length"
                         break
                     self.output_ids.append(token)
                     yield [token]
-                    if token == self.request.eos_id:
+                    if token in end:
                         self.finish_reason = "stop"
                         break
                     if len(self.output_ids) >= limit:
@@ -256,12 +259,16 @@ class TransformersEngine(Engine):
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, config: ServerConfig, tokenizer: Tokenizer) -> TransformersEngine:
+    def from_config(cls, config: ServerConfig, tokenizer: Tokenizer,
+                    checkpoint: Checkpoint | None = None) -> TransformersEngine:
+        """The engine on the server's checkpoint: its weights from `checkpoint.model_dir` (a GGUF's
+        Hugging Face copy), token ids from the checkpoint's tokenizer, which the server also counts with."""
         opts = dict(config.engine_options)
-        if not config.model_path:
+        if not config.model_path or checkpoint is None:
             raise EngineConfigError("--engine transformers needs --model-path DIR (a local Hugging Face model "
                                     "directory or .gguf file); `harnesscheck make-model DIR` creates a small one")
-        return cls.load(config.model_path, tokenizer, opts, block_size=config.block_size,
+        opts["tokenizer"] = "checkpoint"  # the server's loader read it from the checkpoint (checkpoint.py)
+        return cls.load(checkpoint.model_dir, tokenizer, opts, block_size=config.block_size,
                         max_active=min(config.max_concurrency, int(opts.get("max_active", 8))),
                         cache_blocks_default=config.cache_blocks)
 
@@ -351,7 +358,7 @@ class TransformersEngine(Engine):
             if not file.is_file():
                 raise EngineConfigError(f"tokenizer=model, but {str(model_dir)!r} has no tokenizer.json")
             return Tokenizer.from_file(file)
-        if choice != "server":
+        if choice not in ("server", "checkpoint"):
             raise EngineConfigError(f"tokenizer must be server or model, not {choice!r}")
         if tokenizer is None:
             from reference_server.tokenizer import load

@@ -8,9 +8,18 @@ SamplingParams`; `tensorrt_llm.llmapi.KvCacheConfig(enable_block_reuse=True)`;
 served from reused KV blocks, as trtllm-serve reports in usage). Its adapter logic is tested here
 with a stand-in object of that shape; the real test runs only where `tensorrt_llm` imports.
 
-Token ids in and out: the server tokenizes (the model directory must use the server's tokenizer
-ids, or run with a tokenizer whose ids match the model's), TensorRT-LLM does not detokenize.
+Token ids in and out, from the checkpoint's own tokenizer: the server's shared loader
+(`reference_server/checkpoint.py`) reads the checkpoint's tokenizer.json, special tokens and end
+ids, and the server renders, counts and decodes with it; there is no path that uses the server's
+own small tokenizer here. At start-up the ids are verified against the model: the tokenizer must
+fit the model's vocabulary (config.json `vocab_size`), and where transformers imports, the
+checkpoint's tokenizer loaded by transformers must give the same ids for a probe text. TensorRT-LLM
+runs with `skip_tokenizer_init=True` (ids in, ids out). Generation ends at the turn's end ids
+(`end_id` plus `stop_token_ids`: the template's turn end and the checkpoint's eos ids).
 Output is the model's own (free mode); scripted content is the transformers engine's job.
+
+Finish reasons: TensorRT-LLM's "stop" and "length" pass through; "cancelled" and "timeout" (or any
+other) are the engine's own ending, never reported as "stop": the turn fails with `EngineStopped`.
 
 `start` waits for the first response, so usage at message_start carries the engine's own
 cached-token count (TensorRT-LLM knows it once the request is scheduled); the first token is
@@ -26,11 +35,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation
+from reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation
 from reference_server.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from reference_server.checkpoint import Checkpoint
     from reference_server.config import ServerConfig
+
+PROBE_TEXT = "Tokenizer check: 15 * 23 = 345, <think> ünïcödé 日本語 </think> {\"a\": [1, 2]}\n\tend"
 
 
 class TrtllmUnavailable(RuntimeError):
@@ -72,8 +84,10 @@ class _TrtGeneration(Generation):
         out = result.outputs[0]
         new = list(getattr(out, "token_ids_diff", None) or out.token_ids[len(self.output_ids):])
         if out.finish_reason is not None:
-            self.finish_reason = "length" if out.finish_reason == "length" else "stop"
             self._done = True
+            if out.finish_reason not in ("stop", "length"):  # cancelled, timeout: not a "stop"
+                raise EngineStopped(f"TensorRT-LLM ended the request: finish_reason {out.finish_reason!r}")
+            self.finish_reason = out.finish_reason
         return new
 
     async def __aiter__(self) -> AsyncIterator[list[int]]:
@@ -125,7 +139,8 @@ class TrtllmEngine(Engine):
         self._slots = asyncio.Semaphore(int(self.options.get("max_active", 256)))
 
     @classmethod
-    def from_config(cls, config: ServerConfig, tokenizer: Tokenizer) -> TrtllmEngine:
+    def from_config(cls, config: ServerConfig, tokenizer: Tokenizer,
+                    checkpoint: Checkpoint | None = None) -> TrtllmEngine:
         try:
             from tensorrt_llm import LLM, SamplingParams
             from tensorrt_llm.llmapi import KvCacheConfig
@@ -133,8 +148,9 @@ class TrtllmEngine(Engine):
             raise TrtllmUnavailable(
                 f"--engine trtllm needs TensorRT-LLM (import failed: {error}); it runs on NVIDIA GPUs "
                 "(B200/H200) in NVIDIA's container. Use --engine transformers here.") from error
-        if not config.model_path:
+        if not config.model_path or checkpoint is None:
             raise TrtllmUnavailable("--engine trtllm needs --model-path (a Hugging Face checkpoint directory)")
+        verify_tokenizer(checkpoint, tokenizer)
         opts = dict(config.engine_options)
         block = int(opts.get("tokens_per_block", 32))
         kv_kwargs: dict[str, Any] = {"enable_block_reuse": True,
@@ -152,7 +168,7 @@ class TrtllmEngine(Engine):
         if "backend" in opts:
             kwargs["backend"] = opts["backend"]
         opts.setdefault("max_active", str(min(256, config.max_concurrency)))
-        llm = LLM(model=config.model_path, **kwargs)
+        llm = LLM(model=str(checkpoint.model_dir), **kwargs)
         return cls(llm, tokenizer=tokenizer, model_path=config.model_path, sampling_factory=SamplingParams,
                    options=opts, block_size=block)
 
@@ -160,6 +176,9 @@ class TrtllmEngine(Engine):
         temperature = float(self.options.get("temperature", 0.0))
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "end_id": request.eos_id,
                                   "temperature": temperature, "detokenize": False}
+        others = [i for i in request.end_ids if i != request.eos_id]
+        if others:
+            kwargs["stop_token_ids"] = others
         if "top_p" in self.options:
             kwargs["top_p"] = float(self.options["top_p"])
         return self._sampling(**kwargs)
@@ -187,4 +206,29 @@ class TrtllmEngine(Engine):
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "device": self.device, "timing": self.timing, "mode": "free",
                 "model_path": self.model_path, "block_size": self.block_size, "kv_block_reuse": True,
-                "options": self.options, "verified": "not on this project's machines (no GPU, no TensorRT-LLM)"}
+                "options": self.options, "tokenizer": "the checkpoint's (shared loader), ids verified at start-up",
+                "verified": "not on this project's machines (no GPU, no TensorRT-LLM)"}
+
+
+def verify_tokenizer(checkpoint: Checkpoint, tokenizer: Tokenizer) -> None:
+    """Refuse to start when the token ids the server sends could mean something else to the model."""
+    if tokenizer is not checkpoint.tokenizer:
+        raise TrtllmUnavailable("the trtllm engine takes token ids only from the checkpoint's own tokenizer")
+    if checkpoint.vocab_size is None:
+        raise TrtllmUnavailable(f"{checkpoint.model_dir}/config.json names no vocab_size: the tokenizer's ids "
+                                "cannot be verified against the model")
+    if tokenizer.vocab_size > checkpoint.vocab_size:
+        raise TrtllmUnavailable(f"the checkpoint's tokenizer has {tokenizer.vocab_size} ids but the model embeds "
+                                f"{checkpoint.vocab_size}: ids would fall outside its vocabulary")
+    bad = [i for i in checkpoint.end_ids if not 0 <= i < checkpoint.vocab_size]
+    if bad:
+        raise TrtllmUnavailable(f"end ids {bad} are outside the model's vocabulary ({checkpoint.vocab_size})")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return
+    theirs = AutoTokenizer.from_pretrained(str(checkpoint.model_dir)).encode(PROBE_TEXT, add_special_tokens=False)
+    ours = tokenizer.encode(PROBE_TEXT)
+    if list(theirs) != ours:
+        raise TrtllmUnavailable(f"the checkpoint's tokenizer read by transformers gives other ids than tokenizer.json "
+                                f"for a probe text ({list(theirs)[:12]}... vs {ours[:12]}...)")

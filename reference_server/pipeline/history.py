@@ -1,16 +1,23 @@
 """History rebuild: turn the internal conversation into the chat template's messages.
 
-Rules (article 1):
+Rules (article 1), following what the template was detected to do (`pipeline/template.py`):
 - an assistant turn keeps its parts in model order; reasoning bound to tool calls is kept;
-- the family's policy decides plain-turn reasoning (DeepSeek-R1 drops it);
-- a template that reads reasoning gets typed segments; otherwise `<think>` goes inline in content;
-- enable_thinking / truncate_history_thinking: thinking on and history kept when a reasoning
-  parser is configured and the client did not turn thinking off.
+- a template that reads reasoning gets it, unchanged, and decides how much to keep: the built-in
+  templates as typed `segments` (model order), a checkpoint's as `reasoning_content`;
+- only for a content-only template does the server decide: `<think>` inline in content, and the
+  family's policy for plain-turn reasoning (DeepSeek-R1 drops it);
+- tool calls go to a template that renders `tool_calls` as such (arguments as an object), else
+  into content as the tool parser writes them;
+- the thinking switch (fix 3): with a reasoning parser configured and thinking not turned off by
+  the client (Anthropic `thinking: {"type": "disabled"}`, Chat/Responses equivalents),
+  enable_thinking=true and truncate_history_thinking=false (and thinking=true); passed to the
+  templates that honour them (detected), the others never see them.
 The test of correctness: turn N's prompt + turn N's output is a token prefix of turn N+1's prompt.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +42,7 @@ def make_parsers(profile: ModelProfile, conv: Conversation, *, thinking: bool,
     reasoning = None
     if profile.reasoning_parser:
         cls = get_reasoning_parser(profile.reasoning_parser)
-        reasoning = cls(start_in_reasoning=profile.family.start_in_reasoning and thinking)
+        reasoning = cls(start_in_reasoning=profile.chat_template.traits.opens_reasoning and thinking)
     tools = None
     if profile.tool_parser:
         tools = get_tool_parser(profile.tool_parser)(tools=conv.tools, id_factory=id_factory)
@@ -67,6 +74,7 @@ def render_part(part: Part, reasoning: ReasoningParser | None, tools: ToolParser
 def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> list[Part]:
     """The parts of one past assistant turn as they go back into the prompt."""
     parts = list(message.parts)
+    reads_reasoning = profile.chat_template.traits.reads_reasoning
     agent_turn = any(p.kind == "tool_call" for p in parts)
     if faults.on("flatten-interleaved-reasoning"):
         joined = " ".join(p.text for p in parts if p.kind == "reasoning")
@@ -75,12 +83,50 @@ def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> li
     if faults.on("rewrite-history-reasoning"):  # re-serialised: whitespace normalised, a leading space
         parts = [Part(kind="reasoning", text=" " + re.sub(r"\s+", " ", p.text).strip()) if p.kind == "reasoning"
                  else p for p in parts]
-    if faults.on("truncate-agent-reasoning") and not profile.family.reads_reasoning:
+    if faults.on("truncate-agent-reasoning") and not reads_reasoning:
         # Templates that read only content get the same bug as the over-eager plain-turn policy.
         parts = [p for p in parts if p.kind != "reasoning"]
-    if profile.family.drops_plain_turn_reasoning and not agent_turn:
+    if profile.family.drops_plain_turn_reasoning and not agent_turn and not reads_reasoning:
         parts = [p for p in parts if p.kind != "reasoning"]
     return parts
+
+
+def _tool_call_dict(part: Part) -> dict[str, Any]:
+    assert part.call is not None
+    try:
+        arguments = json.loads(part.call.arguments or "{}")
+    except ValueError as error:
+        raise InvalidConversation(f"tool call {part.call.name!r}: arguments must be a JSON object ({error})") \
+            from error
+    if not isinstance(arguments, dict):
+        raise InvalidConversation(f"tool call {part.call.name!r}: arguments must be a JSON object")
+    return {"type": "function", "id": part.call.id, "function": {"name": part.call.name, "arguments": arguments}}
+
+
+def assistant_message(parts: list[Part], profile: ModelProfile, reasoning: ReasoningParser | None,
+                      tools: ToolParser | None) -> dict[str, Any]:
+    """One past assistant turn in the shape its template reads (see the module docstring)."""
+    traits = profile.chat_template.traits
+    if traits.reads_segments:
+        return {"role": "assistant",
+                "segments": [{"type": p.kind, "raw": render_part(p, reasoning, tools)} for p in parts]}
+    native_calls = traits.renders_tool_calls
+    message: dict[str, Any] = {"role": "assistant"}
+    if not traits.reads_reasoning_content and not native_calls:  # all of it as the model wrote it
+        message["content"] = "".join(render_part(p, reasoning, tools) for p in parts)
+        return message
+    thoughts = [p.text for p in parts if p.kind == "reasoning"]
+    if traits.reads_reasoning_content and thoughts:
+        message["reasoning_content"] = "\n\n".join(thoughts)
+    pieces = []
+    for p in parts:
+        if (p.kind == "reasoning" and traits.reads_reasoning_content) or (p.kind == "tool_call" and native_calls):
+            continue
+        pieces.append(p.text if p.kind == "text" else render_part(p, reasoning, tools))
+    message["content"] = "".join(pieces)
+    if native_calls and any(p.kind == "tool_call" for p in parts):
+        message["tool_calls"] = [_tool_call_dict(p) for p in parts if p.kind == "tool_call"]
+    return message
 
 
 def build_template_input(conv: Conversation, profile: ModelProfile, faults: Faults, *,
@@ -92,19 +138,15 @@ def build_template_input(conv: Conversation, profile: ModelProfile, faults: Faul
         messages.append({"role": "system", "content": "\n".join(system)})
     for message in conv.messages:
         if message.role == "assistant":
-            parts = rebuild_parts(message, profile, faults)
-            segments = [{"type": p.kind, "raw": render_part(p, reasoning, tools)} for p in parts]
-            if profile.family.reads_reasoning:
-                messages.append({"role": "assistant", "segments": segments})
-            else:
-                messages.append({"role": "assistant", "content": "".join(s["raw"] for s in segments)})
+            messages.append(assistant_message(rebuild_parts(message, profile, faults), profile, reasoning, tools))
         elif message.role == "tool":
             for result in message.results:
                 messages.append({"role": "tool", "content": result.content, "tool_call_id": result.call_id})
         else:
             messages.append({"role": message.role, "content": message.text})
     truncate = not thinking or faults.on("truncate-agent-reasoning")
-    kwargs = {"enable_thinking": thinking, "truncate_history_thinking": truncate}
+    switch = {"enable_thinking": thinking, "truncate_history_thinking": truncate, "thinking": thinking}
+    kwargs = {k: v for k, v in switch.items() if k in profile.chat_template.traits.honoured_kwargs}
     tool_dicts = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                      "parameters": t.parameters}} for t in conv.tools]
     return TemplateInput(messages=messages, tools=tool_dicts, kwargs=kwargs)

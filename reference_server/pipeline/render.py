@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from reference_server.conversation import Conversation
 from reference_server.faults import Faults
 from reference_server.pipeline.families import ModelProfile
 from reference_server.pipeline.history import build_template_input
 from reference_server.pipeline.preamble import strip_billing_header, strip_simple
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-
-
-@lru_cache(maxsize=None)
-def _template(name: str) -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
-                             autoescape=False, undefined=jinja2.Undefined)
-    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
-    return env.get_template(name)
-
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
@@ -50,6 +35,6 @@ def render_text(conv: Conversation, profile: ModelProfile, *, strip_preamble: bo
     system = system_blocks(conv, strip_preamble=strip_preamble, faults=faults)
     data = build_template_input(conv, profile, faults, system=system)
     kwargs = {**data.kwargs, **(extra_kwargs or {})}
-    text = _template(profile.family.template).render(
-        messages=data.messages, tools=data.tools, add_generation_prompt=add_generation_prompt, **kwargs)
+    text = profile.chat_template.render(data.messages, tools=data.tools, add_generation_prompt=add_generation_prompt,
+                                        **kwargs)
     return text, kwargs

@@ -7,13 +7,15 @@ import asyncio
 import importlib.util
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reference_server.config import ServerConfig
-from reference_server.engines.base import GenerateRequest
-from reference_server.engines.trtllm import TrtllmEngine, TrtllmUnavailable
+from reference_server.checkpoint import load_checkpoint
+from reference_server.engines.base import EngineStopped, GenerateRequest
+from reference_server.engines.trtllm import TrtllmEngine, TrtllmUnavailable, verify_tokenizer
 from reference_server.tokenizer import load
 
 
@@ -33,8 +35,9 @@ class FakeResult:
 class FakeStream:
     """The shape of GenerationResult in streaming mode: async iteration, abort()."""
 
-    def __init__(self, prompt: list[int], params: dict[str, Any], cached: int) -> None:
+    def __init__(self, prompt: list[int], params: dict[str, Any], cached: int, finish_as: str | None) -> None:
         self.prompt, self.params, self.cached = prompt, params, cached
+        self.finish_as = finish_as  # end the request this way after the first token (cancelled, timeout)
         self.aborted = False
 
     async def __aiter__(self):
@@ -45,7 +48,9 @@ class FakeStream:
             token = 100 + n if n < 3 else self.params["end_id"]
             out.token_ids = out.token_ids + [token]
             out.token_ids_diff = [token]
-            if token == self.params["end_id"]:
+            if self.finish_as and n == 1:
+                out.finish_reason = self.finish_as
+            elif token == self.params["end_id"]:
                 out.finish_reason = "stop"
             elif n == self.params["max_tokens"] - 1:
                 out.finish_reason = "length"
@@ -62,13 +67,16 @@ class FakeLLM:
     def __init__(self) -> None:
         self.seen: list[list[int]] = []
         self.streams: list[FakeStream] = []
+        self.params: list[dict[str, Any]] = []
+        self.finish_as: str | None = None
 
     def generate_async(self, inputs: dict[str, list[int]], sampling_params: dict[str, Any], streaming: bool):
         assert streaming
         ids = inputs["prompt_token_ids"]
         cached = 32 if any(s[:33] == ids[:33] for s in self.seen) and len(ids) > 33 else 0
         self.seen.append(ids)
-        stream = FakeStream(ids, sampling_params, cached)
+        self.params.append(sampling_params)
+        stream = FakeStream(ids, sampling_params, cached, self.finish_as)
         self.streams.append(stream)
         return stream
 
@@ -119,16 +127,91 @@ def test_refuses_clearly_without_tensorrt_llm() -> None:
         TrtllmEngine.from_config(ServerConfig(engine="trtllm", model_path="/nonexistent"), load())
 
 
+def test_cancelled_or_timed_out_is_not_a_stop() -> None:
+    """TensorRT-LLM's own endings (cancelled, timeout) fail the turn instead of passing for "stop"."""
+    for reason in ("cancelled", "timeout"):
+        eng, llm = engine()
+        llm.finish_as = reason
+
+        async def scenario() -> None:
+            gen = await eng.start(GenerateRequest("r", list(range(40)), 10, eos_id=7))
+            with pytest.raises(EngineStopped, match=reason):
+                async for _ in gen:
+                    pass
+            assert gen.finish_reason != "stop"
+
+        asyncio.run(scenario())
+        assert eng.active_requests() == 0
+
+
+def test_every_end_id_reaches_sampling_params() -> None:
+    eng, llm = engine()
+    asyncio.run(eng.start(GenerateRequest("r", list(range(40)), 10, eos_id=7, end_ids=(7, 1, 106))))
+    assert llm.params[-1]["end_id"] == 7 and llm.params[-1]["stop_token_ids"] == [1, 106]
+
+
+def _checkpoint_dir(tmp_path: Path, vocab: int) -> Path:
+    from reference_server.make_model import write_checkpoint_files
+
+    write_checkpoint_files(tmp_path, family="nemotron", model_vocab_size=vocab)
+    return tmp_path
+
+
+def test_tokenizer_verified_against_the_model_vocabulary(tmp_path: Path) -> None:
+    ckpt = load_checkpoint(_checkpoint_dir(tmp_path, vocab=100))  # the tokenizer has ~2.8K ids
+    with pytest.raises(TrtllmUnavailable, match="outside its vocabulary"):
+        verify_tokenizer(ckpt, ckpt.tokenizer)
+    with pytest.raises(TrtllmUnavailable, match="only from the checkpoint's own tokenizer"):
+        verify_tokenizer(ckpt, load())  # the server's own tokenizer object: refused even with equal ids
+
+
+def test_refuses_without_a_checkpoint() -> None:
+    if importlib.util.find_spec("tensorrt_llm") is None:
+        pytest.skip("tensorrt_llm does not import here: from_config stops at the import")
+    with pytest.raises(TrtllmUnavailable, match="--model-path"):
+        TrtllmEngine.from_config(ServerConfig(engine="trtllm"), load(), None)
+
+
+CALC_SYSTEM = "Think step by step before you answer. Use the tools when they help."
+CALC_TOOLS = [
+    {"name": "calculator", "description": "Evaluate an arithmetic expression.",
+     "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}},
+    {"name": "weather", "description": "Current weather for a city.",
+     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+]
+CALC_PROMPT = "Think carefully about what 15 * 23 equals, then use the calculator to verify."
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is None,
                     reason="tensorrt_llm does not import here (it needs an NVIDIA GPU and NVIDIA's build)")
-def test_real_tensorrt_llm_reuses_kv_blocks() -> None:
+def test_real_tensorrt_llm_serves_the_calculator_scenario() -> None:
+    """Article 1's calculator scenario on a real checkpoint through the Anthropic API: thinking, then a
+    calculator tool_use, stop_reason tool_use; the second turn (the tool result appended) reuses the
+    first turn's KV blocks. HARNESSCHECK_TRTLLM_MODEL: a checkpoint directory (e.g. Nemotron-3-Super);
+    HARNESSCHECK_TRTLLM_ARGS: extra serve flags (e.g. --model-id ID=nemotron)."""
+    import anthropic
+
+    from reference_server.launch import ServerProcess
+
     model = os.environ.get("HARNESSCHECK_TRTLLM_MODEL")
     if not model:
         pytest.skip("set HARNESSCHECK_TRTLLM_MODEL to a Hugging Face checkpoint directory")
-    eng = TrtllmEngine.from_config(ServerConfig(engine="trtllm", model_path=model,
-                                                engine_options={"free_gpu_memory_fraction": "0.5"}), load())
-    ids = load().encode("The prefix cache keeps the KV of past requests. " * 200)
-    first, out = asyncio.run(run(eng, ids, max_tokens=8))
-    assert out and first.finish_reason in ("stop", "length")
-    second, _ = asyncio.run(run(eng, ids, max_tokens=8))
-    assert second.cached_tokens > 0
+    extra = os.environ.get("HARNESSCHECK_TRTLLM_ARGS", "").split()
+    with ServerProcess(["--engine", "trtllm", "--model-path", model, "--engine-option",
+                        "free_gpu_memory_fraction=0.5", *extra], startup_timeout=1800) as server:
+        client = anthropic.Anthropic(base_url=server.url, api_key="x", timeout=600)
+        model_id = client.models.list().data[0].id
+        messages: list[dict] = [{"role": "user", "content": CALC_PROMPT}]
+        first = client.messages.create(model=model_id, max_tokens=2048, system=CALC_SYSTEM, tools=CALC_TOOLS,
+                                       messages=messages)
+        kinds = [b.type for b in first.content]
+        assert kinds[0] == "thinking" and "tool_use" in kinds, kinds
+        call = next(b for b in first.content if b.type == "tool_use")
+        assert call.name == "calculator" and "15" in call.input["expression"] and "23" in call.input["expression"]
+        assert first.stop_reason == "tool_use"
+        messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "345"}]}]
+        second = client.messages.create(model=model_id, max_tokens=1024, system=CALC_SYSTEM, tools=CALC_TOOLS,
+                                        messages=messages)
+        assert (second.usage.cache_read_input_tokens or 0) >= first.usage.input_tokens // 2, second.usage

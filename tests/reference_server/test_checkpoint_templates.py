@@ -1,0 +1,254 @@
+"""The checkpoint loader and the template-reasoning detection, without torch (tokenizers + jinja2).
+
+The templates below are small ones written here, each with the traits a reader can see in it; the
+checkpoint is the repo's small tokenizer laid out as a model directory (`make_model.write_checkpoint_files`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reference_server.checkpoint import CheckpointError, TemplateSource, load_checkpoint
+from reference_server.config import ServerConfig
+from reference_server.conversation import Conversation, Message, ToolResult
+from reference_server.events import Part, ToolCall
+from reference_server.faults import Faults
+from reference_server.frontends import anthropic
+from reference_server.launch import ServerProcess
+from reference_server.make_model import write_checkpoint_files
+from reference_server.pipeline.template import ChatTemplate
+from reference_server.service import build_service
+
+SPECIALS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>")
+
+# Reads reasoning_content (Qwen3-like: only for turns after the last user message), renders
+# tool_calls, honours enable_thinking in the generation prompt; truncate_history_thinking unread.
+READS_RC = """{%- for m in messages -%}
+<|im_start|>{{ m.role }}
+{% if m.role == 'assistant' and m.reasoning_content and loop.index0 > (messages | length) - 3 -%}
+<think>
+{{ m.reasoning_content }}
+</think>
+{% endif -%}
+{{ m.content }}
+{%- for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }} {{ c.function.arguments | tojson }}</tool_call>{% endfor -%}
+<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt -%}
+<|im_start|>assistant
+{% if enable_thinking is defined and not enable_thinking %}<think>
+
+</think>
+
+{% endif -%}
+{%- endif -%}"""
+
+# Reads content only; no kwargs.
+CONTENT_ONLY = """{%- for m in messages -%}
+<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif -%}"""
+
+# Reads reasoning_content of every past turn unless truncate_history_thinking (default true), and
+# opens <think> in the generation prompt unless enable_thinking is false.
+HONOURS_BOTH = """{%- set truncate = truncate_history_thinking if truncate_history_thinking is defined else true -%}
+{%- for m in messages -%}
+<|im_start|>{{ m.role }}
+{% if m.reasoning_content and not truncate %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt -%}
+<|im_start|>assistant
+{% if enable_thinking is not defined or enable_thinking %}<think>
+{% endif -%}
+{%- endif -%}"""
+
+# A DeepSeek-V3.1-like switch named `thinking`; refuses tool messages (the other probes decide).
+THINKING_KWARG = """{%- for m in messages -%}
+{%- if m.role == 'tool' %}{{ raise_exception('no tool role') }}{% endif -%}
+<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if thinking %}<think>{% else %}</think>{% endif %}{% endif -%}"""
+
+
+def traits(text: str):
+    return ChatTemplate(TemplateSource(text=text, origin="test"), special_tokens=SPECIALS).traits
+
+
+def test_detects_a_template_that_reads_reasoning_content() -> None:
+    t = traits(READS_RC)
+    assert t.reads_reasoning_content and t.reads_reasoning and not t.reads_segments
+    assert t.renders_tool_calls
+    assert t.honoured_kwargs == ("enable_thinking",)
+    assert not t.opens_reasoning and t.turn_end == "<|im_end|>"
+    assert t.reasoning_history.startswith("template-native")
+
+
+def test_detects_a_content_only_template() -> None:
+    t = traits(CONTENT_ONLY)
+    assert not t.reads_reasoning_content and not t.reads_reasoning and not t.renders_tool_calls
+    assert t.honoured_kwargs == () and t.turn_end == "<|im_end|>"
+    assert t.reasoning_history.startswith("content-only")
+
+
+def test_detects_enable_thinking_and_truncate_history_thinking() -> None:
+    t = traits(HONOURS_BOTH)
+    assert t.reads_reasoning_content  # only with truncate_history_thinking=false: still read
+    assert t.honoured_kwargs == ("enable_thinking", "truncate_history_thinking")
+    assert t.opens_reasoning  # the generation prompt ends inside <think>
+
+
+def test_detects_the_thinking_kwarg_past_a_refused_probe() -> None:
+    t = traits(THINKING_KWARG)
+    assert t.honoured_kwargs == ("thinking",) and not t.reads_reasoning_content
+
+
+def test_builtin_templates_keep_their_known_behaviour() -> None:
+    from reference_server.pipeline.families import builtin_chat_template
+
+    chatml, r1 = builtin_chat_template("chatml.jinja").traits, builtin_chat_template("deepseek_r1.jinja").traits
+    assert chatml.reads_segments and chatml.honoured_kwargs == ("enable_thinking", "truncate_history_thinking")
+    assert not r1.reads_reasoning and r1.opens_reasoning and r1.turn_end == "<|end_of_sentence|>"
+
+
+# --- history rebuild follows the detection ------------------------------------------------------
+
+
+def _checkpoint(tmp_path: Path, template: str | None, family: str = "nemotron") -> Path:
+    write_checkpoint_files(tmp_path, family=family, chat_template=False)
+    if template is not None:
+        (tmp_path / "chat_template.jinja").write_text(template, encoding="utf-8")
+    return tmp_path
+
+
+def _agent_history(model: str) -> Conversation:
+    """user, assistant (plain: reasoning + text), user, assistant (reasoning + tool call), tool result."""
+    call = ToolCall(index=0, id="call_1", name="calculator", arguments='{"expression": "15 * 23"}')
+    return Conversation(model=model, messages=[
+        Message(role="user", text="hi"),
+        Message(role="assistant", parts=[Part(kind="reasoning", text="plain-thought"), Part(kind="text", text="hello")]),
+        Message(role="user", text="compute"),
+        Message(role="assistant", parts=[Part(kind="reasoning", text="agent-thought"),
+                                         Part(kind="tool_call", call=call)]),
+        Message(role="tool", results=[ToolResult(call_id="call_1", content="345")]),
+    ])
+
+
+@pytest.mark.parametrize("family", ["nemotron", "deepseek_r1"])
+def test_reasoning_goes_to_a_template_that_reads_it(tmp_path: Path, family: str) -> None:
+    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=str(_checkpoint(tmp_path, HONOURS_BOTH))))
+    prompt = service.prompt(_agent_history("m"))
+    # The template got reasoning_content and, with truncate_history_thinking=false, kept both turns'
+    # reasoning as it writes it (<think>..</think> with no newlines): the family's drop policy did not apply.
+    assert "<think>plain-thought</think>hello<|im_end|>" in prompt.text
+    assert "<think>agent-thought</think>" in prompt.text
+    assert prompt.template_kwargs == {"enable_thinking": True, "truncate_history_thinking": False}
+
+
+@pytest.mark.parametrize(("family", "plain_kept"), [("nemotron", True), ("deepseek_r1", False)])
+def test_content_only_template_gets_inline_think_and_the_family_policy(tmp_path: Path, family: str,
+                                                                       plain_kept: bool) -> None:
+    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=str(_checkpoint(tmp_path, CONTENT_ONLY))))
+    prompt = service.prompt(_agent_history("m"))
+    assert "<think>\nagent-thought\n</think>" in prompt.text  # inlined by the server, agent turn kept
+    assert ("plain-thought" in prompt.text) is plain_kept  # DeepSeek-R1 policy: plain-turn reasoning dropped
+    assert "<tool_call>" in prompt.text and "calculator" in prompt.text  # written by the tool parser
+    assert prompt.template_kwargs == {}  # the template honours none
+
+
+def test_native_tool_calls_get_object_arguments(tmp_path: Path) -> None:
+    service = build_service(ServerConfig(model_ids=("m=nemotron",), model_path=str(_checkpoint(tmp_path, READS_RC))))
+    text = service.prompt(_agent_history("m")).text
+    assert '<tool_call>calculator {"expression": "15 * 23"}</tool_call>' in text
+    assert "<think>\nagent-thought\n</think>" in text  # the template's own rendering of reasoning_content
+
+
+@pytest.mark.parametrize(("body_extra", "parser", "expected"), [
+    ({}, "", {"enable_thinking": True, "truncate_history_thinking": False}),
+    ({"thinking": {"type": "disabled"}}, "", {"enable_thinking": False, "truncate_history_thinking": True}),
+    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "", {"enable_thinking": True,
+                                                                    "truncate_history_thinking": False}),
+    ({}, None, {"enable_thinking": False, "truncate_history_thinking": True}),  # no reasoning parser
+])
+def test_anthropic_thinking_switch(tmp_path: Path, body_extra: dict, parser: str | None, expected: dict) -> None:
+    """Article 1, fix 3: reasoning parser configured and thinking not turned off -> enable_thinking=true,
+    truncate_history_thinking=false, passed to a template that honours them."""
+    service = build_service(ServerConfig(model_ids=("m=nemotron",), reasoning_parser=parser,
+                                         model_path=str(_checkpoint(tmp_path, HONOURS_BOTH))))
+    body = {"model": "m", "max_tokens": 2048, "messages": [{"role": "user", "content": "hi"}], **body_extra}
+    prompt = service.prompt(anthropic.to_conversation(body, Faults()))
+    assert prompt.template_kwargs == expected
+    assert prompt.text.endswith("<think>\n") is expected["enable_thinking"]
+
+
+# --- the loader -------------------------------------------------------------------------------------
+
+
+def test_loader_reads_the_checkpoints_own_tokens_and_end_ids(tmp_path: Path) -> None:
+    write_checkpoint_files(tmp_path, family="qwen3")
+    added = {t["content"]: t["id"] for t in json.loads((tmp_path / "tokenizer.json").read_text())["added_tokens"]}
+    end = json.loads((tmp_path / "generation_config.json").read_text())["eos_token_id"]
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt.special_tokens["<|im_end|>"] == added["<|im_end|>"] and ckpt.eos_token == "<|im_end|>"
+    assert list(ckpt.end_ids) == end == [added["<|im_end|>"], added["<|endoftext|>"]]
+    assert ckpt.template.origin == "tokenizer_config.json chat_template"
+    assert ckpt.template.text == json.loads((tmp_path / "tokenizer_config.json").read_text())["chat_template"]
+    assert ckpt.tokenizer.encode("<|im_start|>user") == [added["<|im_start|>"], *ckpt.tokenizer.encode("user")]
+
+
+def test_loader_errors_name_what_is_missing(tmp_path: Path) -> None:
+    write_checkpoint_files(tmp_path, chat_template=False)
+    with pytest.raises(CheckpointError, match=r"ships no chat template .*chat_template\.jinja.*--chat-template FILE"):
+        load_checkpoint(tmp_path)
+    assert load_checkpoint(tmp_path, chat_template="gemma").template.origin == "built-in gemma.jinja"
+    mine = tmp_path / "mine.jinja"
+    mine.write_text(CONTENT_ONLY)
+    assert load_checkpoint(tmp_path, chat_template=str(mine)).template.origin == f"--chat-template {mine}"
+    with pytest.raises(CheckpointError, match="no such file"):
+        load_checkpoint(tmp_path, chat_template=str(tmp_path / "absent.jinja"))
+    (tmp_path / "tokenizer.json").unlink()
+    with pytest.raises(CheckpointError, match="no tokenizer.json"):
+        load_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="not a .gguf"):
+        load_checkpoint(mine)
+
+
+# --- over HTTP: serve --model-path DIR --chat-template FILE (scripted engine: no torch) -------------
+
+
+def test_serve_reports_the_detection_and_tokenizes_with_the_checkpoint(tmp_path: Path) -> None:
+    ckpt = _checkpoint(tmp_path / "ckpt", None, family="qwen3")
+    template = tmp_path / "reads_rc.jinja"
+    template.write_text(READS_RC)
+    with ServerProcess(["--model-path", str(ckpt), "--chat-template", str(template), "--model-id", "m=qwen3",
+                        "--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]) as server:
+        log = "".join(server.output)
+        assert "model m: chat template --chat-template" in log and "reads reasoning_content: True" in log
+        meta = httpx.get(server.url + "/v1/models").json()["data"][0]["metadata"]["chat_template"]
+        assert meta["reads_reasoning_content"] and meta["honoured_kwargs"] == ["enable_thinking"]
+        assert meta["reasoning_history"].startswith("template-native") and meta["checkpoint"]["path"] == str(ckpt)
+        text = "<|im_start|>user\nhello there<|im_end|>"
+        added = {t["content"]: t["id"] for t in json.loads((ckpt / "tokenizer.json").read_text())["added_tokens"]}
+        ids = httpx.post(server.url + "/v1/tokenize", json={"prompt": text}).json()["tokens"]
+        assert ids[0] == added["<|im_start|>"] and ids[-1] == added["<|im_end|>"]
+        reply = httpx.post(server.url + "/v1/messages", json={
+            "model": "m", "max_tokens": 256, "messages": [{"role": "user", "content": "hello"}]}).json()
+        assert reply["type"] == "message" and reply["stop_reason"] in ("end_turn", "tool_use")
+
+
+def test_serve_without_a_template_fails_at_start_naming_the_option(tmp_path: Path) -> None:
+    ckpt = _checkpoint(tmp_path, None)
+    run = subprocess.run([sys.executable, "-m", "harnesscheck", "serve", "--port", "0", "--model-path", str(ckpt)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert "ships no chat template" in run.stderr and "--chat-template FILE" in run.stderr
+    assert "Traceback" not in run.stderr
