@@ -52,6 +52,21 @@ def ratio(name: str, numerator: dict[str, Any], denominator: dict[str, Any], *, 
     return out
 
 
+def ratio_at(name: str, numerator: dict[str, Any], denominator: dict[str, Any], q: float, *,
+             seed: int = 0) -> dict[str, Any]:
+    """As :func:`ratio`, of the ``q``-th percentiles (``q=50``: the medians; ``q=99``: the p99s)."""
+    from stats.bootstrap import ratio_ci
+
+    out: dict[str, Any] = {"name": name, "numerator": numerator["name"], "denominator": denominator["name"],
+                           "value": None}
+    a, b = numerator["samples"], denominator["samples"]
+    if a and b and float(np.percentile(b, q)) != 0:
+        ci = ratio_ci(a, b, statistic=lambda x, axis=None: np.percentile(x, q, axis=axis), resamples=RESAMPLES, seed=seed)
+        out["value"] = round(ci.estimate, 4)
+        out["ci95"] = [round(ci.low, 4), round(ci.high, 4)]
+    return out
+
+
 def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: str, apis: list[str],
                      server: dict[str, Any], settings: dict[str, Any], started_at: str) -> dict[str, Any]:
     from conformance.results import machine, now_iso
