@@ -279,7 +279,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if report.when == "setup":  # JUnit writes the item's properties (from the teardown report)
         item.user_properties += [("check_id", check.id), ("check_level", str(check.level))]
     if report.when == "setup" and report.passed:
-        item.stash[_START] = time.monotonic()
+        item.stash[_START] = (time.monotonic(), time.time())
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         result = _record(item, call, report, check)
@@ -287,7 +287,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         _align_report(report, result)
 
 
-_START = pytest.StashKey[float]()
+_START = pytest.StashKey[tuple[float, float]]()  # when the check began: monotonic, wall clock
 
 
 def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
@@ -308,7 +308,8 @@ def _attached(item: pytest.Item) -> tuple[Harness | None, list[tuple[str, Any]]]
 
 def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport,
             check: catalog.Check) -> CheckResult:
-    duration = time.monotonic() - item.stash.get(_START, time.monotonic())
+    start, started = item.stash.get(_START, (time.monotonic(), time.time()))
+    duration = time.monotonic() - start
     hc, attached = _attached(item)
     transcript = attached[-1][1] if attached else None
     error = call.excinfo.value if call.excinfo else None
@@ -344,7 +345,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     level = check.weight_of(rules) if outcome is Outcome.FAIL else check.level
     result = CheckResult(check=check, outcome=outcome, message=message, duration_s=duration, finding=finding,
                          transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
-                         notes=_notes(attached))
+                         notes=_notes(attached), started=started)
     item.config.stash[COLLECTOR].add(result)
     return result
 

@@ -46,6 +46,7 @@ class CheckResult:
     level: Level | None = None  # what this result weighs: a failure, its failing rule's level
     cause: str = ""  # an inconclusive result's cause (verdict.CAUSES)
     notes: list[str] = field(default_factory=list)  # informational findings (allowed, shown, never failed)
+    started: float | None = None  # wall clock (time.time()) when the check began
 
     @property
     def weight(self) -> Level:
@@ -71,7 +72,10 @@ class Collector:
     def payload(self) -> dict[str, Any]:
         """What this process measured, as plain JSON data (an xdist worker sends it to the controller
         in `workeroutput`): the run and, per result, its results.json entry and its transcript."""
-        return {"run": dict(self.run), "checks": [self._entry(r) for r in self.results]}
+        starts = [r.started for r in self.results if r.started is not None]
+        ends = [r.started + r.duration_s for r in self.results if r.started is not None]
+        return {"run": dict(self.run), "checks": [self._entry(r) for r in self.results],
+                "span": [min(starts), max(ends)] if starts else None}
 
     def _entry(self, r: CheckResult) -> dict[str, Any]:
         finding = None
@@ -133,6 +137,9 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     if len(runs) > 1:
         run["id"] = uuid.uuid4().hex[:12]
     run["settings"] = {**run.get("settings", {}), **(settings or {})}
+    spans = [p["span"] for p in payloads if p.get("span")]
+    if spans:  # from the first check's start to the last one's end, over every process
+        run["checks_wall_s"] = round(max(s[1] for s in spans) - min(s[0] for s in spans), 3)
     pairs = sorted((c for p in payloads for c in p["checks"]), key=lambda c: order.get(c["entry"]["id"], len(order)))
     if transcripts_dir is not None:
         run["transcripts"] = _write_transcripts(pairs, transcripts_dir, results_path, budget or TranscriptBudget())
