@@ -62,7 +62,7 @@ def _sessions(text: str) -> int:
 def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
-    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--api-key", default=None, metavar="KEY", help="API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--sessions", type=_sessions, default=sessions,
                    help=f"measured samples per arm (default: {sessions}; the gate needs a minimum, docs/gate.md)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up rounds discarded (default: 1)")
@@ -126,12 +126,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="measure this server instead of an embedded one (needs --pid)")
     p.add_argument("--pid", type=int, default=None, help="with --endpoint: the server's process id on this machine")
     p.add_argument("--model", default=None, help="with --endpoint: model id (default: the first of /v1/models)")
-    p.add_argument("--api-key", default=None, help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--api-key", default=None, metavar="KEY", help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     p = sub.add_parser("mixed", help="worst stream inter-frame gap with vs without a large prompt being tokenized")
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
-    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--api-key", default=None, metavar="KEY", help="API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--concurrency", type=int, default=16, help="concurrent streams (default: 16)")
     p.add_argument("--windows", type=int, default=4, help="measurement windows per arm, alternated (default: 4)")
     p.add_argument("--window-s", type=float, default=4.0, help="seconds each window starts streams (default: 4)")
@@ -156,12 +156,13 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("load", help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles")
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
-    p.add_argument("--api-key", default=None, help="API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--api-key", default=None, metavar="KEY", help="API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--workload", default="scenario:long_reasoning", metavar="SPEC",
                    help="a trace file (each turn an independent request, cycled), builtin:agent-coding, or "
                         "scenario:NAME (one scenario request, repeated; default: scenario:long_reasoning)")
-    p.add_argument("--api", default="chat", choices=["anthropic", "chat", "responses"],
-                   help="API of builtin: and scenario: workloads (default: chat)")
+    p.add_argument("--apis", default="chat", metavar="LIST",
+                   help="comma-separated APIs of builtin: and scenario: workloads, their requests alternated "
+                        "(default: chat)")
     p.add_argument("--max-tokens", type=int, default=64, help="scenario: output tokens per request (default: 64)")
     p.add_argument("--concurrency", default=None, metavar="LIST",
                    help="concurrency sweep, comma-separated levels (default 1,4,16 when no --request-rate)")
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         from conformance.options import split_apis
         from conformance.preflight import preflight
 
-        apis = _BENCH_APIS.get(args.bench) or ([args.api] if args.bench == "load" else split_apis(args.apis))
+        apis = _BENCH_APIS.get(args.bench) or split_apis(args.apis)
         checked = preflight(args.endpoint, api_key=api_key, model=args.model, apis=apis, timeout=10.0)
         if not checked.ok:
             raise UsageError(checked.problem)
@@ -205,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             doc = _measure(args, api_key, status)
     except httpx.HTTPError as error:  # the endpoint failed a request
         raise UsageError(f"{type(error).__name__}: {error}") from None
-    except (RuntimeError, ValueError) as error:  # the benchmark's own account of a refused request or setting
+    except (RuntimeError, ValueError, OSError) as error:  # a refused request, a bad setting, a missing trace
         raise UsageError(str(error)) from None
     if args.bench == "load":
         _print_load(doc)
@@ -253,7 +254,8 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
         if not conc and not rates:
             conc = [1, 4, 16]
         return run_load(LoadOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, workload=args.workload, api=args.api,
+            endpoint=args.endpoint, model=args.model, api_key=api_key, workload=args.workload,
+            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
             max_tokens=args.max_tokens, concurrency=conc, rates=rates, duration_s=args.duration,
             max_requests=args.max_requests, seed=args.seed, slo_ms=parse_slo(args.slo), warmup=args.warmup,
             ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,

@@ -11,9 +11,9 @@ DESCRIPTION = """\
 Trace files (docs/trace-format.md) are what `harnesscheck replay` plays.
 
   trace from-capture CAPTURE --out TRACE        a capture (harnesscheck capture) into a trace
-  trace import FORMAT FILE --out TRACE [--api chat] [--model ID] [--block-size 512]
+  trace import FORMAT FILE --out TRACE [--apis chat] [--model ID] [--block-size 512]
   trace export FORMAT TRACE --out FILE [--block-size 512] [--mooncake-mode lengths|payload]
-  trace workload agent-coding --out TRACE [--sessions 4] [--turns 5] [--prompt-tokens 8000] [--api anthropic]
+  trace workload agent-coding --out TRACE [--sessions 4] [--turns 5] [--prompt-tokens 8000] [--apis anthropic]
   trace check TRACE                             validate, print sessions and turns
 
 FORMAT: aiperf (import: single_turn or multi_turn, told by the rows; export: multi_turn, or
@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=_FORMATS, help="the input's format")
     p.add_argument("file", help="the input file (JSONL, gzip-compressed or not)")
     p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
-    p.add_argument("--api", default="chat", choices=_APIS, help="API the requests are written for (default: chat)")
+    p.add_argument("--apis", default="chat", choices=_APIS, metavar="API",
+                   help="the API the requests are written for: anthropic, chat or responses (default: chat)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p.add_argument("--block-size", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
     p = sub.add_parser("export", help="export a trace as AIPerf single_turn / multi_turn or Mooncake JSONL")
@@ -52,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--sessions", type=int, default=4, help="concurrent sessions (default: 4)")
     p.add_argument("--turns", type=int, default=5, help="requests per session (default: 5)")
     p.add_argument("--prompt-tokens", type=int, default=8000, help="first prompt's size in tokens (default: 8000)")
-    p.add_argument("--api", default="anthropic", choices=_APIS, help="API of the requests (default: anthropic)")
+    p.add_argument("--apis", default="anthropic", choices=_APIS, metavar="API",
+                   help="the API of the requests: anthropic, chat or responses (default: anthropic)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p = sub.add_parser("check", help="validate a trace and summarise it")
     p.add_argument("trace", help="trace file to check (.gz too)")
@@ -74,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
             trace = capture_to_trace(args.capture)
         elif args.action == "import":
             if args.format.startswith("mooncake"):
-                trace = formats.import_mooncake(Path(args.file), api=args.api, model=args.model,
+                trace = formats.import_mooncake(Path(args.file), api=args.apis, model=args.model,
                                                 block_size=args.block_size)
             else:
                 kind = None if args.format == "aiperf" else args.format
-                trace = formats.import_aiperf(Path(args.file), api=args.api, model=args.model, kind=kind)
+                trace = formats.import_aiperf(Path(args.file), api=args.apis, model=args.model, kind=kind)
         elif args.action == "export":
             trace = load(args.trace)
             if args.format.startswith("mooncake"):
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             from replay.workloads import build
 
             trace = build(args.name, sessions=args.sessions, turns=args.turns, prompt_tokens=args.prompt_tokens,
-                          api=args.api, model=args.model)
+                          api=args.apis, model=args.model)
         else:
             trace = load(args.trace)
             print(f"{args.trace}: source {trace.source or '?'}, {len(trace.sessions)} session(s), "

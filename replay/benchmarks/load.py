@@ -29,6 +29,7 @@ requests in flight at one instant.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 import time
@@ -54,7 +55,7 @@ class LoadOptions:
     model: str | None = None
     api_key: str | None = None
     workload: str = "scenario:long_reasoning"
-    api: str = "chat"  # for scenario: and builtin: workloads
+    apis: list[str] = field(default_factory=lambda: ["chat"])  # scenario: and builtin: workloads, alternated
     max_tokens: int = 64  # scenario: workloads
     concurrency: list[int] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
@@ -121,8 +122,22 @@ def poisson_schedule(rate: float, duration_s: float, seed: int, max_requests: in
 
 # -- workload ------------------------------------------------------------------------------
 
-def workload_requests(spec: str, *, api: str, model: str, max_tokens: int) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(api, path, body)`` of every request the workload holds, in order."""
+def workload_requests(spec: str, *, apis: list[str], model: str, max_tokens: int
+                      ) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(api, path, body)`` of every request the workload holds, in order (for several APIs:
+    their requests alternated)."""
+    if not spec.startswith(("scenario:", "builtin:")):
+        return _requests_of(spec, model)
+    unknown = [a for a in apis if a not in common.PATHS]
+    if unknown or not apis:
+        raise ValueError(f"unknown API(s) {unknown}: choose from {sorted(common.PATHS)}")
+    per_api = [_requests_of(spec, model, api=api, max_tokens=max_tokens) for api in apis]
+    return [r for group in itertools.zip_longest(*per_api) for r in group if r is not None]
+
+
+def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 64
+                 ) -> list[tuple[str, str, dict[str, Any]]]:
+    """One API's requests of a scenario: or builtin: workload, or a trace file's (its own APIs)."""
     if spec.startswith("scenario:"):
         from conformance.requests import MIN_OUTPUT_TOKENS, first
         from scenarios.loader import get
@@ -165,8 +180,13 @@ async def _one(client: Any, url: str, request: tuple[str, str, dict[str, Any]], 
     start = time.perf_counter() - level_start
     r = await client.post(url + path, body, api=api, headers=hdrs)
     out = _tokens(r.usage, "output_tokens", "completion_tokens")
-    return Sample(start_s=start, ok=r.ok and r.ttft_ns is not None, error=r.error or (None if r.ttft_ns else
-                  "no content event"), ttft_ms=None if r.ttft_ns is None else r.ttft_ns / 1e6,
+    error = r.error
+    if error and r.error_kind == "truncated" and r.stop_reason == "incomplete":
+        error = None  # a Responses stream that ends in response.incomplete (max_output_tokens) is whole
+    if error is None and r.ttft_ns is None:
+        error = "no content event"
+    ok = error is None and r.status is not None and 200 <= r.status < 300
+    return Sample(start_s=start, ok=ok, error=error, ttft_ms=None if r.ttft_ns is None else r.ttft_ns / 1e6,
                   e2el_ms=(r.end_ns or 0) / 1e6, itl_ms=r.itl_ms(),
                   input_tokens=_tokens(r.usage, "input_tokens", "prompt_tokens") or 0,
                   output_tokens=out if out is not None else len(r.token_ns))
@@ -361,7 +381,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     if opts.endpoint:
         url = opts.endpoint.rstrip("/")
         model = common.resolve_model(url, opts.model, opts.api_key)
-        pool = workload_requests(opts.workload, api=opts.api, model=model, max_tokens=opts.max_tokens)
+        pool = workload_requests(opts.workload, apis=opts.apis, model=model, max_tokens=opts.max_tokens)
         results = run_async(_sweeps(url, pool, opts))
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
@@ -369,7 +389,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
         from reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
-        pool = workload_requests(opts.workload, api=opts.api, model=model, max_tokens=opts.max_tokens)
+        pool = workload_requests(opts.workload, apis=opts.apis, model=model, max_tokens=opts.max_tokens)
         args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms), *opts.server_args]
         with common.embedded_servers(args) as (srv,):
             results = run_async(_sweeps(srv.url, pool, opts))

@@ -91,7 +91,7 @@ def test_level_figures_known_answers() -> None:
 
 def test_goodput_relations_against_the_reference_server(server_factory) -> None:
     url = server_factory("--decode-ms", "2", "--ttft-base-ms", "5", "--prefill-us-per-token", "0", fast=False)
-    pool = workload_requests("scenario:long_reasoning", api="anthropic", model=MODEL, max_tokens=12)
+    pool = workload_requests("scenario:long_reasoning", apis=["anthropic"], model=MODEL, max_tokens=12)
 
     async def go() -> tuple[list[Sample], float]:
         async with StreamClient() as client:
