@@ -211,9 +211,8 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
 
 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
-    """For each of the check's rules, the paths it saw: those of its needed paths that were seen (every
-    path seen, for a rule that needs none)."""
-    return {r: sorted(set(RULE_PATHS[r]) & seen) if r in RULE_PATHS else sorted(seen) for r in check.own_rules}
+    """For each of the check's rules that needs a path, the paths of its own it saw ([] : not exercised)."""
+    return {r: sorted(set(RULE_PATHS[r]) & seen) for r in check.own_rules if r in RULE_PATHS}
 
 
 def unexercised(check: Check, seen: set[str] | frozenset[str]) -> list[str]:

@@ -50,6 +50,7 @@ def test_a_rule_without_its_path_is_not_exercised() -> None:
     reason = catalog.not_exercised_reason(check, frozenset({"tool-use"}))
     assert reason.startswith("not exercised: the model made one call")
     assert "CH-GRAMMAR-TOOL-INDEX needs parallel-calls" in reason
+    assert catalog.coverage(catalog.get("CH-STREAM-005"), frozenset({"tool-use"})) == {}  # needs no path
     assert catalog.coverage(check, frozenset({"tool-use", "thinking"})) == {
         "CH-GRAMMAR-TOOL-FIRST": ["tool-use"], "CH-GRAMMAR-TOOL-REPEAT": ["tool-use"], "CH-GRAMMAR-TOOL-INDEX": []}
 
