@@ -37,20 +37,25 @@ def local_ray() -> Iterator[Any]:
     ray.shutdown()
 
 
-def _on_ray(tmp: Path, endpoint: str, command: Any, seen: list | None = None, **kw: Any) -> list:
-    repos = tmp / "repos"
+def _on_ray(
+    run_dir: Path, repos: Path, endpoint: str, command: Any, seen: list | None = None, **kw: Any
+) -> list:
     if not repos.exists():
         build_toy_repo(repos / "harnesscheck__toycalc")
     tasks = select_tasks(load_tasks(TOY_TASKS, use_datasets=False), **kw)
     profiles = [Profile("small", SMALL, endpoint=endpoint), Profile("alias", ALIAS, endpoint=endpoint)]
     return run_profiles_on_ray(
-        tasks, profiles, run_dir=tmp / "run", repos=repos, command=command, test_command=TOY_TESTS,
+        tasks, profiles, run_dir=run_dir, repos=repos, command=command, test_command=TOY_TESTS,
         timeout_s=60, ray_options=SMALL_TASK, on_result=None if seen is None else seen.append,
     )
 
 
 def _tool_calls(run_dir: Path) -> dict[tuple[str, str], tuple[int, dict[str, int]]]:
-    return {(p, u.task_id): (u.tool_calls, u.by_tool) for p in ("small", "alias") for u in load_run_dir(run_dir / p)}
+    return {
+        (p, u.task_id): (u.tool_calls, u.by_tool)
+        for p in ("small", "alias")
+        for u in load_run_dir(run_dir / p)
+    }
 
 
 def _verdict(run_dir: Path) -> tuple:
@@ -59,33 +64,49 @@ def _verdict(run_dir: Path) -> tuple:
             c.only_a, c.only_b)
 
 
+def _runs(run_dir: Path) -> list[tuple[str, str, int]]:
+    rows = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
+    return sorted((r["task_id"], r["profile"], r["order"]) for r in rows)
+
+
 def test_toy_run_on_ray_matches_one_machine_and_resumes(
-    tmp_path: Path, server_factory: Callable[..., str], local_ray: Any
+    tmp_path: Path, server_factory: Callable[..., str], local_ray: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`swebench run --toy --ray` (the module's Ray; the toy agent and tests, both profiles on one
+    reference server) against the single-machine driver on the same tasks; then resumed."""
+    from harnesscheck.cli import main
+
     endpoint = server_factory(*SERVER_ARGS) + "/v1"
     one = run_toy(tmp_path / "one", endpoint, TOY_AGENT_COMMAND, timeout_s=60)
-    seen: list = []
-    runs = _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, seen)
+    run_dir = tmp_path / "ray"
+    profiles = ["--profile", f"small={SMALL}@{endpoint}", "--profile", f"alias={ALIAS}@{endpoint}"]
+    argv = ["swebench", "run", "--toy", "--run-dir", str(run_dir), "--timeout", "60", "--task-memory", "0.25",
+            *profiles, "--ray"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "| small | 9 | 3.0 |" in (run_dir / "comparison" / "comparison.md").read_text()  # compare ran
+    assert "done 3  running 0  failed 0" in captured.err, captured.err  # progress per profile
     # the interleaved order of the single-machine driver, every run done and resolved
-    assert [(r.task_id, r.profile, r.order) for r in runs] == [(r.task_id, r.profile, r.order) for r in one]
-    assert all(r.returncode == 0 and r.resolved and len(r.rollout_files) == 1 for r in runs), runs
-    assert len(seen) == 6 and not any(is_failed(r) for r in runs)
-    run_dir = tmp_path / "ray" / "run"
-    for r in runs:  # gathered to the driver: task.json and the files in RUN/PROFILE/TASK
-        meta = json.loads((run_dir / r.profile / r.task_id / "task.json").read_text())
-        assert meta["folder"] == str((run_dir / r.profile / r.task_id).resolve()) and meta["attempts"] == 1
-        assert (run_dir / r.profile / r.task_id / r.rollout_files[0]).is_file()
+    assert _runs(run_dir) == sorted((r.task_id, r.profile, r.order) for r in one)
+    for task_id, profile, _ in _runs(run_dir):  # gathered to the driver: task.json and the files
+        folder = run_dir / profile / task_id
+        meta = json.loads((folder / "task.json").read_text())
+        assert meta["folder"] == str(folder.resolve()) and meta["attempts"] == 1 and meta["resolved"], meta
+        assert meta["returncode"] == 0 and (folder / meta["rollout_files"][0]).is_file()
     assert _tool_calls(run_dir) == _tool_calls(tmp_path / "one" / "run")
     assert list(_tool_calls(run_dir).values()) == [(3, {"exec_command": 3})] * 6
     assert _verdict(run_dir) == _verdict(tmp_path / "one" / "run") == (3, 9, 9, 0, 0, 3, 1.0, (), ())
 
-    # resumable: nothing complete runs again; a run with no task.json (an interrupted one) does
-    again: list = []
-    assert _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, again) == runs and again == []
+    # resumable (the Python API): nothing complete runs again; a run without task.json does
+    seen: list = []
+    runs = _on_ray(run_dir, run_dir / "repos", endpoint, TOY_AGENT_COMMAND, seen)
+    assert seen == [] and [(r.task_id, r.profile, r.order) for r in runs] == [
+        (r.task_id, r.profile, r.order) for r in one
+    ]
     (run_dir / "alias" / "harnesscheck__toycalc-2" / "task.json").unlink()
-    rerun = _on_ray(tmp_path / "ray", endpoint, TOY_AGENT_COMMAND, again)
-    assert [(r.task_id, r.profile) for r in again] == [("harnesscheck__toycalc-2", "alias")]
-    assert [(r.task_id, r.profile, r.order) for r in rerun] == [(r.task_id, r.profile, r.order) for r in runs]
+    rerun = _on_ray(run_dir, run_dir / "repos", endpoint, TOY_AGENT_COMMAND, seen)
+    assert [(r.task_id, r.profile) for r in seen] == [("harnesscheck__toycalc-2", "alias")]
+    assert rerun[2].resolved and [r.order for r in rerun] == list(range(6))
     assert len((run_dir / "runs.jsonl").read_text().splitlines()) == 6
     assert _verdict(run_dir) == _verdict(tmp_path / "one" / "run")
 
@@ -115,7 +136,7 @@ def test_a_killed_worker_is_retried_and_one_that_always_dies_is_recorded_failed(
     script.write_text(KILLER.format(marks=str(marks), once=[once], always=[always]))
     command = [sys.executable, str(script), *TOY_AGENT_COMMAND[3:]]
     ids = ["harnesscheck__toycalc-1", "harnesscheck__toycalc-2"]
-    runs = _on_ray(tmp_path, endpoint, command, instance_ids=ids)
+    runs = _on_ray(tmp_path / "run", tmp_path / "repos", endpoint, command, instance_ids=ids)
     assert (marks / once).read_text() == "x" and (marks / always).read_text() == "xx"  # killed 1 and 2 times
     by_key = {f"{r.task_id}.{r.profile}": r for r in runs}
     assert len(by_key) == 4
@@ -123,7 +144,8 @@ def test_a_killed_worker_is_retried_and_one_that_always_dies_is_recorded_failed(
     meta = {k: json.loads((Path(r.folder) / "task.json").read_text()) for k, r in by_key.items()}
     assert meta[once]["attempts"] == 2 and by_key[once].resolved and not is_failed(by_key[once])
     assert is_failed(by_key[always]) and meta[always]["failed"] is True and meta[always]["attempts"] == 2
-    assert len(meta[always]["errors"]) == 2 and all("Worker" in e or "died" in e for e in meta[always]["errors"])
+    assert len(meta[always]["errors"]) == 2
+    assert all("Worker" in e or "died" in e for e in meta[always]["errors"]), meta[always]["errors"]
     others = set(by_key) - {once, always}
     assert all(meta[k]["attempts"] == 1 and by_key[k].resolved for k in others), meta
     # the failed run is no measurement: compare pairs the other task and lists this one as unpaired
@@ -144,26 +166,36 @@ def _replay_cli(trace: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
 def test_replay_on_two_actors_matches_one_process(
     tmp_path: Path, server_factory: Callable[..., str], local_ray: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The built-in agent-coding workload (prompts of ~1,000 tokens, so the CPU time of building and
-    parsing requests on two loaded cores stays small), total concurrency 4: one process, then two
-    actors of concurrency 2. TTFT is the server's modelled 40 ms (no prefill cost, so the prefix
-    cache's order does not matter) plus overheads; merged percentiles agree within generous bounds."""
+    """`replay --ray --workers 2` on the built-in agent-coding workload (prompts of ~1,000 tokens, so
+    building and parsing requests costs little CPU), total concurrency 4, against one process at
+    concurrency 4. The server models a TTFT of 100 ms without prefill cost (the prefix cache's order
+    does not matter); on two loaded cores the overheads vary by 100 ms and more, so the bound is
+    generous. The merged percentiles are checked exactly against numpy on the raw samples."""
+    import numpy as np
+
     from replay.trace import save
     from replay.workloads import build
 
     trace = save(build("agent-coding", prompt_tokens=1000), tmp_path / "agent-coding.jsonl")
-    url = server_factory("--ttft-base-ms", "40", "--prefill-us-per-token", "0", "--decode-ms", "1", fast=False)
+    timing = ("--ttft-base-ms", "100", "--prefill-us-per-token", "0", "--decode-ms", "1")
+    url = server_factory(*timing, fast=False)
     one = _replay_cli(trace, ["--endpoint", url, "--concurrency", "4"], capsys)
-    two = _replay_cli(trace, ["--endpoint", url, "--concurrency", "4", "--ray", "--workers", "2"], capsys)
+    out = tmp_path / "ray-out"
+    two = _replay_cli(trace, ["--endpoint", url, "--concurrency", "4", "--ray", "--workers", "2",
+                              "--out", str(out)], capsys)
     assert one["turns"] == two["turns"] == 20 and one["turns_failed"] == two["turns_failed"] == 0
-    assert two["ttft_ms"]["n"] == one["ttft_ms"]["n"] == 20  # merged raw samples, not per-worker figures
+    turns = json.loads((out / "results.json").read_text())["turns"]
+    samples = [t["ttft_ms"] for t in turns]
+    assert len(samples) == two["ttft_ms"]["n"] == 20 and sorted({t["worker"] for t in turns}) == [0, 1]
+    for q in (50, 90, 99):  # percentiles of the merged raw samples, not of per-worker figures
+        assert two["ttft_ms"][f"p{q}"] == pytest.approx(float(np.percentile(samples, q)), abs=1e-3)
     for q in ("p50", "p90"):
         a, b = one["ttft_ms"][q], two["ttft_ms"][q]
-        assert 40 <= a < 1000 and 40 <= b < 1000, (one["ttft_ms"], two["ttft_ms"])
-        assert abs(a - b) <= max(80.0, 0.5 * a), (q, one["ttft_ms"], two["ttft_ms"])
+        assert 100 <= a < 2000 and 100 <= b < 2000, (one["ttft_ms"], two["ttft_ms"])
+        assert abs(a - b) <= max(150.0, 0.6 * max(a, b)), (q, one["ttft_ms"], two["ttft_ms"])
     workers = two["workers"]
     assert [w["worker"] for w in workers] == [0, 1] and two["offered_concurrency"] == 4
-    assert [(w["sessions"], w["offered_concurrency"], w["turns"]) for w in workers] == [(2, 2, 10), (2, 2, 10)]
+    assert [(w["sessions"], w["offered_concurrency"], w["turns"]) for w in workers] == [(2, 2, 10)] * 2
     assert all(1 <= w["max_in_flight"] <= 2 and 0 < w["mean_in_flight"] <= 2 for w in workers), workers
     assert two["max_in_flight"] == sum(w["max_in_flight"] for w in workers) <= 4
     assert 1 <= one["max_in_flight"] <= 4

@@ -31,7 +31,9 @@ def test_import_ray_says_how_to_install(no_ray: None) -> None:
         import_ray()
 
 
-def test_swebench_run_with_ray_but_no_ray(no_ray: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_swebench_run_with_ray_but_no_ray(
+    no_ray: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     assert main(["swebench", "run", "--toy", "--run-dir", str(run_dir), "--ray"]) == 2
     assert _one_line(capsys) == f"harnesscheck swebench: {INSTALL_HINT}"
