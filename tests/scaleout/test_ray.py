@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,23 @@ def test_replay_on_two_actors_matches_one_process(
     assert all(1 <= w["max_in_flight"] <= 2 and 0 < w["mean_in_flight"] <= 2 for w in workers), workers
     assert two["max_in_flight"] == sum(w["max_in_flight"] for w in workers) <= 4
     assert 1 <= one["max_in_flight"] <= 4
+
+
+def test_a_run_past_its_ray_time_limit_is_cancelled_retried_then_failed(
+    tmp_path: Path, local_ray: Any
+) -> None:
+    """An agent that hangs (its own limit, 60 s, far away): the Ray task is cancelled at
+    task_timeout_s, tried once more, then recorded as failed with the reason; nothing is dropped."""
+    repos = tmp_path / "repos"
+    build_toy_repo(repos / "harnesscheck__toycalc")
+    toy = load_tasks(TOY_TASKS, use_datasets=False)
+    (task,) = select_tasks(toy, instance_ids=["harnesscheck__toycalc-1"])
+    hang = [sys.executable, "-S", "-c", "import time; time.sleep(20)"]
+    started = time.monotonic()
+    (run,) = run_profiles_on_ray(
+        [task], [Profile("a", SMALL)], run_dir=tmp_path / "run", repos=repos, command=hang, timeout_s=60,
+        ray_options=RayOptions(memory_mb=256, task_timeout_s=2),
+    )
+    assert time.monotonic() - started < 40  # two attempts of about 2 s each, not 2 x 60 s
+    meta = json.loads((tmp_path / "run" / "a" / task.instance_id / "task.json").read_text())
+    assert is_failed(run) and meta["failed"] is True and meta["errors"] == ["timed out after 2 s"] * 2
