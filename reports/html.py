@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import jinja2
+from markupsafe import Markup
 
 from harnesscheck import __version__
-from reports import plots
+from reports import plots, timeline, wirelog
 from reports.merge import merge_results, read_inputs
 from reports.schema import OUTCOMES, validate_results
 from reports.summary import api_order, must_failures, summarize
@@ -46,6 +47,8 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = _num
     env.filters["interval"] = _interval
     env.filters["pvalue"] = _pvalue
+    env.filters["settings"] = _settings_rows
+    env.filters["ms"] = lambda v: "–" if v is None else f"{v:.1f}"
     return env
 
 
@@ -82,33 +85,92 @@ def _client_bad(verdict: str) -> bool:
 
 
 def _matrix(results: dict[str, Any], apis: list[str]) -> dict[str, Any]:
-    """Rows of the check matrix: one per check id, a cell per API, client verdicts aggregated."""
+    """Rows of the verdict matrix: one per check id with the APIs it ran on (each with its outcome),
+    the worst outcome, and the client verdicts aggregated (a "bad" verdict wins)."""
     rows: dict[str, dict[str, Any]] = {}
-    clients: list[str] = []
     for c in results.get("checks", []):
         row = rows.setdefault(
             c["id"],
             {"id": c["id"], "title": c["title"], "level": c["level"], "source": c.get("source", ""),
-             "cells": {}, "clients": {}, "details": [], "flaky": False},
+             "cells": [], "clients": {}, "flaky": False},
         )
         if c["level"] == "MUST":
             row["level"] = "MUST"
         row["flaky"] = row["flaky"] or bool(c.get("flaky"))
-        row["cells"][c["api"]] = c
+        row["cells"].append(c)
         for name, verdict in (c.get("clients") or {}).items():
-            if name not in clients:
-                clients.append(name)
             prev = row["clients"].get(name)
             if prev is None or (_client_bad(verdict) and not _client_bad(prev)):
                 row["clients"][name] = verdict
-        if c["outcome"] != "pass":
-            row["details"].append(c)
     for row in rows.values():
-        row["details"].sort(key=lambda c: (-_SEVERITY.get(c["outcome"], 0), apis.index(c["api"])
-                                           if c["api"] in apis else 99))
-        row["worst"] = max((_SEVERITY[c["outcome"]] for c in row["cells"].values()), default=0)
-    ordered = sorted(rows.values(), key=lambda r: r["id"])
-    return {"rows": ordered, "clients": clients}
+        row["cells"].sort(key=lambda c: apis.index(c["api"]) if c["api"] in apis else 99)
+        row["worst"] = max((_SEVERITY[c["outcome"]] for c in row["cells"]), default=0)
+        row["outcome"] = max(row["cells"], key=lambda c: _SEVERITY[c["outcome"]])["outcome"]
+    return {"rows": sorted(rows.values(), key=lambda r: r["id"])}
+
+
+def case_anchor(check: dict[str, Any]) -> str:
+    """The id of a case's section: one per (check id, API)."""
+    return f"d-{check['id']}-{check['api']}"
+
+
+def _cases(results: dict[str, Any], base: Path | None) -> list[dict[str, Any]]:
+    """One view per case (check × API): the results entry, its wire log and, for a stream, its timeline."""
+    out = []
+    for c in sorted(results.get("checks", []), key=lambda c: (c["id"], c["api"])):
+        finding = c.get("finding") or {}
+        focus = finding.get("frame_index")
+        loaded = wirelog.load(c, base)
+        log = svg = markers = None
+        if loaded.doc is not None:
+            log = wirelog.wire_log(loaded.doc, focus)
+            tl = timeline.analyse(loaded.doc, focus)
+            if tl is not None:
+                svg = Markup(timeline.render_svg(tl, title=f"timeline of {c['id']} ({c['api']})"))
+                markers = tl.markers
+        out.append({"c": c, "anchor": case_anchor(c), "missing": loaded.missing, "log": log, "svg": svg,
+                    "markers": markers})
+    return out
+
+
+def _run_fault_matrix(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The fault matrix of one run against a server with faults on: a row per fault, a cell per check
+    that ran; a check is expected to fail under the faults its catalog entry names (`faults`)."""
+    faults = list((results.get("run", {}).get("server") or {}).get("faults") or [])
+    checks = results.get("checks", [])
+    if not faults or not checks or not all("faults" in c for c in checks):
+        return None
+    cells = [{"fault": f, "check": c["id"], "api": c["api"], "outcome": c["outcome"],
+              "expected_fail": f in c["faults"],
+              "explained": any(g in c["faults"] for g in faults if g != f)}
+             for f in faults for c in checks]
+    return {"faults": [{"name": f, "description": "", "source": ""} for f in faults],
+            "checks": list(dict.fromkeys(c["id"] for c in checks)), "cells": cells, "problems": [],
+            "from_run": True}
+
+
+def _settings_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A nested settings mapping as (dotted key, value) rows: lists joined, never a Python repr."""
+    if isinstance(value, dict):
+        rows: list[tuple[str, str]] = []
+        for k, v in value.items():
+            rows += _settings_rows(v, f"{prefix}.{k}" if prefix else str(k))
+        return rows or [(prefix, "–")] if prefix else rows
+    if isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            return [(prefix, ", ".join(_scalar(v) for v in value) or "–")]
+        return [r for n, v in enumerate(value) for r in _settings_rows(v, f"{prefix}[{n}]")]
+    return [(prefix, _scalar(value))]
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return _num(value, 4)
+    return str(value)
 
 
 def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, Any] | None:
@@ -139,7 +201,8 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
                 continue
             expected = any(c["expected_fail"] for c in cells)
             caught = any(c["outcome"] == "fail" for c in cells)
-            stray = [c for c in cells if not c["expected_fail"] and c["outcome"] in ("fail", "error")]
+            stray = [c for c in cells if not c["expected_fail"] and not c.get("explained")
+                     and c["outcome"] in ("fail", "error")]
             missed = expected and not caught
             tip = "; ".join(f"{c.get('api', '?')}: {c['outcome']}" + (" (expected fail)" if c["expected_fail"] else "")
                             for c in cells)
@@ -156,7 +219,7 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
             row_cells.append({"cls": cls, "mark": mark, "tip": f"{f['name']} × {cid}: {tip}"})
         rows.append({"fault": f, "cells": row_cells})
     return {"checks": checks, "rows": rows, "unexpected": unexpected,
-            "problems": list(fm.get("problems") or []),
+            "problems": list(fm.get("problems") or []), "from_run": bool(fm.get("from_run")),
             "n_expected": sum(1 for c in fm.get("cells", []) if c["expected_fail"])}
 
 
@@ -179,8 +242,11 @@ def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def render_report(results: dict[str, Any], *, generated_at: str | None = None) -> str:
-    """Render one (validated or merged) results document to a self-contained HTML page."""
+def render_report(results: dict[str, Any], *, generated_at: str | None = None,
+                  transcripts_base: str | Path | None = None) -> str:
+    """Render one (validated or merged) results document to a self-contained HTML page; the cases'
+    transcripts are read from `transcripts_base` (the folder their paths are relative to: the
+    report's), and without it each case says its transcript was not read."""
     validate_results(results)
     apis = api_order(results)
     run = results["run"]
@@ -196,13 +262,17 @@ def render_report(results: dict[str, Any], *, generated_at: str | None = None) -
         "must_failures": fails,
         "must_failures_gating": [c for c in fails if not c.get("flaky")],
         "matrix": _matrix(results, apis),
-        "fault": _fault_grid(results.get("fault_matrix"), levels),
+        "fault": _fault_grid(results.get("fault_matrix") or _run_fault_matrix(results), levels),
+        "cases": _cases(results, None if transcripts_base is None else Path(transcripts_base)),
+        "settings": _settings_rows(run.get("settings") or {}),
+        "engine_settings": _settings_rows((run.get("server") or {}).get("engine_settings") or {}),
         "benchmarks": _benchmarks(results),
         "comparisons": results.get("comparisons") or [],
         "sources": run.get("merged_from") or [],
         "kit_version": __version__,
         "generated_at": generated_at or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "client_bad": _client_bad,
+        "case_anchor": case_anchor,
     }
     return _env().get_template(TEMPLATE).render(**context)
 
@@ -230,7 +300,7 @@ def write_report(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]
     out = Path(out)
     docs = [rebase_transcripts(doc, p, out) for p, doc in read_inputs(paths)]
     merged = merge_results(docs)
-    html = render_report(merged)
+    html = render_report(merged, transcripts_base=out.resolve().parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
     return merged
