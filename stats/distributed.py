@@ -30,8 +30,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -86,7 +88,8 @@ def import_ray() -> ModuleType:
 def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[ModuleType]:
     """A connected ``ray``: the session already open in this process, else ``ray.init(address)``
     (``None``: RAY_ADDRESS, or a cluster started on this machine, or a new local instance with
-    ``num_cpus``), shut down on the way out only when it was opened here."""
+    ``num_cpus``), shut down on the way out only when it was opened here. The SIGTERM handler in
+    place before is put back after ``ray.init``, which replaces it."""
     ray = import_ray()
     if ray.is_initialized():
         yield ray
@@ -96,7 +99,11 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         kwargs["address"] = address
     else:
         kwargs.update(num_cpus=num_cpus, include_dashboard=False)
+    main_thread = threading.current_thread() is threading.main_thread()
+    on_term = signal.getsignal(signal.SIGTERM) if main_thread else None
     ray.init(**kwargs)
+    if main_thread:  # ray.init sets its own SIGTERM handler; the CLI's stops the run cleanly (exit 130)
+        signal.signal(signal.SIGTERM, on_term)
     try:
         yield ray
     finally:
