@@ -163,7 +163,8 @@ class MooncakeRow(_Row):
     def _rules(self) -> MooncakeRow:
         modes = sum(x is not None for x in (self.input_length, self.text_input, self.messages, self.payload))
         if modes != 1:
-            raise ValueError("exactly one of 'input_length', 'text_input', 'messages' or 'payload' must be given")
+            raise ValueError("exactly one of 'input_length', 'text_input', 'messages' or 'payload' "
+                             "must be given")
         if self.hash_ids is not None and self.input_length is None:
             raise ValueError("'hash_ids' is only allowed with 'input_length'")
         if self.tools is not None and (self.messages is None or not self.tools):
@@ -194,7 +195,8 @@ def read_text(path: str | Path) -> str:
 
 
 def _rows(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).is_file()):
+    is_path = isinstance(source, str) and "\n" not in source and Path(source).is_file()
+    if isinstance(source, Path) or is_path:
         lines = read_text(source).splitlines()
     elif isinstance(source, str):
         lines = source.splitlines()
@@ -218,7 +220,8 @@ def _validate(model: type[BaseModel], d: dict[str, Any], where: str) -> Any:
     try:
         return model.model_validate(d)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'row'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'row'}: {e['msg']}"
+                             for e in exc.errors())
         raise ValueError(f"{where}: {problems}") from None
 
 
@@ -229,7 +232,8 @@ def _given(row: BaseModel) -> dict[str, Any]:
 
 # -- requests ------------------------------------------------------------------------------
 
-def _top_fields(api: str, model: str, output_length: int | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+def _top_fields(api: str, model: str, output_length: int | None,
+                extra: dict[str, Any] | None) -> dict[str, Any]:
     """Every request field but the history: model, stream, max tokens, then ``extra`` merged over."""
     body: dict[str, Any] = {"model": model, "stream": True}
     if api == "chat":
@@ -255,7 +259,8 @@ def _aiperf_content(api: str, t: AiperfTurn) -> str | list[dict[str, Any]]:
     return [_text_part(api, s) for s in strings]
 
 
-def _system_fields(api: str, content: str | list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _system_fields(api: str, content: str | list[dict[str, Any]]
+                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A system prompt as request fields and leading history entries, per API."""
     if api == "anthropic":
         return {"system": content}, []
@@ -343,8 +348,8 @@ def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", mode
         for k, t in enumerate(turns):
             role = t.role or "user"
             if api == "anthropic" and role not in ("user", "assistant"):
-                raise ValueError(f"session {sid!r} turn {k}: role {role!r} has no place in Anthropic messages "
-                                 "(import with --api chat)")
+                raise ValueError(f"session {sid!r} turn {k}: role {role!r} has no place in Anthropic "
+                                 "messages (import with --apis chat)")
             msg = {"role": role, "content": _aiperf_content(api, t)}
             top = {**_top_fields(api, model, t.output_length, t.extra), **sys_fields}
             syn: dict[str, Any] = {"format": "aiperf", "kind": kind, "fields": _turn_record(t)}
@@ -353,11 +358,13 @@ def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", mode
                 if system is not None:
                     syn["system_turn"] = _turn_record(system)
             timing = Timing(at_ms=t.timestamp, think_ms=float(t.delay or 0))
-            tt = TraceTurn(session=sid, turn=k, api=api, path=DEFAULT_PATHS[api], timing=timing, synthetic=syn)
+            tt = TraceTurn(session=sid, turn=k, api=api, path=DEFAULT_PATHS[api], timing=timing,
+                           synthetic=syn)
             if k == 0 or kind == "single_turn":
                 tt.request = {**top, history_key(api): [*sys_entries, msg]}
             else:
-                tt.delta = {"base": "previous", "append": [dict(ANSWER), msg], **_delta_fields(prev_top or {}, top)}
+                tt.delta = {"base": "previous", "append": [dict(ANSWER), msg],
+                            **_delta_fields(prev_top or {}, top)}
             prev_top = top
             out.append(tt)
     return Trace.build(out, source="aiperf", meta={"aiperf_type": kind})
@@ -412,7 +419,8 @@ def _entry_texts(api: str, e: Any, notes: _Notes) -> tuple[str | None, list[str]
 def _is_model_entry(api: str, e: Any) -> bool:
     if not isinstance(e, dict):
         return False
-    return e.get("role") == "assistant" or (api == "responses" and e.get("type") in ("reasoning", "function_call"))
+    return e.get("role") == "assistant" or (api == "responses"
+                                            and e.get("type") in ("reasoning", "function_call"))
 
 
 def _system_of(api: str, full: dict[str, Any], notes: _Notes) -> tuple[list[str] | None, bool, int]:
@@ -428,7 +436,8 @@ def _system_of(api: str, full: dict[str, Any], notes: _Notes) -> tuple[list[str]
             notes.add("system block attribute (cache_control, ...) dropped")
         return _part_texts(api, value, notes), False, 0
     lead = 0
-    while lead < len(hist) and isinstance(hist[lead], dict) and hist[lead].get("role") in ("system", "developer"):
+    while (lead < len(hist) and isinstance(hist[lead], dict)
+           and hist[lead].get("role") in ("system", "developer")):
         if hist[lead].get("role") == "developer":
             notes.add("developer message exported as the system turn")
         lead += 1
@@ -486,7 +495,8 @@ def _timing_fields(t: TraceTurn, k: int, fixed: bool, rec: dict[str, Any] | None
     return {"delay": _int(gap)} if gap > 0 else {}
 
 
-def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: str, notes: _Notes) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: str, notes: _Notes
+                 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the leading system turn or None, the AIPerf turn) of one trace turn."""
     api = t.api
     syn = t.synthetic or {}
@@ -539,8 +549,7 @@ def export_aiperf(trace: Trace, *, kind: str | None = None) -> Export:
             notes.add("session's tool definitions dropped (AIPerf turns carry no tools)")
         if any(t.response for t in s.turns):
             notes.add("session's recorded answers not exported (AIPerf threads the endpoint's live answers)")
-        if any(f.get("system") != fulls[0].get("system") or f.get("instructions") != fulls[0].get("instructions")
-               for f in fulls[1:]):
+        if any(f.get(k) != fulls[0].get(k) for f in fulls[1:] for k in ("system", "instructions")):
             notes.add("session's system prompt changes mid-session: only the first is exported")
         fixed = all(t.timing.at_ms is not None and t.timing.think_ms + t.timing.tool_ms == 0 for t in s.turns)
         syn0 = (s.turns[0].synthetic or {}) if s.turns else {}
@@ -564,8 +573,8 @@ def export_aiperf(trace: Trace, *, kind: str | None = None) -> Export:
 
 
 _TURN_ORDER = ("type", "session_id", "role", "text", "texts", "timestamp", "delay", "output_length", "extra")
-_ROW_ORDER = ("type", "session_id", "timestamp", "delay", "input_length", "text_input", "messages", "tools", "payload",
-              "output_length", "hash_ids", "extra")
+_ROW_ORDER = ("type", "session_id", "timestamp", "delay", "input_length", "text_input", "messages", "tools",
+              "payload", "output_length", "hash_ids", "extra")
 
 
 def _ordered(d: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
@@ -681,15 +690,16 @@ def import_mooncake(source: str | Path | Iterable[str], *, api: str = "chat", mo
         k = counts.get(sid, 0)
         counts[sid] = k + 1
         fields = _given(row)
-        bulky = [k2 for k2 in _MOONCAKE_INPUTS if k2 in fields]  # the request holds them; export reads it there
-        syn: dict[str, Any] = {"format": "mooncake", "fields": {k2: v for k2, v in fields.items() if k2 not in bulky},
-                               "inputs": bulky}
+        bulky = [k2 for k2 in _MOONCAKE_INPUTS if k2 in fields]  # the request holds them: export reads them
+        syn: dict[str, Any] = {"format": "mooncake", "inputs": bulky,
+                               "fields": {k2: v for k2, v in fields.items() if k2 not in bulky}}
         if row.payload is not None:
             request = copy.deepcopy(row.payload)
         else:
             if row.messages is not None:
                 if api != "chat":
-                    raise ValueError(f"line {n}: 'messages' rows are OpenAI chat messages: import with --api chat")
+                    raise ValueError(f"line {n}: 'messages' rows are OpenAI chat messages: "
+                                     "import with --apis chat")
                 history: list[dict[str, Any]] = copy.deepcopy(row.messages)
             else:
                 if row.text_input is not None:
@@ -762,7 +772,7 @@ def export_mooncake(trace: Trace, *, block_size: int = DEFAULT_BLOCK_SIZE, mode:
             syn = t.synthetic or {}
             gap = t.timing.think_ms + t.timing.tool_ms
             if syn.get("format") == "mooncake" and isinstance(syn.get("fields"), dict):
-                d = dict(syn["fields"])  # what the row gave; inputs, timing and session as the trace has them now
+                d = dict(syn["fields"])  # what the row gave; inputs, timing, session as the trace has them
                 d.update(_mooncake_inputs(t.api, full, syn.get("inputs") or []))
                 if "timestamp" in d or t.timing.at_ms is not None:
                     d["timestamp"] = _int(t.timing.at_ms) if t.timing.at_ms is not None else d["timestamp"]

@@ -13,7 +13,8 @@ NAME = "bench"
 ORDER = 50
 HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
         "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token), "
-        "mixed (stream gaps while large prompts are tokenized), load (concurrency and request-rate sweeps)")
+        "mixed (stream gaps while large prompts are tokenized), "
+        "load (concurrency and request-rate sweeps)")
 DESCRIPTION = """\
 Benchmarks against --endpoint, or with none against embedded reference servers started with a
 non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
@@ -126,7 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="measure this server instead of an embedded one (needs --pid)")
     p.add_argument("--pid", type=int, default=None, help="with --endpoint: the server's process id on this machine")
     p.add_argument("--model", default=None, help="with --endpoint: model id (default: the first of /v1/models)")
-    p.add_argument("--api-key", default=None, metavar="KEY", help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     p = sub.add_parser("mixed", help="worst stream inter-frame gap with vs without a large prompt being tokenized")
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
@@ -153,7 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_arguments(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("load", help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles")
+    p = sub.add_parser("load",
+                       help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles")
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
     p.add_argument("--api-key", default=None, metavar="KEY", help="API key (default: $HARNESSCHECK_API_KEY)")
@@ -163,7 +166,8 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apis", default="chat", metavar="LIST",
                    help="comma-separated APIs of builtin: and scenario: workloads, their requests alternated "
                         "(default: chat)")
-    p.add_argument("--max-tokens", type=int, default=64, help="scenario: output tokens per request (default: 64)")
+    p.add_argument("--max-tokens", type=int, default=64,
+                   help="scenario: output tokens per request (default: 64)")
     p.add_argument("--concurrency", default=None, metavar="LIST",
                    help="concurrency sweep, comma-separated levels (default 1,4,16 when no --request-rate)")
     p.add_argument("--request-rate", default=None, metavar="LIST",
@@ -175,12 +179,15 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo", default="", metavar="NAME=MS,...",
                    help="goodput SLOs, e.g. ttft_ms=500,itl_ms=50,e2e_ms=4000 (itl_ms: per-request mean "
                         "inter-token time, vLLM's tpot; vLLM's names ttft, tpot, e2el also read)")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up requests discarded before the sweeps (default: 1)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="warm-up requests discarded before the sweeps (default: 1)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
-    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    p.add_argument("--ttft-base-ms", type=float, default=10.0,
+                   help="embedded timing: fixed cost before token 1")
     p.add_argument("--prefill-us-per-token", type=float, default=0.0,
                    help="embedded timing: cost per uncached prompt token (default: 0)")
-    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    p.add_argument("--decode-ms", type=float, default=5.0,
+                   help="embedded timing: interval between output tokens")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for the embedded server, repeatable")
 
@@ -341,7 +348,8 @@ def _print_load(doc: dict) -> None:
         for f in figures:
             good = "-" if f["request_goodput"] is None else f"{f['request_goodput']:.2f}"
             print(f"  {f['label']:<10} {f['request_throughput']:>7.2f} {good:>8} {f['output_throughput']:>10.1f} "
-                  f"{f['p50_ttft_ms']:>7.1f}/{f['p99_ttft_ms']:<8.1f} {f['p50_itl_ms']:>6.1f}/{f['p99_itl_ms']:<7.1f} "
+                  f"{f['p50_ttft_ms']:>7.1f}/{f['p99_ttft_ms']:<8.1f} "
+                  f"{f['p50_itl_ms']:>6.1f}/{f['p99_itl_ms']:<7.1f} "
                   f"{f['p50_e2el_ms']:>7.1f}/{f['p99_e2el_ms']:<8.1f}")
         print()
 
@@ -354,8 +362,8 @@ def _load_plots(doc: dict, out: Path) -> list[Path]:
     run = doc["run"]
     for kind, figures in _load_figures(doc).items():
         path = out / f"bench-load-{kind}-sweep.png"
-        sweep_plot(kind, figures, str(path), title=f"bench load: {kind} sweep · endpoint {run.get('endpoint')} · "
-                                                   f"model {run.get('model')}")
+        title = f"bench load: {kind} sweep · endpoint {run.get('endpoint')} · model {run.get('model')}"
+        sweep_plot(kind, figures, str(path), title=title)
         written.append(path)
     return written
 

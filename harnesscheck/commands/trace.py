@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
     p.add_argument("--sessions", type=int, default=4, help="concurrent sessions (default: 4)")
     p.add_argument("--turns", type=int, default=5, help="requests per session (default: 5)")
-    p.add_argument("--prompt-tokens", type=int, default=8000, help="first prompt's size in tokens (default: 8000)")
+    p.add_argument("--prompt-tokens", type=int, default=8000,
+                   help="first prompt's size in tokens (default: 8000)")
     p.add_argument("--apis", default="anthropic", choices=_APIS, metavar="API",
                    help="the API of the requests: anthropic, chat or responses (default: anthropic)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")

@@ -45,7 +45,8 @@ KINDS = ("concurrency", "rate")
 PERCENTILES = (50, 90, 99)
 SLO_KEYS = {"ttft_ms": "ttft", "ttft": "ttft", "itl_ms": "tpot", "tpot_ms": "tpot", "tpot": "tpot",
             "e2e_ms": "e2el", "e2el_ms": "e2el", "e2el": "e2el"}
-_METRICS = (("ttft", "TTFT", "Time to First Token"), ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+_METRICS = (("ttft", "TTFT", "Time to First Token"),
+            ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
             ("itl", "ITL", "Inter-token Latency"), ("e2el", "E2EL", "End-to-end Latency"))
 
 
@@ -93,12 +94,12 @@ class Sample:
 
 
 def parse_slo(text: str) -> dict[str, float]:
-    """``ttft_ms=500,itl_ms=50,e2e_ms=4000`` (also vLLM's names ``ttft``, ``tpot``, ``e2el``) -> ms by metric."""
+    """``ttft_ms=500,itl_ms=50,e2e_ms=4000`` -> ms by metric (vLLM's ``ttft``, ``tpot``, ``e2el`` too)."""
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.replace(" ", ",").split(","))):
         key, sep, value = item.replace(":", "=").partition("=")
         if not sep or key not in SLO_KEYS:
-            raise ValueError(f"SLO {item!r}: expected NAME=MS with NAME one of ttft_ms, itl_ms (= tpot), e2e_ms")
+            raise ValueError(f"SLO {item!r}: expected NAME=MS, NAME one of ttft_ms, itl_ms (= tpot), e2e_ms")
         ms = float(value)
         if ms < 0 or not math.isfinite(ms):
             raise ValueError(f"SLO {item!r}: the value must be a finite number of ms >= 0")
@@ -106,7 +107,8 @@ def parse_slo(text: str) -> dict[str, float]:
     return out
 
 
-def poisson_schedule(rate: float, duration_s: float, seed: int, max_requests: int | None = None) -> list[float]:
+def poisson_schedule(rate: float, duration_s: float, seed: int,
+                     max_requests: int | None = None) -> list[float]:
     """Arrival times (s) of a Poisson process of ``rate`` per second in [0, duration_s): cumulative
     exponential gaps drawn from ``random.Random(seed)``, at most ``max_requests``."""
     if rate <= 0 or not math.isfinite(rate):
@@ -143,7 +145,8 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
         from scenarios.loader import get
 
         limit = "max_output_tokens" if api == "responses" else "max_tokens"
-        body = {**first(api, get(spec.split(":", 1)[1]), model), limit: max(max_tokens, MIN_OUTPUT_TOKENS[api])}
+        body = {**first(api, get(spec.split(":", 1)[1]), model),
+                limit: max(max_tokens, MIN_OUTPUT_TOKENS[api])}
         return [(api, common.PATHS[api], body)]
     if spec.startswith("builtin:"):
         from replay.workloads import build
@@ -192,8 +195,9 @@ async def _one(client: Any, url: str, request: tuple[str, str, dict[str, Any]], 
                   output_tokens=out if out is not None else len(r.token_ns))
 
 
-async def run_level(client: Any, url: str, pool: list[tuple[str, str, dict[str, Any]]], hdrs: dict[str, str], *,
-                    kind: str, level: float, duration_s: float, seed: int, max_requests: int | None = None,
+async def run_level(client: Any, url: str, pool: list[tuple[str, str, dict[str, Any]]],
+                    hdrs: dict[str, str], *, kind: str, level: float, duration_s: float, seed: int,
+                    max_requests: int | None = None,
                     on_sample: Callable[[Sample], None] | None = None) -> tuple[list[Sample], float]:
     """Run one level; its samples and its duration (s, from the start to the last answer)."""
     samples: list[Sample] = []
@@ -287,7 +291,8 @@ def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, fl
         "duration": duration_s, "completed": len(ok), "failed": len(samples) - len(ok),
         "total_input_tokens": total_in, "total_output_tokens": total_out,
         "request_throughput": len(ok) / duration_s, "request_goodput": good / duration_s if slo_ms else None,
-        "output_throughput": total_out / duration_s, "total_token_throughput": (total_in + total_out) / duration_s,
+        "output_throughput": total_out / duration_s,
+        "total_token_throughput": (total_in + total_out) / duration_s,
         "max_output_tokens_per_s": peak_tokens, "max_concurrent_requests": peak_active,
         "max_in_flight": _max_in_flight(samples),
     }
@@ -309,7 +314,8 @@ def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
         return "{:<40} ".format(name) + fmt.format(value)
 
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
-             row("Successful requests:", fig["completed"], "{:<10}"), row("Failed requests:", fig["failed"], "{:<10}")]
+             row("Successful requests:", fig["completed"], "{:<10}"),
+             row("Failed requests:", fig["failed"], "{:<10}")]
     if kind == "concurrency":
         lines.append(row("Maximum request concurrency:", int(level), "{:<10}"))
     else:
@@ -346,7 +352,8 @@ async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: L
     async with StreamClient(limit=0) as client:
         for i in range(opts.warmup):  # connections and caches warm, answers discarded
             await _one(client, url, pool[i % len(pool)], hdrs, time.perf_counter())
-        plan = [("concurrency", float(c)) for c in opts.concurrency] + [("rate", float(r)) for r in opts.rates]
+        plan = [("concurrency", float(c)) for c in opts.concurrency]
+        plan += [("rate", float(r)) for r in opts.rates]
         for n, (kind, level) in enumerate(plan):
             label = level_label(kind, level)
             counts = [0, 0]
@@ -390,25 +397,27 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         pool = workload_requests(opts.workload, apis=opts.apis, model=model, max_tokens=opts.max_tokens)
-        args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms), *opts.server_args]
+        args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms),
+                *opts.server_args]
         with common.embedded_servers(args) as (srv,):
             results = run_async(_sweeps(srv.url, pool, opts))
             server = server_info(srv.url, model, kind="embedded")
         endpoint = "embedded"
     apis = sorted({api for api, _, _ in pool})
     settings: dict[str, Any] = {"workload": opts.workload, "apis": apis, "requests_in_workload": len(pool),
-                                "duration_s": opts.duration_s, "max_requests": opts.max_requests, "seed": opts.seed,
+                                "duration_s": opts.duration_s, "max_requests": opts.max_requests,
+                                "seed": opts.seed,
                                 "warmup_requests": opts.warmup, "slo_ms": dict(opts.slo_ms),
                                 "percentiles": list(PERCENTILES)}
     if opts.workload.startswith("scenario:"):
         settings["max_tokens"] = opts.max_tokens
     if not opts.endpoint:
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms, "decode_ms": opts.decode_ms,
+                                    "prefill_us_per_token": opts.prefill_us_per_token}
     benchmarks: list[dict[str, Any]] = []
     for kind, levels in results.items():
-        figures = [{"level": level, "label": level_label(kind, level), **level_figures(samples, dur, opts.slo_ms)}
-                   for level, samples, dur in levels]
+        figures = [{"level": level, "label": level_label(kind, level),
+                    **level_figures(samples, dur, opts.slo_ms)} for level, samples, dur in levels]
         sweep = {**settings, "sweep": kind, "levels": [f["level"] for f in figures], "figures": figures}
         for key, title in (("ttft", "TTFT"), ("tpot", "TPOT (per request: (E2EL - TTFT) / (tokens - 1))"),
                            ("e2el", "end-to-end latency")):
@@ -416,10 +425,11 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
             for n, (level, samples, _) in enumerate(levels):
                 ok = [s for s in samples if s.ok]
                 xs = {"ttft": [s.ttft_ms for s in ok if s.ttft_ms is not None],
-                      "tpot": [s.tpot_ms for s in ok if s.output_tokens > 1], "e2el": [s.e2el_ms for s in ok]}[key]
+                      "tpot": [s.tpot_ms for s in ok if s.output_tokens > 1],
+                      "e2el": [s.e2el_ms for s in ok]}[key]
                 arms.append(common.arm(level_label(kind, level), xs, seed=n))
-            benchmarks.append({"name": f"load-{kind}-{key}", "title": f"{title} per {kind} level", "unit": "ms",
-                               "timing": server["timing"], "better": "lower", "settings": sweep, "arms": arms,
-                               "ratios": []})
-    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis, server=server,
-                                   settings=settings, started_at=started)
+            benchmarks.append({"name": f"load-{kind}-{key}", "title": f"{title} per {kind} level",
+                               "unit": "ms", "timing": server["timing"], "better": "lower", "settings": sweep,
+                               "arms": arms, "ratios": []})
+    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis,
+                                   server=server, settings=settings, started_at=started)

@@ -46,7 +46,8 @@ def sweep_plot(kind: str, figures: list[dict[str, Any]], path: str, *, title: st
     tok.tick_params(labelsize=8)
     handles = ax.get_legend_handles_labels()[0] + tok.get_legend_handles_labels()[0]
     ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
-    for ax, key, name in ((axes[0][1], "ttft", "TTFT"), (axes[1][0], "itl", "ITL"), (axes[1][1], "e2el", "E2EL")):
+    panels = ((axes[0][1], "ttft", "TTFT"), (axes[1][0], "itl", "ITL"), (axes[1][1], "e2el", "E2EL"))
+    for ax, key, name in panels:
         _style(ax, f"{name} (ms)")
         for p, color in _LINES.items():
             ax.plot(xs, [f[f"{p}_{key}_ms"] for f in figures], marker="o", color=color, label=p)

@@ -16,7 +16,9 @@ import time
 import pytest
 
 from harnesscheck.cli import build_parser, main
-from replay.benchmarks.load import Sample, level_figures, parse_slo, poisson_schedule, run_level, workload_requests
+from replay.benchmarks.load import (
+    Sample, level_figures, parse_slo, poisson_schedule, run_level, workload_requests,
+)
 from replay.client import StreamClient, run_async
 from reference_server.config import DEFAULT_MODEL_IDS
 from reports.schema import load_results
@@ -50,7 +52,8 @@ def test_poisson_schedule_mean_count_is_rate_times_duration() -> None:
 
 def test_parse_slo() -> None:
     assert parse_slo("ttft_ms=500,itl_ms=50,e2e_ms=4000") == {"ttft": 500.0, "tpot": 50.0, "e2el": 4000.0}
-    assert parse_slo("ttft:200 tpot:20 e2el:1e9") == {"ttft": 200.0, "tpot": 20.0, "e2el": 1e9}  # vLLM's spelling
+    vllm_spelling = parse_slo("ttft:200 tpot:20 e2el:1e9")
+    assert vllm_spelling == {"ttft": 200.0, "tpot": 20.0, "e2el": 1e9}
     assert parse_slo("") == {}
     for bad in ("ttft_ms", "queue_ms=3", "ttft_ms=-1", "e2e_ms=inf"):
         with pytest.raises(ValueError):
@@ -120,7 +123,8 @@ def test_bench_load_sweeps(tmp_path, capsys) -> None:
     assert rc == 0
     out = capsys.readouterr().out
     for line in ("Serving Benchmark Result", "Maximum request concurrency:", "Request rate configured (RPS):",
-                 "Request throughput (req/s):", "Request goodput (req/s):", "Output token throughput (tok/s):",
+                 "Request throughput (req/s):", "Request goodput (req/s):",
+                 "Output token throughput (tok/s):",
                  "Mean TTFT (ms):", "P99 TPOT (ms):", "P90 ITL (ms):", "P50 E2EL (ms):"):
         assert line in out
     doc = load_results(tmp_path / "bench-load.json")  # validates

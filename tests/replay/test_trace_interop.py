@@ -31,7 +31,8 @@ MULTI = _jsonl(
         {"text": "What is deep learning?", "timestamp": 0, "output_length": 32},
         {"texts": ["And transformers?", "In one line."], "timestamp": 1500, "extra": {"temperature": 0}},
     ]},
-    {"turns": [{"texts": [{"name": "q", "contents": ["a", "b"]}, {"name": "r", "contents": ["c"]}], "delay": 0},
+    {"turns": [{"texts": [{"name": "q", "contents": ["a", "b"]}, {"name": "r", "contents": ["c"]}],
+                "delay": 0},
                {"text": "Bye", "delay": 250, "role": "user", "x_note": "kept"}]},
 )
 
@@ -43,10 +44,11 @@ def test_multi_turn_import_builds_aiperfs_requests() -> None:
     assert len(s1.turns) == 2  # the leading system turn is the system prompt, not a request
     answers = {0: [{"role": "assistant", "content": "A0"}], 1: [{"role": "assistant", "content": "A1"}]}
     first, second = s1.requests(answers)
-    assert first == {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 32,
+    chat = {"model": "m", "stream": True, "stream_options": {"include_usage": True}}
+    assert first == {**chat, "max_tokens": 32,
                      "messages": [{"role": "system", "content": "Be brief."},
                                   {"role": "user", "content": "What is deep learning?"}]}
-    assert second == {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
+    assert second == {**chat, "temperature": 0,
                       "messages": [{"role": "system", "content": "Be brief."},
                                    {"role": "user", "content": "What is deep learning?"},
                                    {"role": "assistant", "content": "A0"},
@@ -69,7 +71,8 @@ def test_multi_turn_system_prompt_per_api() -> None:
     assert responses == {"model": "m", "stream": True, "instructions": "S",
                          "input": [{"role": "user", "content": "hi"}]}
     # AIPerf leaves a system turn that carries timing in place (not hoisted): Anthropic has no such message
-    timed = _jsonl({"session_id": "s", "turns": [{"role": "system", "text": "S", "delay": 5}, {"text": "hi"}]})
+    timed = _jsonl({"session_id": "s",
+                    "turns": [{"role": "system", "text": "S", "delay": 5}, {"text": "hi"}]})
     with pytest.raises(ValueError, match="role 'system' has no place in Anthropic messages"):
         import_aiperf(timed, api="anthropic")
 
@@ -112,7 +115,8 @@ def test_single_turn_rows_are_whole_requests() -> None:
     ({"session_id": "x", "turns": [{"text": "a", "output_length": 0}]}, "greater than 0"),
     ({"session_id": "x", "turns": [{"delay": 5}]}, "at least one modality"),
     ({"session_id": "x", "turns": []}, "'turns' must be a non-empty list"),
-    ({"session_id": "x", "turns": [{"text": "a", "image": "/p.png"}]}, "images, audio and video are not replayed"),
+    ({"session_id": "x", "turns": [{"text": "a", "image": "/p.png"}]},
+     "images, audio and video are not replayed"),
 ])
 def test_aiperf_rules(row: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -124,8 +128,8 @@ def test_gzip_inputs(tmp_path) -> None:
     gz.write_bytes(gzip.compress(MULTI.encode()))
     assert _rows(export_aiperf(import_aiperf(gz, api="anthropic")).text) == _rows(MULTI)
     mc = tmp_path / "trace.jsonl.gz"
-    mc.write_bytes(gzip.compress(_jsonl({"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": [7]})
-                                 .encode()))
+    row = {"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": [7]}
+    mc.write_bytes(gzip.compress(_jsonl(row).encode()))
     assert import_mooncake(mc, block_size=2).turns[0].request["max_tokens"] == 2
     # harnesscheck's own traces, compressed, whatever the file is called
     trace = import_aiperf(MULTI)
@@ -143,8 +147,9 @@ def _agent_trace() -> Trace:
     """A two-turn Anthropic agent session: system prompt, one tool, a tool call, its result."""
     tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}]
     t0 = TraceTurn(session="a", turn=0, api="anthropic", timing=Timing(at_ms=0),
-                   request={"model": "m", "max_tokens": 4096, "system": [{"type": "text", "text": "You code."}],
-                            "tools": tools, "thinking": {"type": "enabled", "budget_tokens": 1024},
+                   request={"model": "m", "max_tokens": 4096,
+                            "system": [{"type": "text", "text": "You code."}], "tools": tools,
+                            "thinking": {"type": "enabled", "budget_tokens": 1024},
                             "messages": [{"role": "user", "content": "Fix the build"}], "stream": True},
                    response=[{"role": "assistant", "content": [
                        {"type": "text", "text": "Running make now."},
@@ -166,8 +171,10 @@ def test_agent_export_to_aiperf_says_what_it_cannot_hold() -> None:
     ]}]
     assert out.warnings == [
         "AIPerf multi_turn: 1 x session's tool definitions dropped (AIPerf turns carry no tools)",
-        "AIPerf multi_turn: 1 x session's recorded answers not exported (AIPerf threads the endpoint's live answers)",
-        "AIPerf multi_turn: 1 x tool result exported as user text (AIPerf turns are text messages, no tool results)",
+        "AIPerf multi_turn: 1 x session's recorded answers not exported "
+        "(AIPerf threads the endpoint's live answers)",
+        "AIPerf multi_turn: 1 x tool result exported as user text "
+        "(AIPerf turns are text messages, no tool results)",
     ]
 
 
@@ -196,10 +203,12 @@ def test_mooncake_export_writes_the_recorded_output_length() -> None:
 
 MOONCAKE = _jsonl(
     {"timestamp": 0, "input_length": 6, "output_length": 4, "hash_ids": [1, 2]},
-    {"session_id": "c", "timestamp": 10, "text_input": "Hello world", "output_length": 3, "extra": {"seed": 1}},
+    {"session_id": "c", "timestamp": 10, "text_input": "Hello world", "output_length": 3,
+     "extra": {"seed": 1}},
     {"session_id": "c", "delay": 500, "messages": [{"role": "user", "content": "hi"}],
      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
-    {"timestamp": 2000, "payload": {"model": "x", "messages": [{"role": "user", "content": "raw"}], "stream": True}},
+    {"timestamp": 2000,
+     "payload": {"model": "x", "messages": [{"role": "user", "content": "raw"}], "stream": True}},
     {"timestamp": 2500, "input_length": 3},
 )
 
@@ -212,10 +221,11 @@ def test_mooncake_import_every_input_mode() -> None:
     c = trace.session("c")
     assert c.turns[0].request == {**base, "max_tokens": 3, "seed": 1,
                                   "messages": [{"role": "user", "content": "Hello world"}]}
-    assert c.turns[1].request == {**base, "messages": [{"role": "user", "content": "hi"}],
-                                  "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    assert c.turns[1].request == {**base, "messages": [{"role": "user", "content": "hi"}], "tools": tools}
     assert c.turns[1].timing.think_ms == 500
-    assert trace.turns[3].request == {"model": "x", "messages": [{"role": "user", "content": "raw"}], "stream": True}
+    raw = {"model": "x", "messages": [{"role": "user", "content": "raw"}], "stream": True}
+    assert trace.turns[3].request == raw
     no_ids = trace.turns[4].request["messages"][0]["content"]
     assert len(no_ids.split()) == 3 and no_ids != first["messages"][0]["content"][:len(no_ids)]
     out = export_mooncake(trace, block_size=4)
