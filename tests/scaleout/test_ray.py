@@ -10,6 +10,7 @@ with generous bounds only: the CI machine has two loaded cores.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
 
 from stats.compare import compare_sources  # noqa: E402
-from stats.distributed import RayOptions, is_failed, run_profiles_on_ray  # noqa: E402
+from stats.distributed import RayOptions, is_failed, ray_session, run_profiles_on_ray  # noqa: E402
 from stats.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
 from stats.rollouts import load_run_dir  # noqa: E402
 from stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
@@ -33,9 +34,22 @@ SMALL_TASK = RayOptions(memory_mb=256)  # the toy agent needs little; leaves roo
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    yield ray
-    ray.shutdown()
+    """One local Ray for the module, started as the CLI starts one (``ray_session``), which must
+    put back the SIGTERM handler ``ray.init`` replaces and shut down what it started."""
+
+    def ours(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        with ray_session(num_cpus=2) as session:
+            assert signal.getsignal(signal.SIGTERM) is ours
+            assert session.cluster_resources()["CPU"] == 2
+            signal.signal(signal.SIGTERM, previous)
+            yield session
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not ray.is_initialized()
 
 
 def _on_ray(
