@@ -37,7 +37,9 @@ READS_RC = """{%- for m in messages -%}
 </think>
 {% endif -%}
 {{ m.content }}
-{%- for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }} {{ c.function.arguments | tojson }}</tool_call>{% endfor -%}
+{%- for c in m.tool_calls or [] -%}
+<tool_call>{{ c.function.name }} {{ c.function.arguments | tojson }}</tool_call>
+{%- endfor -%}
 <|im_end|>
 {% endfor -%}
 {%- if add_generation_prompt -%}
@@ -62,7 +64,8 @@ CONTENT_ONLY = """{%- for m in messages -%}
 HONOURS_BOTH = """{%- set truncate = truncate_history_thinking if truncate_history_thinking is defined else true -%}
 {%- for m in messages -%}
 <|im_start|>{{ m.role }}
-{% if m.reasoning_content and not truncate %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}<|im_end|>
+{% if m.reasoning_content and not truncate %}<think>{{ m.reasoning_content }}</think>{% endif -%}
+{{ m.content }}<|im_end|>
 {% endfor -%}
 {%- if add_generation_prompt -%}
 <|im_start|>assistant
@@ -135,7 +138,8 @@ def _agent_history(model: str) -> Conversation:
     call = ToolCall(index=0, id="call_1", name="calculator", arguments='{"expression": "15 * 23"}')
     return Conversation(model=model, messages=[
         Message(role="user", text="hi"),
-        Message(role="assistant", parts=[Part(kind="reasoning", text="plain-thought"), Part(kind="text", text="hello")]),
+        Message(role="assistant", parts=[Part(kind="reasoning", text="plain-thought"),
+                                         Part(kind="text", text="hello")]),
         Message(role="user", text="compute"),
         Message(role="assistant", parts=[Part(kind="reasoning", text="agent-thought"),
                                          Part(kind="tool_call", call=call)]),
@@ -145,7 +149,8 @@ def _agent_history(model: str) -> Conversation:
 
 @pytest.mark.parametrize("family", ["nemotron", "deepseek_r1"])
 def test_reasoning_goes_to_a_template_that_reads_it(tmp_path: Path, family: str) -> None:
-    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=str(_checkpoint(tmp_path, HONOURS_BOTH))))
+    path = str(_checkpoint(tmp_path, HONOURS_BOTH))
+    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=path))
     prompt = service.prompt(_agent_history("m"))
     # The template got reasoning_content and, with truncate_history_thinking=false, kept both turns'
     # reasoning as it writes it (<think>..</think> with no newlines): the family's drop policy did not apply.
@@ -157,7 +162,8 @@ def test_reasoning_goes_to_a_template_that_reads_it(tmp_path: Path, family: str)
 @pytest.mark.parametrize(("family", "plain_kept"), [("nemotron", True), ("deepseek_r1", False)])
 def test_content_only_template_gets_inline_think_and_the_family_policy(tmp_path: Path, family: str,
                                                                        plain_kept: bool) -> None:
-    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=str(_checkpoint(tmp_path, CONTENT_ONLY))))
+    path = str(_checkpoint(tmp_path, CONTENT_ONLY))
+    service = build_service(ServerConfig(model_ids=(f"m={family}",), model_path=path))
     prompt = service.prompt(_agent_history("m"))
     assert "<think>\nagent-thought\n</think>" in prompt.text  # inlined by the server, agent turn kept
     assert ("plain-thought" in prompt.text) is plain_kept  # DeepSeek-R1 policy: plain-turn reasoning dropped
