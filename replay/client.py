@@ -150,7 +150,7 @@ class StreamResult:
     tool_ready: list[ToolReady] = field(default_factory=list)
     end_ns: int | None = None
     events: int = 0
-    finished: bool = False  # the API's end event arrived (message_stop, [DONE], response.completed)
+    finished: bool = False  # the API's end event arrived (message_stop, [DONE], response.completed/incomplete)
     stop_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     answer: list[Any] | None = None  # history form
@@ -361,7 +361,9 @@ class _Responses:
             resp = d.get("response") or {}
             r.usage.update(resp.get("usage") or {})
             r.stop_reason = resp.get("status") or typ.split(".")[-1]
-            r.finished = typ == "response.completed"
+            # response.incomplete (max_output_tokens, content filter) is the stream's end too: a
+            # whole stream whose status says why it stopped, not a truncated one.
+            r.finished = typ != "response.failed"
             if typ == "response.failed":
                 r.error = r.error or f"response.failed: {json.dumps(resp.get('error'))[:300]}"
                 r.error_kind = r.error_kind or "error_event"

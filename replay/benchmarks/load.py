@@ -184,8 +184,6 @@ async def _one(client: Any, url: str, request: tuple[str, str, dict[str, Any]], 
     r = await client.post(url + path, body, api=api, headers=hdrs)
     out = _tokens(r.usage, "output_tokens", "completion_tokens")
     error = r.error
-    if error and r.error_kind == "truncated" and r.stop_reason == "incomplete":
-        error = None  # a Responses stream that ends in response.incomplete (max_output_tokens) is whole
     if error is None and r.ttft_ns is None:
         error = "no content event"
     ok = error is None and r.status is not None and 200 <= r.status < 300

@@ -98,3 +98,22 @@ def test_unreachable_endpoint_is_an_error_not_a_crash() -> None:
     assert res.summary["turns_failed"] == 2
     assert res.records[0]["error_kind"] == "connect"
     assert res.records[1]["history"] == "recorded"  # no live answer: the recorded one stands in
+
+
+def test_a_responses_stream_ending_in_incomplete_is_whole(server) -> None:
+    """`response.incomplete` (here: max_output_tokens reached) is the Responses stream's end event,
+    with the reason in its status: the client counts the stream as whole, not truncated."""
+    import asyncio
+
+    from replay.client import StreamClient
+
+    body = {"model": DEFAULT_MODEL_IDS[0], "stream": True, "max_output_tokens": 16,
+            "input": "Write a long story about a lighthouse keeper, at least five paragraphs."}
+
+    async def go():
+        async with StreamClient() as client:
+            return await client.post(server.url + "/v1/responses", body, api="responses")
+
+    r = asyncio.run(go())
+    assert r.stop_reason == "incomplete", (r.stop_reason, r.error)
+    assert r.finished and r.ok and r.error is None
