@@ -72,8 +72,9 @@ class SuiteOptions:
                 # checked before (check_endpoint), or a broken server on purpose (the kit's own tests)
                 "--hc-no-preflight"]
         args += ["-v"] if self.verbose else ["-q"]
-        if self.concurrency > 1:  # xdist workers; idle ones take queued checks (their lengths differ a lot)
-            args += ["-n", str(self.concurrency), "--dist", "worksteal"]
+        if self.concurrency > 1:  # xdist workers, given checks in collection order as they free up (the
+            # timing-sensitive ones last: plugin.py)
+            args += ["-n", str(self.concurrency), "--dist", "load"]
         if self.endpoint:
             args += ["--hc-endpoint", self.endpoint]
         if self.model:
@@ -263,7 +264,11 @@ def client_verification_lines(doc: dict[str, Any]) -> list[str]:
     for row in verification.get("comparison") or []:
         apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
         line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
-        lines.append(line if row["agrees"] else f"{line}: DISAGREE (the measurement is what happened)")
+        if row["agrees"] is None:
+            line += ": inconclusive (a turn ran out of time; try a longer --client-timeout)"
+        elif not row["agrees"]:
+            line += ": DISAGREE (the measurement is what happened)"
+        lines.append(line)
     for entry in (verification.get("clients") or {}).values():
         if entry.get("skipped"):
             lines.append(f"{entry['label']} over {entry['api']}: not run ({entry['skipped']})")

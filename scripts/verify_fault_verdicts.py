@@ -53,10 +53,10 @@ def main() -> int:
             print(f"{fault}: no results ({result['error'][-200:]})", flush=True)
             continue
         for row in result["rows"]:
-            mark = "ok " if row.get("agrees") else "DISAGREES"
+            mark = {True: "ok ", None: "TIMED OUT"}.get(row.get("agrees"), "DISAGREES")
             print(f"{mark} {fault:38} {row['client']:22} inferred {row['inferred']:20} measured {row['measured']}",
                   flush=True)
-            if not row.get("agrees"):
+            if row.get("agrees") is False:
                 disagreements.append((fault, row))
         (args.out / "verdicts.json").write_text(json.dumps(results, indent=1))
     print(f"{len(disagreements)} disagreement(s) over {len(results)} fault(s); {args.out / 'verdicts.json'}")

@@ -26,17 +26,20 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
 
     Keys are ``impact.client_key`` ("openclaw:chat"); the label is one per client whatever its
     API, as in the kit's verdicts. ``measured`` is "breaks" when a turn failed (``failed`` lists its
-    failed checks, ``"CL-FINAL-TEXT: <detail>"``; ``error`` the client's own error, "timed out
-    after N s" included), "works" when both passed, "" when skipped.
+    failed checks, ``"CL-FINAL-TEXT: <detail>"``; ``error`` the client's own error), "timed out"
+    when a turn only ran out of time (every request it made was answered, the client had not
+    finished by the deadline: slowness, not a verdict), "works" when both passed, "" when skipped.
 
 ``compare_verdicts(inferred: dict[str, str], measured: dict) -> list[dict]``
 
     ``inferred`` maps a client label ("Claude Code 2.1.197") to the kit's verdict, "would break",
     "unaffected" or "no measured impact"; ``measured`` is what ``verify_clients`` returned. One
     row per measured label (skipped clients have none), in the order of ``measured``:
-    ``{"client": label, "inferred": ..., "measured": "works"|"breaks", "agrees": bool,
+    ``{"client": label, "inferred": ..., "measured": "works"|"breaks"|"timed out", "agrees": bool|None,
     "by_api": {"anthropic": "works", "chat": "breaks"}}``. A label run over several APIs
-    (OpenClaw) breaks when one of its runs breaks. "would break" agrees only with "breaks",
+    (OpenClaw) breaks when one of its runs breaks, else is "timed out" when one timed out; a
+    "timed out" measurement confirms nothing and contradicts nothing (``agrees`` None: rerun with a
+    longer ``--client-timeout``). "would break" agrees only with "breaks",
     "unaffected" only with "works", "no measured impact" with either; a measured label the kit
     said nothing about counts as "unaffected" (no failing rule named it), so a break the kit
     missed shows as a disagreement. Any other inferred value is a ValueError.
@@ -50,7 +53,7 @@ from typing import Any
 
 from conformance.clients import DUMMY_KEY, LABELS, get_client, impact, runner
 
-WORKS, BREAKS = "works", "breaks"
+WORKS, BREAKS, TIMED_OUT = "works", "breaks", "timed out"
 from conformance.clients.impact import NO_MEASURE as NO_MEASURED, UNAFFECTED, WOULD_BREAK  # noqa: E402
 # (client, api) runs: Claude Code over Messages, Codex over Responses, OpenClaw over all three.
 RUNS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None), ("openclaw", None),
@@ -85,7 +88,7 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
         turns = {r.turn: {"ok": r.ok, "failed": [f"{c.id}: {c.detail[:300]}" for c in r.checks if not c.ok],
                           "error": r.error[:500], "final_text": r.final_text[:200], "seconds": r.seconds,
                           "timed_out": r.timed_out, "capture": r.capture} for r in results}
-        measured = WORKS if all(t["ok"] for t in turns.values()) else BREAKS
+        measured = _measured_of(results)
         clients[key] = {"label": impact.label_of(impact.client_entry(client, inst)), "api": client.api,
                         "turns": turns, "measured": measured, "skipped": ""}
         if progress:
@@ -96,19 +99,32 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
             "clients": {k: clients[k] for k in order if k in clients}}
 
 
+def _measured_of(results: list[Any]) -> str:
+    """works / breaks / timed out for one client's turns (runner.ClientResult): a turn that failed
+    only by running out of time, with every request it made answered, is slowness, not a break."""
+    def state(r: Any) -> str:
+        if r.ok:
+            return WORKS
+        answered = all(c.ok for c in r.checks if c.id == "CL-ANSWERED")
+        return TIMED_OUT if r.timed_out and answered else BREAKS
+
+    states = {state(r) for r in results}
+    return BREAKS if BREAKS in states else TIMED_OUT if TIMED_OUT in states else WORKS
+
+
 def compare_verdicts(inferred: dict[str, str], measured: dict[str, Any]) -> list[dict[str, Any]]:
     """Inferred against measured verdicts, a row per measured client label (see the module docstring)."""
     by_label: dict[str, dict[str, str]] = {}
     for entry in (measured.get("clients") or {}).values():
-        if entry.get("skipped") or entry.get("measured") not in (WORKS, BREAKS):
+        if entry.get("skipped") or entry.get("measured") not in (WORKS, BREAKS, TIMED_OUT):
             continue
         by_label.setdefault(entry["label"], {})[entry["api"]] = entry["measured"]
     rows = []
     for label, by_api in by_label.items():
-        got = BREAKS if BREAKS in by_api.values() else WORKS
+        got = next((v for v in (BREAKS, TIMED_OUT) if v in by_api.values()), WORKS)
         said = inferred.get(label, UNAFFECTED)
         if said not in _AGREES:
             raise ValueError(f"inferred verdict {said!r} for {label}: expected one of {', '.join(_AGREES)}")
-        rows.append({"client": label, "inferred": said, "measured": got, "agrees": got in _AGREES[said],
-                     "by_api": by_api})
+        agrees = None if got == TIMED_OUT else got in _AGREES[said]
+        rows.append({"client": label, "inferred": said, "measured": got, "agrees": agrees, "by_api": by_api})
     return rows

@@ -578,3 +578,25 @@ def test_codex_environment_context_switch_is_top_level():
     assert "include_environment_context" not in tomllib.loads(config_toml("http://h/v1", "m"))
     cfg = tomllib.loads(config_toml("http://h/v1", "m", environment_context=False))
     assert cfg["include_environment_context"] is False and "include_environment_context" not in cfg["analytics"]
+
+
+def _turn(ok: bool, *, timed_out: bool = False, answered: bool = True):
+    from conformance.clients.runner import Check, TurnResult
+
+    checks = [Check("CL-ANSWERED", answered), Check("CL-FINAL-TEXT", ok)]
+    return TurnResult(client="openclaw", label=OC, version="1", api="chat", turn="text", prompt="p", ok=ok,
+                      timed_out=timed_out, checks=checks)
+
+
+def test_a_turn_that_only_ran_out_of_time_is_timed_out_not_breaks():
+    """A deadline is not a verdict: every request answered, the client not done by the deadline
+    (a loaded machine) is "timed out"; an HTTP error seen before the deadline still breaks."""
+    assert verify._measured_of([_turn(True), _turn(True)]) == "works"
+    assert verify._measured_of([_turn(False, timed_out=True), _turn(True)]) == "timed out"
+    assert verify._measured_of([_turn(False, timed_out=True, answered=False), _turn(True)]) == "breaks"
+    assert verify._measured_of([_turn(False), _turn(False, timed_out=True)]) == "breaks"
+    for said in ("would break", "unaffected", "no measured impact"):
+        row = verify.compare_verdicts({OC: said}, _measured({"openclaw": "timed out", "openclaw:chat": "works"}))[0]
+        assert (row["measured"], row["agrees"]) == ("timed out", None), said
+    row = verify.compare_verdicts({OC: "unaffected"}, _measured({"openclaw": "timed out", "openclaw:chat": "breaks"}))[0]
+    assert (row["measured"], row["agrees"]) == ("breaks", False)
