@@ -35,14 +35,15 @@ Exit status: 0 every turn replayed; 1 a turn failed.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file, or builtin:agent-coding")
-    parser.add_argument("--endpoint", required=True, metavar="URL")
+    parser.add_argument("--endpoint", required=True, metavar="URL", help="base URL of the endpoint to replay on")
     parser.add_argument("--model", help="model id for every request (default: the trace's; if empty, the "
                                         "endpoint's first listed model)")
-    parser.add_argument("--mode", choices=["fixed", "live"], default="fixed")
+    parser.add_argument("--mode", choices=["fixed", "live"], default="fixed",
+                        help="fixed: recorded answers are the history (default); live: the endpoint's own")
     parser.add_argument("--concurrency", type=int, default=16, help="sessions in flight at once (default 16)")
     parser.add_argument("--time-scale", type=float, default=1.0, help="factor on think/tool/schedule times")
     parser.add_argument("--out", metavar="DIR", help="write results.json and turns.csv here")
-    parser.add_argument("--api-key", help="sent as x-api-key (anthropic) or Authorization: Bearer (others); "
+    parser.add_argument("--api-key", metavar="KEY", help="sent as x-api-key (anthropic) or Authorization: Bearer (others); "
                                           "never written to the results")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra header")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, seconds")
