@@ -35,7 +35,8 @@ Exit status: 0 every turn replayed; 1 a turn failed.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file, or builtin:agent-coding")
-    parser.add_argument("--endpoint", required=True, metavar="URL", help="base URL of the endpoint to replay on")
+    parser.add_argument("--endpoint", required=True, metavar="URL",
+                        help="base URL of the endpoint to replay on")
     parser.add_argument("--model", help="model id for every request (default: the trace's; if empty, the "
                                         "endpoint's first listed model)")
     parser.add_argument("--mode", choices=["fixed", "live"], default="fixed",
