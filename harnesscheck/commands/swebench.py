@@ -111,13 +111,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="run on a Ray cluster (ADDRESS, or RAY_ADDRESS / a local instance when omitted); resumable",
     )
-    run.add_argument("--task-cpus", type=float, default=1.0, help="with --ray: CPUs per run (default 1)")
     run.add_argument(
-        "--task-memory", type=float, default=2.0, help="with --ray: GB of memory per run (default 2)"
+        "--task-cpus", type=float, default=1.0, metavar="N", help="with --ray: CPUs per run (default 1)"
+    )
+    run.add_argument(
+        "--task-memory", type=float, default=2.0, metavar="GB", help="with --ray: memory per run (default 2)"
     )
     run.add_argument(
         "--task-timeout",
         type=float,
+        metavar="SECONDS",
         help="with --ray: seconds before a run's Ray task is cancelled and counts as failed (default: "
         "--timeout, twice that with a test command, plus 300)",
     )
