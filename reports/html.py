@@ -204,8 +204,8 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
             stray = [c for c in cells if not c["expected_fail"] and not c.get("explained")
                      and c["outcome"] in ("fail", "error")]
             missed = expected and not caught
-            tip = "; ".join(f"{c.get('api', '?')}: {c['outcome']}" + (" (expected fail)" if c["expected_fail"] else "")
-                            for c in cells)
+            tip = "; ".join(f"{c.get('api', '?')}: {c['outcome']}"
+                            + (" (expected fail)" if c["expected_fail"] else "") for c in cells)
             if missed or stray:
                 cls, mark = "unexpected", "!" if stray else "✗"
                 why = "expected to fail, did not" if missed else "failed, not expected to"

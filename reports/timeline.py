@@ -56,6 +56,7 @@ class Span:
     start_ms: float
     end_ms: float
     closed: bool = True  # False when the stream never closed it (no stop / done frame)
+    end_frame: int | None = None  # the last frame that touched it
 
 
 @dataclass(slots=True)
@@ -142,18 +143,18 @@ class _Spans:
         self.spans: list[Span] = []
         self.open: dict[Any, Span] = {}
 
-    def touch(self, key: Any, label: str, t: float) -> Span:
+    def touch(self, key: Any, label: str, t: float, frame: int) -> Span:
         span = self.open.get(key)
         if span is None:
             span = self.open[key] = Span(label, t, t, closed=False)
             self.spans.append(span)
-        span.end_ms = max(span.end_ms, t)
+        span.end_ms, span.end_frame = max(span.end_ms, t), frame
         return span
 
-    def close(self, key: Any, t: float) -> Span | None:
+    def close(self, key: Any, t: float, frame: int) -> Span | None:
         span = self.open.pop(key, None)
         if span is not None:
-            span.end_ms, span.closed = max(span.end_ms, t), True
+            span.end_ms, span.end_frame, span.closed = max(span.end_ms, t), frame, True
         return span
 
 
@@ -186,14 +187,15 @@ def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | 
             markers.append(Marker("tool-complete", f"tool call {done} complete", t, f["index"]))
         if "dispatch" in str(f.get("event") or ""):
             call = (data.get("tool_call") or {}) if isinstance(data.get("tool_call"), dict) else {}
-            name = (call.get("function") or {}).get("name") if isinstance(call.get("function"), dict) else None
+            fn = call.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else None
             markers.append(Marker("dispatch", f"dispatch {name or ''}".strip(), t, f["index"]))
     if api == "chat":  # a chat call is complete with its last argument delta, known only now
         for key in list(calls.names):
             span = spans.open.get(key)
             if span is not None and calls.complete(key):
-                frame = _last_frame_at(frames, span.end_ms)
-                markers.append(Marker("tool-complete", f"tool call {calls.names[key]} complete", span.end_ms, frame))
+                markers.append(Marker("tool-complete", f"tool call {calls.names[key]} complete", span.end_ms,
+                                      span.end_frame))
         for span in spans.spans:  # a chat stream has no closing frames: its finish ends every channel
             span.closed = True
     events = [f for f in frames if f.get("kind", "event") == "event"]
@@ -206,11 +208,6 @@ def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | 
     end = max([_ms(timings.get("end_ns")) or 0.0, frames[-1]["t_ns"] / 1e6])
     markers.sort(key=lambda m: (m.t_ms, m.frame if m.frame is not None else -1))
     return Timeline(api, list(lanes.values()), spans.spans, markers, end)
-
-
-def _last_frame_at(frames: list[dict[str, Any]], t_ms: float) -> int | None:
-    at = [f["index"] for f in frames if abs(f["t_ns"] / 1e6 - t_ms) < 1e-9]
-    return at[-1] if at else None
 
 
 class _Calls:
@@ -236,21 +233,21 @@ class _Calls:
 def _spans_of(api: str, f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans,
               calls: _Calls) -> str | None:
     """Open, extend or close the spans this frame touches; the name of a tool call it completes."""
-    kind = data.get("type")
+    kind, n = data.get("type"), f["index"]
     if api == "anthropic":
         index = data.get("index")
         if kind == "content_block_start":
             block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
             name = block.get("name") if block.get("type") == "tool_use" else None
             label = f"block {index}: {block.get('type', '?')}" + (f" {name}" if name else "")
-            spans.touch(("block", index), label, t)
+            spans.touch(("block", index), label, t, n)
             if block.get("type") == "tool_use":
                 calls.add(("block", index), name)
         elif kind == "content_block_delta":
             if ("block", index) in spans.open:
-                spans.touch(("block", index), "", t)
+                spans.touch(("block", index), "", t, n)
         elif kind == "content_block_stop":
-            spans.close(("block", index), t)
+            spans.close(("block", index), t, n)
             return calls.complete(("block", index))
         return None
     if api == "responses":
@@ -258,29 +255,31 @@ def _spans_of(api: str, f: dict[str, Any], data: dict[str, Any], t: float, spans
         item = data.get("item") if isinstance(data.get("item"), dict) else {}
         if kind == "response.output_item.added":
             name = item.get("name") if item.get("type") == "function_call" else None
-            spans.touch(("item", oi), f"item {oi}: {item.get('type', '?')}" + (f" {name}" if name else ""), t)
+            label = f"item {oi}: {item.get('type', '?')}" + (f" {name}" if name else "")
+            spans.touch(("item", oi), label, t, n)
             if item.get("type") == "function_call":
                 calls.add(("item", oi), name)
         elif kind in ("response.function_call_arguments.done", "response.output_item.done"):
             if kind == "response.output_item.done":
-                spans.close(("item", oi), t)
+                spans.close(("item", oi), t, n)
             elif ("item", oi) in spans.open:
-                spans.touch(("item", oi), "", t)
+                spans.touch(("item", oi), "", t, n)
             return calls.complete(("item", oi))
         elif ("item", oi) in spans.open:
-            spans.touch(("item", oi), "", t)
+            spans.touch(("item", oi), "", t, n)
         return None
     for choice in data.get("choices") or []:
         delta = (choice.get("delta") or {}) if isinstance(choice, dict) else {}
-        for key, channel in (("reasoning_content", "reasoning"), ("reasoning", "reasoning"), ("content", "text")):
+        for key, channel in (("reasoning_content", "reasoning"), ("reasoning", "reasoning"),
+                             ("content", "text")):
             if delta.get(key):
-                spans.touch(("channel", channel), channel, t)
+                spans.touch(("channel", channel), channel, t, n)
         for tc in delta.get("tool_calls") or []:
             if not isinstance(tc, dict):
                 continue
             key = ("call", tc.get("index"))
             name = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
-            spans.touch(key, f"tool call {calls.add(key, name)}", t)
+            spans.touch(key, f"tool call {calls.add(key, name)}", t, n)
     return None
 
 
@@ -342,7 +341,8 @@ def render_svg(tl: Timeline, *, title: str = "") -> str:
         return _LEFT + (t - lo) / max(span_ms - lo, 1e-9) * width
 
     # marker labels above the plot, packed in rows so that none overlaps another
-    texts = [f"{m.label} {_fmt_ms(m.t_ms)} ms" + (f" #{m.frame}" if m.frame is not None else "") for m in tl.markers]
+    texts = [f"{m.label} {_fmt_ms(m.t_ms)} ms" + (f" #{m.frame}" if m.frame is not None else "")
+             for m in tl.markers]
     boxes = []
     for m, text in zip(tl.markers, texts):
         w = len(text) * _CHAR + 6
@@ -370,7 +370,8 @@ def render_svg(tl: Timeline, *, title: str = "") -> str:
     while tick <= span_ms + 1e-9:
         tx = x(tick)
         out.append(f'<line x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{plot_bottom}" stroke="#eef1f4"/>')
-        out.append(f'<text x="{tx:.1f}" y="{plot_bottom + 14}" text-anchor="middle" fill="#616e7c">{_fmt_ms(tick)}</text>')
+        out.append(f'<text x="{tx:.1f}" y="{plot_bottom + 14}" text-anchor="middle" '
+                   f'fill="#616e7c">{_fmt_ms(tick)}</text>')
         tick += step
     axis = "ms since the request was sent" + (f" (axis starts at {_fmt_ms(lo)} ms)" if lo > 0 else "")
     out.append(f'<text x="{_LEFT + width / 2:.0f}" y="{plot_bottom + 29}" text-anchor="middle" '
@@ -382,9 +383,11 @@ def render_svg(tl: Timeline, *, title: str = "") -> str:
         x0, x1 = x(s.start_ms), max(x(s.end_ms), x(s.start_ms) + 3)
         y = top + row * _SPAN
         dash = "" if s.closed else ' stroke-dasharray="3 2"'
-        tip = f"{s.label}: {_fmt_ms(s.start_ms)}–{_fmt_ms(s.end_ms)} ms" + ("" if s.closed else " (never closed)")
+        tip = f"{s.label}: {_fmt_ms(s.start_ms)}–{_fmt_ms(s.end_ms)} ms" + \
+            ("" if s.closed else " (never closed)")
         out.append(f'<g><title>{escape(tip)}</title><rect x="{x0:.1f}" y="{y + 1}" width="{x1 - x0:.1f}" '
-                   f'height="{_SPAN - 3}" rx="2" fill="{_fill(s.label)}" stroke="#475569" stroke-width="0.6"{dash}/>')
+                   f'height="{_SPAN - 3}" rx="2" fill="{_fill(s.label)}" stroke="#475569" '
+                   f'stroke-width="0.6"{dash}/>')
         if x1 - x0 > len(s.label) * _CHAR + 6:
             out.append(f'<text x="{x0 + 4:.1f}" y="{y + 11}" fill="#1f2933">{escape(s.label)}</text>')
         out.append("</g>")
@@ -394,10 +397,10 @@ def render_svg(tl: Timeline, *, title: str = "") -> str:
         if n % 2 == 0:
             out.append(f'<rect x="{_LEFT}" y="{y}" width="{width}" height="{_LANE}" fill="#f8fafc"/>')
         label = lane.label if len(lane.label) <= _LANE_CHARS else lane.label[:_LANE_CHARS - 1] + "…"
-        tip = (f"{lane.label}: {len(lane.times)} frame(s), {_fmt_ms(min(lane.times))}–{_fmt_ms(max(lane.times))} ms, "
-               f"first #{lane.frames[0]}")
-        out.append(f'<text x="{_LEFT - 8}" y="{y + 12}" text-anchor="end" fill="#1f2933"><title>{escape(tip)}'
-                   f'</title>{escape(label)}</text>')
+        tip = (f"{lane.label}: {len(lane.times)} frame(s), "
+               f"{_fmt_ms(min(lane.times))}–{_fmt_ms(max(lane.times))} ms, first #{lane.frames[0]}")
+        out.append(f'<g><title>{escape(tip)}</title><text x="{_LEFT - 8}" y="{y + 12}" text-anchor="end" '
+                   f'fill="#1f2933">{escape(label)}</text></g>')
         cols = sorted({round(x(t) * 2) / 2 for t in lane.times})
         d = "".join(f"M{c:g} {y + 3}v{_LANE - 6}" for c in cols)
         out.append(f'<path d="{d}" stroke="#2563eb" stroke-width="1.6"><title>{escape(tip)}</title></path>')
@@ -407,7 +410,8 @@ def render_svg(tl: Timeline, *, title: str = "") -> str:
         colour = _COLOURS.get(m.kind, "#1f2933")
         ly = 8 + label_row[i] * _LABEL_ROW + 10
         x0 = boxes[i][0]
-        out.append(f'<g class="marker {m.kind}"><line x1="{mx:.1f}" y1="{ly + 2}" x2="{mx:.1f}" y2="{plot_bottom}" '
+        out.append(f'<g class="marker {m.kind}"><line x1="{mx:.1f}" y1="{ly + 2}" x2="{mx:.1f}" '
+                   f'y2="{plot_bottom}" '
                    f'stroke="{colour}" stroke-width="1.2" stroke-dasharray="4 3"/>'
                    f'<text x="{x0 + 3:.1f}" y="{ly}" fill="{colour}">{escape(text)}</text></g>')
     out.append("</svg>")

@@ -220,3 +220,109 @@ def test_report_refuses_other_json(tmp_path, capsys):
     other.write_text('{"faults": [], "cells": []}')
     assert main(["report", str(other), "--out", str(tmp_path / "r.html")]) == 2
     assert "not a harnesscheck results document" in capsys.readouterr().err
+
+
+# ---- cases: the wire log and timeline of every case whose transcript the run kept ----
+
+def _transcript(event_data):
+    frames = [{"index": i, "kind": "event", "event": e, "t_ns": int(t * 1e6), "data": json.dumps(d)}
+              for i, (t, e, d) in enumerate(event_data)]
+    return {"schema": 1, "api": "anthropic", "method": "POST", "url": "http://127.0.0.1:8123/v1/messages",
+            "request_headers": {}, "request_body": {"stream": True}, "status": 200, "response_headers": {},
+            "frames": frames, "chunks": [], "body": None, "error": None, "error_kind": None,
+            "timings": {"started_at": 0, "start_ns": 0, "headers_ns": 1_000_000, "first_frame_ns": 2_000_000,
+                        "end_ns": 9_000_000}}
+
+
+def _stream_events(text):
+    return [(2, "message_start", {"type": "message_start"}),
+            (3, "content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text"}}),
+            (4.5, "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "text_delta", "text": text}}),
+            (6, "content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (8, "message_stop", {"type": "message_stop"})]
+
+
+def test_cases_show_wire_logs_of_failing_and_passing_cases_and_say_when_none_was_kept(tmp_path):
+    doc = factory.results()
+    doc["checks"][0]["transcript"] = "transcripts/AN-STREAM-001.json"  # fail, finding at frame 7: not in it
+    doc["checks"][0]["finding"]["frame_index"] = 2
+    doc["checks"][1]["transcript"] = "transcripts/AN-STREAM-002.json"  # pass
+    doc["checks"][2]["transcript"] = None  # pass, left out by the budget
+    doc["checks"][2]["transcript_left_out"] = "9999 bytes, over the per-file cap of 10"
+    doc["checks"][3]["transcript"] = None  # pass, a run that kept failing checks' transcripts only
+    (tmp_path / "transcripts").mkdir()
+    for name, text in (("AN-STREAM-001", HOSTILE), ("AN-STREAM-002", "hi")):
+        (tmp_path / "transcripts" / f"{name}.json").write_text(json.dumps(_transcript(_stream_events(text))))
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    write_report([tmp_path / "results.json"], tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    case = r'<details class="case" id="([^"]+)"(.*?)</details>\s*(?=<details class="case"|</section>)'
+    sections = {m.group(1): m.group(2) for m in re.finditer(case, html, re.S)}
+    assert len(sections) == len(doc["checks"])
+    failing, passing = sections["d-AN-STREAM-001-anthropic"], sections["d-AN-STREAM-002-anthropic"]
+    for body in (failing, passing):
+        assert '<table class="wirelog">' in body and '<svg class="timeline"' in body
+        assert re.search(r'<td class="num">0</td><td class="num">2\.0</td>', body)  # frame #0 at 2.0 ms
+        assert re.search(r'<td class="num">4</td><td class="num">8\.0</td>', body)
+        assert "first token: <b>4.5 ms</b>" in body and "end of stream: <b>8.0 ms</b>" in body
+    assert 'class="content_block_delta focus"' not in failing and 'class="event focus"' in failing  # frame #2
+    assert "finding at #2: <b>4.5 ms</b>" in failing
+    assert 'class="event focus"' not in passing
+    assert "&lt;script&gt;" in failing and "<script" not in html.lower()
+    assert ("Transcript not kept: 9999 bytes, over the per-file cap of 10."
+            in sections["d-AN-USAGE-001-anthropic"])
+    assert ("Transcript not kept (this run kept transcripts for failing checks only)."
+            in sections["d-CH-TOOL-001-chat"])
+    assert " open>" in failing.split(">")[0] + ">" and " open" not in passing.split(">")[0]
+
+
+def test_the_verdict_matrix_has_one_row_per_check_with_the_apis_it_ran_on():
+    doc = factory.results()
+    doc["checks"].append(factory.check("AN-STREAM-001", "chat", "pass"))  # one id on two APIs
+    html = render_report(doc, generated_at="test")
+    matrix = html.split('<table class="matrix">')[1].split("</table>\n  ")[0]
+    rows = re.findall(r'<tr id="c-([^"]+)"', matrix)
+    assert rows == sorted({c["id"] for c in doc["checks"]})
+    row = matrix.split('id="c-AN-STREAM-001"')[1].split('<tr id="c-')[0]
+    assert re.findall(r'<span class="api-name">(\w+)</span>', row) == ["anthropic", "chat"]
+    assert re.findall(r'<a class="badge o-(\w+)" href="#d-AN-STREAM-001-(\w+)"', row) == [
+        ("fail", "anthropic"), ("pass", "chat")]
+    # the per-client verdicts: a small table whose cells clip, with the whole text as their title
+    assert ('<td class="cname" title="claude-code">claude-code</td>'
+            '<td class="client bad" title="would break">') in row
+
+
+def test_settings_are_tables_never_python_reprs():
+    doc = factory.results()
+    doc["benchmarks"][0]["settings"] = {"turns": 8, "timing_model": {"base_ms": 1.5, "decode_ms": 0.2},
+                                        "arms": ["stable", "header"], "strip": True, "extra": None}
+    doc["run"]["server"]["engine_settings"] = {"engine": "scripted", "timing_model": {"tokens_per_chunk": 1}}
+    html = render_report(doc, generated_at="test")
+    assert "{&#39;" not in html and "{'" not in html and "[&#39;" not in html
+    for key, value in (("turns", "8"), ("timing_model.base_ms", "1.50"), ("timing_model.decode_ms", "0.2"),
+                       ("arms", "stable, header"), ("strip", "yes"), ("extra", "–"), ("tries", "3"),
+                       ("timing_model.tokens_per_chunk", "1")):
+        assert f'<td class="mono">{key}</td><td class="mono">{value}</td>' in html, key
+
+
+def test_a_run_with_a_fault_on_shows_its_row_of_the_fault_matrix():
+    doc = factory.results(fault_matrix=None)
+    doc["run"]["server"]["faults"] = ["an-block-index-skip"]
+    for c in doc["checks"]:
+        c["faults"] = ["an-block-index-skip"] if c["id"] == "AN-STREAM-001" else ["other-fault"]
+    html = render_report(doc, generated_at="test")
+    assert 'id="faults"' in html and "1 fault × 8 checks" in html
+    assert "This run's server had 1 fault on" in html
+    grid = _Grid()
+    grid.feed(html)
+    marked = sorted(c for c in grid.cells if c[0] not in ("quiet-pass",))
+    assert marked[0] == ("caught", "an-block-index-skip × AN-STREAM-001: anthropic: fail (expected fail)",
+                         "●")
+    # CH-TOOL-002 failed (SHOULD) and MD-ROUTE-001 errored without the fault explaining it
+    unexpected = [c[:1] + c[2:] for c in marked if c[0] == "unexpected"]
+    assert unexpected == [("unexpected", "!"), ("unexpected", "!")]
+    assert "Unexpected outcomes (2)" in html
+    del doc["checks"][0]["faults"]  # results written before checks named their faults: no section
+    assert 'id="faults"' not in render_report(doc, generated_at="test")

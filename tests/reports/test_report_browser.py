@@ -5,6 +5,7 @@ layout and writes what it found into the DOM, which `chromium --dump-dom` return
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
 import re
@@ -28,11 +29,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 # Opens every case, then measures: page width, the timeline pictures, the wire logs of two cases,
-# the fault-matrix section, and (for the narrow check) matrix cells pushed off screen or squeezed.
+# the fault-matrix section, and matrix cells pushed off screen or too narrow for their text.
 PROBE = """
 <script>
 document.querySelectorAll("details").forEach(d => d.open = true);
-const box = e => { const r = e.getBoundingClientRect(); return {w: r.width, h: r.height, left: r.left, right: r.right}; };
+const box = e => { const r = e.getBoundingClientRect();
+                   return {w: r.width, h: r.height, left: r.left, right: r.right}; };
 const log = id => {
   const rows = [...document.querySelectorAll("#" + id + " table.wirelog tbody tr:not(.gap)")];
   return {rows: rows.length, numbers: rows.slice(0, 5).map(r => r.cells[0].textContent.trim()),
@@ -42,7 +44,8 @@ const log = id => {
 };
 const fm = document.getElementById("faults");
 const squeezed = [...document.querySelectorAll("table.matrix > tbody > tr > td")]
-  .filter(td => td.textContent.trim() && (box(td).w < 40 || box(td).right > innerWidth + 1))
+  .filter(td => td.getClientRects().length && td.textContent.trim())  // shown cells with text
+  .filter(td => td.scrollWidth > td.clientWidth + 1 || box(td).w < 20 || box(td).right > innerWidth + 1)
   .map(td => td.textContent.trim().slice(0, 40));
 const small = [...document.querySelectorAll("table.matrix td, .case summary, table.wirelog td")]
   .filter(e => parseFloat(getComputedStyle(e).fontSize) < 10).length;
@@ -67,8 +70,8 @@ document.body.appendChild(pre);
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("faulty")
-    doc = run_suite(SuiteOptions(select="test_streams", apis="anthropic,chat", server_args=(f"--fault={FAULT}",)),
-                    out, subprocess_run=True, quiet=True)
+    options = SuiteOptions(select="test_streams", apis="anthropic,chat", server_args=(f"--fault={FAULT}",))
+    doc = run_suite(options, out, subprocess_run=True, quiet=True)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
     assert outcomes["AN-STREAM-003"] == "fail" and outcomes["AN-STREAM-001"] == "pass", outcomes
     write_report([out / "results.json"], out / "report.html")
@@ -78,7 +81,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # Headless Chromium keeps a window at least 500 px wide, so the page is laid out in an iframe of the
 # width asked for; the frame's own script measures, the outer page copies the result out.
 FRAME = """<!doctype html><html><body style="margin:0"><iframe id="f" src="%(src)s"
- style="width:%(width)dpx;height:1000px;border:0" onload="const r = this.contentDocument.getElementById('probe-result');
+ style="width:%(width)dpx;height:1000px;border:0"
+ onload="const r = this.contentDocument.getElementById('probe-result');
  const p = document.createElement('pre'); p.id = 'frame-result'; p.textContent = r ? r.textContent : 'null';
  document.body.appendChild(p)"></iframe></body></html>"""
 
@@ -86,19 +90,21 @@ FRAME = """<!doctype html><html><body style="margin:0"><iframe id="f" src="%(src
 def _probe(report: Path, width: int) -> dict[str, Any]:
     """Lay the report out at `width` CSS px in headless Chromium and return what PROBE measured."""
     page = report.with_name(f"probe-{width}.html")
-    page.write_text(report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    html = report.read_text(encoding="utf-8")
+    page.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     frame = report.with_name(f"frame-{width}.html")
     frame.write_text(FRAME % {"src": page.name, "width": width}, encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="hc-chromium-") as profile:
         proc = subprocess.run(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--allow-file-access-from-files", f"--user-data-dir={profile}", f"--window-size={width + 100},1000",
+             "--allow-file-access-from-files", f"--user-data-dir={profile}",
+             f"--window-size={width + 100},1000",
              "--dump-dom", frame.as_uri()],
             capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": profile})
     found = re.search(r'<pre id="frame-result">(.*?)</pre>', proc.stdout, re.S)
     assert found, f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}"
-    text = found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    text = html_lib.unescape(found.group(1))
     result = json.loads(text)
     assert result is not None, "the probe did not run in the report"
     return result
@@ -108,6 +114,7 @@ def test_report_of_a_faulty_run_at_desktop_width(report: Path) -> None:
     seen = _probe(report, 1280)
     assert seen["innerWidth"] == 1280
     assert seen["scrollWidth"] <= 1280 and seen["bodyScrollWidth"] <= 1280, seen
+    assert seen["squeezed"] == [] and seen["small"] == 0, seen["squeezed"]
     # a timeline per streamed case, drawn at a readable size, the failing case's among them
     assert len(seen["timelines"]) >= 5 and seen["timelineOfFailing"]
     assert all(t["w"] > 600 and t["h"] > 100 for t in seen["timelines"]), seen["timelines"][:3]
