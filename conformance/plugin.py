@@ -98,9 +98,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         check = catalog.get(marker.args[0])
         (keep if check.api == "any" or check.api in apis else drop).append(item)
+    if hasattr(config, "workerinput"):  # xdist: the checks that hold the endpoint alone go last, so the
+        # workers drain once, at the end, rather than each time one of them comes up (same order on every worker)
+        witness = config.getoption("hc_witness")
+        keep.sort(key=lambda item: _exclusive(item, witness))
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    items[:] = keep
+
+
+def _exclusive(item: pytest.Item, witness: str) -> bool:
+    marker = item.get_closest_marker("check")
+    return marker is not None and timing_sensitive(marker.args[0], witness)
 
 
 # -- xdist: one server, one lock folder, one results document -------------------------------------
@@ -262,9 +271,7 @@ def hc(hc_session: Harness, request: pytest.FixtureRequest) -> Iterator[Harness]
     if folder is None:  # one process: the checks run one at a time anyway
         yield hc_session
         return
-    marker = request.node.get_closest_marker("check")
-    exclusive = marker is not None and timing_sensitive(marker.args[0], hc_session.endpoint.witness)
-    with EndpointLock(Path(folder)).hold(exclusive=exclusive):
+    with EndpointLock(Path(folder)).hold(exclusive=_exclusive(request.node, hc_session.endpoint.witness)):
         yield hc_session
 
 

@@ -125,3 +125,18 @@ def test_done_when_k_check_id_with_two_workers(pytester: pytest.Pytester, refere
     doc = _results(pytester.path / "results.json")
     assert [(c["id"], c["outcome"]) for c in doc["checks"]] == [("AN-DISPATCH-001", "pass")]
     assert doc["run"]["endpoint"] == reference_server.url
+
+
+def test_check_selects_by_id_and_leaves_no_stray_folder(tmp_path: Path) -> None:
+    """`harnesscheck check -k ID` runs that check (the CLI's pytest command line, its own config) and
+    leaves only its output folder behind: no .benchmarks/ (pytest-benchmark's storage) or caches."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-m", "harnesscheck", "check", "--apis", "anthropic", "-k", "AN-ROUTE-002",
+                          "--out", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    doc = _results(tmp_path / "out" / "results.json")
+    assert [(c["id"], c["outcome"]) for c in doc["checks"]] == [("AN-ROUTE-002", "pass")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "transcripts"]
