@@ -20,6 +20,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -97,11 +98,20 @@ def run_sharded(target: Callable[[Shard], Awaitable[Any]], workers: int, process
                 if not all(p.is_alive() for p in procs):
                     break
         go.set()
+        deadline = time.monotonic() + timeout_s
         while len(out) < len(procs):
             try:
-                index, ok, value = results.get(timeout=timeout_s)
+                index, ok, value = results.get(timeout=1)
             except queue_mod.Empty:
-                raise RuntimeError(f"shards did not finish within {timeout_s:g} s") from None
+                dead = [i for i, p in enumerate(procs) if i not in out and not p.is_alive()]
+                if dead and results.empty():
+                    time.sleep(1)  # a result put just before the exit may still be in the pipe
+                    if results.empty():
+                        codes = ", ".join(f"{i} ({procs[i].exitcode})" for i in dead)
+                        raise RuntimeError(f"shard {codes} exited without a result (exit code in brackets)") from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"shards did not finish within {timeout_s:g} s") from None
+                continue
             if not ok:
                 raise RuntimeError(f"shard {index} failed:\n{value}")
             out[index] = value

@@ -3,6 +3,7 @@ percentile of the merge, never an average of the shards' percentiles), a failing
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -50,3 +51,16 @@ def test_shards_start_together_and_merge_raw_samples():
 def test_a_failing_shard_raises_with_its_traceback():
     with pytest.raises(RuntimeError, match="(?s)shard 1 failed.*shard one breaks"):
         run_sharded(_fails, 2, 2, None)
+
+
+async def _dies(shard: Shard) -> None:
+    await shard.ready()
+    if shard.index == 0:
+        os._exit(3)  # no result, no traceback: the parent must not wait for one
+
+
+def test_a_shard_that_dies_without_a_result_is_reported_not_waited_for():
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"shard 0 \(3\) exited without a result"):
+        run_sharded(_dies, 2, 2, None, timeout_s=120)
+    assert time.monotonic() - started < 60
