@@ -1,9 +1,13 @@
-"""The HTML report: one self-contained file (inline CSS, plots as base64 PNG, no scripts, no
-external references) rendered from a results document with the Jinja2 template
-`report.html.jinja` beside this module, autoescape on.
+"""The HTML report: one self-contained file (inline CSS, benchmark plots as base64 PNG, timelines as
+inline SVG, no scripts, no external references) rendered from a results document with the Jinja2
+template `report.html.jinja` beside this module, autoescape on. As Autobahn|Testsuite's report: an
+index (the verdict matrix, one row per check with the APIs it ran on) and a section per case with
+its verdict, rule, expected vs observed, timeline (reports.timeline) and numbered wire log
+(reports.wirelog), read from the transcripts beside the results; then the fault matrix (a
+fault-matrix document, or this run's row when its server had faults on), benchmarks, comparisons.
 
 Public API:
-- `render_report(results, *, generated_at=None) -> str`
+- `render_report(results, *, generated_at=None, transcripts_base=None) -> str`
 - `write_report(paths, out) -> dict`: load (files and folders of results documents, fault-matrix
   documents included: reports.merge.read_inputs), rebase transcript links, merge, render, write;
   returns the merged document.
@@ -23,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from harnesscheck import __version__
-from reports import plots, timeline, wirelog
+from reports import timeline, wirelog
 from reports.merge import merge_results, read_inputs
 from reports.schema import OUTCOMES, validate_results
 from reports.summary import api_order, must_failures, summarize
@@ -106,7 +110,8 @@ def _matrix(results: dict[str, Any], apis: list[str]) -> dict[str, Any]:
         row["cells"].sort(key=lambda c: apis.index(c["api"]) if c["api"] in apis else 99)
         row["worst"] = max((_SEVERITY[c["outcome"]] for c in row["cells"]), default=0)
         row["outcome"] = max(row["cells"], key=lambda c: _SEVERITY[c["outcome"]])["outcome"]
-    return {"rows": sorted(rows.values(), key=lambda r: r["id"])}
+    return {"rows": sorted(rows.values(), key=lambda r: r["id"]),
+            "has_clients": any(row["clients"] for row in rows.values())}
 
 
 def case_anchor(check: dict[str, Any]) -> str:
@@ -224,6 +229,10 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
 
 
 def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
+    if not results.get("benchmarks"):
+        return []
+    from reports import plots  # matplotlib takes seconds to import: only for a report with benchmarks
+
     out = []
     for b in results.get("benchmarks") or []:
         ratios = []
