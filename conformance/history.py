@@ -155,6 +155,8 @@ def _second(hc: Harness, api: str, body: dict[str, Any], *, label: str, max_toke
 def _rendered(hc: Harness, api: str, body: dict[str, Any], *, add_generation_prompt: bool) -> str:
     payload: dict[str, Any] = {"model": hc.endpoint.model, "add_generation_prompt": add_generation_prompt,
                                "tools": body.get("tools")}
+    if _thinking_asked(body):  # the template renders as the request would (vLLM's chat_template_kwargs)
+        payload["chat_template_kwargs"] = {"enable_thinking": True}
     if api == "responses":
         payload["input"] = ([{"type": "message", "role": "system", "content": body["instructions"]}]
                             if body.get("instructions") else []) + body["input"]
@@ -352,6 +354,22 @@ def _append_user(api: str, body: dict[str, Any], text: str) -> None:
         body["messages"].append({"role": "user", "content": text})
 
 
+def thinking_on(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request with thinking turned on, as a resumed reasoning session sends it: Anthropic
+    `thinking` enabled (budget 1024, the reference's minimum, below max_tokens), Responses
+    `reasoning.effort`. A server may drop past reasoning when thinking is off; with it on, never."""
+    if api == "anthropic":
+        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+        body["max_tokens"] = max(body["max_tokens"], 2048)
+    elif api == "responses":
+        body["reasoning"] = {"effort": "medium"}
+    return body
+
+
+def _thinking_asked(body: dict[str, Any]) -> bool:
+    return (body.get("thinking") or {}).get("type") in ("enabled", "adaptive") or bool(body.get("reasoning"))
+
+
 KIT_RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": kit_cache_witness}
 
 
@@ -360,7 +378,7 @@ def judge_interleaved(hc: Harness, api: str, *, kit_scenario: str, model_scenari
     """Both cases of an interleaved-history check: the kit's own turn, then the model's (up to --tries
     samples). Fails on either; inconclusive (not-exercised) when neither could be judged."""
     scenario = hc.scenario(kit_scenario)
-    body = fresh_first(hc, api, kit_scenario)
+    body = thinking_on(api, fresh_first(hc, api, kit_scenario))
     kit = (body, kit_answer(api, scenario, signature=issued_signature(hc, api, SIGNED)))
     used, kit_reasons = judge(hc, api, kit_scenario, kit, witnesses=witnesses, runners=KIT_RUNNERS)
     if used:
