@@ -10,10 +10,12 @@ NAME = "report"
 ORDER = 60
 HELP = "render results JSON (files or folders, merged; fault matrices too) as a self-contained HTML report"
 DESCRIPTION = """\
-Render results documents as a single HTML file with no external assets (inline CSS, plots
-embedded as PNG): run header, per-API summary, the check matrix with each failure's rule, frame
-and transcript excerpt, the fault matrix, benchmark plots with 95% confidence intervals, and
-comparison tables.
+Render results documents as a single HTML file with no external assets (inline CSS, benchmark
+plots as PNG, timelines as inline SVG): run header, per-API summary, the verdict matrix (one row
+per check), a section per case with its rule, expected vs observed, a timeline of the stream and
+the numbered wire log read from the transcripts beside the results, the fault matrix (a
+fault-matrix document, or this run's row when its server had faults on), benchmark plots with 95%
+confidence intervals, settings as tables, and comparison tables.
 
 Each RESULTS is a file or a folder. A file is a results document (results.json of `check` or
 `run`, bench-NAME.json of `bench`) or a fault-matrix document (fault-matrix.json of `faults
