@@ -150,6 +150,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     _load_arguments(sub)
+    p = sub.add_parser("suite", help="the conformance suite's wall time at --concurrency 1, 4, 16 beside its longest "
+                                     "case, against a reference server whose turns take about a second")
+    p.add_argument("--levels", default="1,4,16", metavar="LIST", help="comma-separated concurrency levels "
+                                                                       "(default: 1,4,16)")
+    p.add_argument("--turn-s", type=float, default=1.0, metavar="SECONDS",
+                   help="the embedded server's time per turn (default: 1)")
+    p.add_argument("--apis", default="anthropic,chat,responses", metavar="LIST",
+                   help="comma-separated APIs to check (default: all three)")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR",
+                   help="output folder (each level's suite results in DIR/suite-runs/n<N>/)")
     for sp in sub.choices.values():
         sp.add_argument("--no-progress", action="store_true", help=_NO_PROGRESS_HELP)
 
@@ -268,6 +278,25 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
             decode_ms=args.decode_ms, server_args=args.server_arg,
             progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
+    if args.bench == "suite":
+        from conformance import concurrency_bench
+        from conformance.results import now_iso
+        from replay.benchmarks import common
+
+        started = now_iso()
+        levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
+        if not levels or min(levels) < 1:
+            raise ValueError(f"--levels: give concurrency levels of 1 or more, got {args.levels!r}")
+        measured = concurrency_bench.measure(levels, Path(args.out) / "suite-runs", turn_s=args.turn_s,
+                                             apis=args.apis, progress=status)
+        for level in measured:
+            print(concurrency_bench.format_level(level))
+        return common.results_document(
+            benchmarks=[concurrency_bench.benchmark(measured, turn_s=args.turn_s)],
+            endpoint="embedded reference server", model="", apis=[a.strip() for a in args.apis.split(",")],
+            server={"kind": "embedded", "timing": "scripted-model"}, settings={"levels": list(levels),
+                                                                                "turn_s": args.turn_s},
+            started_at=started)
     if args.bench == "fidelity":
         from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
 
