@@ -174,7 +174,8 @@ class Harness:
 
     def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:
         """The shared stream of a scenario's turn 0, then fresh ones, up to --tries in all, until one
-        takes one of `paths`; that one becomes the shared stream. Returns every stream tried."""
+        takes one of `paths`; the newest becomes the shared stream (the one that took the path, if one
+        did). Returns every stream tried (post records each, and the paths it took)."""
         tried: list[Transcript] = []
 
         def attempt() -> Transcript:
@@ -185,7 +186,6 @@ class Harness:
                                                f"(try {len(tried) + 1})")
                 for later in [k for k in self._streams if k[:2] == (api, scenario_id) and k[2] > 0]:
                     del self._streams[later]  # built on the old answer
-                self.saw(*paths_in(self._streams[key]))
             else:
                 self.stream(api, scenario_id)
             tried.append(self._streams[key])
