@@ -61,7 +61,7 @@ def locate(python: str | None = None) -> tuple[str | None, str]:
     if not (os.path.exists(python) and os.access(python, os.X_OK)):
         return None, f"{python} is not an executable"
     probe = subprocess.run([python, "-c", "import dynamo.frontend, dynamo.mocker"], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=120, check=False)
     if probe.returncode:
         return None, f"{python} cannot import dynamo.frontend / dynamo.mocker: {probe.stderr.strip()[-300:]}"
     return python, python

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -157,7 +158,7 @@ class _Connection(asyncio.Protocol):
                 tr.write(data)
                 writes.append(clock())
             gt.log[rid] = {"ttft_ms": round((writes[0] - t0) / 1e6, 4),
-                           "gaps_ms": [round((b - a) / 1e6, 4) for a, b in zip(writes, writes[1:], strict=False)],
+                           "gaps_ms": [round((b - a) / 1e6, 4) for a, b in itertools.pairwise(writes)],
                            "t0_ns": t0, "end_ns": writes[-1]}
         finally:
             gt.in_flight -= 1

@@ -59,8 +59,8 @@ def locate(peer: str, python: str | None = None) -> tuple[list[str] | None, str]
     if python:
         if not (os.path.exists(python) and os.access(python, os.X_OK)):
             return None, f"{python} is not an executable"
-        probe = subprocess.run([python, "-c", f"import importlib.util as u; raise SystemExit(u.find_spec({module!r}) "
-                                              "is None)"], capture_output=True, timeout=60)
+        code = f"import importlib.util as u; raise SystemExit(u.find_spec({module!r}) is None)"
+        probe = subprocess.run([python, "-c", code], capture_output=True, timeout=60, check=False)
         if probe.returncode:
             return None, f"{python} cannot import {module}"
         if peer == "aiperf":
@@ -93,7 +93,7 @@ def run_peer(peer: str, url: str, c: int, n: int, python: str | None, tokenizer:
                "--num-prompts", str(n), "--max-concurrency", str(c), "--save-result", "--save-detailed",
                "--result-dir", str(out), "--result-filename", "result.json", "--request-id-prefix", prefix,
                "--seed", "0"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=out)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=out, check=False)
     if done.returncode:
         tail = (done.stdout + done.stderr)[-1500:]
         raise RuntimeError(f"{peer} exited with {done.returncode}: {' '.join(cmd)}\n{tail}")

@@ -38,6 +38,7 @@ Reference figure (not measured by this command): issue 24, this machine (2 cores
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -274,7 +275,7 @@ async def _level(client: Any, side: str, url: str, bodies: list[tuple[str, dict[
         marks.append((clock(), _cpu(pids), time.process_time()))
     stop = True
     await asyncio.gather(*tasks)
-    windows = [Window(side, c, a[0], b[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(marks, marks[1:], strict=False)]
+    windows = [Window(side, c, a[0], b[0], b[1] - a[1], b[2] - a[2]) for a, b in itertools.pairwise(marks)]
     streams = [to_stream(r, count, side, c) for r in results]
     account(windows, streams)
     return windows, streams
