@@ -64,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write current over baseline when the gate passes (or when there is none yet)")
     parser.add_argument("--force", action="store_true",
                         help="with --update-baseline: write even when the gate fails")
-    parser.add_argument("--json", metavar="OUT", help="also write the gate verdict as JSON to OUT")
+    parser.add_argument("--out", metavar="DIR",
+                        help="also write the verdict as DIR/gate.json (a results folder passes it over)")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON instead of the table")
     parser.add_argument("--bootstrap", type=int, default=2000, metavar="N",
                         help="bootstrap resamples (default 2000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -152,9 +154,9 @@ def run(args: argparse.Namespace) -> int:
 
     report = gate(baseline, current, threshold=args.threshold, flaky=flaky, n_boot=args.bootstrap,
                   seed=args.seed)
-    print(format_gate(report))
-    if args.json:
-        out = Path(args.json)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_gate(report))
+    if args.out:
+        out = Path(args.out) / "gate.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     if args.update_baseline:

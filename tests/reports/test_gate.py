@@ -151,6 +151,15 @@ def _write(path, doc):
     return str(path)
 
 
+def test_gate_json_prints_the_verdict_to_stdout(tmp_path, baseline, capsys):
+    """--json prints the verdict as JSON (as every command's --json does), not the table."""
+    b = _write(tmp_path / "baseline.json", baseline)
+    bad = _set(copy.deepcopy(baseline), "AN-STREAM-001", "anthropic", "fail")
+    assert main(["gate", "--baseline", b, "--current", _write(tmp_path / "bad.json", bad), "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["passed"] is False and verdict["newly_failing_ids"] == ["AN-STREAM-001 [anthropic]"]
+
+
 def test_gate_command_exit_codes_json_and_update_baseline(tmp_path, baseline, capsys):
     b = _write(tmp_path / "baseline.json", baseline)
     bad = _set(copy.deepcopy(baseline), "AN-STREAM-001", "anthropic", "fail")
@@ -158,7 +167,7 @@ def test_gate_command_exit_codes_json_and_update_baseline(tmp_path, baseline, ca
     c_bad = _write(tmp_path / "bad.json", bad)
     out_json = tmp_path / "gate.json"
 
-    assert main(["gate", "--baseline", b, "--current", c_bad, "--json", str(out_json), "--update-baseline"]) == 1
+    assert main(["gate", "--baseline", b, "--current", c_bad, "--out", str(tmp_path), "--update-baseline"]) == 1
     verdict = json.loads(out_json.read_text())
     assert verdict["passed"] is False and verdict["newly_failing_ids"] == ["AN-STREAM-001 [anthropic]"]
     assert json.loads((tmp_path / "baseline.json").read_text())["run"]["id"] != "bad-run"  # not updated

@@ -270,8 +270,8 @@ def test_gate_reads_folders_checks_and_benchmarks_together(tmp_path, capsys):
         "gate.json": {"passed": True}})  # another tool's JSON in the folder is passed over
     (tmp_path / "slow" / "transcripts").mkdir()
     (tmp_path / "slow" / "transcripts" / "x.json").write_text("{not json")  # subfolders are not read
-    out = tmp_path / "verdict.json"
-    assert main(["gate", "--baseline", base, "--current", slow, "--json", str(out)]) == 1
+    out = tmp_path / "verdict" / "gate.json"
+    assert main(["gate", "--baseline", base, "--current", slow, "--out", str(out.parent)]) == 1
     verdict = json.loads(out.read_text())
     assert verdict["newly_failing_ids"] == []
     assert {b["arm"] for b in verdict["regressions"]} == {"stable", "header", "stripped"}
@@ -283,7 +283,7 @@ def test_gate_reads_folders_checks_and_benchmarks_together(tmp_path, capsys):
     failing["checks"][0]["outcome"] = "fail"
     bench = _bench_doc("b", "2024-06-02T02:10:00+00:00")
     same = _folder(tmp_path / "failing", {"results.json": failing, "bench-preamble.json": bench})
-    assert main(["gate", "--baseline", base, "--current", same, "--json", str(out)]) == 1
+    assert main(["gate", "--baseline", base, "--current", same, "--out", str(out.parent)]) == 1
     verdict = json.loads(out.read_text())
     assert verdict["newly_failing_ids"] == ["AN-STREAM-001 [anthropic]"] and verdict["regressions"] == []
 
