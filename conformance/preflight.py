@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from conformance.options import url_problem
+from conformance.wire.client import new_client
 
 __all__ = ["Preflight", "ROUTES", "preflight"]
 
@@ -86,7 +87,7 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
     if api_key:
         headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
     seen: list[str] = []
-    with httpx.Client(timeout=probe_timeout, headers=headers, follow_redirects=False) as client:
+    with new_client(timeout=probe_timeout, headers=headers, follow_redirects=False) as client:
         # GET /v1/models first: the model list, and most often the key check; then the routes of
         # the APIs to check until one answers in an API's shape.
         answer = _probe(client, base, "GET", "/v1/models", probe_timeout)
