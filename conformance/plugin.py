@@ -352,7 +352,9 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     level = check.weight_of(rules) if outcome is Outcome.FAIL else check.level
     result = CheckResult(check=check, outcome=outcome, message=message, duration_s=duration, finding=finding,
                          transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
-                         notes=_notes(attached), started=started)
+                         notes=_notes(attached), started=started,
+                         exercised=catalog.coverage(check, hc.exercised) if hc else {},
+                         paths_seen=sorted(hc.exercised) if hc else [])
     item.config.stash[COLLECTOR].add(result)
     return result
 

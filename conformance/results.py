@@ -47,6 +47,8 @@ class CheckResult:
     cause: str = ""  # an inconclusive result's cause (verdict.CAUSES)
     notes: list[str] = field(default_factory=list)  # informational findings (allowed, shown, never failed)
     started: float | None = None  # wall clock (time.time()) when the check began
+    exercised: dict[str, list[str]] = field(default_factory=dict)  # per path-dependent rule: paths seen ([]: none)
+    paths_seen: list[str] = field(default_factory=list)  # every path (catalog.PATHS) the check's answers took
 
     @property
     def weight(self) -> Level:
@@ -99,6 +101,10 @@ class Collector:
             entry["cause"] = r.cause
         if r.notes:
             entry["notes"] = [redact_text(n, self.secrets) for n in r.notes]
+        if r.exercised:
+            entry["exercised"] = r.exercised
+        if r.paths_seen:
+            entry["paths_seen"] = r.paths_seen
         transcript = None
         if r.transcript is not None:
             transcript = {"text": redact_text(r.transcript.to_json(indent=1), self.secrets),

@@ -74,6 +74,12 @@ def exit_status(results: dict[str, Any]) -> int:
     return EXIT_KIT_ERROR if kit_errors(results) else EXIT_OK
 
 
+def exercised_rules(results: dict[str, Any]) -> tuple[int, int]:
+    """(path-dependent rules that saw a path of theirs, path-dependent rules judged), over every check."""
+    rules = [paths for c in results.get("checks", []) for paths in (c.get("exercised") or {}).values()]
+    return sum(1 for paths in rules if paths), len(rules)
+
+
 def format_summary(results: dict[str, Any]) -> str:
     """A fixed-width table: one row per API (and a total), one column per outcome."""
     rows = summarize(results)
@@ -87,6 +93,10 @@ def format_summary(results: dict[str, Any]) -> str:
     out = [line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in body[:-1]]
     out += [line(["-" * w for w in widths]), line(body[-1])]
+    seen, judged = exercised_rules(results)
+    if judged:
+        out += ["", f"rules that need a model path (parallel calls, interleaving, ...): {seen} of {judged} "
+                    "exercised"]
     sections = (("MUST failures", must_failures(results)), ("SHOULD failures", should_failures(results)),
                 ("kit errors (bugs of the kit, not verdicts on the endpoint)", kit_errors(results)))
     for title, checks in sections:

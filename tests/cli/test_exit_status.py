@@ -67,3 +67,15 @@ def test_results_schema_takes_interrupted_and_client_verification():
         "comparison": [{"client": "Claude Code 2.1.197", "inferred": "unaffected", "measured": "breaks",
                         "agrees": False, "by_api": {"anthropic": "breaks"}}]}
     assert validate_results(doc) is doc
+
+
+def test_the_summary_counts_exercised_rules_and_the_schema_takes_them():
+    exercised = factory.check("CH-STREAM-001", "chat", "pass", "MUST")
+    exercised["exercised"] = {"CH-GRAMMAR-TOOL-INDEX": ["parallel-calls"], "CH-GRAMMAR-TOOL-FIRST": ["tool-use"]}
+    exercised["paths_seen"] = ["parallel-calls", "tool-use"]
+    unexercised = factory.check("AN-HIST-001", "anthropic", "inconclusive", "MUST", message="not exercised")
+    unexercised["exercised"] = {"AN-HIST-001": []}
+    doc = _doc(exercised, unexercised, factory.check("AN-ROUTE-001", "anthropic", "pass", "SHOULD"))
+    validate_results(doc)
+    assert "rules that need a model path (parallel calls, interleaving, ...): 2 of 3 exercised" in format_summary(doc)
+    assert "need a model path" not in format_summary(_doc(factory.check("AN-ROUTE-001", "anthropic", "pass", "SHOULD")))
