@@ -103,30 +103,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="fake tool durations per call index, the last repeated (default: 300,300)")
     p.add_argument("--concurrency-safe", action="store_true",
                    help="the fake tools are concurrency-safe (run in parallel); default: one at a time")
-    p = sub.add_parser("fidelity", help="the client clock vs a ground-truth server, at concurrency 1..256")
-    p.add_argument("--concurrency", default="1,16,64,256", help="comma-separated levels (default: 1,16,64,256)")
-    p.add_argument("--requests", type=int, default=32,
-                   help="measured requests per level at least (each worker's first request is discarded)")
-    p.add_argument("--transports", default="aiohttp+uvloop,httpx",
-                   help="comma-separated: aiohttp+uvloop (the kit's StreamClient), httpx (plain)")
+    p = sub.add_parser("fidelity", help="the client clock vs a ground-truth server, at concurrency 1..256, "
+                                        "beside peers (AIPerf, vllm bench) on the same ground truth")
+    p.add_argument("--concurrency", default="1,16,64,256", metavar="LIST",
+                   help="comma-separated levels (default: 1,16,64,256)")
+    p.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="requests measured per level (default: max(500, 4c) at c >= 16, 200 below, so p99 is a "
+                        "percentile; fewer only for quick looks)")
+    p.add_argument("--pattern", default="all-at-once", choices=["all-at-once", "staggered"],
+                   help="all-at-once (default): every worker starts together and every request counts, as a "
+                        "user's load does; staggered spreads the starts and drops each worker's first request, "
+                        "which hides connection set-up and the initial burst")
+    p.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="processes the kit's client is sharded over (default: one per core)")
+    p.add_argument("--transports", default="aiohttp+uvloop", metavar="LIST",
+                   help="comma-separated: aiohttp+uvloop (the kit's StreamClient), httpx (a plain httpx baseline, "
+                        "limits sized to the concurrency)")
+    p.add_argument("--peer", action="append", default=[], choices=["aiperf", "vllm-bench"],
+                   help="also measure the same ground truth with this peer in the same run (repeatable); "
+                        "a peer that is not installed is skipped with the reason")
+    p.add_argument("--peer-python", action="append", default=[], metavar="[PEER=]PYTHON",
+                   help="the Python of a peer's own environment (e.g. aiperf=/opt/aiperf/bin/python), repeatable")
+    p.add_argument("--tokenizer", default=None, metavar="DIR",
+                   help="tokenizer folder for the peers' synthetic prompts (default: the reference server's)")
     p.add_argument("--first-ms", type=float, default=50.0, help="ground truth: time to the first chunk")
     p.add_argument("--chunks", type=int, default=64, help="ground truth: chunks per response")
     p.add_argument("--gap-ms", type=float, default=5.0, help="ground truth: gap between chunks")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
-    p = sub.add_parser("server", help="the reference server's CPU per streamed token (engine delays zero)")
-    p.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default: 1,8,32)")
-    p.add_argument("--windows", type=int, default=4, help="measurement windows per level (default: 4)")
-    p.add_argument("--requests-per-window", type=int, default=8,
-                   help="requests per window at least (a window has max(this, concurrency))")
-    p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated APIs, rotated")
-    p.add_argument("--scenarios", default="long_reasoning,long_agent_turn", help="comma-separated scenario ids")
+    p = sub.add_parser("server", help="tokens per CPU-second of the reference server (and Dynamo's frontend), "
+                                      "measured the same way in sustained windows")
+    p.add_argument("--concurrency", default="1,8,32", metavar="LIST", help="comma-separated levels (default: 1,8,32)")
+    p.add_argument("--windows", type=int, default=3, metavar="N", help="measurement windows per side and level "
+                                                                      "(default: 3)")
+    p.add_argument("--window-s", type=float, default=15.0, metavar="SECONDS",
+                   help="length of each sustained window (default: 15)")
+    p.add_argument("--warmup-s", type=float, default=3.0, metavar="SECONDS",
+                   help="load before each level's first window, not measured (default: 3)")
+    p.add_argument("--apis", default="chat,anthropic", metavar="LIST",
+                   help="comma-separated APIs, rotated (default: chat,anthropic; Dynamo 1.6.1's Responses streams "
+                        "carry no reasoning text)")
+    p.add_argument("--scenarios", default="long_reasoning,long_agent_turn", metavar="LIST",
+                   help="comma-separated scenario ids")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
     p.add_argument("--profile", action="store_true",
                    help="run the server under cProfile and report its top functions (slower)")
+    p.add_argument("--dynamo", default=os.environ.get("HARNESSCHECK_DYNAMO_PYTHON"), metavar="PYTHON",
+                   help="also measure Dynamo's frontend + mocker started from this Python's environment "
+                        "(default: $HARNESSCHECK_DYNAMO_PYTHON)")
+    p.add_argument("--dynamo-model-dir", default=None, metavar="DIR",
+                   help="with --dynamo: a Hugging Face folder with tokenizer, chat template and config (no weights)")
     p.add_argument("--endpoint", default=None, metavar="URL",
                    help="measure this server instead of an embedded one (needs --pid)")
     p.add_argument("--pid", type=int, default=None, help="with --endpoint: the server's process id on this machine")
-    p.add_argument("--model", default=None, help="with --endpoint: model id (default: the first of /v1/models)")
+    p.add_argument("--model", default=None, metavar="ID", help="with --endpoint: model id (default: the first of "
+                                                              "/v1/models)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="with --endpoint: API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
@@ -300,19 +330,24 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
     if args.bench == "fidelity":
         from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
 
+        peer_python = dict(x.split("=", 1) if "=" in x else ((args.peer or ["aiperf"])[0], x)
+                           for x in args.peer_python)
         doc = run_fidelity(FidelityOptions(
             concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], requests=args.requests,
-            transports=[t.strip() for t in args.transports.split(",") if t.strip()], first_ms=args.first_ms,
-            chunks=args.chunks, gap_ms=args.gap_ms))
+            pattern=args.pattern, processes=args.processes,
+            transports=[t.strip() for t in args.transports.split(",") if t.strip()], peers=list(args.peer),
+            peer_python=peer_python, tokenizer=args.tokenizer, first_ms=args.first_ms, chunks=args.chunks,
+            gap_ms=args.gap_ms))
     elif args.bench == "server":
         from replay.benchmarks.server_cost import ServerCostOptions, run_server_cost
 
         doc = run_server_cost(ServerCostOptions(
             concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], windows=args.windows,
-            requests_per_window=args.requests_per_window,
+            window_s=args.window_s, warmup_s=args.warmup_s,
             apis=[a.strip() for a in args.apis.split(",") if a.strip()],
             scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()], server_args=args.server_arg,
-            profile=args.profile, endpoint=args.endpoint, pid=args.pid, model=args.model, api_key=api_key))
+            profile=args.profile, dynamo_python=args.dynamo, dynamo_model_dir=args.dynamo_model_dir,
+            endpoint=args.endpoint, pid=args.pid, model=args.model, api_key=api_key))
     elif args.bench == "preamble":
         from replay.benchmarks.preamble import PreambleOptions, run_preamble
 
@@ -418,7 +453,7 @@ def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
             continue
         st = bench.get("settings") or {}
         keys = ("scenario", "api", "sessions", "tool_ms", "concurrency", "first_chunk_ms", "chunks", "chunk_gap_ms",
-                "windows", "requests_per_window")
+                "windows", "window_s", "pattern", "processes")
         shown = ", ".join(f"{k}={st[k]}" for k in keys if k in st)
         tm = (run.get("settings") or {}).get("timing_model")
         lines = [bench.get("title") or bench["name"],

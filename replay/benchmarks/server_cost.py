@@ -77,7 +77,6 @@ class ServerCostOptions:
     pid: int | None = None
     model: str | None = None
     api_key: str | None = None
-    requests_per_window: int | None = None  # accepted for the CLI's old option; windows are timed now
 
 
 def cpu_seconds(pid: int) -> float:

@@ -89,3 +89,19 @@ def test_preamble_against_an_endpoint_runs_stable_and_header(tmp_path):
     assert [a["name"] for a in bench["arms"]] == ["stable", "header"]
     assert [r["name"] for r in bench["ratios"]] == ["header/stable"]
     assert bench["ratios"][0]["value"] > 1.5
+
+
+def test_fidelity_and_server_commands_wire_their_options(tmp_path):
+    """The CLI maps bench fidelity's and bench server's options onto their option dataclasses: a
+    small run of each writes a results document whose settings carry what was asked."""
+    out = tmp_path / "fid"
+    assert main(["bench", "fidelity", "--concurrency", "1,2", "--requests", "8", "--pattern", "staggered",
+                 "--processes", "1", "--out", str(out), "--no-progress"]) == 0
+    doc = load_results(out / "bench-fidelity.json")
+    assert doc["benchmarks"] and all(b["arms"] for b in doc["benchmarks"])
+    assert "staggered" in json.dumps(doc["run"]["settings"]) + json.dumps([b.get("settings") for b in doc["benchmarks"]])
+    out = tmp_path / "srv"
+    assert main(["bench", "server", "--concurrency", "1", "--windows", "1", "--window-s", "1", "--warmup-s", "0.2",
+                 "--apis", "chat", "--out", str(out), "--no-progress"]) == 0
+    doc = load_results(out / "bench-server.json")
+    assert [a["name"] for b in doc["benchmarks"] for a in b["arms"]][:1] == ["c=1"]
