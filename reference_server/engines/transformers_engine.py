@@ -138,6 +138,10 @@ class _TorchGeneration(Generation):
             return
         cache = self._cache
         layers = [_layer_kv(cache, i) for i in range(_num_layers(cache))]
+        if min(int(k.shape[-2]) for k, _ in layers) < len(self._kv_ids):
+            # A sliding-window layer (Gemma 3: 512 tokens) keeps only its last positions: its blocks
+            # would be stored under the wrong positions, so nothing past the window is stored.
+            return
         self.engine.store.insert(self._kv_ids, layers)
         self._stored = len(self._kv_ids) // self.engine.store.block_size * self.engine.store.block_size
 
