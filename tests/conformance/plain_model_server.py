@@ -14,7 +14,9 @@ earlier prompt plus its output. `--mode` plants one history or stream bug:
 - flatten-tokenize: only the chat-form /tokenize rendering is flattened;
 - drop-agent-reasoning: reasoning is dropped from past tool-calling turns (prompts and /tokenize);
 - parallel-same-index: two calls in one turn are streamed under one index (Chat tool_calls[].index,
-  Anthropic content block index).
+  Anthropic content block index);
+- sampling: no bug, but every answer carries a random number (in its reasoning, text and tool
+  arguments), as a sampling model answers one request differently each time.
 
     python -m tests.conformance.plain_model_server --port P [--mode M] [--one-in N]
 """
@@ -25,6 +27,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import random
 import re
 import time
 import uuid
@@ -39,7 +42,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 MODEL = "plain/tiny-model"
-MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index")
+MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling")
 BLOCK = 16
 ASK = "in this one turn"
 
@@ -211,6 +214,15 @@ def _pieces(text: str, size: int = 12) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
+def _sampled(part: Part) -> Part:
+    """The part as a sampling model might have said it this time."""
+    draw = random.randint(0, 10**9)
+    if part.kind == "call":
+        return Part("call", name=part.name, arguments=json.dumps({**json.loads(part.arguments), "draw": draw}),
+                    call_id=part.call_id)
+    return Part(part.kind, f"{part.text} {draw}" if part.kind in ("reasoning", "text") else part.text)
+
+
 def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
     model, cache = Model(one_in), Cache()
     history_mode = {"flatten-history": "flatten", "drop-agent-reasoning": "drop-agent-reasoning"}.get(mode, "")
@@ -219,6 +231,8 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
     def generate(messages: list[Message], tools: list[str]) -> tuple[list[Part], dict[str, int]]:
         prompt = render(messages, history_mode)
         parts = model.answer(messages, tools)
+        if mode == "sampling":
+            parts = [_sampled(p) for p in parts]
         output = render_assistant(parts)
         cached = cache.hit(prompt)
         cache.store(prompt, prompt + output)

@@ -92,3 +92,18 @@ def test_tries_find_a_path_taken_one_time_in_three(tmp_path: Path) -> None:
     single = once["CH-STREAM-001"]
     assert (single["outcome"], single.get("cause")) == ("inconclusive", "not-exercised"), _brief(once)
     assert "not exercised: the model made one call" in single["message"]
+
+
+def test_a_sampling_endpoint_leaves_the_stream_vs_nonstream_rule_unjudged(tmp_path: Path) -> None:
+    """Two answers of a sampling model differ: the SDK oracles still judge their MUST rule (the
+    helper folds every stream), and their `:nonstream` comparison is not exercised, never a
+    failure; against the same model without sampling it is judged."""
+    with plain_server("sampling") as url:
+        checks = _run(url, tmp_path / "sampling", "AN-SDK-001 or CH-SDK-001")
+    assert {k: c["outcome"] for k, c in checks.items()} == {"AN-SDK-001": "pass", "CH-SDK-001": "pass"}, \
+        _brief(checks)
+    assert checks["AN-SDK-001"]["exercised"] == {"AN-SDK-001:nonstream": []}
+    assert checks["CH-SDK-001"]["exercised"] == {"CH-SDK-001:nonstream": []}
+    with plain_server() as url:
+        checks = _run(url, tmp_path / "clean", "AN-SDK-001 or CH-SDK-001")
+    assert checks["AN-SDK-001"]["exercised"] == {"AN-SDK-001:nonstream": ["deterministic"]}, _brief(checks)
