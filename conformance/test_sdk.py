@@ -105,6 +105,27 @@ def _with_stream(open_stream: Callable[..., Any], final: str) -> Callable[[dict[
     return run
 
 
+def _responses_stream(open_stream: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
+    """openai's Responses stream helper, which refuses by design a stream that ends in
+    `response.incomplete` (max_output_tokens reached: a legal end, API reference) with "Didn't receive
+    a `response.completed` event": that refusal is reported as what it is, not as the endpoint's fault."""
+    def run(params: dict[str, Any]) -> Any:
+        with open_stream(**params) as stream:
+            last = None
+            for event in stream:
+                last = getattr(event, "type", None)
+            try:
+                return stream.get_final_response()
+            except RuntimeError as exc:
+                if last != "response.incomplete":
+                    raise
+                raise Inconclusive("the answer ended in response.incomplete (a legal end), which the openai "
+                                   "Responses stream helper refuses by design (\"Didn't receive a "
+                                   "`response.completed` event\"); the stream itself is judged by the grammar "
+                                   "checks") from exc
+    return run
+
+
 def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
             created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
             dump: Callable[[Any], dict[str, Any]]) -> None:
@@ -165,6 +186,6 @@ def test_openai_chat_stream_matches_create(hc: Harness) -> None:
 @pytest.mark.check("RS-SDK-001")
 def test_openai_responses_stream_matches_create(hc: Harness) -> None:
     client = _openai_client(hc)
-    _oracle(hc, "responses", "RS-SDK-001", _with_stream(client.responses.stream, "get_final_response"),
+    _oracle(hc, "responses", "RS-SDK-001", _responses_stream(client.responses.stream),
             lambda p: client.responses.create(**p), lambda r: _rs_shape(r.output),
             lambda r: r.model_dump(exclude_none=True))
