@@ -47,7 +47,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--tool-call-parser", default="", help="tool-call parser name, or 'none' "
                    "(default: the family's: qwen3_coder, hermes)")
     g.add_argument("--fault", action="append", default=[], metavar="NAME", help="turn on a known bug, repeatable")
-    g.add_argument("--engine", default="scripted", choices=["scripted", "transformers", "trtllm"])
+    g.add_argument("--engine", default="scripted", choices=["scripted", "transformers", "trtllm"],
+                   help="scripted (default: the built-in scenarios with a timing model, CPU), transformers "
+                        "(real compute on a checkpoint, --model-path), trtllm (TensorRT-LLM; not verified here)")
     g.add_argument("--model-path", help="checkpoint: a Hugging Face model directory or a .gguf file (its tokenizer "
                    "and chat template for every engine, its weights for transformers/trtllm)")
     g.add_argument("--chat-template", metavar="FILE", help="chat template (a Jinja file, or a built-in name: chatml, "
@@ -104,9 +106,10 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one (default: 8000)")
-    parser.add_argument("--api-key", default=None,
+    parser.add_argument("--api-key", default=None, metavar="KEY",
                         help="require this key (x-api-key or Authorization: Bearer); env HARNESSCHECK_SERVER_API_KEY")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                        help="uvicorn's log level (default: warning)")
     add_server_options(parser)
 
 
