@@ -134,8 +134,6 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(config_from_args(args))
     except (ValueError, RuntimeError, ImportError, OSError) as error:  # engine setup: say why, no traceback
         raise UsageError(f"cannot start the {args.engine} engine: {error}") from None
-    for line in app.state.service.template_report():  # stderr: stdout's first line says where we listen
-        print(f"harnesscheck reference server: {line}", file=sys.stderr, flush=True)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -145,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
         hint = "; pick another --port (0 takes a free one)" if error.errno == errno.EADDRINUSE else ""
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}{hint}") from None
     host, port = sock.getsockname()[:2]
+    # The chat-template decision, once the server can start (a refusal stays one line): stderr, since
+    # stdout's first line says where we listen.
+    for line in app.state.service.template_report():
+        print(f"harnesscheck reference server: {line}", file=sys.stderr, flush=True)
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
