@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from tests.processes import free_port, http_process  # noqa: F401 - free_port: the CLI tests' import
 
 
 @dataclass(frozen=True)
@@ -39,33 +39,12 @@ def harnesscheck(*args: str, cwd: Path, timeout: float = 120.0, env: dict[str, s
     return Ran(proc.returncode, proc.stdout, proc.stderr, seconds)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def file_server(root: Path) -> Iterator[str]:
     """`python -m http.server` on a free port: HTTP, but no LLM API."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url + "/", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    with http_process(lambda port: [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                      cwd=root, quiet=True) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @contextmanager

@@ -10,49 +10,26 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from conformance.runner import SuiteOptions, run_suite
+from tests.processes import http_process
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = "AN-HIST-001 or AN-HIST-002 or CH-HIST-002 or AN-STREAM or CH-STREAM or CH-TOKENIZE-001"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def plain_server(mode: str = "clean", one_in: int = 1) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.plain_model_server", "--port", str(port),
-                             "--mode", mode, "--one-in", str(one_in)], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/v1/models", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the plain-model server did not start") from None
-                time.sleep(0.2)
+    with http_process(lambda port: [sys.executable, "-m", "tests.conformance.plain_model_server", "--port", str(port),
+                                    "--mode", mode, "--one-in", str(one_in)], "/v1/models", cwd=ROOT,
+                      startup_s=30) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _run(url: str, tmp_path: Path, select: str, *, tries: int = 3) -> dict[str, dict]:
