@@ -1,4 +1,4 @@
-"""The API adapters (``reference_server.frontends``): the parsed events of the long turn to the
+"""The API adapters (``harnesscheck.reference_server.frontends``): the parsed events of the long turn to the
 Chat, Anthropic and Responses SSE streams, against a minimal baseline: one ``json.dumps`` of a bare
 chat.completion.chunk per event plus ``data:`` framing (the least any adapter does per frame)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 
 def _minimal(events):
-    from reference_server.events import ReasoningDelta, TextDelta, ToolCallArgsDelta
+    from harnesscheck.reference_server.events import ReasoningDelta, TextDelta, ToolCallArgsDelta
 
     out = []
     for e in events:

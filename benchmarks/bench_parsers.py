@@ -17,7 +17,7 @@ _PARAM = re.compile(r"<parameter=([^>]+)>\n?(.*?)\n?</parameter>", re.S)
 
 def _stream(corpus):
     from conftest import _parsers
-    from reference_server.parsers.stream import StreamParser
+    from harnesscheck.reference_server.parsers.stream import StreamParser
 
     p = StreamParser(*_parsers(corpus.tools))
     n = 0
@@ -28,7 +28,7 @@ def _stream(corpus):
 
 def _one_shot(corpus):
     from conftest import _parsers
-    from reference_server.parsers.stream import parse_text
+    from harnesscheck.reference_server.parsers.stream import parse_text
 
     return parse_text(corpus.raw, *_parsers(corpus.tools))
 

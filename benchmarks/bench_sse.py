@@ -20,7 +20,7 @@ def stream(corpus):
 
 
 def _kit(chunks):
-    from conformance.wire.sse import SSEDecoder
+    from harnesscheck.conformance.wire.sse import SSEDecoder
 
     d = SSEDecoder()
     out = []
@@ -31,7 +31,7 @@ def _kit(chunks):
 
 
 def _fast(chunks):
-    from replay.client import FastSSE
+    from harnesscheck.replay.client import FastSSE
 
     d = FastSSE()
     n = 0

@@ -60,7 +60,7 @@ class Corpus:
 
 
 def _parsers(tools: list[Any]) -> tuple[Any, Any]:
-    from reference_server.parsers import get_reasoning_parser, get_tool_parser
+    from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
 
     n = iter(range(1 << 30))
     return (get_reasoning_parser("nemotron_deci")(),
@@ -69,10 +69,10 @@ def _parsers(tools: list[Any]) -> tuple[Any, Any]:
 
 def adapters() -> dict[str, Any]:
     """api -> factory of a fresh adapter (reference_server.frontends)."""
-    from reference_server.faults import Faults
-    from reference_server.frontends.anthropic import AnthropicStream
-    from reference_server.frontends.chat import ChatStream
-    from reference_server.frontends.responses import ResponsesStream
+    from harnesscheck.reference_server.faults import Faults
+    from harnesscheck.reference_server.frontends.anthropic import AnthropicStream
+    from harnesscheck.reference_server.frontends.chat import ChatStream
+    from harnesscheck.reference_server.frontends.responses import ResponsesStream
 
     f = Faults()
     return {
@@ -93,11 +93,11 @@ def run_adapter(factory: Any, events: list[Any]) -> bytes:
 
 @pytest.fixture(scope="session")
 def corpus() -> Corpus:
-    from reference_server.conversation import ToolSpec
-    from reference_server.events import Finish, Part, ToolCall, Usage
-    from reference_server.parsers.stream import StreamParser, render_parts
-    from reference_server.tokenizer import load
-    from replay.benchmarks.common import filler_text
+    from harnesscheck.reference_server.conversation import ToolSpec
+    from harnesscheck.reference_server.events import Finish, Part, ToolCall, Usage
+    from harnesscheck.reference_server.parsers.stream import StreamParser, render_parts
+    from harnesscheck.reference_server.tokenizer import load
+    from harnesscheck.replay.benchmarks.common import filler_text
 
     tools = [ToolSpec("Read", parameters={"type": "object", "properties": {"file_path": {"type": "string"}}}),
              ToolSpec("Edit", parameters={"type": "object", "properties": {

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance.outcome import Level
+from harnesscheck.conformance.outcome import Level
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
 APIS = ("anthropic", "chat", "responses")

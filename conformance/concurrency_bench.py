@@ -3,7 +3,7 @@ makes every turn take about a second, run with N = 1, 4, 16 checks at once (`che
 xdist workers), its wall time beside the longest single case. A suite that runs as fast as its
 slowest case has a ratio near 1; one check at a time, the ratio is the number of turns in the run.
 
-    python -m conformance.concurrency_bench [--levels 1,4,16] [--turn-s 1.0] [--out DIR]
+    python -m harnesscheck.conformance.concurrency_bench [--levels 1,4,16] [--turn-s 1.0] [--out DIR]
 
 The wall time is the checks' own (run.checks_wall_s: the first check's start to the last one's end,
 over every worker), without pytest's start-up and collection, which do not depend on the endpoint;
@@ -51,9 +51,9 @@ class Level:
 def measure_level(concurrency: int, out: Path, *, turn_s: float = 1.0,
                   apis: str = "anthropic,chat,responses") -> Level:
     """Run the suite once at `concurrency` against a fresh reference server; results in `out`."""
-    from conformance.options import embedded_features
-    from conformance.runner import SuiteOptions, run_suite
-    from reference_server.launch import ServerProcess
+    from harnesscheck.conformance.options import embedded_features
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+    from harnesscheck.reference_server.launch import ServerProcess
 
     with ServerProcess(server_args(turn_s)) as server:
         options = SuiteOptions(endpoint=server.url, apis=apis, concurrency=concurrency, preflight=False,
@@ -109,7 +109,7 @@ def benchmark(levels: list[Level], *, turn_s: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.concurrency_bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m harnesscheck.conformance.concurrency_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), metavar="LIST",
                         help="comma-separated concurrency levels (default: 1,4,16)")

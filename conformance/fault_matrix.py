@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import catalog
-from conformance.runner import SuiteOptions, run_suite
-from reference_server.faults import FAULTS
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.reference_server.faults import FAULTS
 
 CLEAN = "(clean)"
 
@@ -80,7 +80,7 @@ def junit_disagreements(doc: dict[str, Any], junit: Path) -> list[str]:
     is a JUnit skip (xfail), as is an inconclusive or skipped check."""
     import xml.etree.ElementTree as ET
 
-    from reports.summary import is_must_failure
+    from harnesscheck.reports.summary import is_must_failure
 
     try:
         cases = ET.parse(junit).getroot().iter("testcase")

@@ -10,12 +10,12 @@ from typing import Any, TypeVar
 
 import httpx
 
-from conformance import catalog
-from conformance import requests as reqs
-from conformance.grammar import anthropic as an_grammar
-from conformance.wire import client
-from conformance.wire.transcript import Transcript
-from scenarios.loader import Scenario, get as get_scenario
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance import requests as reqs
+from harnesscheck.conformance.grammar import anthropic as an_grammar
+from harnesscheck.conformance.wire import client
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.scenarios.loader import Scenario, get as get_scenario
 
 PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
 T = TypeVar("T")
@@ -114,7 +114,7 @@ class Harness:
 
     def _refuse_if_stalled(self) -> None:
         if self.stalled:
-            from conformance.verdict import Inconclusive
+            from harnesscheck.conformance.verdict import Inconclusive
 
             raise Inconclusive(f"endpoint stalled earlier in the run: {self.stalled}", cause="stalled")
 
@@ -154,7 +154,7 @@ class Harness:
 
     def require_exercised(self, check_id: str) -> None:
         """Inconclusive (not-exercised) when one of the check's rules saw none of the paths it needs."""
-        from conformance.verdict import Inconclusive
+        from harnesscheck.conformance.verdict import Inconclusive
 
         check = catalog.get(check_id)
         if catalog.unexercised(check, self.exercised):
@@ -227,9 +227,9 @@ def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:
     if api == "anthropic":
         return an_grammar.final_message(transcript)
     if api == "chat":
-        from conformance.grammar import chat as grammar
+        from harnesscheck.conformance.grammar import chat as grammar
         return grammar.final_message(transcript)
-    from conformance.grammar import responses as grammar  # type: ignore[no-redef]
+    from harnesscheck.conformance.grammar import responses as grammar  # type: ignore[no-redef]
     folded = grammar.final_message(transcript)
     if folded is None:
         return None

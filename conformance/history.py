@@ -30,12 +30,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from conformance import catalog
-from conformance import requests as reqs
-from conformance.harness import PATHS, Harness, final_answer
-from conformance.verdict import fail, inconclusive, ok_response, skip
-from conformance.wire.transcript import Transcript
-from stats import wilcoxon_test
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance import requests as reqs
+from harnesscheck.conformance.harness import PATHS, Harness, final_answer
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.stats import wilcoxon_test
 
 WITNESSES = ("tokenize", "cache", "timing")
 TOKENIZE_PREFIXES = ("/v1", "")  # the tokenize routes are probed under both

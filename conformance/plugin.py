@@ -2,7 +2,7 @@
 the mapping from a test's result to a check outcome. Hooks and fixtures only; the logic lives in
 harness.py, results.py and the suites.
 
-    pytest --pyargs conformance --hc-endpoint http://localhost:8000 --hc-model my/model [-n 4]
+    pytest --pyargs harnesscheck.conformance --hc-endpoint http://localhost:8000 --hc-model my/model [-n 4]
 
 Under pytest-xdist (`-n N`) the controller starts the one embedded reference server and a lock
 folder and hands both to the workers (workerinput); each worker sends what it measured back in
@@ -25,15 +25,15 @@ from typing import Any
 
 import pytest
 
-from conformance import catalog
-from conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features, split_apis,
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
+from harnesscheck.conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features, split_apis,
                                  validate_options)
-from conformance.preflight import preflight
-from conformance.outcome import Outcome
-from conformance.wire.server_info import server_info
-from conformance.results import CheckResult, Collector, write_results
-from conformance.verdict import CheckFailed, Inconclusive, timed_out
+from harnesscheck.conformance.preflight import preflight
+from harnesscheck.conformance.outcome import Outcome
+from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.conformance.results import CheckResult, Collector, write_results
+from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_out
 
 PACKAGE = Path(__file__).resolve().parent
 WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder; in workeroutput: results
@@ -152,7 +152,7 @@ def _collects_suite(config: pytest.Config) -> bool:
     loaded in every pytest session of the environment, and must not start a server for others."""
     for arg in config.args:
         name = arg.split("::")[0]
-        if config.option.pyargs and (name == "conformance" or name.startswith("conformance.")):
+        if config.option.pyargs and (name == "harnesscheck.conformance" or name.startswith("harnesscheck.conformance.")):
             return True
         path = (config.invocation_params.dir / name).resolve()
         if path == PACKAGE or PACKAGE in path.parents or path in PACKAGE.parents:
@@ -203,7 +203,7 @@ class EndpointLock:
 
 
 def _start_embedded(config: pytest.Config) -> Any:
-    from reference_server.launch import ServerProcess
+    from harnesscheck.reference_server.launch import ServerProcess
 
     # Fast, but with time in it: decode and prefill costs that timing witnesses can see.
     return ServerProcess([*EMBEDDED_SERVER_ARGS, *config.getoption("hc_server_arg")]).start()
@@ -369,7 +369,7 @@ def _timed_out_exchange(attached: list[tuple[str, Any]]) -> tuple[str, Any] | No
 
 def _notes(attached: list[tuple[str, Any]]) -> list[str]:
     """What the references allow and the run saw anyway (unknown events, error events): shown, not failed."""
-    from conformance.grammar import validate_for
+    from harnesscheck.conformance.grammar import validate_for
 
     notes: list[str] = []
     for label, t in attached:

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from conformance.options import url_problem
-from conformance.wire.client import new_client
+from harnesscheck.conformance.options import url_problem
+from harnesscheck.conformance.wire.client import new_client
 
 __all__ = ["Preflight", "ROUTES", "preflight"]
 

@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any
 
-from scenarios.loader import Scenario
+from harnesscheck.scenarios.loader import Scenario
 
 MAX_TOKENS = 4096  # the most any scenario asks for
 MIN_BUDGET = 256

@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from conformance.catalog import Check
-from conformance.clients.impact import refused_shape_verdict, verdicts_for
-from conformance.grammar.findings import Finding
-from conformance.outcome import Level, Outcome
-from conformance.wire.redact import redact_text
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.catalog import Check
+from harnesscheck.conformance.clients.impact import refused_shape_verdict, verdicts_for
+from harnesscheck.conformance.grammar.findings import Finding
+from harnesscheck.conformance.outcome import Level, Outcome
+from harnesscheck.conformance.wire.redact import redact_text
+from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck import __version__
 
 
@@ -135,7 +135,7 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     results document, in catalog order; write it to `results_path` and the transcripts, within the
     budget, with their index.json, to `transcripts_dir` (either may be None). `settings` are added to
     the run's settings (e.g. the number of workers)."""
-    from conformance.catalog import CHECKS
+    from harnesscheck.conformance.catalog import CHECKS
 
     order = {c.id: n for n, c in enumerate(CHECKS)}
     runs = sorted((p["run"] for p in payloads), key=lambda r: r["started_at"])

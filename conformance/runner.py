@@ -143,8 +143,8 @@ def check_endpoint(options: SuiteOptions) -> None:
     """UsageError with the one line to print when the --endpoint is unusable (conformance.preflight)."""
     if not options.endpoint or not options.preflight:
         return
-    from conformance.options import split_apis
-    from conformance.preflight import preflight
+    from harnesscheck.conformance.options import split_apis
+    from harnesscheck.conformance.preflight import preflight
 
     checked = preflight(options.endpoint, api_key=options.api_key, model=options.model,
                         apis=split_apis(options.apis), timeout=options.timeout)
@@ -154,8 +154,8 @@ def check_endpoint(options: SuiteOptions) -> None:
 
 def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:
     """The embedded reference server, started here rather than by the plugin, so it outlives the suite."""
-    from conformance.options import EMBEDDED_SERVER_ARGS, embedded_features
-    from reference_server.launch import ServerProcess
+    from harnesscheck.conformance.options import EMBEDDED_SERVER_ARGS, embedded_features
+    from harnesscheck.reference_server.launch import ServerProcess
 
     server = ServerProcess([*EMBEDDED_SERVER_ARGS, *options.server_args]).start()
     expect = tuple(sorted(set(options.expect) | embedded_features(options.server_args)))
@@ -243,8 +243,8 @@ def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
 def _verify_clients(doc: dict[str, Any], suite: SuiteOptions, out: Path) -> dict[str, Any]:
     """The real clients run against the endpoint the suite checked, their measured verdicts beside the
     inferred ones: verify_clients' document plus `comparison` (compare_verdicts' rows)."""
-    from conformance.clients.verify import compare_verdicts, verify_clients
-    from conformance.options import split_apis
+    from harnesscheck.conformance.clients.verify import compare_verdicts, verify_clients
+    from harnesscheck.conformance.options import split_apis
 
     assert suite.endpoint is not None
     print("verifying the clients against the endpoint ...", flush=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conformance.harness import Harness
-from conformance.verdict import fail, inconclusive, ok_response, skip
-from conformance.wire.transcript import Transcript
-from scenarios.loader import ModelPart
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.scenarios.loader import ModelPart
 
 SCENARIO = "long_reasoning"  # r0 t0 r1 t1 with ~700 reasoning tokens generated after t0 completes
 SCENARIOS = (SCENARIO, "interleaved", "parallel_tools")  # each first turn has content after its first call

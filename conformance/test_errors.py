@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conformance.harness import PATHS, Harness
-from conformance.verdict import fail
+from harnesscheck.conformance.harness import PATHS, Harness
+from harnesscheck.conformance.verdict import fail
 
 BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
     "anthropic": [("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),

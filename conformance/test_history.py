@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import catalog
-from conformance.harness import Harness
-from conformance.wire.transcript import Transcript
-from conformance.history import judge_agent_turn, judge_interleaved
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.conformance.history import judge_agent_turn, judge_interleaved
 
 INTERLEAVED = "long_reasoning"  # r0 t0 r1 t1 with ~700-token reasoning segments (visible in timing)
 AGENT_TURN = "long_agent_turn"  # one ~1K-token reasoning segment, then a tool call
@@ -48,7 +48,7 @@ def test_responses_agent_turn_history(hc: Harness) -> None:
 def test_thinking_on_unless_turned_off(hc: Harness) -> None:
     """Asked for thinking, the model must think at least once in --tries samples (else inconclusive);
     then a request that says nothing about thinking must think at least once in --tries samples."""
-    from conformance.verdict import fail, inconclusive, ok_response
+    from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 
     body = hc.body("anthropic", "calculator", stream=False)
     # The reference: budget_tokens >= 1024 and below max_tokens.

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from conformance.harness import Harness
-from conformance.verdict import fail, inconclusive, ok_response
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 
 LONG = "\n".join(f"Rule {i}: keep every change small, tested and explained; prefer the project's own helpers."
                  for i in range(120))  # ~2K tokens of stable scaffolding

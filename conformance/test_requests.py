@@ -10,8 +10,8 @@ import json
 import pytest
 import zstandard
 
-from conformance.harness import Harness
-from conformance.verdict import CheckFailed, ok_response
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import CheckFailed, ok_response
 
 
 @pytest.mark.check("AN-REQ-001")

@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from conformance.harness import Harness
-from conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import fail, ok_response, skip
 
 
 def _slash_model(hc: Harness) -> str:

@@ -20,10 +20,10 @@ import anthropic
 import openai
 import pytest
 
-from conformance import catalog
-from conformance import requests as reqs
-from conformance.harness import Harness
-from conformance.verdict import Inconclusive, fail
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance import requests as reqs
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import Inconclusive, fail
 
 SCENARIOS = ["plain_text", "calculator", "interleaved", "parallel_tools"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import catalog
-from conformance.harness import Harness
-from conformance.requests import tool_calls_of
-from conformance.verdict import fail, inconclusive, ok_response
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.requests import tool_calls_of
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
+from harnesscheck.conformance.wire.transcript import Transcript
 
 
 @pytest.mark.check("RS-STATE-001")

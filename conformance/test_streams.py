@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from conformance import catalog
-from conformance.harness import Harness
-from conformance.grammar.findings import Finding
-from conformance.verdict import Inconclusive, fail, no_findings, timed_out
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.grammar.findings import Finding
+from harnesscheck.conformance.verdict import Inconclusive, fail, no_findings, timed_out
+from harnesscheck.conformance.wire.transcript import Transcript
 
 # (scenario, turn): turn 1 of calculator answers after a tool result.
 STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]
@@ -25,8 +25,8 @@ STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleave
 ENDPOINT_ERRORS = frozenset({"AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR-EVENT", "CH-GRAMMAR-ERROR"})
 # The scenario whose prompt asks plainly for each path.
 ASKS = {catalog.TOOL_USE: "calculator", catalog.PARALLEL: "parallel_tools", catalog.THINKING: "interleaved"}
-GRAMMAR = {"anthropic": "conformance.grammar.anthropic", "chat": "conformance.grammar.chat",
-           "responses": "conformance.grammar.responses"}
+GRAMMAR = {"anthropic": "harnesscheck.conformance.grammar.anthropic", "chat": "harnesscheck.conformance.grammar.chat",
+           "responses": "harnesscheck.conformance.grammar.responses"}
 
 
 def _grammar_checks() -> list[object]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from conformance.harness import Harness
-from conformance.verdict import fail, ok_response, skip
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.wire.transcript import Transcript
 
 TEXT = "Tokenize me: 15 * 23 = 345, 世界, <think>"
 PREFIXES = ("/v1", "")  # vLLM serves /tokenize; Dynamo and the reference server /v1/tokenize

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from conformance.grammar import anthropic as grammar
-from conformance.harness import Harness
-from conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.grammar import anthropic as grammar
+from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.verdict import fail, ok_response, skip
 
 
 def _total(usage: dict) -> int:

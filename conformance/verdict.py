@@ -17,8 +17,8 @@ from collections.abc import Iterable
 import pytest
 from _pytest.outcomes import Skipped
 
-from conformance.grammar.findings import Finding
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.grammar.findings import Finding
+from harnesscheck.conformance.wire.transcript import Transcript
 
 CAUSES = ("not-exercised", "timeout", "stalled", "endpoint-error", "endpoint-config")
 TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeout"})

@@ -23,12 +23,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from reference_server.config import ServerConfig
-from reference_server.frontends import anthropic, chat, models, responses, tokenize
-from reference_server.frontends.common import (Adapter, ApiError, ApiKind, check_auth, error_response, read_json,
+from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.frontends import anthropic, chat, models, responses, tokenize
+from harnesscheck.reference_server.frontends.common import (Adapter, ApiError, ApiKind, check_auth, error_response, read_json,
                                                step_frames)
-from reference_server.conversation import InvalidConversation
-from reference_server.service import LARGE_CHARS, Service, UnknownModel, build_service
+from harnesscheck.reference_server.conversation import InvalidConversation
+from harnesscheck.reference_server.service import LARGE_CHARS, Service, UnknownModel, build_service
 
 log = logging.getLogger("harnesscheck.server")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}

@@ -15,7 +15,7 @@ The chat template: `--chat-template` (a file, or the name of a built-in template
 `reference_server/templates/`) wins; else the checkpoint's; a checkpoint that ships none and no
 `--chat-template` is a start-up error that names the files looked in.
 
-`python -m reference_server.checkpoint FILE.gguf [OUT_DIR]` makes the copy ahead of time.
+`python -m harnesscheck.reference_server.checkpoint FILE.gguf [OUT_DIR]` makes the copy ahead of time.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_server.tokenizer import Tokenizer
+from harnesscheck.reference_server.tokenizer import Tokenizer
 
 log = logging.getLogger("harnesscheck.checkpoint")
 
@@ -205,7 +205,7 @@ def converted_dir(gguf: Path, out_dir: Path | None = None) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CheckpointError(f"cannot write the Hugging Face copy of {gguf.name} at {out} ({error}); make it "
-                              f"elsewhere with `python -m reference_server.checkpoint {gguf} OUT_DIR` and pass "
+                              f"elsewhere with `python -m harnesscheck.reference_server.checkpoint {gguf} OUT_DIR` and pass "
                               "--model-path OUT_DIR") from error
     convert_gguf(gguf, out)
     return out
@@ -243,7 +243,7 @@ def convert_gguf(gguf: Path, out: Path) -> dict[str, Any]:
     template = _gguf_chat_template(gguf)
     if template:
         (out / "chat_template.jinja").write_text(template, encoding="utf-8")
-    record = {"source": _stamp(gguf), "created_by": "reference_server.checkpoint",
+    record = {"source": _stamp(gguf), "created_by": "harnesscheck.reference_server.checkpoint",
               "seconds": {"tokenizer": round(t1 - t0, 1), "model": round(t2 - t1, 1),
                           "total": round(time.monotonic() - t0, 1)},
               "chat_template": "from the GGUF" if template else "none in the GGUF"}
@@ -261,12 +261,12 @@ def _gguf_chat_template(gguf: Path) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-if __name__ == "__main__":  # python -m reference_server.checkpoint FILE.gguf [OUT_DIR]
+if __name__ == "__main__":  # python -m harnesscheck.reference_server.checkpoint FILE.gguf [OUT_DIR]
     import sys
 
     logging.basicConfig(level=logging.INFO)
     if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python -m reference_server.checkpoint FILE.gguf [OUT_DIR]")
+        sys.exit("usage: python -m harnesscheck.reference_server.checkpoint FILE.gguf [OUT_DIR]")
     source = Path(sys.argv[1])
     target = converted_dir(source, Path(sys.argv[2]) if len(sys.argv) == 3 else None)
     print(f"{source} -> {target}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference_server.engines.scripted import TimingModel
+from harnesscheck.reference_server.engines.scripted import TimingModel
 
 DEFAULT_MODEL_IDS = ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "deepseek-ai/DeepSeek-R1=deepseek_r1")
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reference_server.events import Part, ToolCall
+from harnesscheck.reference_server.events import Part, ToolCall
 
 Role = Literal["system", "user", "assistant", "tool"]
 

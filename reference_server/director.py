@@ -13,9 +13,9 @@ import json
 import re
 from typing import Any
 
-from reference_server.conversation import Conversation, ToolSpec
-from reference_server.events import Part, ToolCall
-from scenarios.loader import ModelPart, Scenario, find_by_user_text
+from harnesscheck.reference_server.conversation import Conversation, ToolSpec
+from harnesscheck.reference_server.events import Part, ToolCall
+from harnesscheck.scenarios.loader import ModelPart, Scenario, find_by_user_text
 
 
 def _scenario_start(conv: Conversation) -> tuple[int, Scenario | None]:

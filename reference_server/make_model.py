@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_server.pipeline.families import FAMILIES
-from reference_server.tokenizer import DEFAULT_PATH, SPECIAL_TOKENS, Tokenizer
+from harnesscheck.reference_server.pipeline.families import FAMILIES
+from harnesscheck.reference_server.tokenizer import DEFAULT_PATH, SPECIAL_TOKENS, Tokenizer
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MANIFEST = "harnesscheck.json"

@@ -22,21 +22,21 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from reference_server.checkpoint import Checkpoint, load_checkpoint, template_from_option
-from reference_server.config import ServerConfig
-from reference_server.conversation import Conversation
-from reference_server.director import next_turn
-from reference_server.engines import build_engine
-from reference_server.engines.base import Engine, GenerateRequest, Generation
-from reference_server.events import Event, Finish, ParsedEvent, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
-from reference_server.faults import Faults
-from reference_server.parsers.stream import StreamParser
-from reference_server.pipeline.families import ModelProfile
-from reference_server.pipeline.history import make_parsers, render_part, thinking_enabled
-from reference_server.pipeline.render import Prompt, render_text
-from reference_server.pipeline.template import ChatTemplate
-from reference_server.tokenizer import SPECIAL_TOKENS, IncrementalDecoder, Tokenizer
-from reference_server.tokenizer import load as load_tokenizer
+from harnesscheck.reference_server.checkpoint import Checkpoint, load_checkpoint, template_from_option
+from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.conversation import Conversation
+from harnesscheck.reference_server.director import next_turn
+from harnesscheck.reference_server.engines import build_engine
+from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation
+from harnesscheck.reference_server.events import Event, Finish, ParsedEvent, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.parsers.stream import StreamParser
+from harnesscheck.reference_server.pipeline.families import ModelProfile
+from harnesscheck.reference_server.pipeline.history import make_parsers, render_part, thinking_enabled
+from harnesscheck.reference_server.pipeline.render import Prompt, render_text
+from harnesscheck.reference_server.pipeline.template import ChatTemplate
+from harnesscheck.reference_server.tokenizer import SPECIAL_TOKENS, IncrementalDecoder, Tokenizer
+from harnesscheck.reference_server.tokenizer import load as load_tokenizer
 
 T = TypeVar("T")
 LARGE_CHARS = 64 * 1024  # a job over this much text (~20K tokens, tens of ms) takes the large lane

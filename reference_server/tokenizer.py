@@ -121,7 +121,7 @@ def load(path: str | None = None) -> Tokenizer:
     return Tokenizer.from_file(path or DEFAULT_PATH)
 
 
-if __name__ == "__main__":  # rebuild the shipped tokenizer: python -m reference_server.tokenizer
+if __name__ == "__main__":  # rebuild the shipped tokenizer: python -m harnesscheck.reference_server.tokenizer
     DATA.mkdir(exist_ok=True)
     train(shipped_corpus()).save(str(DEFAULT_PATH))
     print(f"wrote {DEFAULT_PATH}")

@@ -15,7 +15,7 @@ Each exchange becomes one line of the capture file (JSONL, header line first)::
 The transcript keeps the request (headers, JSON body), status, response headers, every network
 chunk (arrival ns from the request start, size), every SSE frame with its arrival, and the
 timings. Secrets are redacted before a line is written: credential headers (API keys, auth,
-cookies, and any header named with ``--redact-header``) by ``conformance.wire.redact``, and the
+cookies, and any header named with ``--redact-header``) by ``harnesscheck.conformance.wire.redact``, and the
 same secret values (also JSON-escaped, base64, and each cookie value) wherever else they appear.
 
 ``capture_to_trace(path) -> Trace`` groups model requests (POST to /v1/messages, /v1/chat/
@@ -49,10 +49,10 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from conformance.wire.redact import redact_headers as _redact_headers
-from conformance.wire.redact import redact_text, redact_url, secrets_from_headers
-from conformance.wire.sse import SSEDecoder
-from conformance.wire.transcript import Chunk, Timings, Transcript
+from harnesscheck.conformance.wire.redact import redact_headers as _redact_headers
+from harnesscheck.conformance.wire.redact import redact_text, redact_url, secrets_from_headers
+from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.conformance.wire.transcript import Chunk, Timings, Transcript
 
 from .client import StreamResult, _FOLDERS
 from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta

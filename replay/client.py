@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from conformance.wire.redact import redact_text, secrets_from_headers
-from conformance.wire.sse import SSEDecoder
+from harnesscheck.conformance.wire.redact import redact_text, secrets_from_headers
+from harnesscheck.conformance.wire.sse import SSEDecoder
 
 __all__ = ["StreamClient", "StreamResult", "ToolReady", "FastSSE", "run_async", "parse_events"]
 

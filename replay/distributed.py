@@ -1,17 +1,17 @@
 """Replay one trace from several Ray actors at once: sessions sharded, raw samples merged.
 
 ``replay_on_ray(trace, options, workers=N) -> ReplayResult`` (Ray is an optional extra:
-``pip install 'harnesscheck[ray]'``; connect first with ``stats.distributed.ray_session``):
+``pip install 'harnesscheck[ray]'``; connect first with ``harnesscheck.stats.distributed.ray_session``):
 
 - the sessions are dealt round-robin to N actors (one CPU each, spread over the nodes) and the total
   ``options.concurrency`` C is split among them (C // N each, the first C % N one more), so N
   workers offer what one process with concurrency C offers;
-- each actor runs the kit's own timed asyncio client (``replay.replayer.replay``) on its share; every
+- each actor runs the kit's own timed asyncio client (``harnesscheck.replay.replayer.replay``) on its share; every
   time is measured inside the actor against its own clock (``start_ms`` from its own start), and no
   time of one machine is compared with another's;
 - every actor is created and ready before any starts, then all start together;
 - merge: the turn records of every worker (each with its ``worker`` index) and a summary computed
-  from those raw samples (``replay.replayer.summarize``: percentiles of the merged samples, never
+  from those raw samples (``harnesscheck.replay.replayer.summarize``: percentiles of the merged samples, never
   averages of per-worker percentiles). ``summary["workers"]`` has, per worker, its host, sessions,
   offered concurrency, turns, wall time, and the requests it had in flight: peak and time average.
   ``offered_concurrency`` is the total offered; ``max_in_flight`` the sum of the workers' peaks (an
@@ -58,8 +58,8 @@ class _ReplayWorker:
 def replay_on_ray(trace: Trace, options: ReplayOptions, *, workers: int | None = None) -> ReplayResult:
     """Replay ``trace`` from ``workers`` Ray actors (None: one per CPU of the cluster) with
     ``options.concurrency`` sessions in flight in total (see the module docstring). Needs a
-    connected Ray (``stats.distributed.ray_session``). ``options.on_request`` is not sent along."""
-    from stats.distributed import import_ray
+    connected Ray (``harnesscheck.stats.distributed.ray_session``). ``options.on_request`` is not sent along."""
+    from harnesscheck.stats.distributed import import_ray
 
     ray = import_ray()
     if workers is None:

@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.client import StreamClient
+from harnesscheck.replay.client import StreamClient
 
 __all__ = ["Tool", "ToolRun", "StreamingToolExecutor", "ExecutorClient", "sleep_tool", "schedule_model"]
 

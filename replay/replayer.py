@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.wire.redact import redact_text
+from harnesscheck.conformance.wire.redact import redact_text
 
 from .client import StreamClient, StreamResult, run_async
 from .trace import Session, Trace, TraceTurn, expand_turn, history_key, is_answer_marker
@@ -320,7 +320,7 @@ class _Run:
 def summarize(records: list[dict[str, Any]], opts: ReplayOptions, trace: Trace, *, wall: float, wall0: float,
               max_in_flight: int) -> dict[str, Any]:
     """The summary of a replay from its raw turn records: counts and the percentiles of every sample
-    (``replay.distributed`` calls it on the merged records of all its workers). ``mean_in_flight``:
+    (``harnesscheck.replay.distributed`` calls it on the merged records of all its workers). ``mean_in_flight``:
     requests in flight on average over the wall time (their summed durations / wall)."""
     ok = [r for r in records if r.get("ok")]
     busy_ms = sum(r["end_ms"] for r in records if r.get("end_ms") is not None)

@@ -3,7 +3,7 @@ samples, so a client that runs out of CPU in one loop does not become the thing 
 
 ``run_sharded(target, workers, processes, payload)`` splits ``workers`` concurrent workers over
 ``processes`` spawned processes as evenly as it can, and starts them together: each process runs
-``target(shard)`` on uvloop (``replay.client.run_async``), where ``shard`` is a :class:`Shard`;
+``target(shard)`` on uvloop (``harnesscheck.replay.client.run_async``), where ``shard`` is a :class:`Shard`;
 the target does its set-up (imports, clients, connections), then ``await shard.ready()``, which
 returns once every process is set up, so the load starts in all processes at the same moment.
 Whatever each target returns (it must pickle) comes back in shard order.
@@ -60,7 +60,7 @@ class Shard:
 
 
 def _shard_main(target: Callable[[Shard], Awaitable[Any]], shard: Shard, results: Any) -> None:
-    from replay.client import run_async
+    from harnesscheck.replay.client import run_async
 
     try:
         results.put((shard.index, True, run_async(target(shard))))

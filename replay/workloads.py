@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.requests import MIN_OUTPUT_TOKENS
-from scenarios.loader import get as get_scenario
+from harnesscheck.conformance.requests import MIN_OUTPUT_TOKENS
+from harnesscheck.scenarios.loader import get as get_scenario
 
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn
 
@@ -182,7 +182,7 @@ def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000
             parts = list(sc_turn.model) if sc_turn is not None else []
             parts = [p for p in parts if p.kind != "reasoning"]
             if not parts:
-                from scenarios.loader import ModelPart
+                from harnesscheck.scenarios.loader import ModelPart
 
                 parts = [ModelPart("text", text="The task is complete.")]
             calls = [p for p in parts if p.kind == "tool_call"]

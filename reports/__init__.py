@@ -1,6 +1,6 @@
 """Results schema, HTML report, plots and the regression gate.
 
-    from reports import load_results, validate_results, merge_results, render_report, gate
+    from harnesscheck.reports import load_results, validate_results, merge_results, render_report, gate
 
 - `schema`: `validate_results(obj)`, `load_results(path)`, `ResultsError`, `SCHEMA_VERSION`
 - `merge`: `merge_results([doc, ...])`
@@ -10,11 +10,11 @@
 - `summary`: `summarize(doc)`, `format_summary(doc)` (the per-API table)
 """
 
-from reports.gate import GateReport, format_gate, gate
-from reports.html import render_report, write_report
-from reports.merge import merge_results
-from reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, load_results, validate_results
-from reports.summary import format_summary, summarize
+from harnesscheck.reports.gate import GateReport, format_gate, gate
+from harnesscheck.reports.html import render_report, write_report
+from harnesscheck.reports.merge import merge_results
+from harnesscheck.reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, load_results, validate_results
+from harnesscheck.reports.summary import format_summary, summarize
 
 __all__ = [
     "SCHEMA_NAME",

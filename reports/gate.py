@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from reports.schema import ResultsError
+from harnesscheck.reports.schema import ResultsError
 
 __all__ = [
     "BenchmarkDelta",
@@ -128,7 +128,7 @@ def bootstrap_ratio_ci(
     """Percentile bootstrap CI of median(numerator) / median(denominator).
 
     Each sample set is resampled independently with replacement, `n_boot` times, from a seeded
-    generator, so the same inputs always give the same interval. Uses `stats.bootstrap.ratio_ci`
+    generator, so the same inputs always give the same interval. Uses `harnesscheck.stats.bootstrap.ratio_ci`
     (the kit's shared implementation) when it is importable, else the small local one below.
     Raises ValueError when a side is empty or the denominator's median is 0.
     """
@@ -139,7 +139,7 @@ def bootstrap_ratio_ci(
     if np.median(den) == 0:
         raise ValueError("the denominator's median is 0: the ratio is undefined")
     try:
-        from stats.bootstrap import ratio_ci
+        from harnesscheck.stats.bootstrap import ratio_ci
     except ImportError:
         return _local_ratio_ci(num, den, n_boot=n_boot, confidence=confidence, seed=seed)
     ci = ratio_ci(num, den, np.median, confidence=confidence, resamples=n_boot, seed=seed)

@@ -27,10 +27,10 @@ import jinja2
 from markupsafe import Markup
 
 from harnesscheck import __version__
-from reports import timeline, wirelog
-from reports.merge import merge_results, read_inputs
-from reports.schema import OUTCOMES, validate_results
-from reports.summary import api_order, must_failures, summarize
+from harnesscheck.reports import timeline, wirelog
+from harnesscheck.reports.merge import merge_results, read_inputs
+from harnesscheck.reports.schema import OUTCOMES, validate_results
+from harnesscheck.reports.summary import api_order, must_failures, summarize
 
 __all__ = ["rebase_transcripts", "render_report", "write_report"]
 
@@ -231,7 +231,7 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
 def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
     if not results.get("benchmarks"):
         return []
-    from reports import plots  # matplotlib takes seconds to import: only for a report with benchmarks
+    from harnesscheck.reports import plots  # matplotlib takes seconds to import: only for a report with benchmarks
 
     out = []
     for b in results.get("benchmarks") or []:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harnesscheck import __version__
-from reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, validate_results
+from harnesscheck.reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, validate_results
 
 __all__ = ["fault_matrix_results", "is_fault_matrix", "load_merged", "merge_results", "read_folder",
            "read_inputs"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.schema import APIS, OUTCOMES
+from harnesscheck.reports.schema import APIS, OUTCOMES
 
 __all__ = ["EXIT_KIT_ERROR", "EXIT_MUST_FAILED", "EXIT_OK", "api_order", "exit_status", "format_summary",
            "is_must_failure", "kit_errors", "must_failures", "should_failures", "summarize"]

@@ -8,7 +8,7 @@ and prints one row per (fault, client) and the disagreements.
 
     python scripts/verify_fault_verdicts.py --out /tmp/fault-verdicts [FAULT ...]
 
-Needs the real clients installed (`python -m conformance.clients --budget 300`); takes about 30-90 s
+Needs the real clients installed (`python -m harnesscheck.conformance.clients --budget 300`); takes about 30-90 s
 a fault (OpenClaw's turns are most of it).
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reference_server.faults import FAULTS
+from harnesscheck.reference_server.faults import FAULTS
 
 
 def verify(fault: str, out: Path, client_timeout: float) -> dict:

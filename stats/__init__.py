@@ -12,7 +12,7 @@ Public face (the modules stay importable on their own):
     stats.toy_agent: a small agent loop (Responses API, Codex-like tools) for the toy SWE-style run
 Every paired difference is ``b - a``.
 
-Names are imported on first use (PEP 562), so that ``python -m stats.toy_agent`` and the other light
+Names are imported on first use (PEP 562), so that ``python -m harnesscheck.stats.toy_agent`` and the other light
 modules start without loading numpy and scipy.
 """
 
@@ -22,22 +22,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
-    from stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
-    from stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
+    from harnesscheck.stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
+    from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
+    from harnesscheck.stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
 
 _EXPORTS = {
-    "ConfidenceInterval": "stats.bootstrap",
-    "bootstrap_ci": "stats.bootstrap",
-    "paired_mean_ci": "stats.bootstrap",
-    "paired_median_ci": "stats.bootstrap",
-    "ratio_ci": "stats.bootstrap",
-    "WinsLossesTies": "stats.paired",
-    "wilcoxon_test": "stats.paired",
-    "wins_losses_ties": "stats.paired",
-    "PairedTestResult": "stats.permutation",
-    "paired_differences": "stats.permutation",
-    "paired_permutation_test": "stats.permutation",
+    "ConfidenceInterval": "harnesscheck.stats.bootstrap",
+    "bootstrap_ci": "harnesscheck.stats.bootstrap",
+    "paired_mean_ci": "harnesscheck.stats.bootstrap",
+    "paired_median_ci": "harnesscheck.stats.bootstrap",
+    "ratio_ci": "harnesscheck.stats.bootstrap",
+    "WinsLossesTies": "harnesscheck.stats.paired",
+    "wilcoxon_test": "harnesscheck.stats.paired",
+    "wins_losses_ties": "harnesscheck.stats.paired",
+    "PairedTestResult": "harnesscheck.stats.permutation",
+    "paired_differences": "harnesscheck.stats.permutation",
+    "paired_permutation_test": "harnesscheck.stats.permutation",
 }
 
 __all__ = [

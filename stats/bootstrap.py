@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stats.permutation import paired_differences
+from harnesscheck.stats.permutation import paired_differences
 
 __all__ = ["ConfidenceInterval", "bootstrap_ci", "paired_mean_ci", "paired_median_ci", "ratio_ci"]
 

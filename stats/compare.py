@@ -1,15 +1,15 @@
 """Compare two profiles task by task: the table of the article's catalog-profile experiment.
 
 Inputs are per-task counts (tool calls by default) of profile A and profile B, from two run
-folders (``RUN/PROFILE/TASK/*.jsonl``, see ``stats.rollouts``) or two CSV files with columns
+folders (``RUN/PROFILE/TASK/*.jsonl``, see ``harnesscheck.stats.rollouts``) or two CSV files with columns
 ``task_id`` and ``tool_calls`` (or another ``metric`` column). Tasks present in both are paired;
 the others are reported as unpaired and left out of every figure.
 
 The difference is always ``B - A``. A "win" is a task where A's count is larger, a "loss" one where
 B's is larger. The table holds: total and mean per task for A and B, the difference row, wins/losses/
-ties, the two-sided paired permutation p-value (``stats.permutation``), the Wilcoxon signed-rank
-p-value (``stats.paired``) and the percentile bootstrap 95% interval of the mean paired difference
-(``stats.bootstrap``).
+ties, the two-sided paired permutation p-value (``harnesscheck.stats.permutation``), the Wilcoxon signed-rank
+p-value (``harnesscheck.stats.paired``) and the percentile bootstrap 95% interval of the mean paired difference
+(``harnesscheck.stats.bootstrap``).
 
     comp = compare_sources("runs/r1/gpt-5.5", "runs/r1/fallback")
     write_outputs(comp, "out/")   # comparison.json, comparison.md, paired_differences.png
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from stats.bootstrap import ConfidenceInterval, paired_mean_ci, paired_median_ci
-from stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
-from stats.permutation import RESAMPLES, PairedTestResult, paired_permutation_test
-from stats.rollouts import TaskUsage, load_run_dir, write_usage_csv
+from harnesscheck.stats.bootstrap import ConfidenceInterval, paired_mean_ci, paired_median_ci
+from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
+from harnesscheck.stats.permutation import RESAMPLES, PairedTestResult, paired_permutation_test
+from harnesscheck.stats.rollouts import TaskUsage, load_run_dir, write_usage_csv
 
 __all__ = [
     "TaskPair",

@@ -1,6 +1,6 @@
 """Run the SWE-bench driver's (task, profile) runs as Ray tasks, on one machine or a cluster.
 
-``run_profiles_on_ray`` is ``stats.driver.run_profiles`` spread over a Ray cluster (Ray is an
+``run_profiles_on_ray`` is ``harnesscheck.stats.driver.run_profiles`` spread over a Ray cluster (Ray is an
 optional extra: ``pip install 'harnesscheck[ray]'``):
 
 - one Ray task per (task, profile), asking for ``RayOptions.num_cpus`` CPUs and ``memory_mb`` of
@@ -14,12 +14,12 @@ optional extra: ``pip install 'harnesscheck[ray]'``):
   by either driver) is not run again;
 - a run whose Ray task fails (raises, its worker or node dies, or it outlives ``task_timeout_s``
   and is cancelled) is tried again up to ``retries`` times, then recorded as failed: its
-  ``task.json`` says ``"failed": true`` with the errors of every attempt (``stats.rollouts`` leaves
+  ``task.json`` says ``"failed": true`` with the errors of every attempt (``harnesscheck.stats.rollouts`` leaves
   such a folder out, so ``compare`` lists the task as unpaired instead of counting zero calls). An
   agent that exits non-zero or times out is a result, as on one machine, and is not retried;
 - progress (rich, when a console is given): done / running / failed per profile.
 
-The task file is checked (``stats.driver.validate_run``) before Ray is even asked for anything.
+The task file is checked (``harnesscheck.stats.driver.validate_run``) before Ray is even asked for anything.
 Every machine needs the kit, the agent client, git and the local repositories at the path given as
 ``repos`` (see docs/scale-out.md).
 """
@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from stats.driver import (
+from harnesscheck.stats.driver import (
     DEFAULT_COMMAND,
     Profile,
     TaskRun,
@@ -53,7 +53,7 @@ from stats.driver import (
     validate_run,
     write_task_json,
 )
-from stats.swebench import SweTask, TaskFileError
+from harnesscheck.stats.swebench import SweTask, TaskFileError
 
 __all__ = [
     "INSTALL_HINT",

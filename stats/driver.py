@@ -10,7 +10,7 @@ second, ...; with k profiles the order rotates), the driver:
    ``HARNESSCHECK_API_KEY``);
 3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
    {model} {problem_statement}``; ``TOY_AGENT_COMMAND`` runs the kit's own small agent loop,
-   ``stats.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
+   ``harnesscheck.stats.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
    ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out (or KeyboardInterrupt)
    the whole process group is killed;
 4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
@@ -27,7 +27,7 @@ then the placeholders of each token are replaced, so a problem statement stays o
 braces pass through (``{{``/``}}`` give a literal brace where it would read as a placeholder).
 
 Safety: task files come from outside. ``run_profiles`` first calls ``validate_run``: the task ids
-(``stats.swebench.validate_tasks``: ``owner__repo-NUMBER``, no repeats), the profile names
+(``harnesscheck.stats.swebench.validate_tasks``: ``owner__repo-NUMBER``, no repeats), the profile names
 (``PROFILE_NAME``, not ``comparison`` or ``repos``, which the CLI writes beside them) and, for every
 (task, profile), that ``RUN/PROFILE/TASK`` with symbolic links resolved is exactly that folder
 inside the run folder; anything else raises ``TaskFileError`` before a folder is made. ``run_task``
@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stats.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
+from harnesscheck.stats.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
 
 __all__ = [
     "DEFAULT_COMMAND",
@@ -80,12 +80,12 @@ DEFAULT_COMMAND = (
     "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "
     "-m {model} {problem_statement}"
 )
-#: the kit's own small agent loop (``stats.toy_agent``), called as Codex is: it sends the profile's
+#: the kit's own small agent loop (``harnesscheck.stats.toy_agent``), called as Codex is: it sends the profile's
 #: model id to the profile's endpoint (Responses API, streamed) and writes a Codex rollout
 TOY_AGENT_COMMAND = (
     sys.executable,
     "-m",
-    "stats.toy_agent",
+    "harnesscheck.stats.toy_agent",
     "exec",
     "--json",
     "-m",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stats.permutation import PairedTestResult, paired_differences
+from harnesscheck.stats.permutation import PairedTestResult, paired_differences
 
 __all__ = ["EXACT_MAX_N", "WinsLossesTies", "wins_losses_ties", "wilcoxon_test"]
 

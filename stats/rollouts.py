@@ -426,7 +426,7 @@ def usage_rows(usages: Iterable[TaskUsage]) -> list[dict[str, Any]]:
 
 
 def write_usage_csv(usages: Iterable[TaskUsage], path: str | Path) -> Path:
-    """Write the per-task table as CSV (readable back by ``stats.compare.load_counts``)."""
+    """Write the per-task table as CSV (readable back by ``harnesscheck.stats.compare.load_counts``)."""
     rows = usage_rows(usages)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.clients.install import Install
+from harnesscheck.conformance.clients.install import Install
 
 __all__ = ["Client", "Prepared", "Parsed", "CLIENT_NAMES", "get_client", "LABELS"]
 
@@ -71,12 +71,12 @@ class Client:
 
 def get_client(name: str, api: str | None = None, **options: Any) -> Client:
     if name == "claude-code":
-        from conformance.clients.claude_code import ClaudeCode
+        from harnesscheck.conformance.clients.claude_code import ClaudeCode
         return ClaudeCode(api, **options)
     if name == "codex":
-        from conformance.clients.codex import Codex
+        from harnesscheck.conformance.clients.codex import Codex
         return Codex(api, **options)
     if name == "openclaw":
-        from conformance.clients.openclaw import OpenClaw
+        from harnesscheck.conformance.clients.openclaw import OpenClaw
         return OpenClaw(api, **options)
     raise KeyError(f"unknown client {name!r} (known: {', '.join(CLIENT_NAMES)})")

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.clients import Client, Parsed, Prepared
-from conformance.clients.install import Install
+from harnesscheck.conformance.clients import Client, Parsed, Prepared
+from harnesscheck.conformance.clients.install import Install
 
 KEY_ENV = "HARNESSCHECK_CODEX_KEY"
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from conformance.clients import Client
-    from conformance.clients.install import Install
+    from harnesscheck.conformance.clients import Client
+    from harnesscheck.conformance.clients.install import Install
 
 IMPACT_PATH = Path(__file__).with_name("impact.json")
 BREAKS, OK = "breaks", "unaffected"
@@ -39,14 +39,14 @@ DEFAULT_FAULTS = FAULTS_BREAKING + FAULTS_TOLERATED
 
 def fault_apis(fault: str) -> tuple[str, ...]:
     """The wire APIs whose traffic a fault bends; a client runs only against its own API's faults."""
-    from reference_server.faults import FAULTS
+    from harnesscheck.reference_server.faults import FAULTS
 
     return FAULTS[fault].apis
 
 
 def faults_for(api: str) -> tuple[str, ...]:
     """Every reference-server fault a client speaking ``api`` can meet (its API's and the neutral ones)."""
-    from reference_server.faults import FAULTS
+    from harnesscheck.reference_server.faults import FAULTS
 
     return tuple(f for f, fault in FAULTS.items() if api in fault.apis and not fault.transport)
 # (client, api) pairs a fault matrix runs; OpenClaw over Chat Completions shows the finish_reason bug.
@@ -63,7 +63,7 @@ def prepare_clients(runs: Iterable[tuple[str, str | None]], *, install_missing: 
     {key: why not} for the others: not installed (``install_missing=False`` uses the cache only;
     otherwise ``install.ensure`` installs it, and an install that fails says why), or its binary
     missing or not starting (``install.runnable``). Shared by ``run_impact`` and ``verify``."""
-    from conformance.clients import get_client, install
+    from harnesscheck.conformance.clients import get_client, install
 
     prepared: list[tuple[str, Client, Install]] = []
     skipped: dict[str, str] = {}
@@ -75,7 +75,7 @@ def prepare_clients(runs: Iterable[tuple[str, str | None]], *, install_missing: 
         else:
             inst = install.installed(client.install_name) or install.Install(
                 client.install_name, install.cache_dir() / client.install_name,
-                skip=f"not installed in {install.cache_dir()} (python -m conformance.clients {client.install_name} "
+                skip=f"not installed in {install.cache_dir()} (python -m harnesscheck.conformance.clients {client.install_name} "
                      "installs it)")
         why = inst.skip or install.runnable(client.install_name, inst)
         if why:
@@ -116,7 +116,7 @@ def column_of(key: str, entry: dict[str, Any]) -> str:
 def verdicts_for(check: Any, rules: list[str], data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """Per client of the check's API: {"verdict": would break | unaffected | no measured impact,
     "evidence": the rule, the fault and the client's own error behind it}, from measurements only."""
-    from conformance.catalog import faults_planting
+    from harnesscheck.conformance.catalog import faults_planting
 
     data = load() if data is None else data
     clients = data.get("clients") or {}
@@ -157,7 +157,7 @@ def verdicts_for(check: Any, rules: list[str], data: dict[str, Any] | None = Non
 def refused_shape_verdict(check: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """The endpoint refused, for its own limits, the very request a real client sends (catalog.CLIENT_SHAPES):
     that client would break on this deployment, whatever the contract says."""
-    from conformance.catalog import CLIENT_SHAPES
+    from harnesscheck.conformance.catalog import CLIENT_SHAPES
 
     key = CLIENT_SHAPES.get(check.id)
     entry = ((load() if data is None else data).get("clients") or {}).get(key or "")
@@ -176,10 +176,10 @@ def verdict_line(check: Any, rules: list[str], data: dict[str, Any] | None = Non
 def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_RUNS,
                faults: tuple[str, ...] = DEFAULT_FAULTS, model: str | None = None, timeout: float = 180.0,
                server_args: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from conformance.clients import runner
-    from reference_server.launch import ServerProcess
+    from harnesscheck.conformance.clients import runner
+    from harnesscheck.reference_server.launch import ServerProcess
 
-    from conformance import catalog
+    from harnesscheck.conformance import catalog
 
     model = model or "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
     data: dict[str, Any] = {"schema": "harnesscheck.client-impact", "version": 1,
@@ -220,7 +220,7 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
 
 def table(data: dict[str, Any]) -> list[list[str]]:
     """Rows: fault, the rules it plants (what its verdicts speak for), then a verdict per client."""
-    from conformance.catalog import PLANTED
+    from harnesscheck.conformance.catalog import PLANTED
 
     keys = list(data.get("clients") or {})
     rows = [["fault", "planted rules", *[column_of(k, data["clients"][k]) for k in keys]]]

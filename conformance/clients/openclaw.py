@@ -14,8 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from conformance.clients import Client, Parsed, Prepared
-from conformance.clients.install import Install, node24_binary
+from harnesscheck.conformance.clients import Client, Parsed, Prepared
+from harnesscheck.conformance.clients.install import Install, node24_binary
 
 PROVIDER = "harnesscheck"
 WIRE = {"anthropic": "anthropic-messages", "responses": "openai-responses", "chat": "openai-completions"}

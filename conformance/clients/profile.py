@@ -73,7 +73,7 @@ def profile_of(body: dict[str, Any]) -> dict[str, Any]:
 
 def truncation_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What came back of the long command's output in the request after the tool call."""
-    from conformance.clients.runner import is_model_request, tool_results
+    from harnesscheck.conformance.clients.runner import is_model_request, tool_results
 
     for t in [r for r in records if is_model_request(r)][1:]:
         for res in tool_results(t.get("request_body")):
@@ -93,7 +93,7 @@ def fallback_of(stdout: str) -> bool:
 
 
 def capture_profile(inst: Any, endpoint: str, model: str, work: Path, *, timeout: float = 180.0) -> dict[str, Any]:
-    from conformance.clients import get_client, runner
+    from harnesscheck.conformance.clients import get_client, runner
 
     client = get_client("codex")
     text = runner.run_turn(client, inst, endpoint, model, work / "text", turn="text", prompt=runner.TEXT_PROMPT,

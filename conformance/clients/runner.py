@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.clients import DUMMY_KEY, Client
-from conformance.clients.install import Install
+from harnesscheck.conformance.clients import DUMMY_KEY, Client
+from harnesscheck.conformance.clients.install import Install
 
 TEXT_PROMPT = "Say ok"
 TOOL_COMMAND = "echo harnesscheck-$((6*7))"
@@ -331,7 +331,7 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tupl
 
 def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
              api_key: str = DUMMY_KEY, timeout: float = DEFAULT_TURN_TIMEOUT) -> TurnResult:
-    from replay.capture import ProxyThread
+    from harnesscheck.replay.capture import ProxyThread
 
     work.mkdir(parents=True, exist_ok=True)
     res = TurnResult(client.name, client.label, inst.version, client.api, turn, prompt)

@@ -10,7 +10,7 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
     Runs each client whose wire API is in ``apis`` ("anthropic", "responses", "chat"): Claude
     Code over Messages, Codex over Responses, OpenClaw over Messages and, when those APIs are
     selected, over Responses and Chat. Only clients already in the cache are run (nothing is
-    installed from npm here; ``python -m conformance.clients`` installs them): a client not
+    installed from npm here; ``python -m harnesscheck.conformance.clients`` installs them): a client not
     installed, or whose binary does not start, is listed with ``skipped`` set, never an error.
     ``api_key`` None gives the clients a dummy key. Captures and the clients' output go to
     ``out/<client>[-<api>]/<turn>/``. ``timeout`` limits each turn; ``progress(str)`` hears a line
@@ -51,10 +51,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conformance.clients import DUMMY_KEY, LABELS, get_client, impact, runner
+from harnesscheck.conformance.clients import DUMMY_KEY, LABELS, get_client, impact, runner
 
 WORKS, BREAKS, TIMED_OUT = "works", "breaks", "timed out"
-from conformance.clients.impact import NO_MEASURE as NO_MEASURED, UNAFFECTED, WOULD_BREAK  # noqa: E402
+from harnesscheck.conformance.clients.impact import NO_MEASURE as NO_MEASURED, UNAFFECTED, WOULD_BREAK  # noqa: E402
 # (client, api) runs: Claude Code over Messages, Codex over Responses, OpenClaw over all three.
 RUNS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None), ("openclaw", None),
                                             ("openclaw", "responses"), ("openclaw", "chat"))

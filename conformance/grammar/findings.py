@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from conformance.wire.sse import SSEFrame
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.wire.sse import SSEFrame
+from harnesscheck.conformance.wire.transcript import Transcript
 
 __all__ = ["Collector", "EventNames", "Finding", "Source", "frames_and_request", "rules_of", "short"]
 

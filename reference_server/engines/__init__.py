@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reference_server.checkpoint import Checkpoint
-    from reference_server.config import ServerConfig
-    from reference_server.engines.base import Engine
-    from reference_server.tokenizer import Tokenizer
+    from harnesscheck.reference_server.checkpoint import Checkpoint
+    from harnesscheck.reference_server.config import ServerConfig
+    from harnesscheck.reference_server.engines.base import Engine
+    from harnesscheck.reference_server.tokenizer import Tokenizer
 
 ENGINES = ("scripted", "transformers", "trtllm")
 
@@ -17,16 +17,16 @@ def build_engine(config: ServerConfig, tokenizer: Tokenizer, checkpoint: Checkpo
     """The engine `config` names; a real-compute engine serves `checkpoint` (its weights, and the
     tokenizer the server loaded from it, `checkpoint.py`)."""
     if config.engine == "scripted":
-        from reference_server.engines.scripted import ScriptedEngine
+        from harnesscheck.reference_server.engines.scripted import ScriptedEngine
 
         return ScriptedEngine(tokenizer=tokenizer, timing=config.timing, block_size=config.block_size,
                               cache_blocks=config.cache_blocks, max_concurrency=config.max_concurrency)
     if config.engine == "transformers":
-        from reference_server.engines.transformers_engine import TransformersEngine
+        from harnesscheck.reference_server.engines.transformers_engine import TransformersEngine
 
         return TransformersEngine.from_config(config, tokenizer, checkpoint)
     if config.engine == "trtllm":
-        from reference_server.engines.trtllm import TrtllmEngine
+        from harnesscheck.reference_server.engines.trtllm import TrtllmEngine
 
         return TrtllmEngine.from_config(config, tokenizer, checkpoint)
     raise KeyError(f"unknown engine {config.engine!r}; known: {', '.join(ENGINES)}")

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reference_server.conversation import Conversation
-from reference_server.events import Part
-from reference_server.tokenizer import Tokenizer
+from harnesscheck.reference_server.conversation import Conversation
+from harnesscheck.reference_server.events import Part
+from harnesscheck.reference_server.tokenizer import Tokenizer
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.prefix_cache import block_keys
+from harnesscheck.reference_server.prefix_cache import block_keys
 
 LayerKV = tuple[Any, Any]  # (keys, values) torch tensors, [1, kv_heads, tokens, head_dim]
 

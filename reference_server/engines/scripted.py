@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
-from reference_server.prefix_cache import PrefixCache
-from reference_server.tokenizer import Tokenizer
+from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
+from harnesscheck.reference_server.prefix_cache import PrefixCache
+from harnesscheck.reference_server.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,13 +52,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip, stops
-from reference_server.engines.kv_store import KVBlockStore, LayerKV
-from reference_server.tokenizer import Tokenizer
+from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip, stops
+from harnesscheck.reference_server.engines.kv_store import KVBlockStore, LayerKV
+from harnesscheck.reference_server.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from reference_server.checkpoint import Checkpoint
-    from reference_server.config import ServerConfig
+    from harnesscheck.reference_server.checkpoint import Checkpoint
+    from harnesscheck.reference_server.config import ServerConfig
 
 log = logging.getLogger("harnesscheck.engine.transformers")
 
@@ -365,7 +365,7 @@ class TransformersEngine(Engine):
         if choice not in ("server", "checkpoint"):
             raise EngineConfigError(f"tokenizer must be server or model, not {choice!r}")
         if tokenizer is None:
-            from reference_server.tokenizer import load
+            from harnesscheck.reference_server.tokenizer import load
 
             tokenizer = load()
         return tokenizer

@@ -35,12 +35,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation
-from reference_server.tokenizer import Tokenizer
+from harnesscheck.reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation
+from harnesscheck.reference_server.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from reference_server.checkpoint import Checkpoint
-    from reference_server.config import ServerConfig
+    from harnesscheck.reference_server.checkpoint import Checkpoint
+    from harnesscheck.reference_server.config import ServerConfig
 
 PROBE_TEXT = "Tokenizer check: 15 * 23 = 345, <think> ünïcödé 日本語 </think> {\"a\": [1, 2]}\n\tend"
 

@@ -11,13 +11,13 @@ import json
 import time
 from typing import Any
 
-from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
-from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+from harnesscheck.reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart, Usage)
-from reference_server.faults import Faults
-from reference_server.frontends.common import (ApiError, expect, has_cache_control, int_in, json_str,
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.frontends.common import (ApiError, expect, has_cache_control, int_in, json_str,
                                                number_in, sse)
-from reference_server.signing import sign
+from harnesscheck.reference_server.signing import sign
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 

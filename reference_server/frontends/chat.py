@@ -11,11 +11,11 @@ import json
 import time
 from typing import Any
 
-from reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
-from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+from harnesscheck.reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
+from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
-from reference_server.faults import Faults
-from reference_server.frontends.common import (ApiError, SSETemplate, expect, int_in, number_in,
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, expect, int_in, number_in,
                                                positive_int, sse)
 
 

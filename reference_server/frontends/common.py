@@ -21,7 +21,7 @@ import zstandard
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from reference_server.faults import Faults
+from harnesscheck.reference_server.faults import Faults
 
 ApiKind = Literal["anthropic", "openai"]
 

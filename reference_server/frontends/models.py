@@ -11,8 +11,8 @@ from urllib.parse import unquote
 
 from starlette.requests import Request
 
-from reference_server.frontends.common import ApiError
-from reference_server.service import Service
+from harnesscheck.reference_server.frontends.common import ApiError
+from harnesscheck.reference_server.service import Service
 
 CREATED = 1767225600  # 2026-01-01, fixed so answers are stable
 

@@ -16,13 +16,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference_server.conversation import Conversation, Message, ToolResult, ToolSpec
-from reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
+from harnesscheck.reference_server.conversation import Conversation, Message, ToolResult, ToolSpec
+from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
-from reference_server.faults import Faults
-from reference_server.frontends.chat import tool_choice_of
-from reference_server.frontends.common import ApiError, expect, int_in, json_str, number_in, sse
-from reference_server.signing import pack_reasoning, unpack_reasoning
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.frontends.chat import tool_choice_of
+from harnesscheck.reference_server.frontends.common import ApiError, expect, int_in, json_str, number_in, sse
+from harnesscheck.reference_server.signing import pack_reasoning, unpack_reasoning
 
 ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store", "text", "truncation",
           "metadata", "max_output_tokens", "temperature", "top_p", "previous_response_id", "prompt_cache_key",

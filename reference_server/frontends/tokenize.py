@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_server.conversation import Conversation
-from reference_server.frontends import anthropic, chat, responses
-from reference_server.frontends.common import ApiError, expect
-from reference_server.service import Service
+from harnesscheck.reference_server.conversation import Conversation
+from harnesscheck.reference_server.frontends import anthropic, chat, responses
+from harnesscheck.reference_server.frontends.common import ApiError, expect
+from harnesscheck.reference_server.service import Service
 
 ANTHROPIC_BLOCKS = {"thinking", "redacted_thinking", "tool_use", "tool_result"}
 

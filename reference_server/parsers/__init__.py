@@ -6,7 +6,7 @@
 Built-in parsers live one family per module and are imported lazily on first look-up, through the
 `name -> module` tables below; `register_reasoning_parser(name)` / `register_tool_parser(name)`
 add more (the decorator sets the class's `name`). An unknown name raises KeyError listing the known
-ones. `reference_server.parsers.stream` composes a reasoning and a tool parser into one stream.
+ones. `harnesscheck.reference_server.parsers.stream` composes a reasoning and a tool parser into one stream.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
-from reference_server.parsers.base import ReasoningParser, ToolParser
+from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser
 
 __all__ = [
     "ReasoningParser",

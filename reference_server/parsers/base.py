@@ -19,8 +19,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from reference_server.conversation import ToolSpec
-from reference_server.events import ParsedEvent, TextDelta, ToolCall, ToolCallStart
+from harnesscheck.reference_server.conversation import ToolSpec
+from harnesscheck.reference_server.events import ParsedEvent, TextDelta, ToolCall, ToolCallStart
 
 
 class ReasoningParser(ABC):

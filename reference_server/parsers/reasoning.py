@@ -27,9 +27,9 @@ start_in_reasoning (the template writes the same form in history).
 
 from __future__ import annotations
 
-from reference_server.events import ParsedEvent, ReasoningDelta, TextDelta
-from reference_server.parsers import register_reasoning_parser
-from reference_server.parsers.base import ReasoningParser, TrimmedSegment, held_suffix
+from harnesscheck.reference_server.events import ParsedEvent, ReasoningDelta, TextDelta
+from harnesscheck.reference_server.parsers import register_reasoning_parser
+from harnesscheck.reference_server.parsers.base import ReasoningParser, TrimmedSegment, held_suffix
 
 
 class ThinkTagReasoningParser(ReasoningParser):

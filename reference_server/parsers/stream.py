@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reference_server.events import (
+from harnesscheck.reference_server.events import (
     Folded,
     ParsedEvent,
     Part,
@@ -27,7 +27,7 @@ from reference_server.events import (
     TextDelta,
     ToolCallArgsDelta,
 )
-from reference_server.parsers.base import ReasoningParser, ToolParser, TrimmedSegment
+from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser, TrimmedSegment
 
 __all__ = ["StreamParser", "fold", "parse_text", "render_parts"]
 

@@ -27,9 +27,9 @@ import json
 import re
 from collections.abc import Callable
 
-from reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
-from reference_server.parsers import register_tool_parser
-from reference_server.parsers.base import (
+from harnesscheck.reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
+from harnesscheck.reference_server.parsers import register_tool_parser
+from harnesscheck.reference_server.parsers.base import (
     DONE,
     MORE,
     NOT_A_CALL,

@@ -39,10 +39,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reference_server.conversation import ToolSpec
-from reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
-from reference_server.parsers import register_tool_parser
-from reference_server.parsers.base import (
+from harnesscheck.reference_server.conversation import ToolSpec
+from harnesscheck.reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
+from harnesscheck.reference_server.parsers import register_tool_parser
+from harnesscheck.reference_server.parsers.base import (
     DONE,
     MORE,
     NOT_A_CALL,

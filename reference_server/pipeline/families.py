@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reference_server.pipeline.template import ChatTemplate
+    from harnesscheck.reference_server.pipeline.template import ChatTemplate
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,8 @@ def guess_family(model_id: str) -> str:
 @lru_cache(maxsize=None)
 def builtin_chat_template(name: str) -> ChatTemplate:
     """A built-in template with the server tokenizer's special tokens, compiled and probed once."""
-    from reference_server.checkpoint import builtin_template
-    from reference_server.pipeline.template import ChatTemplate
-    from reference_server.tokenizer import SPECIAL_TOKENS
+    from harnesscheck.reference_server.checkpoint import builtin_template
+    from harnesscheck.reference_server.pipeline.template import ChatTemplate
+    from harnesscheck.reference_server.tokenizer import SPECIAL_TOKENS
 
     return ChatTemplate(builtin_template(name), special_tokens=tuple(SPECIAL_TOKENS))

@@ -22,12 +22,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.conversation import Conversation, InvalidConversation, Message
-from reference_server.events import Part, ToolCall
-from reference_server.faults import Faults
-from reference_server.parsers import get_reasoning_parser, get_tool_parser
-from reference_server.parsers.base import ReasoningParser, ToolParser
-from reference_server.pipeline.families import ModelProfile
+from harnesscheck.reference_server.conversation import Conversation, InvalidConversation, Message
+from harnesscheck.reference_server.events import Part, ToolCall
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
+from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser
+from harnesscheck.reference_server.pipeline.families import ModelProfile
 
 
 @dataclass(frozen=True, slots=True)

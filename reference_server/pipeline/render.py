@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.conversation import Conversation
-from reference_server.faults import Faults
-from reference_server.pipeline.families import ModelProfile
-from reference_server.pipeline.history import build_template_input
-from reference_server.pipeline.preamble import strip_billing_header, strip_simple
+from harnesscheck.reference_server.conversation import Conversation
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.pipeline.families import ModelProfile
+from harnesscheck.reference_server.pipeline.history import build_template_input
+from harnesscheck.reference_server.pipeline.preamble import strip_billing_header, strip_simple
 
 @dataclass(frozen=True, slots=True)
 class Prompt:

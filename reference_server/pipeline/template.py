@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from reference_server.checkpoint import TemplateSource
+from harnesscheck.reference_server.checkpoint import TemplateSource
 
 THINKING_KWARGS = ("enable_thinking", "truncate_history_thinking", "thinking")
 

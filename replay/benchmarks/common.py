@@ -25,7 +25,7 @@ def _round(x: float) -> float:
 
 def arm(name: str, samples_ms: Sequence[float], *, seed: int = 0) -> dict[str, Any]:
     """``{name, samples, median, p90, ci95}``: ci95 is the bootstrap interval of the median."""
-    from stats.bootstrap import bootstrap_ci
+    from harnesscheck.stats.bootstrap import bootstrap_ci
 
     xs = [float(x) for x in samples_ms]
     out: dict[str, Any] = {"name": name, "samples": [_round(x) for x in xs], "median": None, "p90": None}
@@ -40,7 +40,7 @@ def arm(name: str, samples_ms: Sequence[float], *, seed: int = 0) -> dict[str, A
 
 def ratio(name: str, numerator: dict[str, Any], denominator: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
     """median(numerator) / median(denominator) with a bootstrap interval (two independent samples)."""
-    from stats.bootstrap import ratio_ci
+    from harnesscheck.stats.bootstrap import ratio_ci
 
     out: dict[str, Any] = {"name": name, "numerator": numerator["name"], "denominator": denominator["name"],
                            "value": None}
@@ -55,7 +55,7 @@ def ratio(name: str, numerator: dict[str, Any], denominator: dict[str, Any], *, 
 def ratio_at(name: str, numerator: dict[str, Any], denominator: dict[str, Any], q: float, *,
              seed: int = 0) -> dict[str, Any]:
     """As :func:`ratio`, of the ``q``-th percentiles (``q=50``: the medians; ``q=99``: the p99s)."""
-    from stats.bootstrap import ratio_ci
+    from harnesscheck.stats.bootstrap import ratio_ci
 
     out: dict[str, Any] = {"name": name, "numerator": numerator["name"], "denominator": denominator["name"],
                            "value": None}
@@ -69,7 +69,7 @@ def ratio_at(name: str, numerator: dict[str, Any], denominator: dict[str, Any], 
 
 def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: str, apis: list[str],
                      server: dict[str, Any], settings: dict[str, Any], started_at: str) -> dict[str, Any]:
-    from conformance.results import machine, now_iso
+    from harnesscheck.conformance.results import machine, now_iso
     from harnesscheck import __version__
 
     run = {"id": uuid.uuid4().hex[:12], "started_at": started_at, "finished_at": now_iso(),
@@ -81,8 +81,8 @@ def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: 
 
 def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     """Validate and write OUT/<stem>.json plus one PNG per benchmark (OUT/<stem>[-n].png)."""
-    from reports.plots import arms_plot
-    from reports.schema import validate_results
+    from harnesscheck.reports.plots import arms_plot
+    from harnesscheck.reports.schema import validate_results
 
     validate_results(doc)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,7 @@ def timing_args(base_ms: float, prefill_us: float, decode_ms: float) -> list[str
 @contextlib.contextmanager
 def embedded_servers(*arg_lists: Sequence[str]) -> Iterator[list[Any]]:
     """Start one reference server per argument list (sequentially), stop them all at the end."""
-    from reference_server.launch import ServerProcess
+    from harnesscheck.reference_server.launch import ServerProcess
 
     started: list[Any] = []
     try:
@@ -170,7 +170,7 @@ _WORDS = ("build", "test", "file", "path", "module", "return", "value", "error",
 def filler_text(tokens: int, *, seed: int = 0) -> str:
     """Deterministic prose of about ``tokens`` tokens of the reference tokenizer (numbered rules,
     so no long repeats). Other tokenizers land within a small factor."""
-    from reference_server.tokenizer import load
+    from harnesscheck.reference_server.tokenizer import load
 
     tok = load()
     rng = random.Random(seed)

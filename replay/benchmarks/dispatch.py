@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from conformance.wire.server_info import server_info
-from replay.benchmarks import common
+from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.replay.benchmarks import common
 
 MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-streaming-tool-dispatch"],
          "dispatch": []}
@@ -63,7 +63,7 @@ class Turn:
 
 async def record(session: Any, url: str, api: str, body: dict[str, Any], headers: dict[str, str]) -> Turn:
     """Stream one request, timing every event as its network read returns."""
-    from replay.client import FastSSE
+    from harnesscheck.replay.client import FastSSE
 
     turn = Turn()
     sse = FastSSE()
@@ -143,8 +143,8 @@ def _on(api: str, event: str | None, d: dict[str, Any], t: float, turn: Turn, ch
 
 
 def _request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from conformance.requests import first
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.scenarios.loader import get
 
     return first(api, get(scenario_id), model)
 
@@ -170,8 +170,8 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
 
 
 def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
-    from conformance.results import now_iso
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.replay.client import run_async
 
     started = now_iso()
     if opts.endpoint:
@@ -181,7 +181,7 @@ def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)

@@ -151,7 +151,7 @@ class DynamoProcess:
                   self.parsers[1], "--", "--model-path", str(model), "--model-name", self.model, *plane,
                   "--speedup-ratio", f"{self.speedup_ratio:g}"]
         if self.replay:
-            mocker += ["--response-replay-trace-path", str(write_replay_trace(root / "replay.jsonl", self.replay))]
+            mocker += ["--response-replay-trace-path", str(write_replay_trace(root / "harnesscheck.replay.jsonl", self.replay))]
         try:
             for name, cmd in (("frontend", frontend), ("mocker", mocker)):
                 log = root / f"{name}.log"

@@ -1,7 +1,7 @@
 """`bench fidelity`: the kit's client clock checked against an independent ground truth, side by
 side with what a user would run instead (AIPerf, vLLM's ``vllm bench serve``), in one run.
 
-The ground-truth server (this module as a script, ``python -m replay.benchmarks.fidelity --port
+The ground-truth server (this module as a script, ``python -m harnesscheck.replay.benchmarks.fidelity --port
 0``: a raw asyncio protocol on uvloop in its own process, no kit code in its path) answers any POST
 with a Chat Completions stream: the response headers at once, the first chunk ``first_ms`` (50)
 after the request's **first byte** arrived (the ``data_received`` call that delivers it, before
@@ -16,13 +16,13 @@ minus the server's gap, paired by request id. Arms, each against the same server
 other at each concurrency (1, 16, 64, 256 by default):
 
 - ``aiohttp+uvloop``: the kit's timed client (``replay.client.StreamClient``), sharded over
-  ``processes`` processes, one event loop per core (``replay.shard``); percentiles are of the
+  ``processes`` processes, one event loop per core (``harnesscheck.replay.shard``); percentiles are of the
   merged raw samples;
 - ``httpx`` (optional): a plain ``httpx.AsyncClient`` with its pool sized to the concurrency, one
   stream per request, on asyncio's default loop in one process: what a user writes by hand;
 - a peer (``--peer aiperf``, ``--peer vllm-bench``): the peer run as a subprocess from its own
   environment against the same server, its per-request records read back and paired with the
-  ground truth by request id (``replay.benchmarks.fidelity_peers``).
+  ground truth by request id (``harnesscheck.replay.benchmarks.fidelity_peers``).
 
 Load pattern: by default the user's (``all-at-once``): all ``c`` workers start together, each
 sends its requests back to back (a closed loop), every request counted, connection set-up and the
@@ -51,7 +51,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.shard import Shard, default_processes, run_sharded
+from harnesscheck.replay.shard import Shard, default_processes, run_sharded
 
 FIRST_MS = 50.0
 CHUNKS = 64
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunks", type=int, default=CHUNKS)
     p.add_argument("--gap-ms", type=float, default=GAP_MS)
     a = p.parse_args(argv)
-    from replay.client import run_async
+    from harnesscheck.replay.client import run_async
 
     run_async(_serve(a.port, a.first_ms, a.chunks, a.gap_ms))
 
@@ -201,7 +201,7 @@ class GroundTruthProcess:
         return self.proc.pid
 
     def __enter__(self) -> GroundTruthProcess:
-        self.proc = subprocess.Popen([sys.executable, "-m", "replay.benchmarks.fidelity", "--port", "0", *self.args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "harnesscheck.replay.benchmarks.fidelity", "--port", "0", *self.args],
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -290,9 +290,9 @@ async def closed_loop(one: Any, workers: range, c: int, per_worker: int, pattern
 
 
 async def kit_shard(shard: Shard) -> tuple[list[Measured], float]:
-    """One process of the kit's arm (a ``replay.shard`` target): its share of the workers, and the
+    """One process of the kit's arm (a ``harnesscheck.replay.shard`` target): its share of the workers, and the
     CPU time it spent from the common start on (its set-up is not counted)."""
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     p = shard.payload
     async with StreamClient(limit=0) as client:
@@ -363,7 +363,7 @@ class ArmRun:
 
 def run_arm(url: str, arm: str, c: int, n: int, opts: FidelityOptions, workdir: str) -> ArmRun:
     """Reset the server, run one arm at concurrency ``c`` for ``n`` requests, read the server's log."""
-    from replay.benchmarks import fidelity_peers
+    from harnesscheck.replay.benchmarks import fidelity_peers
 
     get_json(url + "/reset")
     stagger = (opts.first_ms + opts.chunks * opts.gap_ms) / 1000
@@ -475,8 +475,8 @@ def run_fidelity(opts: FidelityOptions) -> dict[str, Any]:
     import random
     import tempfile
 
-    from conformance.results import now_iso
-    from replay.benchmarks import common
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.replay.benchmarks import common
 
     if opts.pattern not in PATTERNS:
         raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {opts.pattern!r}")

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replay.benchmarks.fidelity import Measured
+from harnesscheck.replay.benchmarks.fidelity import Measured
 
 PEERS = ("aiperf", "vllm-bench")
 _ENV = {"aiperf": "HARNESSCHECK_AIPERF_PYTHON", "vllm-bench": "HARNESSCHECK_VLLM_PYTHON"}
@@ -103,7 +103,7 @@ def run_peer(peer: str, url: str, c: int, n: int, python: str | None, tokenizer:
 
 def default_tokenizer() -> str:
     """The folder of the reference server's tokenizer (a Hugging Face ``tokenizer.json``)."""
-    import reference_server
+    from harnesscheck import reference_server
 
     return str(Path(reference_server.__file__).parent / "data")
 

@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.wire.server_info import server_info
-from replay.benchmarks import common
+from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.replay.benchmarks import common
 
 NOTE_TOOL = {"type": "function", "function": {
     "name": "Note", "description": "Save a note.",
@@ -71,7 +71,7 @@ async def _session(client: Any, url: str, model: str, system: str, note: str, hd
 
 async def _measure(urls: dict[str, str], model: str, system: str, note: str,
                    opts: HistoryOptions) -> dict[str, list[dict[str, Any]]]:
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     hdrs = common.headers(opts.api_key)
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in urls}
@@ -87,8 +87,8 @@ async def _measure(urls: dict[str, str], model: str, system: str, note: str,
 
 
 def run_history(opts: HistoryOptions) -> dict[str, Any]:
-    from conformance.results import now_iso
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.replay.client import run_async
 
     started = now_iso()
     system = common.filler_text(opts.system_tokens, seed=1)
@@ -100,7 +100,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from replay.benchmarks import common
+from harnesscheck.replay.benchmarks import common
 
 KINDS = ("concurrency", "rate")
 PERCENTILES = (50, 90, 99)
@@ -141,19 +141,19 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
                  ) -> list[tuple[str, str, dict[str, Any]]]:
     """One API's requests of a scenario: or builtin: workload, or a trace file's (its own APIs)."""
     if spec.startswith("scenario:"):
-        from conformance.requests import MIN_OUTPUT_TOKENS, first
-        from scenarios.loader import get
+        from harnesscheck.conformance.requests import MIN_OUTPUT_TOKENS, first
+        from harnesscheck.scenarios.loader import get
 
         limit = "max_output_tokens" if api == "responses" else "max_tokens"
         body = {**first(api, get(spec.split(":", 1)[1]), model),
                 limit: max(max_tokens, MIN_OUTPUT_TOKENS[api])}
         return [(api, common.PATHS[api], body)]
     if spec.startswith("builtin:"):
-        from replay.workloads import build
+        from harnesscheck.replay.workloads import build
 
         trace = build(spec.split(":", 1)[1], sessions=2, turns=5, prompt_tokens=2000, api=api, model=model)
     else:
-        from replay.trace import load
+        from harnesscheck.replay.trace import load
 
         trace = load(spec)
     out: list[tuple[str, str, dict[str, Any]]] = []
@@ -343,7 +343,7 @@ def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
 
 async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: LoadOptions
                   ) -> dict[str, list[tuple[float, list[Sample], float]]]:
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     hdrs = common.headers(opts.api_key)
     out: dict[str, list[tuple[float, list[Sample], float]]] = {}
@@ -372,9 +372,9 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     """Run the sweeps; the results document (``common.write_outputs`` writes it). Per sweep kind
     three benchmarks, ``load-KIND-ttft``, ``-tpot``, ``-e2el`` (arms: the levels, samples: one per
     request), whose ``settings.figures`` hold every level's vLLM-named figures."""
-    from conformance.results import now_iso
-    from conformance.wire.server_info import server_info
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.conformance.wire.server_info import server_info
+    from harnesscheck.replay.client import run_async
 
     if not opts.concurrency and not opts.rates:
         raise ValueError("give --concurrency and/or --request-rate levels")
@@ -391,7 +391,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         pool = workload_requests(opts.workload, apis=opts.apis, model=model, max_tokens=opts.max_tokens)

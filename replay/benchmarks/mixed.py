@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.benchmarks import common
+from harnesscheck.replay.benchmarks import common
 
 LARGE_ROUTES = {"count_tokens": "/v1/messages/count_tokens", "tokenize": "/tokenize"}
 
@@ -101,8 +101,8 @@ def large_body(route: str, model: str, n_bytes: int) -> bytes:
 
 
 def stream_bodies(model: str, opts: MixedOptions) -> list[tuple[str, dict[str, Any]]]:
-    from conformance.requests import first
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.scenarios.loader import get
 
     limit = {"anthropic": "max_tokens", "chat": "max_tokens", "responses": "max_output_tokens"}
     return [(api, {**first(api, get(opts.scenario), model), limit[api]: opts.stream_tokens}) for api in opts.apis]
@@ -163,7 +163,7 @@ async def _window(client: Any, session: Any, url: str, arm: str, bodies: list[tu
 async def _measure(url: str, model: str, opts: MixedOptions) -> list[Window]:
     import aiohttp
 
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     hdrs = common.headers(opts.api_key)
     bodies = stream_bodies(model, opts)
@@ -180,9 +180,9 @@ async def _measure(url: str, model: str, opts: MixedOptions) -> list[Window]:
 
 
 def run_mixed(opts: MixedOptions) -> dict[str, Any]:
-    from conformance.results import now_iso
-    from conformance.wire.server_info import server_info
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.conformance.wire.server_info import server_info
+    from harnesscheck.replay.client import run_async
 
     if opts.large_route not in LARGE_ROUTES:
         raise ValueError(f"--large-route: expected one of {', '.join(LARGE_ROUTES)}")
@@ -194,7 +194,7 @@ def run_mixed(opts: MixedOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         args: list[str] = []
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms), *opts.server_args]

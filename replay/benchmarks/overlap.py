@@ -1,11 +1,11 @@
 """`bench overlap`: turn latency with the tools executed after the stream versus while it streams
 (article 2), next to the article's model.
 
-For the tool-calling first turn of each scenario (bodies from ``conformance.requests.first``), per
+For the tool-calling first turn of each scenario (bodies from ``harnesscheck.conformance.requests.first``), per
 API, three arms interleaved per round (the order rotates, warm-up rounds discarded):
 
 - ``stream``: the turn with instant tools: the end of stream E and the time each call was complete
-  (``replay.executor``'s definitions), which feed the model;
+  (``harnesscheck.replay.executor``'s definitions), which feed the model;
 - ``after-stream``: a harness that starts the tools only at the end of stream;
 - ``streaming``: ``replay.executor.StreamingToolExecutor``: each tool starts when its call is
   complete.
@@ -16,7 +16,7 @@ concurrency-safe (run one at a time, in call order), so the model is the article
 = E + sum(tools); streaming = max(stream end, last tool finish), each tool starting at
 max(its call complete, the previous tool's finish), i.e. max(remaining generation, tool time).
 ``--concurrency-safe`` runs them in parallel (after-stream = E + max(tools)). The model arms are
-computed per sample of the ``stream`` arm (``replay.executor.schedule_model``); measured and model
+computed per sample of the ``stream`` arm (``harnesscheck.replay.executor.schedule_model``); measured and model
 agree when their medians' bootstrap intervals overlap or the interval of the ratio measured/model
 contains 1 (``settings.agreement``); ``within_slack`` also reports whether the difference is within
 1 ms per tool (uvloop's timer grid) plus 1% (wake-up delay on a loaded machine).
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from conformance.wire.server_info import server_info
-from replay.benchmarks import common
+from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.replay.benchmarks import common
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _durations(opts: OverlapOptions, n: int) -> list[float]:
 def _tool(durations_ms: list[float], safe: bool) -> Any:
     """One fake tool for every name; the k-th call started sleeps durations_ms[k] (calls start in
     call order, so k is the call index)."""
-    from replay.executor import Tool
+    from harnesscheck.replay.executor import Tool
 
     counter = iter(range(1 << 30))
 
@@ -83,7 +83,7 @@ class Sample:
 
 
 async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str, str, str], list[Sample]]:
-    from replay.executor import ExecutorClient, sleep_tool
+    from harnesscheck.replay.executor import ExecutorClient, sleep_tool
 
     bodies = {(s, a): _body(a, s, model) for s in opts.scenarios for a in opts.apis}
     hdrs = common.headers(opts.api_key)
@@ -112,15 +112,15 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
 
 
 def _body(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from conformance.requests import first
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.scenarios.loader import get
 
     return first(api, get(scenario_id), model)
 
 
 def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
-    from conformance.results import now_iso
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.replay.client import run_async
 
     started = now_iso()
     if opts.endpoint:
@@ -130,7 +130,7 @@ def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
@@ -161,7 +161,7 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def _benchmark(scenario: str, api: str, by_arm: dict[str, list[Sample]], timing: str,
                opts: OverlapOptions) -> dict[str, Any]:
-    from replay.executor import schedule_model
+    from harnesscheck.replay.executor import schedule_model
 
     stream = by_arm["stream"]
     n_calls = max(len(s.ready_ms) for s in stream)

@@ -24,8 +24,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.wire.server_info import server_info
-from replay.benchmarks import common
+from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.replay.benchmarks import common
 
 HEADER_TEMPLATE = "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli; cch={cch};"
 
@@ -59,7 +59,7 @@ def body(model: str, system: str, *, header: bool, max_tokens: int) -> dict[str,
 
 async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str, opts: PreambleOptions,
                    warm: list[tuple[str, bool]]) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     hdrs = common.headers(opts.api_key)
     samples: dict[str, list[float]] = {name: [] for name in targets}
@@ -89,8 +89,8 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
 
 def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
     """Run the benchmark; returns the results document (``common.write_outputs`` writes it)."""
-    from conformance.results import now_iso
-    from replay.client import run_async
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.replay.client import run_async
 
     started = now_iso()
     system = common.filler_text(opts.system_tokens)
@@ -103,7 +103,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
-        from reference_server.config import DEFAULT_MODEL_IDS
+        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
         model = opts.model or DEFAULT_MODEL_IDS[0]
         keep = ["--no-strip-anthropic-preamble", *timing_model, *opts.server_args]

@@ -2,7 +2,7 @@
 the reference server (engine delays zero) and, with ``dynamo_python``, Dynamo's frontend with its
 CPU mocker replaying the very same outputs (or any server of this machine: ``endpoint`` + ``pid``).
 
-Per side and concurrency (1, 8, 32): ``c`` workers of the kit's client (``replay.client``) stream
+Per side and concurrency (1, 8, 32): ``c`` workers of the kit's client (``harnesscheck.replay.client``) stream
 back to back (a closed loop) for a warm-up, then for ``windows`` consecutive windows of
 ``window_s`` seconds each (15 by default; sustained, not bursts); the APIs and scenarios rotate.
 At each window boundary the side's server processes' CPU time is read (``/proc/PID/stat`` utime +
@@ -23,7 +23,7 @@ APIs: Chat and Messages by default. Dynamo 1.6.1's Responses streams carry no re
 so per streamed token they would not compare like with like; ``apis`` may add ``responses``.
 
 Dynamo's output: the reference server's non-streamed Chat answer per scenario is written back in
-raw model form (``reference_server.parsers.stream.render_parts``, the nemotron_deci reasoning and
+raw model form (``harnesscheck.reference_server.parsers.stream.render_parts``, the nemotron_deci reasoning and
 qwen3_coder tool formats the reference server's default parsers use), tokenized, and put in the
 mocker's replay trace; each request names its output with ``"nvext": {"annotations":
 ["output_replay_id:NAME"]}`` and Dynamo runs the same two parsers (``dynamo_peer``).
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replay.benchmarks import common
+from harnesscheck.replay.benchmarks import common
 
 REFERENCE_FIGURE = {"source": "issue 24 (docs/benchmarks.md), this 2-core shared machine, 2026-12, Dynamo 1.6.1 "
                               "frontend + CPU mocker, 15 s windows, Chat API",
@@ -293,8 +293,8 @@ class Side:
 
 def _bodies(opts: ServerCostOptions, model: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(scenario, api, first-turn body) in rotation order."""
-    from conformance.requests import first
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.scenarios.loader import get
 
     return [(s, api, first(api, get(s), model)) for s in opts.scenarios for api in opts.apis]
 
@@ -304,13 +304,13 @@ def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list
     reference tokenizer's ids (+ end of turn): what the mocker replays."""
     import httpx
 
-    from conformance.requests import first
-    from reference_server.conversation import ToolSpec
-    from reference_server.events import Part, ToolCall
-    from reference_server.parsers import get_reasoning_parser, get_tool_parser
-    from reference_server.parsers.stream import render_parts
-    from reference_server.tokenizer import load
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.reference_server.conversation import ToolSpec
+    from harnesscheck.reference_server.events import Part, ToolCall
+    from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
+    from harnesscheck.reference_server.parsers.stream import render_parts
+    from harnesscheck.reference_server.tokenizer import load
+    from harnesscheck.scenarios.loader import get
 
     tok = load()
     out: dict[str, list[int]] = {}
@@ -338,8 +338,8 @@ def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list
 def _measure(sides: list[Side], opts: ServerCostOptions) -> tuple[list[Window], list[Stream]]:
     """Levels in order; at each level every side in turn (so a load change on this shared machine
     falls on both sides of a level rather than on one side)."""
-    from reference_server.tokenizer import load
-    from replay.client import StreamClient, run_async
+    from harnesscheck.reference_server.tokenizer import load
+    from harnesscheck.replay.client import StreamClient, run_async
 
     tok = load()
     hdrs = common.headers(opts.api_key)
@@ -364,8 +364,8 @@ def _measure(sides: list[Side], opts: ServerCostOptions) -> tuple[list[Window], 
 def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
     import contextlib
 
-    from conformance.results import now_iso
-    from reference_server.config import DEFAULT_MODEL_IDS
+    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
     started = now_iso()
     load_before = os.getloadavg()
@@ -386,7 +386,7 @@ def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
         sides = [Side("reference", srv.url, [srv.pid], [(a, b) for _, a, b in _bodies(opts, model)],
                       "the reference server's process")]
         if opts.dynamo_python:
-            from replay.benchmarks.dynamo_peer import DynamoProcess, annotate
+            from harnesscheck.replay.benchmarks.dynamo_peer import DynamoProcess, annotate
 
             if not opts.dynamo_model_dir:
                 raise ValueError("bench server --dynamo needs --dynamo-model-dir: a HF folder with the tokenizer")

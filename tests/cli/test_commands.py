@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from reports.schema import validate_results
+from harnesscheck.reports.schema import validate_results
 from tests.cli.helpers import free_port, harnesscheck, processes_with_env
 
 

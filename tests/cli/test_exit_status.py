@@ -4,8 +4,8 @@ of a check never fails the run; a kit error is no verdict (exit 3 only when noth
 
 from __future__ import annotations
 
-from reports.schema import validate_results
-from reports.summary import exit_status, format_summary, summarize
+from harnesscheck.reports.schema import validate_results
+from harnesscheck.reports.summary import exit_status, format_summary, summarize
 from tests.reports import factory
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harnesscheck.cli import build_parser
+from harnesscheck.cli.main import build_parser
 
 
 def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

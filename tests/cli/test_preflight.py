@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conformance.preflight import preflight
-from reference_server.launch import ServerProcess
+from harnesscheck.conformance.preflight import preflight
+from harnesscheck.reference_server.launch import ServerProcess
 from tests.cli.helpers import counting_listener, file_server, free_port, harnesscheck
 
 KEY = "sk-preflight-test-key"

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from reports.schema import validate_results
+from harnesscheck.reports.schema import validate_results
 from tests.cli.helpers import processes_with_env
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.clients import get_client, runner, verify
-from reference_server.launch import ServerProcess
+from harnesscheck.conformance.clients import get_client, runner, verify
+from harnesscheck.reference_server.launch import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")

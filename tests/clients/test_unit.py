@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import catalog
-from conformance.clients import get_client, impact, install, profile, runner, verify
-from conformance.clients.codex import KEY_ENV, config_toml
-from conformance.clients.install import Install
-from conformance.clients.openclaw import openclaw_config
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.clients import get_client, impact, install, profile, runner, verify
+from harnesscheck.conformance.clients.codex import KEY_ENV, config_toml
+from harnesscheck.conformance.clients.install import Install
+from harnesscheck.conformance.clients.openclaw import openclaw_config
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -331,7 +331,7 @@ def test_fault_apis():
     assert impact.fault_apis("an-missing-block-stop") == ("anthropic",)
     assert impact.fault_apis("chat-finish-stop-after-tool-calls") == ("chat",)
     assert "anthropic" in impact.fault_apis("invalid-tool-json") and "responses" in impact.fault_apis("invalid-tool-json")
-    assert set(impact.DEFAULT_FAULTS) <= set(__import__("reference_server.faults", fromlist=["FAULTS"]).FAULTS)
+    assert set(impact.DEFAULT_FAULTS) <= set(__import__("harnesscheck.reference_server.faults", fromlist=["FAULTS"]).FAULTS)
 
 
 def test_saved_impact_file_is_consistent():
@@ -470,7 +470,7 @@ print(json.dumps({"type": "result", "is_error": False, "result": "".join(b.get("
 '''
 
 
-class _Fake(__import__("conformance.clients.claude_code", fromlist=["ClaudeCode"]).ClaudeCode):
+class _Fake(__import__("harnesscheck.conformance.clients.claude_code", fromlist=["ClaudeCode"]).ClaudeCode):
     def __init__(self, hang: bool = False):
         super().__init__()
         self.hang = hang
@@ -581,7 +581,7 @@ def test_codex_environment_context_switch_is_top_level():
 
 
 def _turn(ok: bool, *, timed_out: bool = False, answered: bool = True):
-    from conformance.clients.runner import Check, TurnResult
+    from harnesscheck.conformance.clients.runner import Check, TurnResult
 
     checks = [Check("CL-ANSWERED", answered), Check("CL-FINAL-TEXT", ok)]
     return TurnResult(client="openclaw", label=OC, version="1", api="chat", turn="text", prompt="p", ok=ok,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from conformance import catalog
-from conformance.harness import paths_in
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.harness import paths_in
+from harnesscheck.conformance.wire.transcript import Transcript
 
 
 def _answer(api: str, body: dict) -> Transcript:

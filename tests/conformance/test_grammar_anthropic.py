@@ -12,10 +12,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conformance.grammar import anthropic as an
-from conformance.grammar.findings import Finding, rules_of
-from conformance.wire.sse import SSEFrame, decode_all
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.grammar import anthropic as an
+from harnesscheck.conformance.grammar.findings import Finding, rules_of
+from harnesscheck.conformance.wire.sse import SSEFrame, decode_all
+from harnesscheck.conformance.wire.transcript import Transcript
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("anthropic_*.sse"))

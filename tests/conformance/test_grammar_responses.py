@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.grammar import responses as rs
-from conformance.grammar.findings import Finding, rules_of
-from conformance.wire.sse import SSEFrame, decode_all
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.grammar import responses as rs
+from harnesscheck.conformance.grammar.findings import Finding, rules_of
+from harnesscheck.conformance.wire.sse import SSEFrame, decode_all
+from harnesscheck.conformance.wire.transcript import Transcript
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("responses_*.sse"))
@@ -375,7 +375,7 @@ def test_validator_and_fold_never_raise(events: Ev) -> None:
 
 
 def test_package_dispatch_and_rule_ids() -> None:
-    import conformance.grammar as g
+    import harnesscheck.conformance.grammar as g
 
     assert len(g.ALL_RULES) == len(g.anthropic.RULES) + len(g.chat.RULES) + len(g.responses.RULES)
     for prefix, mod in (("AN-", g.anthropic), ("CH-", g.chat), ("RS-", g.responses)):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
 
 HIST = {"AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"}
 ALWAYS_PASS = {"AN-HIST-003"}  # thinking on by default: no witness involved

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
 from tests.processes import http_process
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
 
 
 def test_a_responses_stream_ending_incomplete_is_not_an_sdk_failure(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import catalog
-from conformance.fault_matrix import CLEAN, coverage_problems, run_one
-from reference_server.faults import FAULTS
-from reports.schema import validate_results
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.fault_matrix import CLEAN, coverage_problems, run_one
+from harnesscheck.reference_server.faults import FAULTS
+from harnesscheck.reports.schema import validate_results
 
 
 def test_every_check_has_a_fault_and_every_fault_a_check() -> None:
@@ -38,7 +38,7 @@ def test_fault_matrix_row(fault: str, tmp_path: Path) -> None:
 
 
 def test_catalog_rules_exist_in_the_grammar() -> None:
-    from conformance.grammar import ALL_RULES
+    from harnesscheck.conformance.grammar import ALL_RULES
 
     unknown = [(c.id, r) for c in catalog.CHECKS for r in c.rules if r not in ALL_RULES]
     assert unknown == []

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.wire.sse import FrameTooLarge, SSEDecoder, SSEFrame, WireError, decode_all
+from harnesscheck.conformance.wire.sse import FrameTooLarge, SSEDecoder, SSEFrame, WireError, decode_all
 
 
 def events(data: bytes) -> list[tuple[str | None, str, str | None]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.wire import (
+from harnesscheck.conformance.wire import (
     REDACTED,
     SSEFrame,
     Transcript,

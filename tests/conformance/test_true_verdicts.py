@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conformance import catalog
-from conformance.clients import impact
-from conformance.runner import SuiteOptions, harness_lines, run_suite
-from reference_server.launch import ServerProcess
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.clients import impact
+from harnesscheck.conformance.runner import SuiteOptions, harness_lines, run_suite
+from harnesscheck.reference_server.launch import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def _start_variant(upstream: str, error_every: int = 7) -> tuple[subprocess.Pope
 # -- the catalog: levels from evidence ------------------------------------------------------------
 
 def test_every_rule_has_a_level_and_evidence_that_can_hold_it() -> None:
-    from conformance.grammar import ALL_RULES
+    from harnesscheck.conformance.grammar import ALL_RULES
 
     for rule in catalog.RULES.values():
         kind = rule.evidence_kind

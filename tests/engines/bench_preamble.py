@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from reference_server.launch import ServerProcess
+from harnesscheck.reference_server.launch import ServerProcess
 
 MODEL = "bench-small"
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model_path = args.model_path
     if not model_path:
-        from reference_server.make_model import make_model
+        from harnesscheck.reference_server.make_model import make_model
 
         model_path = tempfile.mkdtemp(prefix="hc-bench-model-")
         make_model(model_path, family="nemotron")

@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from reference_server.engines.base import GenerateRequest
-    from reference_server.engines.transformers_engine import TransformersEngine
-    from reference_server.make_model import make_model
-    from reference_server.tokenizer import load, shipped_corpus
+    from harnesscheck.reference_server.engines.base import GenerateRequest
+    from harnesscheck.reference_server.engines.transformers_engine import TransformersEngine
+    from harnesscheck.reference_server.make_model import make_model
+    from harnesscheck.reference_server.tokenizer import load, shipped_corpus
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -16,7 +16,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     torch.set_num_threads(2)
-    from reference_server.make_model import ModelShape, make_model
+    from harnesscheck.reference_server.make_model import ModelShape, make_model
 
     out = tmp_path_factory.mktemp("tiny-model")
     make_model(out, shape=ModelShape(**TINY), family="nemotron", seed=0)

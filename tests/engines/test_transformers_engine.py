@@ -16,10 +16,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from reference_server.engines.base import GenerateRequest  # noqa: E402
-from reference_server.engines.kv_store import KVBlockStore  # noqa: E402
-from reference_server.engines.transformers_engine import EngineConfigError, TransformersEngine  # noqa: E402
-from reference_server.tokenizer import Tokenizer, load  # noqa: E402
+from harnesscheck.reference_server.engines.base import GenerateRequest  # noqa: E402
+from harnesscheck.reference_server.engines.kv_store import KVBlockStore  # noqa: E402
+from harnesscheck.reference_server.engines.transformers_engine import EngineConfigError, TransformersEngine  # noqa: E402
+from harnesscheck.reference_server.tokenizer import Tokenizer, load  # noqa: E402
 
 BLOCK = 16
 TEXT = ("The prefix cache keeps the KV of past requests in blocks keyed by hash chains, so the next turn of an "

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from reference_server.launch import ServerProcess  # noqa: E402
+from harnesscheck.reference_server.launch import ServerProcess  # noqa: E402
 
 MODEL = "harnesscheck-small"
 USER = "Think carefully about what 15 * 23 equals, then use the calculator to verify."
@@ -78,7 +78,7 @@ def test_models_metadata_shows_the_engine(server: str) -> None:
     assert engine["engine"] == "transformers" and engine["timing"] == "real-compute"
     assert engine["mode"] == "scripted" and engine["device"] == "cpu" and engine["params"] > 0
     # results documents read the engine from here rather than assuming the scripted one
-    from conformance.wire.server_info import server_info
+    from harnesscheck.conformance.wire.server_info import server_info
 
     info = server_info(server, MODEL, kind="embedded")
     assert info["engine"] == "transformers" and info["timing"] == "real-compute"
@@ -88,7 +88,7 @@ def test_models_metadata_shows_the_engine(server: str) -> None:
 def test_conformance_checks_pass_on_real_compute(server: str, tmp_path: Path) -> None:
     """A lean slice of the suite (usage accounting against count_tokens and the prefix cache, routes,
     tokenize) on real forward passes; the whole suite (54 checks, ~8 min here) is in docs/engines.md."""
-    from conformance.runner import SuiteOptions, run_suite
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
 
     doc = run_suite(SuiteOptions(endpoint=server, model=MODEL, timeout=300, expect=("tokenize", "count-tokens"),
                                  select="usage or tokenize or routes"),

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from reference_server.config import ServerConfig
-from reference_server.checkpoint import load_checkpoint
-from reference_server.engines.base import EngineStopped, GenerateRequest
-from reference_server.engines.trtllm import TrtllmEngine, TrtllmUnavailable, verify_tokenizer
-from reference_server.tokenizer import load
+from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.checkpoint import load_checkpoint
+from harnesscheck.reference_server.engines.base import EngineStopped, GenerateRequest
+from harnesscheck.reference_server.engines.trtllm import TrtllmEngine, TrtllmUnavailable, verify_tokenizer
+from harnesscheck.reference_server.tokenizer import load
 
 
 @dataclass
@@ -151,7 +151,7 @@ def test_every_end_id_reaches_sampling_params() -> None:
 
 
 def _checkpoint_dir(tmp_path: Path, vocab: int) -> Path:
-    from reference_server.make_model import write_checkpoint_files
+    from harnesscheck.reference_server.make_model import write_checkpoint_files
 
     write_checkpoint_files(tmp_path, family="nemotron", model_vocab_size=vocab)
     return tmp_path
@@ -192,7 +192,7 @@ def test_real_tensorrt_llm_serves_the_calculator_scenario() -> None:
     HARNESSCHECK_TRTLLM_ARGS: extra serve flags (e.g. --model-id ID=nemotron)."""
     import anthropic
 
-    from reference_server.launch import ServerProcess
+    from harnesscheck.reference_server.launch import ServerProcess
 
     model = os.environ.get("HARNESSCHECK_TRTLLM_MODEL")
     if not model:

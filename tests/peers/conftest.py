@@ -14,11 +14,11 @@ REPLAY_KEY = "scripted"
 def dynamo():
     """Dynamo's frontend + mocker serving ``qwen3-tiny``; replay key ``scripted`` streams reasoning,
     text and one qwen3_coder tool call (the reference tokenizer's ids)."""
-    from reference_server.conversation import ToolSpec
-    from reference_server.events import Part, ToolCall
-    from reference_server.parsers import get_reasoning_parser, get_tool_parser
-    from reference_server.parsers.stream import render_parts
-    from reference_server.tokenizer import load
+    from harnesscheck.reference_server.conversation import ToolSpec
+    from harnesscheck.reference_server.events import Part, ToolCall
+    from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
+    from harnesscheck.reference_server.parsers.stream import render_parts
+    from harnesscheck.reference_server.tokenizer import load
 
     tools = [ToolSpec("Read", parameters={"type": "object", "properties": {"file_path": {"type": "string"}}})]
     parts = [Part("reasoning", "I should read the file first."), Part("text", "Reading it now."),

@@ -22,7 +22,7 @@ DEFAULT_MODEL = "/work/models/qwen3-tiny"
 
 def dynamo_python() -> str:
     """Dynamo's Python, or a skip saying why there is none."""
-    from replay.benchmarks.dynamo_peer import ENV_PYTHON, locate
+    from harnesscheck.replay.benchmarks.dynamo_peer import ENV_PYTHON, locate
 
     candidate = os.environ.get(ENV_PYTHON) or (DEFAULT_PYTHON if os.path.exists(DEFAULT_PYTHON) else None)
     if candidate is None:
@@ -46,7 +46,7 @@ def startup_s() -> float:
 
 def start(**kwargs):
     """A started ``DynamoProcess`` (a context manager already entered), or a skip with the logs."""
-    from replay.benchmarks.dynamo_peer import DynamoProcess
+    from harnesscheck.replay.benchmarks.dynamo_peer import DynamoProcess
 
     proc = DynamoProcess(dynamo_python(), model_dir(), startup_s=startup_s(), **kwargs)
     try:

@@ -4,9 +4,9 @@ reasoning and a tool call on Chat and Messages, and `bench server` measures both
 
 from __future__ import annotations
 
-from replay.benchmarks import server_cost as sc
-from replay.benchmarks.dynamo_peer import annotate
-from replay.client import StreamClient, run_async
+from harnesscheck.replay.benchmarks import server_cost as sc
+from harnesscheck.replay.benchmarks.dynamo_peer import annotate
+from harnesscheck.replay.client import StreamClient, run_async
 from tests.peers import dynamo as dynamo_helper
 from tests.peers.conftest import REPLAY_KEY
 

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from replay.benchmarks import fidelity_peers as fp
-from replay.benchmarks.fidelity import FidelityOptions, GroundTruthProcess, pair, run_arm
+from harnesscheck.replay.benchmarks import fidelity_peers as fp
+from harnesscheck.replay.benchmarks.fidelity import FidelityOptions, GroundTruthProcess, pair, run_arm
 
 _PYTHONS = {"aiperf": "/work/aiperf-venv/bin/python", "vllm-bench": "/work/vllm-venv/bin/python"}
 

@@ -10,13 +10,13 @@ import threading
 import time
 from pathlib import Path
 
-from conformance.plugin import TIMING_SENSITIVE, EndpointLock, timing_sensitive
-from conformance.results import TranscriptBudget, write_results
+from harnesscheck.conformance.plugin import TIMING_SENSITIVE, EndpointLock, timing_sensitive
+from harnesscheck.conformance.results import TranscriptBudget, write_results
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from conformance.plugin import EndpointLock
+from harnesscheck.conformance.plugin import EndpointLock
 folder = Path(sys.argv[1])
 with EndpointLock(folder).hold(exclusive=sys.argv[2] == "ex"):
     (folder / "held").write_text("1")

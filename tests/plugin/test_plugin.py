@@ -1,7 +1,7 @@
 """The pytest plugin as pytest users run it (pytester, real pytest sessions): its options under one
 prefix, `-k CHECK-ID`, xdist workers merged into one results.json with one embedded server, every
 check's transcript with index.json, JUnit properties, and the Done-when line of issue 20:
-`pytest --pyargs conformance --hc-endpoint URL -k AN-DISPATCH-001 -n 2` against a real server."""
+`pytest --pyargs harnesscheck.conformance --hc-endpoint URL -k AN-DISPATCH-001 -n 2` against a real server."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conformance import catalog
-from conformance.options import EMBEDDED_SERVER_ARGS
-from reference_server.launch import ServerProcess
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.options import EMBEDDED_SERVER_ARGS
+from harnesscheck.reference_server.launch import ServerProcess
 
 pytest_plugins = ["pytester"]
 
@@ -63,7 +63,7 @@ class _KeywordProbe:
 
 def test_every_check_id_selects_its_test_with_k(pytester: pytest.Pytester) -> None:
     probe = _KeywordProbe()
-    ran = pytester.inline_run("--pyargs", "conformance", "--collect-only", *QUIET, plugins=[probe])
+    ran = pytester.inline_run("--pyargs", "harnesscheck.conformance", "--collect-only", *QUIET, plugins=[probe])
     assert ran.ret == pytest.ExitCode.OK
     assert len(probe.marked) >= 50, probe.marked
     tested = set(probe.marked.values())
@@ -81,7 +81,7 @@ def test_xdist_merges_every_worker_into_one_results_json(pytester: pytest.Pytest
     (the controller's: one port in every transcript), and JUnit carries each check's properties."""
     selected = ["AN-ROUTE-001", "AN-ROUTE-002", "AN-ROUTE-003", "AN-ERR-002"]
     ran = pytester.runpytest_subprocess(
-        "--pyargs", "conformance", *QUIET, "-n", "2", "-v", "--hc-apis", "anthropic", "-k", " or ".join(selected),
+        "--pyargs", "harnesscheck.conformance", *QUIET, "-n", "2", "-v", "--hc-apis", "anthropic", "-k", " or ".join(selected),
         "--hc-results", "out/results.json", "--junitxml", "out/junit.xml", timeout=420)
     out = ran.stdout.str()
     assert ran.ret == pytest.ExitCode.OK, out + ran.stderr.str()
@@ -115,10 +115,10 @@ def reference_server():
 
 
 def test_done_when_k_check_id_with_two_workers(pytester: pytest.Pytester, reference_server: ServerProcess) -> None:
-    """Issue 20's Done-when line, exactly: `pytest --pyargs conformance --hc-endpoint URL -k
+    """Issue 20's Done-when line, exactly: `pytest --pyargs harnesscheck.conformance --hc-endpoint URL -k
     AN-DISPATCH-001 -n 2` selects that check, and results.json holds it."""
     ran = pytester.runpytest_subprocess(
-        "--pyargs", "conformance", "--hc-endpoint", reference_server.url, "-k", "AN-DISPATCH-001", "-n", "2",
+        "--pyargs", "harnesscheck.conformance", "--hc-endpoint", reference_server.url, "-k", "AN-DISPATCH-001", "-n", "2",
         "--hc-results", "results.json", *QUIET, timeout=300)
     assert ran.ret == pytest.ExitCode.OK, ran.stdout.str()
     ran.assert_outcomes(passed=1)

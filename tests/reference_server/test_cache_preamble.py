@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from scenarios.loader import Scenario, load_all
+from harnesscheck.scenarios.loader import Scenario, load_all
 
 HTTP = httpx.Client(timeout=60)  # one client: a new httpx client per request costs ~50 ms (TLS context)
 NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"

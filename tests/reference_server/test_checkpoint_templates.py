@@ -14,16 +14,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reference_server.checkpoint import CheckpointError, TemplateSource, load_checkpoint
-from reference_server.config import ServerConfig
-from reference_server.conversation import Conversation, Message, ToolResult
-from reference_server.events import Part, ToolCall
-from reference_server.faults import Faults
-from reference_server.frontends import anthropic
-from reference_server.launch import ServerProcess
-from reference_server.make_model import write_checkpoint_files
-from reference_server.pipeline.template import ChatTemplate
-from reference_server.service import build_service
+from harnesscheck.reference_server.checkpoint import CheckpointError, TemplateSource, load_checkpoint
+from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.conversation import Conversation, Message, ToolResult
+from harnesscheck.reference_server.events import Part, ToolCall
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.frontends import anthropic
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.reference_server.make_model import write_checkpoint_files
+from harnesscheck.reference_server.pipeline.template import ChatTemplate
+from harnesscheck.reference_server.service import build_service
 
 SPECIALS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>")
 
@@ -116,7 +116,7 @@ def test_detects_the_thinking_kwarg_past_a_refused_probe() -> None:
 
 
 def test_builtin_templates_keep_their_known_behaviour() -> None:
-    from reference_server.pipeline.families import builtin_chat_template
+    from harnesscheck.reference_server.pipeline.families import builtin_chat_template
 
     chatml, r1 = builtin_chat_template("chatml.jinja").traits, builtin_chat_template("deepseek_r1.jinja").traits
     assert chatml.reads_segments and chatml.honoured_kwargs == ("enable_thinking", "truncate_history_thinking")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reference_server.conversation import Conversation, Message, is_harness_context
+from harnesscheck.reference_server.conversation import Conversation, Message, is_harness_context
 
 
 def conv(*texts: str) -> Conversation:

@@ -308,9 +308,9 @@ def test_anthropic_count_tokens_takes_thinking_without_max_tokens(reference_serv
 def test_interleaved_thinking_lifts_the_budget_rule() -> None:
     """With the interleaved-thinking beta the budget may reach max_tokens (extended-thinking docs);
     the frontend takes the request's anthropic-beta header as `betas`."""
-    from reference_server.faults import Faults
-    from reference_server.frontends import anthropic as frontend
-    from reference_server.frontends.common import ApiError
+    from harnesscheck.reference_server.faults import Faults
+    from harnesscheck.reference_server.frontends import anthropic as frontend
+    from harnesscheck.reference_server.frontends.common import ApiError
 
     body = {**AN_THINKING, "max_tokens": 1024, "thinking": {"type": "enabled", "budget_tokens": 4096}}
     with pytest.raises(ApiError) as info:

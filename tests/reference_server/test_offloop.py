@@ -19,13 +19,13 @@ import httpx
 import pytest
 from starlette.responses import JSONResponse
 
-from conformance.requests import first
-from reference_server.app import json_bytes
-from reference_server.launch import ServerProcess
-from reference_server.service import LARGE_NICE, CpuPool, encode_text
-from reference_server.tokenizer import load
-from replay.benchmarks.mixed import large_text
-from scenarios.loader import get
+from harnesscheck.conformance.requests import first
+from harnesscheck.reference_server.app import json_bytes
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.reference_server.service import LARGE_NICE, CpuPool, encode_text
+from harnesscheck.reference_server.tokenizer import load
+from harnesscheck.replay.benchmarks.mixed import large_text
+from harnesscheck.scenarios.loader import get
 
 MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 HEADERS = {"anthropic-version": "2023-06-01"}

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_server import parsers
-from reference_server.conversation import ToolSpec
-from reference_server.events import (
+from harnesscheck.reference_server import parsers
+from harnesscheck.reference_server.conversation import ToolSpec
+from harnesscheck.reference_server.events import (
     ParsedEvent,
     Part,
     ReasoningDelta,
@@ -27,7 +27,7 @@ from reference_server.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from reference_server.parsers import (
+from harnesscheck.reference_server.parsers import (
     get_reasoning_parser,
     get_tool_parser,
     reasoning_parser_names,
@@ -35,10 +35,10 @@ from reference_server.parsers import (
     register_tool_parser,
     tool_parser_names,
 )
-from reference_server.parsers.base import ReasoningParser, held_suffix
-from reference_server.parsers.reasoning import ThinkTagReasoningParser
-from reference_server.parsers.stream import StreamParser, fold, parse_text, render_parts
-from reference_server.parsers.tools_qwen3_coder import convert_value
+from harnesscheck.reference_server.parsers.base import ReasoningParser, held_suffix
+from harnesscheck.reference_server.parsers.reasoning import ThinkTagReasoningParser
+from harnesscheck.reference_server.parsers.stream import StreamParser, fold, parse_text, render_parts
+from harnesscheck.reference_server.parsers.tools_qwen3_coder import convert_value
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

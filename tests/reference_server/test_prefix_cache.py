@@ -7,7 +7,7 @@ leaves at least one token to compute) can hit every full block. LRU orders are w
 
 from __future__ import annotations
 
-from reference_server.prefix_cache import PrefixCache, block_keys
+from harnesscheck.reference_server.prefix_cache import PrefixCache, block_keys
 
 BLOCK = 2
 _NAMES: dict[str, int] = {}  # block name -> a number of its own, so distinct names are distinct ids

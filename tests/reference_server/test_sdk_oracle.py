@@ -17,7 +17,7 @@ import anthropic
 import openai
 import pytest
 
-from scenarios.loader import Scenario, load_all
+from harnesscheck.scenarios.loader import Scenario, load_all
 
 MODELS = {"nemotron": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "deepseek_r1": "deepseek-ai/DeepSeek-R1"}
 SCENARIOS = sorted(load_all())

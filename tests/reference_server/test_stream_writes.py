@@ -17,14 +17,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_server.events import (Finish, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd,
+from harnesscheck.reference_server.events import (Finish, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd,
                                      ToolCallStart, Usage)
-from reference_server.faults import Faults
-from reference_server.frontends.anthropic import AnthropicStream
-from reference_server.frontends.chat import ChatStream
-from reference_server.frontends.common import SSETemplate, sse
-from reference_server.frontends.responses import ResponsesStream
-from reference_server.parsers.base import held_suffix
+from harnesscheck.reference_server.faults import Faults
+from harnesscheck.reference_server.frontends.anthropic import AnthropicStream
+from harnesscheck.reference_server.frontends.chat import ChatStream
+from harnesscheck.reference_server.frontends.common import SSETemplate, sse
+from harnesscheck.reference_server.frontends.responses import ResponsesStream
+from harnesscheck.reference_server.parsers.base import held_suffix
 
 TEXTS = ["", "plain", 'say "hi"', "back\\slash", "new\nline\ttab\r", "\x00\x1f\x7f", "é 中文 🙂", "\u2028\u2029",
          "</think", "{\"a\": [1, 2]}", "<"]
@@ -115,7 +115,7 @@ def test_sse_response_writes_one_chunk_per_step_with_every_frame_in_order() -> N
               _chat, lambda: ResponsesStream(response_id="resp_abc", body={"model": "m"}, faults=Faults())]
 
     async def collect(adapter: Any) -> list[bytes]:
-        from reference_server.app import RAW_SEND, SSEResponse
+        from harnesscheck.reference_server.app import RAW_SEND, SSEResponse
 
         sent: list[dict[str, Any]] = []
 
@@ -166,7 +166,7 @@ class _Adapter:
 
 
 def _run_sse(steps: Any, receive: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    from reference_server.app import RAW_SEND, SSEResponse
+    from harnesscheck.reference_server.app import RAW_SEND, SSEResponse
 
     sent: list[dict[str, Any]] = []
     log: list[str] = []

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from conformance.grammar import validate_for
-from conformance.runner import SuiteOptions, run_suite
-from conformance.wire import client
-from conformance.wire.transcript import Transcript
+from harnesscheck.conformance.grammar import validate_for
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.wire import client
+from harnesscheck.conformance.wire.transcript import Transcript
 from tests.reliability.hostile import CASES, HostileServer
 
 DEADLINE = 2.0
@@ -145,7 +145,7 @@ def test_suite_against_every_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # Only the conformance plugin in the four pytest children (they inherit this environment):
     # the auto-loaded plugins (hypothesis, xdist, ...) cost ~2 s of start-up each and judge nothing.
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setenv("PYTEST_PLUGINS", "conformance.plugin")
+    monkeypatch.setenv("PYTEST_PLUGINS", "harnesscheck.conformance.plugin")
     rss: dict[int, float] = {}
 
     def run(n: int) -> tuple[dict[str, str], dict[str, Any], float, HostileServer]:

@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from reference_server.launch import ServerProcess
-from replay.client import StreamClient, StreamResult, run_async
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.replay.client import StreamClient, StreamResult, run_async
 
 STREAMS = 256
 ROUNDS = 4  # soak: ROUNDS x STREAMS streams, each round with fresh nonces (new prompts, new cache blocks)

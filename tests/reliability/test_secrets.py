@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.launch import ServerProcess
+from harnesscheck.reference_server.launch import ServerProcess
 
 FAST = ["--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]
 NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
@@ -68,7 +68,7 @@ def test_planted_key_never_written(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("HARNESSCHECK_API_KEY", None)
     # The suite's pytest child with the conformance plugin only (the auto-loaded ones cost ~2 s).
-    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_PLUGINS="conformance.plugin")
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_PLUGINS="harnesscheck.conformance.plugin")
     out, cap_dir, rep_dir = tmp_path / "check", tmp_path / "capture", tmp_path / "replay"
     cap_dir.mkdir()
     logs: list[bytes] = []
@@ -166,8 +166,8 @@ def _request(headers: dict[str, str]) -> Any:
 
 
 def test_check_auth_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reference_server.frontends import common
-    from reference_server.frontends.common import ApiError, check_auth
+    from harnesscheck.reference_server.frontends import common
+    from harnesscheck.reference_server.frontends.common import ApiError, check_auth
 
     source = inspect.getsource(check_auth)
     assert "hmac.compare_digest(" in source

@@ -14,11 +14,11 @@ import sys
 import httpx
 import pytest
 
-from reference_server.conversation import Message
-from reference_server.events import Part
-from reference_server.frontends.responses import ResponseStore
-from reference_server.launch import ServerProcess
-from replay.benchmarks.mixed import large_text
+from harnesscheck.reference_server.conversation import Message
+from harnesscheck.reference_server.events import Part
+from harnesscheck.reference_server.frontends.responses import ResponseStore
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.replay.benchmarks.mixed import large_text
 
 MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 FAST = ["--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from harnesscheck.cli import main
-from reports.schema import load_results
+from harnesscheck.cli.main import main
+from harnesscheck.reports.schema import load_results
 
 
 def _bench(doc: dict, name: str) -> dict:
@@ -77,7 +77,7 @@ def test_history_rewrite_costs_the_previous_turn(tmp_path):
 
 
 def test_preamble_against_an_endpoint_runs_stable_and_header(tmp_path):
-    from reference_server.launch import ServerProcess
+    from harnesscheck.reference_server.launch import ServerProcess
 
     with ServerProcess(["--no-strip-anthropic-preamble", "--prefill-us-per-token", "100"]) as server:
         rc = main(["bench", "preamble", "--endpoint", server.url, "--system-tokens", "800", "--sessions", "3",

@@ -4,8 +4,8 @@ fidelity` and `bench server`: tests/replay/test_fidelity.py and test_server_cost
 
 from __future__ import annotations
 
-from harnesscheck.cli import main
-from reports.schema import load_results
+from harnesscheck.cli.main import main
+from harnesscheck.reports.schema import load_results
 
 
 def _bench(doc: dict, name: str) -> dict:

@@ -17,13 +17,13 @@ import httpx
 import pytest
 import zstandard
 
-from conformance.wire.sse import SSEDecoder
-from reference_server.config import DEFAULT_MODEL_IDS
-from reference_server.launch import ServerProcess
-from replay.capture import ProxyThread, capture_to_trace, load_capture
-from replay.replayer import ReplayOptions, replay
-from replay.trace import is_answer_marker, load, save
-from scenarios.loader import get as get_scenario
+from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.replay.capture import ProxyThread, capture_to_trace, load_capture
+from harnesscheck.replay.replayer import ReplayOptions, replay
+from harnesscheck.replay.trace import is_answer_marker, load, save
+from harnesscheck.scenarios.loader import get as get_scenario
 
 KEY = "sk-ant-test-PLANTED-0123456789abcdef"
 COOKIE = "sid=COOKIEPLANTED987654"

@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from conformance.wire.sse import decode_all
-from reference_server.config import DEFAULT_MODEL_IDS
-from reference_server.launch import ServerProcess
-from replay.client import FastSSE, parse_events
-from replay.replayer import CSV_COLUMNS, ReplayOptions, percentile, replay
-from replay.workloads import agent_coding
+from harnesscheck.conformance.wire.sse import decode_all
+from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
+from harnesscheck.reference_server.launch import ServerProcess
+from harnesscheck.replay.client import FastSSE, parse_events
+from harnesscheck.replay.replayer import CSV_COLUMNS, ReplayOptions, percentile, replay
+from harnesscheck.replay.workloads import agent_coding
 
 
 def _stream(eol: bytes = b"\n") -> bytes:
@@ -105,7 +105,7 @@ def test_a_responses_stream_ending_in_incomplete_is_whole(server) -> None:
     with the reason in its status: the client counts the stream as whole, not truncated."""
     import asyncio
 
-    from replay.client import StreamClient
+    from harnesscheck.replay.client import StreamClient
 
     body = {"model": DEFAULT_MODEL_IDS[0], "stream": True, "max_output_tokens": 16,
             "input": "Write a long story about a lighthouse keeper, at least five paragraphs."}

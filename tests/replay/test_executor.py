@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from replay.executor import ExecutorClient, StreamingToolExecutor, Tool, schedule_model, sleep_tool
+from harnesscheck.replay.executor import ExecutorClient, StreamingToolExecutor, Tool, schedule_model, sleep_tool
 
 
 def _recorder(log: list, ms: float, safe: bool) -> Tool:
@@ -128,7 +128,7 @@ def test_schedule_model_sum_and_max():
 
 @pytest.fixture(scope="module")
 def server():
-    from reference_server.launch import ServerProcess
+    from harnesscheck.reference_server.launch import ServerProcess
 
     with ServerProcess(["--ttft-base-ms", "5", "--prefill-us-per-token", "0", "--decode-ms", "3"]) as s:
         yield s
@@ -136,11 +136,11 @@ def server():
 
 @pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
 def test_against_the_reference_server(server, api):
-    from conformance.requests import first
-    from reference_server.config import DEFAULT_MODEL_IDS
-    from replay.benchmarks.common import PATHS
-    from replay.client import run_async
-    from scenarios.loader import get
+    from harnesscheck.conformance.requests import first
+    from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
+    from harnesscheck.replay.benchmarks.common import PATHS
+    from harnesscheck.replay.client import run_async
+    from harnesscheck.scenarios.loader import get
 
     body = first(api, get("interleaved"), DEFAULT_MODEL_IDS[0])
 
@@ -175,7 +175,7 @@ def _ids(api, answer):
 def test_recorded_sse_frames(fixture, api, n):
     from pathlib import Path
 
-    from conformance.wire.sse import decode_all
+    from harnesscheck.conformance.wire.sse import decode_all
 
     data = (Path(__file__).parents[1] / "conformance" / "fixtures" / f"{fixture}.sse").read_bytes()
 

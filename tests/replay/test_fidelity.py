@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from replay.benchmarks.fidelity import (
+from harnesscheck.replay.benchmarks.fidelity import (
     KIT,
     FidelityOptions,
     GroundTruthProcess,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from replay.formats import export_aiperf, export_mooncake, import_aiperf, import_mooncake, synth_prompt
-from replay.trace import dumps, loads
-from replay.workloads import agent_coding
+from harnesscheck.replay.formats import export_aiperf, export_mooncake, import_aiperf, import_mooncake, synth_prompt
+from harnesscheck.replay.trace import dumps, loads
+from harnesscheck.replay.workloads import agent_coding
 
 AIPERF = "\n".join(json.dumps(x) for x in [
     {"session_id": "s1", "turns": [{"text": "What is deep learning?", "timestamp": 0},

@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from harnesscheck.cli import build_parser, main
-from replay.benchmarks.load import (
+from harnesscheck.cli.main import build_parser, main
+from harnesscheck.replay.benchmarks.load import (
     Sample, level_figures, parse_slo, poisson_schedule, run_level, workload_requests,
 )
-from replay.client import StreamClient, run_async
-from reference_server.config import DEFAULT_MODEL_IDS
-from reports.schema import load_results
+from harnesscheck.replay.client import StreamClient, run_async
+from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
+from harnesscheck.reports.schema import load_results
 
 MODEL = DEFAULT_MODEL_IDS[0]
 

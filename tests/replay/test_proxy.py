@@ -13,7 +13,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from replay.capture import ProxyThread, load_capture
+from harnesscheck.replay.capture import ProxyThread, load_capture
 
 
 class Upstream:

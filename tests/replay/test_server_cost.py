@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from replay.benchmarks import server_cost as sc
-from replay.client import StreamClient, run_async
+from harnesscheck.replay.benchmarks import server_cost as sc
+from harnesscheck.replay.client import StreamClient, run_async
 
 
 def _sse(*events: tuple[str | None, dict | str]) -> bytes:
@@ -138,7 +138,7 @@ def test_windows_spread_tokens_by_frame_arrival_and_drop_tainted_windows():
 
 
 def test_a_failing_stream_takes_its_windows_out_of_a_live_level(canned):
-    from reference_server.tokenizer import load
+    from harnesscheck.reference_server.tokenizer import load
 
     opts = sc.ServerCostOptions(windows=2, window_s=0.4, warmup_s=0.1)
     count = load().count
@@ -158,7 +158,7 @@ def test_a_failing_stream_takes_its_windows_out_of_a_live_level(canned):
 
 
 def test_a_small_run_against_the_reference_server(tmp_path):
-    from replay.benchmarks.common import write_outputs
+    from harnesscheck.replay.benchmarks.common import write_outputs
 
     doc = sc.run_server_cost(sc.ServerCostOptions(concurrency=[1, 2], windows=2, window_s=1.5, warmup_s=0.5,
                                                   scenarios=["long_reasoning"]))

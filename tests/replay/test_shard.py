@@ -1,4 +1,4 @@
-"""replay.shard: workers split over spawned processes that start together, raw samples merged (a
+"""harnesscheck.replay.shard: workers split over spawned processes that start together, raw samples merged (a
 percentile of the merge, never an average of the shards' percentiles), a failing shard reported."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from replay.shard import Shard, merge, run_sharded, split
+from harnesscheck.replay.shard import Shard, merge, run_sharded, split
 
 
 def test_split_spreads_workers_evenly_and_never_leaves_a_shard_empty():

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from replay.trace import (
+from harnesscheck.replay.trace import (
     ANSWER, Timing, Trace, TraceError, TraceTurn, dumps, expand_session, load, loads, make_delta, save,
 )
-from replay.workloads import agent_coding
+from harnesscheck.replay.workloads import agent_coding
 
 HEADER = json.dumps({"schema": "harnesscheck.trace", "version": 1, "source": "test", "created": "x"})
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from harnesscheck.cli import main
-from replay.formats import export_aiperf, export_mooncake, import_aiperf, import_mooncake
-from replay.trace import ANSWER, Timing, Trace, TraceTurn, dumps, load, loads, save
+from harnesscheck.cli.main import main
+from harnesscheck.replay.formats import export_aiperf, export_mooncake, import_aiperf, import_mooncake
+from harnesscheck.replay.trace import ANSWER, Timing, Trace, TraceTurn, dumps, load, loads, save
 
 
 def _jsonl(*rows: dict) -> str:

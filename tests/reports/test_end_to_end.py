@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conformance import catalog
-from conformance.runner import SuiteOptions, run_suite
-from replay.benchmarks.preamble import PreambleOptions, run_preamble
-from reports.gate import gate
-from reports.html import write_report
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.replay.benchmarks.preamble import PreambleOptions, run_preamble
+from harnesscheck.reports.gate import gate
+from harnesscheck.reports.html import write_report
 
 FAULT = "an-block-index-skip"
 SELECT = "test_streams or test_sdk"

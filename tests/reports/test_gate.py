@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from harnesscheck.cli import main
-from reports.gate import MIN_SAMPLES, bootstrap_ratio_ci, format_gate, gate, read_flaky_file
+from harnesscheck.cli.main import main
+from harnesscheck.reports.gate import MIN_SAMPLES, bootstrap_ratio_ci, format_gate, gate, read_flaky_file
 from tests.reports import factory
 
 
@@ -205,7 +205,7 @@ def test_gate_command_input_errors(tmp_path, baseline, capsys):
 
 
 def test_local_bootstrap_agrees_with_the_shared_one():
-    from reports.gate import _local_ratio_ci
+    from harnesscheck.reports.gate import _local_ratio_ci
 
     rng = np.random.default_rng(3)
     a, b = 150 + rng.normal(0, 6, 30), 100 + rng.normal(0, 4, 30)
@@ -263,7 +263,7 @@ def test_four_clearly_separated_samples_a_side_can_gate(baseline):
 def test_bench_warns_when_sessions_is_below_the_minimum(bench, capsys):
     import argparse
 
-    from harnesscheck.commands import bench as bench_cmd
+    from harnesscheck.cli.commands import bench as bench_cmd
 
     parser = argparse.ArgumentParser()
     bench_cmd.add_arguments(parser)

@@ -4,8 +4,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from harnesscheck.cli import main
-from reports.html import rebase_transcripts, render_report, write_report
+from harnesscheck.cli.main import main
+from harnesscheck.reports.html import rebase_transcripts, render_report, write_report
 from tests.reports import factory
 from tests.reports.factory import HOSTILE
 
@@ -167,8 +167,8 @@ def _fault_matrix_file(tmp_path):
     """fault-matrix.json as `faults --matrix` writes it, from three runs: the clean server, a fault its
     check catches, and a fault whose check did not fail (two problems: it did not fail, and so no
     check failed on a rule the fault plants)."""
-    from conformance import catalog
-    from conformance.fault_matrix import CLEAN, FaultRun, matrix_json, write
+    from harnesscheck.conformance import catalog
+    from harnesscheck.conformance.fault_matrix import CLEAN, FaultRun, matrix_json, write
 
     ids = [c.id for c in catalog.CHECKS]
     clean = FaultRun(CLEAN, {i: "pass" for i in ids})

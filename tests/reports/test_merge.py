@@ -2,8 +2,8 @@ import copy
 
 import pytest
 
-from reports.merge import merge_results
-from reports.schema import ResultsError, validate_results
+from harnesscheck.reports.merge import merge_results
+from harnesscheck.reports.schema import ResultsError, validate_results
 from tests.reports import factory
 
 

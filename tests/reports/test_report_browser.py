@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from conformance.runner import SuiteOptions, run_suite
-from reports.html import write_report
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.reports.html import write_report
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 FAULT = "an-missing-block-stop"  # AN-STREAM-003 fails on it; AN-STREAM-001 still passes

@@ -4,7 +4,7 @@ import json
 import jsonschema
 import pytest
 
-from reports.schema import SCHEMA_VERSION, ResultsError, load_results, results_schema, validate_results
+from harnesscheck.reports.schema import SCHEMA_VERSION, ResultsError, load_results, results_schema, validate_results
 from tests.reports import factory
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import render_report
+from harnesscheck.reports.html import render_report
 from tests.reports import factory
 
 ROOT = Path(__file__).resolve().parents[2]

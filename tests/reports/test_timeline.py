@@ -8,7 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from reports.timeline import analyse, render_svg
+from harnesscheck.reports.timeline import analyse, render_svg
 
 
 def _frame(index: int, t_ms: float, event: str | None, data: Any, kind: str = "event") -> dict[str, Any]:

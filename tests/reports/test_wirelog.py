@@ -1,4 +1,4 @@
-"""reports.wirelog: a case's transcript read from the results folder (or why there is none), and the
+"""harnesscheck.reports.wirelog: a case's transcript read from the results folder (or why there is none), and the
 rows of its numbered log (a long stream: head, the frames around the finding, tail)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports import wirelog
+from harnesscheck.reports import wirelog
 
 
 def _stream(n: int) -> dict:

@@ -28,8 +28,8 @@ import httpx
 import pytest
 import yaml
 
-from harnesscheck.cli import main
-from reference_server.launch import ServerProcess
+from harnesscheck.cli.main import main
+from harnesscheck.reference_server.launch import ServerProcess
 from tests.reports import factory
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "nightly.yml"

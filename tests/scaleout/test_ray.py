@@ -21,11 +21,11 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
 
-from stats.compare import compare_sources  # noqa: E402
-from stats.distributed import RayOptions, is_failed, ray_session, run_profiles_on_ray  # noqa: E402
-from stats.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
-from stats.rollouts import load_run_dir  # noqa: E402
-from stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
+from harnesscheck.stats.compare import compare_sources  # noqa: E402
+from harnesscheck.stats.distributed import RayOptions, is_failed, ray_session, run_profiles_on_ray  # noqa: E402
+from harnesscheck.stats.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
+from harnesscheck.stats.rollouts import load_run_dir  # noqa: E402
+from harnesscheck.stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
 from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
 
 TOY_TESTS = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
@@ -89,7 +89,7 @@ def test_toy_run_on_ray_matches_one_machine_and_resumes(
 ) -> None:
     """`swebench run --toy --ray` (the module's Ray; the toy agent and tests, both profiles on one
     reference server) against the single-machine driver on the same tasks; then resumed."""
-    from harnesscheck.cli import main
+    from harnesscheck.cli.main import main
 
     endpoint = server_factory(*SERVER_ARGS) + "/v1"
     one = run_toy(tmp_path / "one", endpoint, TOY_AGENT_COMMAND, timeout_s=60)
@@ -136,7 +136,7 @@ if key in {always!r} or (key in {once!r} and not mark.exists()):
     mark.write_text(mark.read_text() + "x" if mark.exists() else "x")
     os.kill(os.getppid(), signal.SIGKILL)  # the Ray worker that runs this agent dies mid-run
     os._exit(1)
-os.execv(sys.executable, [sys.executable, "-m", "stats.toy_agent", *sys.argv[1:]])
+os.execv(sys.executable, [sys.executable, "-m", "harnesscheck.stats.toy_agent", *sys.argv[1:]])
 """
 
 
@@ -171,7 +171,7 @@ def test_a_killed_worker_is_retried_and_one_that_always_dies_is_recorded_failed(
 
 
 def _replay_cli(trace: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    from harnesscheck.cli import main
+    from harnesscheck.cli.main import main
 
     assert main(["replay", str(trace), "--time-scale", "0", "--no-progress", "--json", *argv]) == 0
     out = capsys.readouterr().out
@@ -188,8 +188,8 @@ def test_replay_on_two_actors_matches_one_process(
     generous. The merged percentiles are checked exactly against numpy on the raw samples."""
     import numpy as np
 
-    from replay.trace import save
-    from replay.workloads import build
+    from harnesscheck.replay.trace import save
+    from harnesscheck.replay.workloads import build
 
     trace = save(build("agent-coding", prompt_tokens=1000), tmp_path / "agent-coding.jsonl")
     timing = ("--ttft-base-ms", "100", "--prefill-us-per-token", "0", "--decode-ms", "1")

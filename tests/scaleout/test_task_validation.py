@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stats.driver import Profile, run_profiles, run_task, task_folder, validate_run
-from stats.swebench import INSTANCE_ID, TOY_TASKS, SweTask, TaskFileError, load_tasks, validate_tasks
+from harnesscheck.stats.driver import Profile, run_profiles, run_task, task_folder, validate_run
+from harnesscheck.stats.swebench import INSTANCE_ID, TOY_TASKS, SweTask, TaskFileError, load_tasks, validate_tasks
 
 TOY = load_tasks(TOY_TASKS, use_datasets=False).tasks
 PROFILES = [Profile("a", "m"), Profile("b", "m")]
@@ -115,7 +115,7 @@ def test_cli_refuses_a_planted_task_file_with_one_line_and_exit_2(
 ) -> None:
     """Through `harnesscheck swebench run`: exit 2, one line naming the bad ids, before the toy
     repository is built, a server started or an agent run."""
-    from harnesscheck.cli import main
+    from harnesscheck.cli.main import main
 
     sentinels = _sentinels(tmp_path)
     rows = [json.loads(line) for line in TOY_TASKS.read_text().splitlines()]

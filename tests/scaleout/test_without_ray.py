@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.cli import main
-from stats.distributed import INSTALL_HINT, RayUnavailable, import_ray
+from harnesscheck.cli.main import main
+from harnesscheck.stats.distributed import INSTALL_HINT, RayUnavailable, import_ray
 
 
 @pytest.fixture

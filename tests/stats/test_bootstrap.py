@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stats.bootstrap import bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
+from harnesscheck.stats.bootstrap import bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
 
 
 def test_mean_interval_covers_and_is_seeded() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.commands import compare as compare_cmd
-from stats.compare import compare_counts, compare_sources, load_counts, write_outputs
+from harnesscheck.cli.commands import compare as compare_cmd
+from harnesscheck.stats.compare import compare_counts, compare_sources, load_counts, write_outputs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUN1 = (FIXTURES / "article_run1_gpt-5.5.csv", FIXTURES / "article_run1_fallback.csv")

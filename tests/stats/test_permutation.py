@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from stats.paired import EXACT_MAX_N, wilcoxon_test, wins_losses_ties
-from stats.permutation import PairedTestResult, paired_permutation_test
+from harnesscheck.stats.paired import EXACT_MAX_N, wilcoxon_test, wins_losses_ties
+from harnesscheck.stats.permutation import PairedTestResult, paired_permutation_test
 
 
 def _enumerated_permutation_p(d: np.ndarray) -> float:

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from stats.rollouts import (
+from harnesscheck.stats.rollouts import (
     detect_format,
     load_run_dir,
     parse_file,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stats.compare import compare_sources, write_outputs
-from stats.driver import (
+from harnesscheck.stats.compare import compare_sources, write_outputs
+from harnesscheck.stats.driver import (
     TOY_AGENT_COMMAND,
     Profile,
     build_command,
@@ -19,8 +19,8 @@ from stats.driver import (
     interleaved_order,
     run_task,
 )
-from stats.rollouts import load_run_dir
-from stats.swebench import (
+from harnesscheck.stats.rollouts import load_run_dir
+from harnesscheck.stats.swebench import (
     COLUMNS,
     TOY_TASKS,
     VERIFIED_FIXTURE,
@@ -228,7 +228,7 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callabl
 def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from harnesscheck.commands import swebench as cmd
+    from harnesscheck.cli.commands import swebench as cmd
 
     def cli(argv: list[str]) -> int:
         parser = argparse.ArgumentParser()
@@ -296,7 +296,7 @@ def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def _cli(argv: list[str]) -> int:
     import argparse
 
-    from harnesscheck.commands import swebench as cmd
+    from harnesscheck.cli.commands import swebench as cmd
 
     parser = argparse.ArgumentParser()
     cmd.add_arguments(parser)
@@ -339,8 +339,8 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
 ) -> None:
     """A profile with its own endpoint is used as given; the embedded server serves the others and
     is stopped on Ctrl-C; with every endpoint given no server starts."""
-    import stats.driver
-    from reference_server import launch
+    import harnesscheck.stats.driver
+    from harnesscheck.reference_server import launch
 
     seen: list[list[Profile]] = []
 

@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from harnesscheck.errors import UsageError
-    from replay.capture import CaptureProxy, capture_to_trace
-    from replay.client import run_async
-    from replay.trace import save
+    from harnesscheck.replay.capture import CaptureProxy, capture_to_trace
+    from harnesscheck.replay.client import run_async
+    from harnesscheck.replay.trace import save
 
     async def main() -> int:
         proxy = CaptureProxy(upstream=args.upstream, out=args.out, host=args.host, port=args.listen,

@@ -26,14 +26,14 @@ within a size budget, failing checks first). --concurrency N runs N checks at on
 endpoint (timing-sensitive checks still alone).
 --verify-clients then runs the installed real clients (Claude Code, Codex, OpenClaw) against the
 same endpoint and prints their measured verdicts beside the inferred ones.
-The same suite runs under plain pytest: `pytest --pyargs conformance --hc-endpoint URL [-n N]`.
+The same suite runs under plain pytest: `pytest --pyargs harnesscheck.conformance --hc-endpoint URL [-n N]`.
 
 {EXIT_STATUS}"""
 INTERRUPTED = 130
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
-    from conformance.options import add_options
+    from harnesscheck.conformance.options import add_options
 
     add_options(parser.add_argument)
     parser.add_argument("--out", default="harnesscheck-results", metavar="DIR",
@@ -47,7 +47,7 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-clients", action="store_true",
                         help="after the suite, run the installed real clients (text and tool turn) against the "
                              "endpoint and print their measured verdicts beside the inferred ones (results.json: "
-                             "client_verification); install them once with `python -m conformance.clients`")
+                             "client_verification); install them once with `python -m harnesscheck.conformance.clients`")
     parser.add_argument("--client-timeout", type=float, default=180.0, metavar="SECONDS",
                         help="with --verify-clients: time limit per client turn (default: 180)")
 
@@ -59,8 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def suite_options(args: argparse.Namespace):  # -> SuiteOptions
     """The suite's options from the command line, checked, and the endpoint checked
     (conformance.preflight): a bad value or an unusable endpoint raises UsageError (exit 2)."""
-    from conformance.options import validate_options
-    from conformance.runner import SuiteOptions, check_endpoint, concurrency_problem
+    from harnesscheck.conformance.options import validate_options
+    from harnesscheck.conformance.runner import SuiteOptions, check_endpoint, concurrency_problem
     from harnesscheck.errors import UsageError
 
     problem = validate_options(endpoint=args.hc_endpoint, apis=args.hc_apis, expect=args.hc_expect,
@@ -86,13 +86,13 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
 def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple[dict[str, Any], int]:
     """Run the suite (SuiteOptions) and print its summary: the table, the failures, the per-client
     lines and where the results are. Returns the document and the exit status (see EXIT_STATUS)."""
-    from conformance.runner import RunInterrupted, client_verification_lines, harness_lines, run_suite
+    from harnesscheck.conformance.runner import RunInterrupted, client_verification_lines, harness_lines, run_suite
 
     try:
         doc, status = run_suite(options, out), None
     except RunInterrupted as stopped:
         doc, status = stopped.doc, INTERRUPTED
-    from reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
+    from harnesscheck.reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
     for line in harness_lines(doc):

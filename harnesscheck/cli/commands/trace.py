@@ -67,12 +67,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from harnesscheck.errors import UsageError
-    from replay import formats
-    from replay.trace import TraceError, load, save
+    from harnesscheck.replay import formats
+    from harnesscheck.replay.trace import TraceError, load, save
 
     try:
         if args.action == "from-capture":
-            from replay.capture import capture_to_trace
+            from harnesscheck.replay.capture import capture_to_trace
 
             trace = capture_to_trace(args.capture)
         elif args.action == "import":
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.format}: {len(result.text.splitlines())} line(s) -> {args.out}")
             return 0
         elif args.action == "workload":
-            from replay.workloads import build
+            from harnesscheck.replay.workloads import build
 
             trace = build(args.name, sessions=args.sessions, turns=args.turns, prompt_tokens=args.prompt_tokens,
                           api=args.apis, model=args.model)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"make-model needs torch and transformers ({error}); pip install torch transformers safetensors")
         return 2
-    from reference_server.make_model import ModelShape, make_model
+    from harnesscheck.reference_server.make_model import ModelShape, make_model
 
     shape = ModelShape(layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
                        intermediate=args.intermediate, max_positions=args.max_positions)

@@ -51,7 +51,7 @@ _NO_PROGRESS_HELP = "no live progress line (it is off anyway when stdout is not 
 
 def _sessions(text: str) -> int:
     """--sessions as an int; warns on stderr below the regression gate's minimum samples per side."""
-    from reports.gate import MIN_SAMPLES
+    from harnesscheck.reports.gate import MIN_SAMPLES
 
     n = int(text)
     if n < MIN_SAMPLES:
@@ -236,13 +236,13 @@ def run(args: argparse.Namespace) -> int:
     import httpx
 
     from harnesscheck.errors import UsageError
-    from replay.benchmarks import common
+    from harnesscheck.replay.benchmarks import common
 
     api_key = getattr(args, "api_key", None) or os.environ.get("HARNESSCHECK_API_KEY")
     out = Path(args.out)
     if getattr(args, "endpoint", None):
-        from conformance.options import split_apis
-        from conformance.preflight import preflight
+        from harnesscheck.conformance.options import split_apis
+        from harnesscheck.conformance.preflight import preflight
 
         apis = _BENCH_APIS.get(args.bench) or split_apis(args.apis)
         checked = preflight(args.endpoint, api_key=api_key, model=args.model, apis=apis, timeout=10.0)
@@ -294,7 +294,7 @@ def _live(args: argparse.Namespace) -> Iterator[Callable[[str], None]]:
 def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[str], None]) -> dict:
     """Run the chosen benchmark; its results document. ``status`` shows what it is doing."""
     if args.bench == "load":
-        from replay.benchmarks.load import LoadOptions, parse_slo, run_load
+        from harnesscheck.replay.benchmarks.load import LoadOptions, parse_slo, run_load
 
         rates = [float(x) for x in (args.request_rate or "").split(",") if x.strip()]
         conc = [int(x) for x in (args.concurrency or "").split(",") if x.strip()]
@@ -309,9 +309,9 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             decode_ms=args.decode_ms, server_args=args.server_arg,
             progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
     if args.bench == "suite":
-        from conformance import concurrency_bench
-        from conformance.results import now_iso
-        from replay.benchmarks import common
+        from harnesscheck.conformance import concurrency_bench
+        from harnesscheck.conformance.results import now_iso
+        from harnesscheck.replay.benchmarks import common
 
         started = now_iso()
         levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
@@ -328,7 +328,7 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
                                                                                 "turn_s": args.turn_s},
             started_at=started)
     if args.bench == "fidelity":
-        from replay.benchmarks.fidelity import FidelityOptions, run_fidelity
+        from harnesscheck.replay.benchmarks.fidelity import FidelityOptions, run_fidelity
 
         peer_python = dict(x.split("=", 1) if "=" in x else ((args.peer or ["aiperf"])[0], x)
                            for x in args.peer_python)
@@ -339,7 +339,7 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             peer_python=peer_python, tokenizer=args.tokenizer, first_ms=args.first_ms, chunks=args.chunks,
             gap_ms=args.gap_ms))
     elif args.bench == "server":
-        from replay.benchmarks.server_cost import ServerCostOptions, run_server_cost
+        from harnesscheck.replay.benchmarks.server_cost import ServerCostOptions, run_server_cost
 
         doc = run_server_cost(ServerCostOptions(
             concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], windows=args.windows,
@@ -349,14 +349,14 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             profile=args.profile, dynamo_python=args.dynamo, dynamo_model_dir=args.dynamo_model_dir,
             endpoint=args.endpoint, pid=args.pid, model=args.model, api_key=api_key))
     elif args.bench == "preamble":
-        from replay.benchmarks.preamble import PreambleOptions, run_preamble
+        from harnesscheck.replay.benchmarks.preamble import PreambleOptions, run_preamble
 
         doc = run_preamble(PreambleOptions(
             endpoint=args.endpoint, model=args.model, api_key=api_key, system_tokens=args.system_tokens,
             sessions=args.sessions, warmup=args.warmup, ttft_base_ms=args.ttft_base_ms,
             prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
     elif args.bench == "dispatch":
-        from replay.benchmarks.dispatch import DispatchOptions, run_dispatch
+        from harnesscheck.replay.benchmarks.dispatch import DispatchOptions, run_dispatch
 
         doc = run_dispatch(DispatchOptions(
             endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
@@ -365,7 +365,7 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
             decode_ms=args.decode_ms, server_args=args.server_arg))
     elif args.bench == "overlap":
-        from replay.benchmarks.overlap import OverlapOptions, run_overlap
+        from harnesscheck.replay.benchmarks.overlap import OverlapOptions, run_overlap
 
         doc = run_overlap(OverlapOptions(
             endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
@@ -375,14 +375,14 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             concurrency_safe=args.concurrency_safe, ttft_base_ms=args.ttft_base_ms,
             prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
     elif args.bench == "history":
-        from replay.benchmarks.history import HistoryOptions, run_history
+        from harnesscheck.replay.benchmarks.history import HistoryOptions, run_history
 
         doc = run_history(HistoryOptions(
             endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
             system_tokens=args.system_tokens, turn_tokens=args.turn_tokens, ttft_base_ms=args.ttft_base_ms,
             prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
     elif args.bench == "mixed":
-        from replay.benchmarks.mixed import MixedOptions, run_mixed
+        from harnesscheck.replay.benchmarks.mixed import MixedOptions, run_mixed
 
         doc = run_mixed(MixedOptions(
             endpoint=args.endpoint, model=args.model, api_key=api_key, concurrency=args.concurrency,
@@ -401,7 +401,7 @@ def _load_figures(doc: dict) -> dict[str, list[dict]]:
 
 def _print_load(doc: dict) -> None:
     """Each level as `vllm bench serve` prints it, then one summary row per level."""
-    from replay.benchmarks.load import format_level
+    from harnesscheck.replay.benchmarks.load import format_level
 
     for kind, figures in _load_figures(doc).items():
         print(f"load sweep: {kind}")
@@ -420,7 +420,7 @@ def _print_load(doc: dict) -> None:
 
 def _load_plots(doc: dict, out: Path) -> list[Path]:
     """OUT/bench-load-KIND-sweep.png per sweep (replay.benchmarks.load_plot)."""
-    from replay.benchmarks.load_plot import sweep_plot
+    from harnesscheck.replay.benchmarks.load_plot import sweep_plot
 
     written = []
     run = doc["run"]

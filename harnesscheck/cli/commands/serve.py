@@ -33,7 +33,7 @@ def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `serve` and the commands that start an embedded server."""
-    from reference_server.config import DEFAULT_MODEL_IDS
+    from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
     g = parser.add_argument_group("reference server")
     g.add_argument("--model-id", action="append", dest="model_ids", metavar="ID[=FAMILY]",
@@ -73,8 +73,8 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace):  # -> ServerConfig
-    from reference_server.config import DEFAULT_MODEL_IDS, ServerConfig
-    from reference_server.engines.scripted import TimingModel
+    from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS, ServerConfig
+    from harnesscheck.reference_server.engines.scripted import TimingModel
 
     def parser_name(value: str) -> str | None:
         return None if value == "none" else value
@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from reference_server.app import create_app
-    from reference_server.faults import FAULTS
+    from harnesscheck.reference_server.app import create_app
+    from harnesscheck.reference_server.faults import FAULTS
 
     from harnesscheck.errors import UsageError
 

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from contextlib import ExitStack
 
-    from conformance.clients import DUMMY_KEY, get_client, impact, install, runner
+    from harnesscheck.conformance.clients import DUMMY_KEY, get_client, impact, install, runner
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.faults:
         if "all" in args.fault:  # each client then meets its API's faults (impact.faults_for)
-            from reference_server.faults import FAULTS
+            from harnesscheck.reference_server.faults import FAULTS
 
             faults = tuple(FAULTS)
         else:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         endpoint = args.endpoint
         if not endpoint:
-            from reference_server.launch import ServerProcess
+            from harnesscheck.reference_server.launch import ServerProcess
 
             server = stack.enter_context(ServerProcess(["--model-id", args.model] if args.model != DEFAULT_MODEL
                                                        else []))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harnesscheck.commands.check import EXIT_STATUS, add_suite_arguments, run_and_summarize, suite_options
+from harnesscheck.cli.commands.check import EXIT_STATUS, add_suite_arguments, run_and_summarize, suite_options
 
 NAME = "run"
 ORDER = 1
@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
     doc, status = run_and_summarize(options, out, label_width=12)
-    from reports.html import write_report
-    from reports.summary import must_failures
+    from harnesscheck.reports.html import write_report
+    from harnesscheck.reports.summary import must_failures
     if not args.no_report:
         report = out / "report.html"
         write_report([out / "results.json"], report)

@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reports.html import write_report
-    from reports.schema import ResultsError
-    from reports.summary import format_summary
+    from harnesscheck.reports.html import write_report
+    from harnesscheck.reports.schema import ResultsError
+    from harnesscheck.reports.summary import format_summary
 
     try:
         merged = write_report(args.results, args.out)

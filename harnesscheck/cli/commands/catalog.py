@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from conformance.catalog import CHECKS
-    from conformance.options import split_apis, unknown_choice
+    from harnesscheck.conformance.catalog import CHECKS
+    from harnesscheck.conformance.options import split_apis, unknown_choice
     from harnesscheck.errors import UsageError
 
     apis = split_apis(args.apis) if args.apis else list(CATALOG_APIS)

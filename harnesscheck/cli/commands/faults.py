@@ -30,10 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance import catalog
-    from conformance.options import unknown_choice
+    from harnesscheck.conformance import catalog
+    from harnesscheck.conformance.options import unknown_choice
     from harnesscheck.errors import UsageError
-    from reference_server.faults import FAULTS
+    from harnesscheck.reference_server.faults import FAULTS
 
     for name in args.fault:
         if name not in FAULTS:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from conformance.fault_matrix import coverage_problems, run_matrix, write
+    from harnesscheck.conformance.fault_matrix import coverage_problems, run_matrix, write
 
     static = coverage_problems()
     for problem in static:

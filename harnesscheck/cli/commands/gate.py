@@ -96,7 +96,7 @@ def _write_baseline(current_docs: list[tuple[Path, dict[str, Any]]], current: Pa
                     raw_baseline: str) -> None:
     """--update-baseline: the current documents into the baseline folder, or the current document
     (merged from a folder) into the baseline file; see DESCRIPTION."""
-    from reports.merge import merge_results, read_folder
+    from harnesscheck.reports.merge import merge_results, read_folder
 
     baseline = Path(raw_baseline)
     if _baseline_is_folder(raw_baseline, current):
@@ -116,15 +116,15 @@ def _write_baseline(current_docs: list[tuple[Path, dict[str, Any]]], current: Pa
 
 
 def _has_baseline(path: Path) -> bool:
-    from reports.merge import read_folder
+    from harnesscheck.reports.merge import read_folder
 
     return path.is_file() or (path.is_dir() and bool(read_folder(path)))
 
 
 def run(args: argparse.Namespace) -> int:
-    from reports.gate import format_gate, gate, read_flaky_file
-    from reports.merge import merge_results, read_inputs
-    from reports.schema import ResultsError
+    from harnesscheck.reports.gate import format_gate, gate, read_flaky_file
+    from harnesscheck.reports.merge import merge_results, read_inputs
+    from harnesscheck.reports.schema import ResultsError
 
     def err(msg: str) -> int:
         print(f"harnesscheck gate: {msg}", file=sys.stderr)

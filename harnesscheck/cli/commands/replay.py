@@ -61,15 +61,15 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from harnesscheck.errors import UsageError
-    from replay.replayer import ReplayOptions, first_model, replay
-    from replay.trace import TraceError, load
+    from harnesscheck.replay.replayer import ReplayOptions, first_model, replay
+    from harnesscheck.replay.trace import TraceError, load
 
     if args.ray is None and args.workers is not None:
         raise UsageError("--workers needs --ray")
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     if args.ray is not None:
-        from stats.distributed import RayUnavailable, import_ray
+        from harnesscheck.stats.distributed import RayUnavailable, import_ray
 
         try:
             import_ray()
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY")
     try:
         if args.trace.startswith("builtin:"):
-            from replay.workloads import build
+            from harnesscheck.replay.workloads import build
 
             trace = build(args.trace.split(":", 1)[1])
         else:
@@ -131,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _replay_on_ray(args: argparse.Namespace, trace, opts):
-    """The replay from Ray actors (``replay.distributed``)."""
+    """The replay from Ray actors (``harnesscheck.replay.distributed``)."""
     from contextlib import ExitStack
 
     from harnesscheck.errors import UsageError
-    from replay.distributed import replay_on_ray
-    from stats.distributed import ray_session
+    from harnesscheck.replay.distributed import replay_on_ray
+    from harnesscheck.stats.distributed import ray_session
 
     with ExitStack() as stack:
         try:

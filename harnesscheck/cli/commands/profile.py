@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
-    from conformance.clients import install, profile
+    from harnesscheck.conformance.clients import install, profile
 
     if len(args.model) != 2:
         print("give --model twice")
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         endpoint = args.endpoint
         if not endpoint:
-            from reference_server.launch import ServerProcess
+            from harnesscheck.reference_server.launch import ServerProcess
 
             flags = [x for m in args.model for x in ("--model-id", m)]
             endpoint = stack.enter_context(ServerProcess(flags)).url

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from stats.compare import compare_counts, load_counts, write_outputs
+    from harnesscheck.stats.compare import compare_counts, load_counts, write_outputs
 
     err = Console(stderr=True)
     try:

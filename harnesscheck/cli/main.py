@@ -1,4 +1,4 @@
-"""The `harnesscheck` command: one subcommand per module in `harnesscheck/commands/`.
+"""The `harnesscheck` command: one subcommand per module in `harnesscheck/cli/commands/`.
 
 Each command module defines `NAME`, `HELP` and `add_arguments(parser)` plus `run(args) -> int`.
 Modules are discovered, so adding a command never touches this file.
@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from harnesscheck import __version__, commands
+from harnesscheck import __version__
+from harnesscheck.cli import commands
 from harnesscheck.errors import STOP_REQUESTED, HarnesscheckError, Interrupted
 
 EPILOG = """\
@@ -51,7 +52,7 @@ def _command_modules() -> list[ModuleType]:
     for info in pkgutil.iter_modules(commands.__path__):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"harnesscheck.commands.{info.name}")
+        module = importlib.import_module(f"harnesscheck.cli.commands.{info.name}")
         if hasattr(module, "NAME"):
             found.append(module)
     return sorted(found, key=lambda m: getattr(m, "ORDER", 50))

@@ -1,0 +1,1 @@
+"""The kit's one home per API: route, headers, request builders and the one stream fold."""
