@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Collector, EventNames, Finding, fold, frames_and_request, short
+from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
+from harnesscheck.conformance.apis.anthropic import accumulate, final_message
+from harnesscheck.conformance.apis.base import is_int as _is_int
+
+from .findings import Collector, EventNames, Finding, frames_and_request, short
 
 __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "STOP_REASONS", "accumulate", "final_message", "validate"]
 
@@ -106,115 +110,6 @@ _DELTA_FIELD = {
     "signature_delta": ("signature", str),
     "citations_delta": ("citation", dict),
 }
-_TOOL_BLOCKS = ("tool_use", "server_tool_use")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-# -- fold -----------------------------------------------------------------------------------
-
-def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Fold one event (a decoded data object) into the snapshot; return the new snapshot.
-
-    Pure: the input snapshot is never mutated. Before ``message_start`` there is no snapshot
-    (None). Tool input is buffered in the block's ``_partial_json`` and parsed at its stop.
-    Unknown, malformed or out-of-order events leave the snapshot unchanged.
-    """
-    if not isinstance(event, dict):
-        return snapshot
-    typ = event.get("type")
-    if typ == "message_start":
-        msg = event.get("message")
-        if not isinstance(msg, dict):
-            return snapshot
-        snap = dict(msg)
-        content = msg.get("content")
-        snap["content"] = [dict(b) for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-        snap["usage"] = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else {}
-        return snap
-    if snapshot is None:
-        return None
-    if typ == "content_block_start":
-        block = event.get("content_block")
-        if not isinstance(block, dict):
-            return snapshot
-        block = dict(block)
-        if block.get("type") in _TOOL_BLOCKS:
-            block["_partial_json"] = ""
-        return {**snapshot, "content": [*snapshot.get("content", []), block]}
-    if typ in ("content_block_delta", "content_block_stop"):
-        idx = event.get("index")
-        content = snapshot.get("content", [])
-        if not _is_int(idx) or not 0 <= idx < len(content):
-            return snapshot
-        block = dict(content[idx])
-        if typ == "content_block_delta":
-            delta = event.get("delta")
-            if not isinstance(delta, dict):
-                return snapshot
-            dt = delta.get("type")
-            if dt == "text_delta" and isinstance(delta.get("text"), str):
-                block["text"] = _s(block.get("text")) + delta["text"]
-            elif dt == "thinking_delta" and isinstance(delta.get("thinking"), str):
-                block["thinking"] = _s(block.get("thinking")) + delta["thinking"]
-            elif dt == "signature_delta" and isinstance(delta.get("signature"), str):
-                block["signature"] = delta["signature"]
-            elif dt == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-                block["_partial_json"] = _s(block.get("_partial_json")) + delta["partial_json"]
-            elif dt == "citations_delta" and "citation" in delta:
-                cites = block.get("citations")
-                block["citations"] = [*(cites if isinstance(cites, list) else []), delta["citation"]]
-            else:
-                return snapshot
-        else:
-            if "_partial_json" not in block:
-                return snapshot
-            block = _parse_tool_input(block)
-        new_content = list(content)
-        new_content[idx] = block
-        return {**snapshot, "content": new_content}
-    if typ == "message_delta":
-        snap = dict(snapshot)
-        delta = event.get("delta")
-        if isinstance(delta, dict):
-            for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    snap[key] = delta[key]
-        usage = event.get("usage")
-        if isinstance(usage, dict):
-            merged = dict(snapshot.get("usage") or {})
-            merged.update({k: v for k, v in usage.items() if v is not None})
-            snap["usage"] = merged
-        return snap
-    return snapshot
-
-
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
-    block = dict(block)
-    raw = _s(block.pop("_partial_json", ""))
-    if raw.strip() == "":
-        block["input"] = {}
-    else:
-        try:
-            block["input"] = json.loads(raw)
-        except (ValueError, RecursionError):
-            block["input"] = raw  # keep what was sent; the validator reports it
-    return block
-
-
-def final_message(source: Any) -> dict[str, Any] | None:
-    """The message folded from a stream (a Transcript or frames); None without message_start."""
-    snap = fold(source, accumulate)
-    if snap is None:
-        return None
-    content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]
-    return {**snap, "content": content}
 
 
 # -- validator ------------------------------------------------------------------------------

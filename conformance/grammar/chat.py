@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harnesscheck.conformance.apis.base import is_int as _is_int
+from harnesscheck.conformance.apis.chat import DISPATCH_EVENT, accumulate, final_message
+
 from .findings import Collector, Finding, frames_and_request, short
 
 __all__ = ["DISPATCH_EVENT", "FINISH_REASONS", "INFORMATIONAL", "RULES", "accumulate", "final_message",
            "validate"]
 
-DISPATCH_EVENT = "tool_call_dispatch"
 
 RULES: dict[str, str] = {
     "CH-GRAMMAR-JSON": "Every frame's data is JSON (or the final `[DONE]`): openai-python's Stream parses "
@@ -67,108 +69,6 @@ RULES: dict[str, str] = {
 INFORMATIONAL = frozenset({"CH-GRAMMAR-UNKNOWN-EVENT", "CH-GRAMMAR-ERROR"})
 
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-# -- fold -----------------------------------------------------------------------------------
-
-def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Fold one chunk; return the new snapshot (the given one is not mutated).
-
-    Snapshot: ``{"id", "model", "created", "choices": {index: choice}, "usage"}``, each choice
-    ``{"index", "role", "content", "reasoning_content", "tool_calls": {index: call}, "finish_reason"}``.
-    """
-    if not isinstance(chunk, dict) or "error" in chunk:
-        return snapshot
-    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"choices": {}, "usage": None}
-    for key in ("id", "model", "created", "system_fingerprint"):
-        if key in chunk and key not in snap:
-            snap[key] = chunk[key]
-    if isinstance(chunk.get("usage"), dict):
-        snap["usage"] = dict(chunk["usage"])
-    choices = chunk.get("choices")
-    if not isinstance(choices, list):
-        return snap
-    new_choices = dict(snap.get("choices") or {})
-    for c in choices:
-        if not isinstance(c, dict) or not _is_int(c.get("index")):
-            continue
-        idx = c["index"]
-        old = new_choices.get(idx) or {
-            "index": idx, "role": None, "content": None, "reasoning_content": None,
-            "tool_calls": {}, "finish_reason": None,
-        }
-        ch = dict(old)
-        delta = c.get("delta")
-        if isinstance(delta, dict):
-            if isinstance(delta.get("role"), str) and ch["role"] is None:
-                ch["role"] = delta["role"]
-            if isinstance(delta.get("content"), str):
-                ch["content"] = _s(ch["content"]) + delta["content"]
-            for rkey in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(rkey), str):
-                    ch["reasoning_content"] = _s(ch["reasoning_content"]) + delta[rkey]
-            tcs = delta.get("tool_calls")
-            if isinstance(tcs, list):
-                calls = dict(ch["tool_calls"])
-                for tc in tcs:
-                    if not isinstance(tc, dict) or not _is_int(tc.get("index")):
-                        continue
-                    ti = tc["index"]
-                    call = dict(calls.get(ti) or {"index": ti, "id": None, "type": None,
-                                                  "function": {"name": None, "arguments": ""}})
-                    fn = dict(call["function"])
-                    if call["id"] is None and isinstance(tc.get("id"), str) and tc["id"]:
-                        call["id"] = tc["id"]
-                    if call["type"] is None and isinstance(tc.get("type"), str):
-                        call["type"] = tc["type"]
-                    f = tc.get("function")
-                    if isinstance(f, dict):
-                        if fn["name"] is None and isinstance(f.get("name"), str) and f["name"]:
-                            fn["name"] = f["name"]
-                        if isinstance(f.get("arguments"), str):
-                            fn["arguments"] = fn["arguments"] + f["arguments"]
-                    call["function"] = fn
-                    calls[ti] = call
-                ch["tool_calls"] = calls
-        if c.get("finish_reason") is not None and ch["finish_reason"] is None:
-            ch["finish_reason"] = c["finish_reason"]
-        new_choices[idx] = ch
-    snap["choices"] = new_choices
-    return snap
-
-
-def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
-    """The folded message of one choice: ``{id, model, role, content, reasoning_content,
-    tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
-    frames, _ = frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    dispatched: list[Any] = []
-    for f in frames:
-        if f.kind != "event":
-            continue
-        if f.event == DISPATCH_EVENT:
-            dispatched.append(f.json)
-        elif isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
-    if snap is None:
-        return None
-    ch = (snap.get("choices") or {}).get(choice) or {
-        "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
-    calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
-    return {
-        "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
-        "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
-        "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
-        "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
-    }
 
 
 # -- validator ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harnesscheck.conformance.apis.base import frames_and_request
 from harnesscheck.conformance.wire.sse import SSEFrame
 from harnesscheck.conformance.wire.transcript import Transcript
 
@@ -47,27 +48,6 @@ class Finding:
         elif self.expected is not None:
             text += f" (expected {self.expected})"
         return text
-
-
-def frames_and_request(source: Any, request: Any = None) -> tuple[list[SSEFrame], Any]:
-    """The frames of a Transcript (and its request body, unless one is given) or of a frame list.
-
-    Anything else yields no frames: a validator never raises on its input."""
-    if isinstance(source, Transcript):
-        return list(source.frames), request if request is not None else source.request_body
-    if isinstance(source, Iterable) and not isinstance(source, str | bytes | dict):
-        return [f for f in source if isinstance(f, SSEFrame)], request
-    return [], request
-
-
-def fold(source: Any, accumulate: Any) -> dict[str, Any] | None:
-    """Fold a stream's JSON events with an API's pure `accumulate(event, snapshot)`."""
-    frames, _ = frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    for f in frames:
-        if f.kind == "event" and isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
-    return snap
 
 
 def rules_of(findings: Iterable[Finding]) -> set[str]:

@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Collector, EventNames, Finding, fold, frames_and_request, short
+from harnesscheck.conformance.apis.base import is_int as _is_int
+from harnesscheck.conformance.apis.base import text as _s
+from harnesscheck.conformance.apis.responses import _TEXT_STREAMS, TERMINAL, accumulate, final_message
+
+from .findings import Collector, EventNames, Finding, frames_and_request, short
 
 __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "TERMINAL", "accumulate", "final_message", "validate"]
 
@@ -64,7 +68,6 @@ RULES: dict[str, str] = {
 
 INFORMATIONAL = frozenset({"RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-UNKNOWN-EVENT", "RS-GRAMMAR-ERROR-EVENT"})
 
-TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
 EVENT_TYPES = frozenset(
     {
@@ -100,106 +103,6 @@ EVENT_TYPES = frozenset(
     }
 )
 
-# text streams: type prefix -> (index field, key of the final text in the .done event)
-_TEXT_STREAMS = {
-    "response.output_text": ("content_index", "text"),
-    "response.refusal": ("content_index", "refusal"),
-    "response.reasoning_summary_text": ("summary_index", "text"),
-    "response.reasoning_text": ("content_index", "text"),
-}
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-# -- fold -----------------------------------------------------------------------------------
-
-def _set_at(items: Any, idx: Any, value: Any) -> list[Any]:
-    out = list(items) if isinstance(items, list) else []
-    if not _is_int(idx) or idx < 0 or idx > 10_000:
-        return out
-    while len(out) <= idx:
-        out.append({})
-    out[idx] = value
-    return out
-
-
-def _get_at(items: Any, idx: Any) -> dict[str, Any]:
-    if isinstance(items, list) and _is_int(idx) and 0 <= idx < len(items) and isinstance(items[idx], dict):
-        return dict(items[idx])
-    return {}
-
-
-def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    """Fold one event; return the new snapshot (the given one is not mutated)."""
-    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"response": None, "output": {}}
-    if not isinstance(event, dict):
-        return snap
-    typ = event.get("type")
-    if not isinstance(typ, str):
-        return snap
-    if typ in ("response.created", "response.in_progress", "response.queued") or typ in TERMINAL:
-        if isinstance(event.get("response"), dict):
-            snap["response"] = event["response"]
-        return snap
-    oi = event.get("output_index")
-    if not _is_int(oi):
-        return snap
-    output = dict(snap.get("output") or {})
-    if typ in ("response.output_item.added", "response.output_item.done"):
-        if isinstance(event.get("item"), dict):
-            output[oi] = dict(event["item"])
-            snap["output"] = output
-        return snap
-    item = output.get(oi)
-    if not isinstance(item, dict):
-        return snap
-    item = dict(item)
-    if typ == "response.content_part.added" or typ == "response.content_part.done":
-        if isinstance(event.get("part"), dict):
-            item["content"] = _set_at(item.get("content"), event.get("content_index"), dict(event["part"]))
-    elif typ == "response.reasoning_summary_part.added" or typ == "response.reasoning_summary_part.done":
-        if isinstance(event.get("part"), dict):
-            item["summary"] = _set_at(item.get("summary"), event.get("summary_index"), dict(event["part"]))
-    elif typ == "response.function_call_arguments.delta":
-        item["arguments"] = _s(item.get("arguments")) + _s(event.get("delta"))
-    elif typ == "response.function_call_arguments.done":
-        if isinstance(event.get("arguments"), str):
-            item["arguments"] = event["arguments"]
-    else:
-        for prefix, (idx_key, text_key) in _TEXT_STREAMS.items():
-            if typ.startswith(prefix + "."):
-                field = "summary" if idx_key == "summary_index" else "content"
-                part = _get_at(item.get(field), event.get(idx_key))
-                if prefix == "response.reasoning_text" and not part:
-                    part = {"type": "reasoning_text", "text": ""}
-                if typ.endswith(".delta"):
-                    part[text_key] = _s(part.get(text_key)) + _s(event.get("delta"))
-                elif typ.endswith(".done") and isinstance(event.get(text_key), str):
-                    part[text_key] = event[text_key]
-                else:
-                    return snap
-                item[field] = _set_at(item.get(field), event.get(idx_key), part)
-                break
-        else:
-            return snap
-    output[oi] = item
-    snap["output"] = output
-    return snap
-
-
-def final_message(source: Any) -> dict[str, Any] | None:
-    """``{"response": final response object, "output": [items by output_index]}``; None if empty."""
-    snap = fold(source, accumulate)
-    if snap is None:
-        return None
-    output = snap.get("output") or {}
-    return {"response": snap.get("response"), "output": [output[k] for k in sorted(output)]}
 
 
 # -- validator ------------------------------------------------------------------------------

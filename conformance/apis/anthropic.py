@@ -1,0 +1,203 @@
+"""Anthropic Messages in the kit: route and headers, request builders, the stream fold.
+
+``accumulate(event, snapshot)`` folds one event into a message snapshot without mutating its input
+(as anthropic-sdk-python's ``accumulate_event``, but it records what it cannot place instead of
+raising); a tool call is complete at its block's ``content_block_stop`` (Claude Code dispatches it
+then: API_FACTS, "Streaming tool dispatch").
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from harnesscheck.conformance.apis import base
+from harnesscheck.conformance.apis.base import ToolCall, is_int, public, text
+from harnesscheck.scenarios.loader import Scenario
+
+NAME = "anthropic"
+PATH = "/v1/messages"
+PREFIX = "AN"
+LABEL = "Anthropic Messages"
+MIN_OUTPUT_TOKENS = 1  # Messages `max_tokens` minimum
+MAX_TOKENS_FIELD = "max_tokens"
+TOOL_BLOCKS = ("tool_use", "server_tool_use")
+_CONTENT_DELTAS = frozenset({"text_delta", "thinking_delta", "input_json_delta"})
+
+
+def headers(api_key: str | None = None) -> dict[str, str]:
+    return base.headers(api_key, {"anthropic-version": base.ANTHROPIC_VERSION})
+
+
+def tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
+            for t in scenario.tools]
+
+
+def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": base.output_budget(scenario), "stream": stream,
+                            "messages": [{"role": "user", "content": base.user_text(scenario)}]}
+    if scenario.system:
+        body["system"] = scenario.system
+    if scenario.tools:
+        body["tools"] = tools(scenario)
+    return body
+
+
+def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]:
+    """The request for ``turn`` (>= 1): the answer's blocks as sent back (thinking with signatures,
+    tool_use), a tool_result per call, and the next user text, if any."""
+    body = copy.deepcopy(body)
+    content = [{k: v for k, v in b.items() if k != "citations" or v} for b in answer.get("content", [])]
+    body["messages"].append({"role": "assistant", "content": content})
+    blocks: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": c.id,
+                                     "content": scenario.result_for(c.name, c.arguments)} for c in tool_calls(answer)]
+    user = base.next_user(scenario, turn)
+    if user:
+        blocks.append({"type": "text", "text": user})
+    if blocks:
+        body["messages"].append({"role": "user", "content": blocks})
+    return body
+
+
+# -- the fold -------------------------------------------------------------------------------
+
+def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Fold one event (a decoded data object) into the snapshot; return the new snapshot.
+
+    Pure: the input snapshot is never mutated. Before ``message_start`` there is no snapshot (None;
+    the grammar reports such events). Tool input is buffered in the block's ``_partial_json`` and
+    parsed at its stop. An event it cannot place leaves the content as it was and is recorded in
+    ``_unplaced``; ``_complete`` maps a tool block's index to "stop"; ``_end`` is set by message_stop.
+    """
+    if not isinstance(event, dict):
+        return snapshot
+    typ = event.get("type")
+    if typ == "message_start":
+        msg = event.get("message")
+        if not isinstance(msg, dict):
+            return base.unplaced(snapshot, "message_start without a message") if snapshot is not None else None
+        snap = dict(msg)
+        content = msg.get("content")
+        snap["content"] = [dict(b) for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        snap["usage"] = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else {}
+        return snap
+    if snapshot is None:
+        return None
+    if typ == "content_block_start":
+        block = event.get("content_block")
+        if not isinstance(block, dict):
+            return base.unplaced(snapshot, "content_block_start without a content_block")
+        block = dict(block)
+        if block.get("type") in TOOL_BLOCKS:
+            block["_partial_json"] = ""
+        return {**snapshot, "content": [*snapshot.get("content", []), block]}
+    if typ in ("content_block_delta", "content_block_stop"):
+        return _block_event(typ, event, snapshot)
+    if typ == "message_delta":
+        snap = dict(snapshot)
+        delta = event.get("delta")
+        if isinstance(delta, dict):
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    snap[key] = delta[key]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            merged = dict(snapshot.get("usage") or {})
+            merged.update({k: v for k, v in usage.items() if v is not None})
+            snap["usage"] = merged
+        return snap
+    if typ == "message_stop":
+        return {**snapshot, "_end": True}
+    if typ in ("ping", "error"):
+        return snapshot
+    return base.unplaced(snapshot, f"unknown event {typ!r}")
+
+
+def _block_event(typ: str, event: dict[str, Any], snapshot: dict[str, Any]) -> dict[str, Any]:
+    idx = event.get("index")
+    content = snapshot.get("content", [])
+    if not is_int(idx) or not 0 <= idx < len(content):
+        return base.unplaced(snapshot, f"{typ} for unknown index {idx!r}")
+    block = dict(content[idx])
+    if typ == "content_block_delta":
+        delta = event.get("delta")
+        if not isinstance(delta, dict):
+            return base.unplaced(snapshot, "content_block_delta without a delta")
+        dt = delta.get("type")
+        if dt == "text_delta" and isinstance(delta.get("text"), str):
+            block["text"] = text(block.get("text")) + delta["text"]
+        elif dt == "thinking_delta" and isinstance(delta.get("thinking"), str):
+            block["thinking"] = text(block.get("thinking")) + delta["thinking"]
+        elif dt == "signature_delta" and isinstance(delta.get("signature"), str):
+            block["signature"] = delta["signature"]
+        elif dt == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            block["_partial_json"] = text(block.get("_partial_json")) + delta["partial_json"]
+        elif dt == "citations_delta" and "citation" in delta:
+            cites = block.get("citations")
+            block["citations"] = [*(cites if isinstance(cites, list) else []), delta["citation"]]
+        else:
+            return base.unplaced(snapshot, f"delta {dt!r} not placeable in block {idx}")
+        snap = snapshot
+    else:
+        if "_partial_json" not in block:
+            return snapshot  # a stop of a text or thinking block: nothing to fold
+        block = _parse_tool_input(block)
+        snap = base.completed(snapshot, idx, "stop")
+    new_content = list(content)
+    new_content[idx] = block
+    return {**snap, "content": new_content}
+
+
+def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
+    block = dict(block)
+    raw = text(block.pop("_partial_json", ""))
+    if raw.strip() == "":
+        block["input"] = {}
+    else:
+        try:
+            block["input"] = json.loads(raw)
+        except (ValueError, RecursionError):
+            block["input"] = raw  # keep what was sent; the validator reports it
+    return block
+
+
+def final_message(source: Any) -> dict[str, Any] | None:
+    """The message folded from a stream (a Transcript or frames); None without message_start."""
+    snap = base.fold(source, accumulate)
+    if snap is None:
+        return None
+    content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]
+    return {**public(snap), "content": content}
+
+
+# -- what an answer holds -------------------------------------------------------------------
+
+def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
+    """The tool_use blocks of a snapshot or message, in order; a streamed one is complete at its stop."""
+    if not answer:
+        return []
+    done = answer.get("_complete") or {}
+    out: list[ToolCall] = []
+    for key, b in enumerate(answer.get("content") or []):
+        if not isinstance(b, dict) or b.get("type") != "tool_use":
+            continue
+        streaming = "_partial_json" in b
+        args = b["_partial_json"] if streaming else json.dumps(b.get("input", {}), ensure_ascii=False)
+        complete = not streaming
+        out.append(ToolCall(key, len(out), text(b.get("id")), text(b.get("name")), text(args), complete,
+                            done.get(key, "")))
+    return out
+
+
+def is_content(event: Any) -> bool:
+    """The event carries generated content (text, thinking, tool input): a token."""
+    return (isinstance(event, dict) and event.get("type") == "content_block_delta"
+            and isinstance(event.get("delta"), dict) and event["delta"].get("type") in _CONTENT_DELTAS)
+
+
+def error_of(event: Any) -> str | None:
+    if isinstance(event, dict) and event.get("type") == "error":
+        return json.dumps(event)[:300]
+    return None

@@ -1,0 +1,156 @@
+"""What every API module in `conformance/apis/` offers (the `Api` protocol), the tool call it reports,
+and the fold over a recorded stream that all of them share.
+
+An API module is the kit's one home for what it knows of one wire API: its route and headers, how a
+request is built (first turn, follow-up with tool results), the one pure fold `accumulate(event,
+snapshot)` that turns the stream's events into a snapshot of the answer, the rule for when a tool call
+is complete, and what an answer holds (tool calls, usage, stop reason, content). Everything else in the
+kit (the grammar validators, the replay client and executor, the benchmarks, the client runner, the
+history witnesses) asks the API module, so a fourth API is one new module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harnesscheck.conformance.wire.sse import SSEFrame
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.scenarios.loader import Scenario
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call of an answer, in stream order.
+
+    ``key`` identifies the call within its stream (content block index, tool-call index, output index);
+    ``index`` is its position among the answer's tool calls; ``arguments`` the JSON text as sent (a
+    parsed Anthropic input is dumped again); ``complete`` whether the API's rule says the call is done
+    (always true for a non-streamed answer), and ``source`` the event that made it so.
+    """
+
+    key: int
+    index: int
+    id: str
+    name: str
+    arguments: str
+    complete: bool = True
+    source: str = ""
+
+
+class Api(Protocol):
+    """The members of each API module (anthropic.py, chat.py, responses.py)."""
+
+    NAME: str
+    PATH: str
+    PREFIX: str
+    LABEL: str
+
+    def headers(self, api_key: str | None = None) -> dict[str, str]: ...
+    def tools(self, scenario: Scenario) -> list[dict[str, Any]]: ...
+    def first(self, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]: ...
+    def follow(self, body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]: ...
+    def accumulate(self, event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None: ...
+    def final_message(self, source: Any) -> dict[str, Any] | None: ...
+    def tool_calls(self, answer: dict[str, Any] | None) -> list[ToolCall]: ...
+    def is_content(self, event: Any) -> bool: ...
+    def error_of(self, event: Any) -> str | None: ...
+
+
+def headers(api_key: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """JSON request headers with the key both ways (x-api-key and Bearer), plus an API's own."""
+    out = {"content-type": "application/json", **(extra or {})}
+    if api_key:
+        out["x-api-key"] = api_key
+        out["authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def frames_and_request(source: Any, request: Any = None) -> tuple[list[SSEFrame], Any]:
+    """A stream's frames and its request body: from a Transcript, or a sequence of SSEFrames.
+
+    Anything else yields no frames: a validator never raises on its input."""
+    if isinstance(source, Transcript):
+        return list(source.frames), request if request is not None else source.request_body
+    if isinstance(source, Iterable) and not isinstance(source, str | bytes | dict):
+        return [f for f in source if isinstance(f, SSEFrame)], request
+    return [], request
+
+
+def fold(source: Any, accumulate: Callable[[Any, Any], Any]) -> dict[str, Any] | None:
+    """Fold a recorded stream's JSON events with an API's pure `accumulate(event, snapshot)`."""
+    frames, _ = frames_and_request(source)
+    snap: dict[str, Any] | None = None
+    for f in frames:
+        if f.kind == "event" and isinstance(f.json, dict):
+            snap = accumulate(f.json, snap)
+    return snap
+
+
+def unplaced(snapshot: dict[str, Any], what: str) -> dict[str, Any]:
+    """The snapshot with one more event it could not place (a short description), not mutated."""
+    return {**snapshot, "_unplaced": (*snapshot.get("_unplaced", ()), what)}
+
+
+def completed(snapshot: dict[str, Any], key: int, source: str) -> dict[str, Any]:
+    """The snapshot with tool call ``key`` marked complete by ``source`` (the first such event wins)."""
+    done = snapshot.get("_complete") or {}
+    if key in done:
+        return snapshot
+    return {**snapshot, "_complete": {**done, key: source}}
+
+
+def public(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without the fold's private keys (those starting with an underscore)."""
+    return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def text(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+MAX_TOKENS = 4096  # the most any scenario asks for
+MIN_BUDGET = 256
+
+# What a user types to get a scenario's path (the scripted engine still finds the scenario: its first
+# user text is kept, these words follow it). A model takes a path far more often when asked plainly.
+PLAIN_ASKS = {
+    "interleaved": "Do both steps in this one turn: think, then call read_file on src/math.py; think again, "
+                   "then call run_tests on tests/test_math.py.",
+    "long_reasoning": "Do both steps in this one turn: reason at length, then call bash to build; reason again, "
+                      "then call bash to list src.",
+    "parallel_tools": "Call Read twice in this one turn, once for package.json and once for tsconfig.json.",
+    "long_agent_turn": "Reason step by step first, then call read_file on src/parser.py.",
+}
+
+
+def user_text(scenario: Scenario) -> str:
+    """The first user message: the scenario's own words, then the plain ask for its path, if any."""
+    user = scenario.turns[0].user or ""
+    ask = PLAIN_ASKS.get(scenario.id)
+    return f"{user} {ask}" if ask else user
+
+
+def output_budget(scenario: Scenario) -> int:
+    """The output limit a scenario's answers need, plus a margin: its longest scripted turn counted at
+    one token per character (no tokenizer packs text looser), at least MIN_BUDGET, at most MAX_TOKENS.
+    A model that never emits its end token then stops after seconds, not after 4,096 tokens."""
+    longest = 0
+    for turn in scenario.turns:
+        size = 0
+        for part in turn.model:
+            size += len(part.text) + len(part.arguments) + len(part.name) + 16
+        longest = max(longest, size)
+    return max(MIN_BUDGET, min(MAX_TOKENS, longest + 64))
+
+
+def next_user(scenario: Scenario, turn: int) -> str | None:
+    """The user text of ``turn``, if the scenario has one."""
+    return scenario.turns[turn].user if turn < len(scenario.turns) else None

@@ -1,0 +1,222 @@
+"""OpenAI Chat Completions in the kit: route and headers, request builders, the stream fold.
+
+A streamed tool call arrives as deltas by ``index``; it is complete when a later index starts or the
+choice's ``finish_reason`` arrives (openai-python's ChatCompletionStreamState folds the same way;
+API_FACTS, "Chat Completions"). The reference server can also announce a call with its own
+``event: tool_call_dispatch`` frame (DISPATCH_EVENT), which is not part of the API.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from harnesscheck.conformance.apis import base
+from harnesscheck.conformance.apis.base import ToolCall, is_int, text
+from harnesscheck.scenarios.loader import Scenario
+
+NAME = "chat"
+PATH = "/v1/chat/completions"
+PREFIX = "CH"
+LABEL = "Chat Completions"
+MIN_OUTPUT_TOKENS = 1  # `max_completion_tokens` / `max_tokens` minimum
+MAX_TOKENS_FIELD = "max_tokens"
+DISPATCH_EVENT = "tool_call_dispatch"
+
+
+def headers(api_key: str | None = None) -> dict[str, str]:
+    return base.headers(api_key)
+
+
+def tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                              "parameters": t["parameters"]}} for t in scenario.tools]
+
+
+def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
+    messages = [{"role": "system", "content": scenario.system}] if scenario.system else []
+    body: dict[str, Any] = {"model": model, "stream": stream,
+                            "messages": messages + [{"role": "user", "content": base.user_text(scenario)}],
+                            "max_tokens": base.output_budget(scenario)}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if scenario.tools:
+        body["tools"] = tools(scenario)
+    return body
+
+
+def message_of(answer: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message of a completion (choices[0].message) or of a folded stream (itself)."""
+    return answer["choices"][0]["message"] if "choices" in answer else answer
+
+
+def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]:
+    """The request for ``turn`` (>= 1): the assistant message with reasoning_content and tool_calls as
+    sent back, a tool message per call, and the next user text, if any."""
+    body = copy.deepcopy(body)
+    message = message_of(answer)
+    sent: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    for key in ("reasoning_content", "reasoning"):
+        if message.get(key):
+            sent[key] = message[key]
+            break
+    if message.get("tool_calls"):
+        sent["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]}
+                              for c in message["tool_calls"]]
+    body["messages"].append(sent)
+    for c in tool_calls(answer):
+        body["messages"].append({"role": "tool", "tool_call_id": c.id, "content": scenario.result_for(c.name, c.arguments)})
+    user = base.next_user(scenario, turn)
+    if user:
+        body["messages"].append({"role": "user", "content": user})
+    return body
+
+
+# -- the fold -------------------------------------------------------------------------------
+
+def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Fold one chunk; return the new snapshot (the given one is not mutated).
+
+    Snapshot: ``{"id", "model", "created", "choices": {index: choice}, "usage"}``, each choice
+    ``{"index", "role", "content", "reasoning_content", "tool_calls": {index: call}, "finish_reason"}``;
+    ``_complete`` maps (choice 0's) tool-call index to "next_index" or "finish_reason"; ``_end`` is set by
+    ``[DONE]`` (passed as that string); an error chunk is recorded in ``_unplaced``.
+    """
+    if chunk == "[DONE]":
+        return {**(snapshot if snapshot is not None else {"choices": {}, "usage": None}), "_end": True}
+    if not isinstance(chunk, dict):
+        return snapshot
+    if "error" in chunk:
+        return base.unplaced(snapshot, "error chunk") if snapshot is not None else snapshot
+    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"choices": {}, "usage": None}
+    for key in ("id", "model", "created", "system_fingerprint"):
+        if key in chunk and key not in snap:
+            snap[key] = chunk[key]
+    if isinstance(chunk.get("usage"), dict):
+        snap["usage"] = dict(chunk["usage"])
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return snap
+    new_choices = dict(snap.get("choices") or {})
+    for c in choices:
+        if not isinstance(c, dict) or not is_int(c.get("index")):
+            snap = base.unplaced(snap, "choice without an index")
+            continue
+        idx = c["index"]
+        old = new_choices.get(idx) or {
+            "index": idx, "role": None, "content": None, "reasoning_content": None,
+            "tool_calls": {}, "finish_reason": None,
+        }
+        ch = dict(old)
+        delta = c.get("delta")
+        if isinstance(delta, dict):
+            if isinstance(delta.get("role"), str) and ch["role"] is None:
+                ch["role"] = delta["role"]
+            if isinstance(delta.get("content"), str):
+                ch["content"] = text(ch["content"]) + delta["content"]
+            for rkey in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(rkey), str):
+                    ch["reasoning_content"] = text(ch["reasoning_content"]) + delta[rkey]
+            tcs = delta.get("tool_calls")
+            if isinstance(tcs, list):
+                calls = dict(ch["tool_calls"])
+                for tc in tcs:
+                    if not isinstance(tc, dict) or not is_int(tc.get("index")):
+                        snap = base.unplaced(snap, "tool-call delta without an index")
+                        continue
+                    ti = tc["index"]
+                    if ti not in calls and idx == 0:  # a new index: the earlier calls are complete
+                        for other in calls:
+                            snap = base.completed(snap, other, "next_index")
+                    calls[ti] = _tool_delta(calls.get(ti), ti, tc)
+                ch["tool_calls"] = calls
+        if c.get("finish_reason") is not None and ch["finish_reason"] is None:
+            ch["finish_reason"] = c["finish_reason"]
+            if idx == 0:
+                for other in ch["tool_calls"]:
+                    snap = base.completed(snap, other, "finish_reason")
+        new_choices[idx] = ch
+    snap["choices"] = new_choices
+    return snap
+
+
+def _tool_delta(call: dict[str, Any] | None, ti: int, tc: dict[str, Any]) -> dict[str, Any]:
+    call = dict(call or {"index": ti, "id": None, "type": None, "function": {"name": None, "arguments": ""}})
+    fn = dict(call["function"])
+    if call["id"] is None and isinstance(tc.get("id"), str) and tc["id"]:
+        call["id"] = tc["id"]
+    if call["type"] is None and isinstance(tc.get("type"), str):
+        call["type"] = tc["type"]
+    f = tc.get("function")
+    if isinstance(f, dict):
+        if fn["name"] is None and isinstance(f.get("name"), str) and f["name"]:
+            fn["name"] = f["name"]
+        if isinstance(f.get("arguments"), str):
+            fn["arguments"] = fn["arguments"] + f["arguments"]
+    call["function"] = fn
+    return call
+
+
+def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
+    """The folded message of one choice: ``{id, model, role, content, reasoning_content,
+    tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
+    frames, _ = base.frames_and_request(source)
+    snap: dict[str, Any] | None = None
+    dispatched: list[Any] = []
+    for f in frames:
+        if f.kind != "event":
+            continue
+        if f.event == DISPATCH_EVENT:
+            dispatched.append(f.json)
+        elif isinstance(f.json, dict):
+            snap = accumulate(f.json, snap)
+    if snap is None:
+        return None
+    ch = (snap.get("choices") or {}).get(choice) or {
+        "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
+    calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
+    return {
+        "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
+        "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
+        "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
+        "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
+    }
+
+
+# -- what an answer holds -------------------------------------------------------------------
+
+def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
+    """Choice 0's tool calls, by index: of a stream snapshot (complete by the rule above), a folded
+    message, or a non-streamed completion."""
+    if not answer:
+        return []
+    if isinstance(answer.get("choices"), dict):  # a stream snapshot
+        done = answer.get("_complete") or {}
+        calls = ((answer["choices"].get(0) or {}).get("tool_calls")) or {}
+        return [ToolCall(k, n, text(calls[k].get("id")), text(calls[k]["function"].get("name")),
+                         text(calls[k]["function"].get("arguments")), k in done, done.get(k, ""))
+                for n, k in enumerate(sorted(calls))]
+    message = message_of(answer)
+    return [ToolCall(n, n, c["id"], c["function"]["name"], c["function"]["arguments"])
+            for n, c in enumerate(message.get("tool_calls") or [])]
+
+
+def is_content(chunk: Any) -> bool:
+    """The chunk carries generated content (text, reasoning, tool-call deltas) for choice 0."""
+    if not isinstance(chunk, dict):
+        return False
+    for c in chunk.get("choices") or ():
+        if isinstance(c, dict) and c.get("index", 0) == 0:
+            d = c.get("delta") or {}
+            if isinstance(d, dict) and (d.get("content") or d.get("reasoning_content") or d.get("reasoning")
+                                        or d.get("tool_calls")):
+                return True
+    return False
+
+
+def error_of(chunk: Any) -> str | None:
+    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+        return json.dumps(chunk)[:300]
+    return None
+

@@ -1,0 +1,201 @@
+"""OpenAI Responses in the kit: route and headers, request builders, the stream fold.
+
+A function call is an output item; it is complete at its ``response.function_call_arguments.done`` or
+its ``response.output_item.done``, whichever comes first (Codex runs it at the item's done: API_FACTS,
+"Responses"). Follow-up turns replay the output items statelessly, as Codex does with ``store: false``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from harnesscheck.conformance.apis import base
+from harnesscheck.conformance.apis.base import ToolCall, is_int, text
+from harnesscheck.scenarios.loader import Scenario
+
+NAME = "responses"
+PATH = "/v1/responses"
+PREFIX = "RS"
+LABEL = "Responses"
+# `max_output_tokens` has a minimum of 16 (openai-openapi CreateResponse): the kit never asks for less.
+MIN_OUTPUT_TOKENS = 16
+MAX_TOKENS_FIELD = "max_output_tokens"
+TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
+CONTENT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
+                            "response.reasoning_summary_text.delta", "response.function_call_arguments.delta"})
+
+# text streams: type prefix -> (index field, key of the final text in the .done event)
+_TEXT_STREAMS = {
+    "response.output_text": ("content_index", "text"),
+    "response.refusal": ("content_index", "refusal"),
+    "response.reasoning_summary_text": ("summary_index", "text"),
+    "response.reasoning_text": ("content_index", "text"),
+}
+
+
+def headers(api_key: str | None = None) -> dict[str, str]:
+    return base.headers(api_key)
+
+
+def tools(scenario: Scenario) -> list[dict[str, Any]]:
+    return [{"type": "function", "name": t["name"], "description": t.get("description", ""),
+             "parameters": t["parameters"]} for t in scenario.tools]
+
+
+def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "stream": stream, "max_output_tokens": base.output_budget(scenario),
+                            "input": [{"type": "message", "role": "user", "content": base.user_text(scenario)}],
+                            "include": ["reasoning.encrypted_content"], "store": True}
+    if scenario.system:
+        body["instructions"] = scenario.system
+    if scenario.tools:
+        body["tools"] = tools(scenario)
+    return body
+
+
+def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]:
+    """The request for ``turn`` (>= 1): the output items replayed (reasoning with encrypted_content,
+    function_call), a function_call_output per call, and the next user text, if any."""
+    body = copy.deepcopy(body)
+    for item in answer.get("output", []):
+        body["input"].append({k: v for k, v in item.items() if k not in ("status",)})
+    for c in tool_calls(answer):
+        body["input"].append({"type": "function_call_output", "call_id": c.id,
+                              "output": scenario.result_for(c.name, c.arguments)})
+    user = base.next_user(scenario, turn)
+    if user:
+        body["input"].append({"type": "message", "role": "user", "content": user})
+    return body
+
+
+# -- the fold -------------------------------------------------------------------------------
+
+def _set_at(items: Any, idx: Any, value: Any) -> list[Any]:
+    out = list(items) if isinstance(items, list) else []
+    if not is_int(idx) or idx < 0 or idx > 10_000:
+        return out
+    while len(out) <= idx:
+        out.append({})
+    out[idx] = value
+    return out
+
+
+def _get_at(items: Any, idx: Any) -> dict[str, Any]:
+    if isinstance(items, list) and is_int(idx) and 0 <= idx < len(items) and isinstance(items[idx], dict):
+        return dict(items[idx])
+    return {}
+
+
+def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """Fold one event; return the new snapshot (the given one is not mutated).
+
+    Snapshot: ``{"response": the latest response object, "output": {output_index: item}}``; ``_complete``
+    maps a function call's output_index to "arguments.done" or "item.done"; ``_end`` is set by a
+    terminal event; events it cannot place are recorded in ``_unplaced``.
+    """
+    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"response": None, "output": {}}
+    if not isinstance(event, dict):
+        return snap
+    typ = event.get("type")
+    if not isinstance(typ, str):
+        return base.unplaced(snap, "event without a type")
+    if typ in ("response.created", "response.in_progress", "response.queued") or typ in TERMINAL:
+        if isinstance(event.get("response"), dict):
+            snap["response"] = event["response"]
+        if typ in TERMINAL:
+            snap["_end"] = True
+        return snap
+    oi = event.get("output_index")
+    if not is_int(oi):
+        return snap if typ == "error" else base.unplaced(snap, f"{typ} without an output_index")
+    output = dict(snap.get("output") or {})
+    if typ in ("response.output_item.added", "response.output_item.done"):
+        if isinstance(event.get("item"), dict):
+            output[oi] = dict(event["item"])
+            snap["output"] = output
+            if typ == "response.output_item.done" and event["item"].get("type") == "function_call":
+                snap = base.completed(snap, oi, "item.done")
+        return snap
+    item = output.get(oi)
+    if not isinstance(item, dict):
+        return base.unplaced(snap, f"{typ} for unknown output_index {oi}")
+    item = dict(item)
+    if typ in ("response.content_part.added", "response.content_part.done"):
+        if isinstance(event.get("part"), dict):
+            item["content"] = _set_at(item.get("content"), event.get("content_index"), dict(event["part"]))
+    elif typ in ("response.reasoning_summary_part.added", "response.reasoning_summary_part.done"):
+        if isinstance(event.get("part"), dict):
+            item["summary"] = _set_at(item.get("summary"), event.get("summary_index"), dict(event["part"]))
+    elif typ == "response.function_call_arguments.delta":
+        item["arguments"] = text(item.get("arguments")) + text(event.get("delta"))
+    elif typ == "response.function_call_arguments.done":
+        if isinstance(event.get("arguments"), str):
+            item["arguments"] = event["arguments"]
+        snap = base.completed(snap, oi, "arguments.done")
+    elif not _text_event(typ, event, item):
+        return base.unplaced(snap, f"{typ} not folded")
+    output[oi] = item
+    snap["output"] = output
+    return snap
+
+
+def _text_event(typ: str, event: dict[str, Any], item: dict[str, Any]) -> bool:
+    """Fold a text stream's delta or done into ``item`` (in place: a copy); False when it is none."""
+    for prefix, (idx_key, text_key) in _TEXT_STREAMS.items():
+        if typ.startswith(prefix + "."):
+            field = "summary" if idx_key == "summary_index" else "content"
+            part = _get_at(item.get(field), event.get(idx_key))
+            if prefix == "response.reasoning_text" and not part:
+                part = {"type": "reasoning_text", "text": ""}
+            if typ.endswith(".delta"):
+                part[text_key] = text(part.get(text_key)) + text(event.get("delta"))
+            elif typ.endswith(".done") and isinstance(event.get(text_key), str):
+                part[text_key] = event[text_key]
+            else:
+                return False
+            item[field] = _set_at(item.get(field), event.get(idx_key), part)
+            return True
+    return False
+
+
+def final_message(source: Any) -> dict[str, Any] | None:
+    """``{"response": final response object, "output": [items by output_index]}``; None if empty."""
+    snap = base.fold(source, accumulate)
+    if snap is None:
+        return None
+    output = snap.get("output") or {}
+    return {"response": snap.get("response"), "output": [output[k] for k in sorted(output)]}
+
+
+# -- what an answer holds -------------------------------------------------------------------
+
+def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
+    """The function_call items of a stream snapshot (complete by the rule above), a folded stream or a
+    non-streamed response, in output order."""
+    if not answer:
+        return []
+    output = answer.get("output") or []
+    streamed = isinstance(output, dict)
+    done = answer.get("_complete") or {}
+    keyed = sorted(output.items()) if streamed else list(enumerate(output))
+    calls = [(k, it) for k, it in keyed if isinstance(it, dict) and it.get("type") == "function_call"]
+    return [ToolCall(k, n, text(it.get("call_id")), text(it.get("name")), text(it.get("arguments")),
+                     (k in done) if streamed else True, done.get(k, ""))
+            for n, (k, it) in enumerate(calls)]
+
+
+def is_content(event: Any) -> bool:
+    """The event carries generated content (text, refusal, reasoning, function-call arguments)."""
+    return isinstance(event, dict) and event.get("type") in CONTENT_EVENTS
+
+
+def error_of(event: Any) -> str | None:
+    if not isinstance(event, dict):
+        return None
+    if event.get("type") == "error":
+        return json.dumps(event)[:300]
+    if event.get("type") == "response.failed":
+        return f"response.failed: {json.dumps((event.get('response') or {}).get('error'))[:300]}"
+    return None
