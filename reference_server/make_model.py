@@ -183,12 +183,3 @@ def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: 
     manifest["seconds"] = round(time.monotonic() - t0, 2)
     return manifest
 
-
-def read_manifest(model_dir: str | Path) -> dict[str, Any]:
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}

@@ -32,7 +32,8 @@ from harnesscheck.reference_server.events import Event, Finish, ParsedEvent, Too
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.parsers.stream import StreamParser
 from harnesscheck.reference_server.pipeline.families import ModelProfile
-from harnesscheck.reference_server.pipeline.history import make_parsers, render_part, thinking_enabled
+from harnesscheck.reference_server.pipeline.history import render
+from harnesscheck.reference_server.pipeline.plan import CallIds, TurnPlan, plan_turn
 from harnesscheck.reference_server.pipeline.render import Prompt, render_text
 from harnesscheck.reference_server.pipeline.template import ChatTemplate
 from harnesscheck.reference_server.tokenizer import SPECIAL_TOKENS, IncrementalDecoder, Tokenizer
@@ -166,11 +167,9 @@ def conversation_chars(conv: Conversation) -> int:
 @dataclass(slots=True)
 class _Prepared:
     """What start_turn computes on a worker before the engine starts."""
-    profile: ModelProfile
-    thinking: bool
+    plan: TurnPlan
     prompt: Prompt
     request_id: str
-    parts: list[Any]
     script: str
     parser: StreamParser
     eos_id: int
@@ -179,13 +178,12 @@ class _Prepared:
 
 @dataclass(slots=True)
 class Turn:
-    profile: ModelProfile
+    plan: TurnPlan
     prompt: Prompt
     generation: Generation
     parser: StreamParser
     decoder: IncrementalDecoder
     faults: Faults
-    thinking: bool
     end_ids: frozenset[int]
 
     @property
@@ -327,14 +325,21 @@ class Service:
             return self.profiles[model]
         raise UnknownModel(model)
 
+    def plan(self, conv: Conversation, *, call_ids: CallIds | None = None) -> TurnPlan:
+        """The turn's plan (profile, thinking switch, parsers), made once per turn."""
+        if call_ids is None:
+            return plan_turn(self.profile(conv.model), conv, self.faults)
+        return plan_turn(self.profile(conv.model), conv, self.faults, id_factory=call_ids)
+
     def prompt(self, conv: Conversation, *, add_generation_prompt: bool = True,
-               extra_kwargs: dict[str, Any] | None = None) -> Prompt:
+               extra_kwargs: dict[str, Any] | None = None, plan: TurnPlan | None = None) -> Prompt:
         """The rendered and tokenized prompt (CPU work: call it on a worker, `self.pool`)."""
-        text, kwargs = self._render(conv, add_generation_prompt=add_generation_prompt, extra_kwargs=extra_kwargs)
+        text, kwargs = self._render(conv, plan, add_generation_prompt=add_generation_prompt,
+                                    extra_kwargs=extra_kwargs)
         return Prompt(text=text, ids=encode_text(self.tokenizer, text).ids, template_kwargs=kwargs)
 
-    def _render(self, conv: Conversation, **options: Any) -> tuple[str, dict[str, Any]]:
-        return render_text(conv, self.profile(conv.model), strip_preamble=self.config.strip_anthropic_preamble,
+    def _render(self, conv: Conversation, plan: TurnPlan | None = None, **options: Any) -> tuple[str, dict[str, Any]]:
+        return render_text(conv, plan or self.plan(conv), strip_preamble=self.config.strip_anthropic_preamble,
                            faults=self.faults, **options)
 
     def count_prompt_tokens(self, conv: Conversation) -> int:
@@ -357,27 +362,27 @@ class Service:
         max_tokens = min(conv.max_tokens or self.config.max_output_tokens, self.config.max_output_tokens)
         generation = await self.engine.start(GenerateRequest(
             request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
-            end_ids=prep.end_ids, script_text=prep.script, conversation=conv, script_parts=prep.parts))
-        return Turn(profile=prep.profile, prompt=prep.prompt, generation=generation, parser=prep.parser,
-                    decoder=IncrementalDecoder(self.tokenizer), faults=self.faults, thinking=prep.thinking,
+            end_ids=prep.end_ids, script_text=prep.script))
+        return Turn(plan=prep.plan, prompt=prep.prompt, generation=generation, parser=prep.parser,
+                    decoder=IncrementalDecoder(self.tokenizer), faults=self.faults,
                     end_ids=frozenset(prep.end_ids))
 
     def _prepare(self, conv: Conversation, id_prefix: str) -> _Prepared:
-        """A turn's CPU work before the engine starts: prompt, ids, parsers and the scripted output."""
-        profile = self.profile(conv.model)
-        thinking = thinking_enabled(profile, conv, self.faults)
-        prompt = self.prompt(conv)
+        """A turn's CPU work before the engine starts: its plan, prompt, ids and the scripted output."""
+        call_ids = CallIds(id_prefix)
+        plan = self.plan(conv, call_ids=call_ids)
+        prompt = self.prompt(conv, plan=plan)
         digest = hashlib.blake2b(prompt.text.encode(), digest_size=8).hexdigest()
+        call_ids.seal(digest)
         request_id = f"{digest}{next(self._ids):06d}"
-        id_factory = lambda i: f"{id_prefix}{digest}{i:02d}"  # noqa: E731 - same request, same ids
-        reasoning, tools = make_parsers(profile, conv, thinking=thinking, id_factory=id_factory)
-        parts = next_turn(conv, thinking=thinking and reasoning is not None)
-        script = "".join(render_part(p, reasoning, tools) for p in parts)
-        opens = profile.chat_template.traits.opens_reasoning
-        if opens and thinking and script.startswith("<think>\n"):
+        parts = next_turn(conv, thinking=plan.reasoning_on)
+        script = "".join(render(p, plan) for p in parts)
+        opens = plan.profile.chat_template.traits.opens_reasoning
+        if opens and plan.thinking and script.startswith("<think>\n"):
             script = script[len("<think>\n"):]  # the generation prompt already opened it
-        elif opens and thinking:
+        elif opens and plan.thinking:
             script = "\n</think>\n\n" + script  # empty reasoning, closed at once
-        return _Prepared(profile=profile, thinking=thinking, prompt=prompt, request_id=request_id, parts=parts,
-                         script=script, parser=StreamParser(reasoning_parser=reasoning, tool_parser=tools),
-                         eos_id=self._end_ids[profile.id][0], end_ids=self._end_ids[profile.id])
+        end_ids = self._end_ids[plan.profile.id]
+        return _Prepared(plan=plan, prompt=prompt, request_id=request_id, script=script,
+                         parser=StreamParser(reasoning_parser=plan.reasoning, tool_parser=plan.tools),
+                         eos_id=end_ids[0], end_ids=end_ids)

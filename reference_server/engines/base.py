@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from harnesscheck.reference_server.conversation import Conversation
-from harnesscheck.reference_server.events import Part
 from harnesscheck.reference_server.tokenizer import Tokenizer
 
 
@@ -27,8 +25,6 @@ class GenerateRequest:
     end_ids: tuple[int, ...] = ()  # every id that ends the turn (eos_id is one); empty: eos_id only
     # What the scripted output modes play: the turn's parts already rendered to raw model text.
     script_text: str | None = None
-    conversation: Conversation | None = None
-    script_parts: list[Part] = field(default_factory=list)
 
 
 class Generation(ABC):

@@ -11,7 +11,7 @@ Before a ReasoningDelta goes out, the tool parser is told that its text was cut 
 past the reasoning. With no tool parser the text still follows the whitespace rule of base.py.
 Adjacent deltas of one kind from one call are merged.
 
-`render_parts` writes parts back in the model's raw form with the same parsers; `parse_text` is
+`render_part` / `render_parts` write parts back in the model's raw form with the same parsers; `parse_text` is
 the one-shot form of the stream (feed whole, finish, fold): both give the same parts.
 """
 
@@ -27,9 +27,10 @@ from harnesscheck.reference_server.events import (
     TextDelta,
     ToolCallArgsDelta,
 )
+from harnesscheck.reference_server.parsers import get_tool_parser
 from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser, TrimmedSegment
 
-__all__ = ["StreamParser", "fold", "parse_text", "render_parts"]
+__all__ = ["StreamParser", "fold", "parse_text", "render_part", "render_parts"]
 
 
 class StreamParser:
@@ -123,28 +124,37 @@ def parse_text(
     return fold(parser.feed(text) + parser.finish())
 
 
+def render_part(
+    part: Part,
+    reasoning_parser: ReasoningParser | None = None,
+    tool_parser: ToolParser | None = None,
+) -> str:
+    """Raw model text for one part, separators included: the one tool-call and reasoning renderer
+    (the history rebuild and the scripted output both write through it).
+
+    With no reasoning parser a reasoning part is written in `<think>` tags (what every built-in
+    reasoning parser writes); with no tool parser a tool call is written in the Hermes form, its
+    name JSON-escaped (`HermesToolParser.render`), so the Hermes parser reads it back. A parser's own
+    ValueError (arguments its format cannot write) propagates.
+    """
+    if part.kind == "reasoning":
+        return reasoning_parser.render(part.text) if reasoning_parser else f"<think>\n{part.text}\n</think>\n\n"
+    if part.kind == "tool_call":
+        if part.call is None:
+            raise ValueError("a tool call part needs a call to render")
+        return (tool_parser or _hermes()).render(part.call)
+    return tool_parser.render_text(part.text) if tool_parser else part.text + "\n\n"
+
+
 def render_parts(
     parts: Iterable[Part],
     reasoning_parser: ReasoningParser | None = None,
     tool_parser: ToolParser | None = None,
 ) -> str:
-    """Raw model text for the parts, in order, with each parser's own separators.
+    """Raw model text for the parts, in order (`render_part` each)."""
+    return "".join(render_part(part, reasoning_parser, tool_parser) for part in parts)
 
-    Raises ValueError for a reasoning part without a reasoning parser or a tool call without a
-    tool parser: neither has a raw form then, and dropping it silently would hide the bug.
-    """
-    out: list[str] = []
-    for part in parts:
-        if part.kind == "reasoning":
-            if reasoning_parser is None:
-                raise ValueError("a reasoning part needs a reasoning parser to render")
-            out.append(reasoning_parser.render(part.text))
-        elif part.kind == "tool_call":
-            if tool_parser is None or part.call is None:
-                raise ValueError("a tool call part needs a call and a tool parser to render")
-            out.append(tool_parser.render(part.call))
-        elif tool_parser is not None:
-            out.append(tool_parser.render_text(part.text))
-        else:
-            out.append(part.text + "\n\n")
-    return "".join(out)
+
+def _hermes() -> ToolParser:
+    """A Hermes tool parser, the form a tool call takes when no tool parser is configured."""
+    return get_tool_parser("hermes")(id_factory=str)

@@ -8,8 +8,7 @@ Rules (article 1), following what the template was detected to do (`pipeline/tem
   family's policy for plain-turn reasoning (DeepSeek-R1 drops it);
 - tool calls go to a template that renders `tool_calls` as such (arguments as an object), else
   into content as the tool parser writes them;
-- the thinking switch (fix 3): with a reasoning parser configured and thinking not turned off by
-  the client (Anthropic `thinking: {"type": "disabled"}`, Chat/Responses equivalents),
+- the thinking switch (fix 3, decided in the turn's plan, `pipeline/plan.py`): when it is on,
   enable_thinking=true and truncate_history_thinking=false (and thinking=true); passed to the
   templates that honour them (detected), the others never see them.
 The test of correctness: turn N's prompt + turn N's output is a token prefix of turn N+1's prompt.
@@ -23,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from harnesscheck.reference_server.conversation import Conversation, InvalidConversation, Message
-from harnesscheck.reference_server.events import Part, ToolCall
+from harnesscheck.reference_server.events import Part
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
-from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser
+from harnesscheck.reference_server.parsers.stream import render_part
 from harnesscheck.reference_server.pipeline.families import ModelProfile
+from harnesscheck.reference_server.pipeline.plan import TurnPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,38 +36,14 @@ class TemplateInput:
     kwargs: dict[str, Any]  # enable_thinking, truncate_history_thinking
 
 
-def make_parsers(profile: ModelProfile, conv: Conversation, *, thinking: bool,
-                 id_factory=lambda i: f"call_{i}") -> tuple[ReasoningParser | None, ToolParser | None]:
-    reasoning = None
-    if profile.reasoning_parser:
-        cls = get_reasoning_parser(profile.reasoning_parser)
-        reasoning = cls(start_in_reasoning=profile.chat_template.traits.opens_reasoning and thinking)
-    tools = None
-    if profile.tool_parser:
-        tools = get_tool_parser(profile.tool_parser)(tools=conv.tools, id_factory=id_factory)
-    return reasoning, tools
-
-
-def thinking_enabled(profile: ModelProfile, conv: Conversation, faults: Faults | None = None) -> bool:
-    """Thinking is on when a reasoning parser is configured, unless the client turned it off."""
-    if faults is not None and faults.on("thinking-off-by-default"):
-        return bool(profile.reasoning_parser) and conv.thinking is True
-    return bool(profile.reasoning_parser) and conv.thinking is not False
-
-
-def render_part(part: Part, reasoning: ReasoningParser | None, tools: ToolParser | None) -> str:
-    if part.kind == "reasoning":
-        return reasoning.render(part.text) if reasoning else f"<think>\n{part.text}\n</think>\n\n"
-    if part.kind == "tool_call":
-        assert part.call is not None
-        if tools is None:
-            return f"<tool_call>\n{{\"name\": \"{part.call.name}\", \"arguments\": {part.call.arguments or '{}'}}}\n</tool_call>\n"
-        try:
-            return tools.render(part.call)
-        except ValueError as error:
-            raise InvalidConversation(f"tool call {part.call.name!r}: arguments must be a JSON object ({error})") \
-                from error
-    return tools.render_text(part.text) if tools else part.text + "\n\n"
+def render(part: Part, plan: TurnPlan) -> str:
+    """One part in the model's raw form, with the plan's parsers (`parsers.stream.render_part`); a
+    tool call whose arguments the tool parser's format cannot write is the client's error."""
+    try:
+        return render_part(part, plan.reasoning, plan.tools)
+    except ValueError as error:
+        name = part.call.name if part.call else None
+        raise InvalidConversation(f"tool call {name!r}: arguments must be a JSON object ({error})") from error
 
 
 def rebuild_parts(message: Message, profile: ModelProfile, faults: Faults) -> list[Part]:
@@ -103,17 +78,16 @@ def _tool_call_dict(part: Part) -> dict[str, Any]:
     return {"type": "function", "id": part.call.id, "function": {"name": part.call.name, "arguments": arguments}}
 
 
-def assistant_message(parts: list[Part], profile: ModelProfile, reasoning: ReasoningParser | None,
-                      tools: ToolParser | None) -> dict[str, Any]:
+def assistant_message(parts: list[Part], plan: TurnPlan) -> dict[str, Any]:
     """One past assistant turn in the shape its template reads (see the module docstring)."""
-    traits = profile.chat_template.traits
+    traits = plan.profile.chat_template.traits
     if traits.reads_segments:
         return {"role": "assistant",
-                "segments": [{"type": p.kind, "raw": render_part(p, reasoning, tools)} for p in parts]}
+                "segments": [{"type": p.kind, "raw": render(p, plan)} for p in parts]}
     native_calls = traits.renders_tool_calls
     message: dict[str, Any] = {"role": "assistant"}
     if not traits.reads_reasoning_content and not native_calls:  # all of it as the model wrote it
-        message["content"] = "".join(render_part(p, reasoning, tools) for p in parts)
+        message["content"] = "".join(render(p, plan) for p in parts)
         return message
     thoughts = [p.text for p in parts if p.kind == "reasoning"]
     if traits.reads_reasoning_content and thoughts:
@@ -122,23 +96,22 @@ def assistant_message(parts: list[Part], profile: ModelProfile, reasoning: Reaso
     for p in parts:
         if (p.kind == "reasoning" and traits.reads_reasoning_content) or (p.kind == "tool_call" and native_calls):
             continue
-        pieces.append(p.text if p.kind == "text" else render_part(p, reasoning, tools))
+        pieces.append(p.text if p.kind == "text" else render(p, plan))
     message["content"] = "".join(pieces)
     if native_calls and any(p.kind == "tool_call" for p in parts):
         message["tool_calls"] = [_tool_call_dict(p) for p in parts if p.kind == "tool_call"]
     return message
 
 
-def build_template_input(conv: Conversation, profile: ModelProfile, faults: Faults, *,
+def build_template_input(conv: Conversation, plan: TurnPlan, faults: Faults, *,
                          system: list[str]) -> TemplateInput:
-    thinking = thinking_enabled(profile, conv, faults)
-    reasoning, tools = make_parsers(profile, conv, thinking=thinking)
+    profile, thinking = plan.profile, plan.thinking
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": "\n".join(system)})
     for message in conv.messages:
         if message.role == "assistant":
-            messages.append(assistant_message(rebuild_parts(message, profile, faults), profile, reasoning, tools))
+            messages.append(assistant_message(rebuild_parts(message, profile, faults), plan))
         elif message.role == "tool":
             for result in message.results:
                 messages.append({"role": "tool", "content": result.content, "tool_call_id": result.call_id})
@@ -151,6 +124,3 @@ def build_template_input(conv: Conversation, profile: ModelProfile, faults: Faul
                                                      "parameters": t.parameters}} for t in conv.tools]
     return TemplateInput(messages=messages, tools=tool_dicts, kwargs=kwargs)
 
-
-def tool_call_part(name: str, arguments: str, *, index: int, call_id: str) -> Part:
-    return Part(kind="tool_call", call=ToolCall(index=index, id=call_id, name=name, arguments=arguments))

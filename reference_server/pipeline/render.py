@@ -7,8 +7,8 @@ from typing import Any
 
 from harnesscheck.reference_server.conversation import Conversation
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.pipeline.families import ModelProfile
 from harnesscheck.reference_server.pipeline.history import build_template_input
+from harnesscheck.reference_server.pipeline.plan import TurnPlan
 from harnesscheck.reference_server.pipeline.preamble import strip_billing_header, strip_simple
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +29,12 @@ def system_blocks(conv: Conversation, *, strip_preamble: bool, faults: Faults) -
     return strip_billing_header(conv.system)
 
 
-def render_text(conv: Conversation, profile: ModelProfile, *, strip_preamble: bool, faults: Faults,
+def render_text(conv: Conversation, plan: TurnPlan, *, strip_preamble: bool, faults: Faults,
                 add_generation_prompt: bool = True,
                 extra_kwargs: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     system = system_blocks(conv, strip_preamble=strip_preamble, faults=faults)
-    data = build_template_input(conv, profile, faults, system=system)
+    data = build_template_input(conv, plan, faults, system=system)
     kwargs = {**data.kwargs, **(extra_kwargs or {})}
-    text = profile.chat_template.render(data.messages, tools=data.tools, add_generation_prompt=add_generation_prompt,
+    text = plan.profile.chat_template.render(data.messages, tools=data.tools, add_generation_prompt=add_generation_prompt,
                                         **kwargs)
     return text, kwargs

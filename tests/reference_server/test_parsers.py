@@ -697,12 +697,26 @@ def test_qwen3_coder_render_exact_and_rejects_non_objects() -> None:
             parser.render(ToolCall(index=0, id="x", name="run", arguments=bad))
 
 
-def test_render_parts_needs_the_parsers() -> None:
+def test_render_parts_without_parsers_writes_think_tags_and_hermes() -> None:
+    # One renderer for history and scripted output: with no parser configured, reasoning goes in
+    # <think> tags and a tool call in the Hermes form (the strings below are written by hand).
     assert render_parts([T("a"), T("b")]) == "a\n\nb\n\n"
-    with pytest.raises(ValueError):
-        render_parts([R("r")])
-    with pytest.raises(ValueError):
-        render_parts([C(0, "f", "{}")], get_reasoning_parser("qwen3")())
+    assert render_parts([R("r")]) == "<think>\nr\n</think>\n\n"
+    assert render_parts([C(0, "f", '{"x": 1}')], get_reasoning_parser("qwen3")()) == (
+        '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>\n')
+
+
+@pytest.mark.parametrize("name", ['say"hi', "back\\slash", 'both\\"', "é"])
+@pytest.mark.parametrize("configured", [True, False])
+def test_a_tool_name_with_a_quote_or_backslash_round_trips_through_hermes(name: str, configured: bool) -> None:
+    call = C(0, name, '{"path": "a\\"b"}')
+    raw = render_parts([T("x"), call], None, get_tool_parser("hermes")(id_factory=call_id) if configured else None)
+    whole = json.loads(raw.split("<tool_call>\n", 1)[1].split("\n</tool_call>", 1)[0])
+    assert whole == {"name": name, "arguments": {"path": 'a"b'}}  # one JSON object, the name escaped
+    parts = parse_text(raw, None, get_tool_parser("hermes")(id_factory=call_id))
+    assert [p.kind for p in parts] == ["text", "tool_call"]
+    assert parts[1].call is not None and parts[1].call.name == name
+    assert parts[1].call.arguments == call.call.arguments
 
 
 @pytest.mark.parametrize(
