@@ -2,9 +2,10 @@
 --matrix` do): pytest over this package with the plugin, results JSON in an output folder.
 
 `check_endpoint` is what `check` and `run` ask first (conformance.preflight); `run_suite` does not,
-so the kit's own tests can run the suite against deliberately broken servers. When asked to
-verify the clients, `run_suite` starts the embedded reference server itself, so the real clients
-run against the same server after the suite. A run stopped by Ctrl-C or SIGTERM ends its pytest session
+so the kit's own tests can run the suite against deliberately broken servers. A step to run after
+the suite against the same endpoint (`after`: `check --verify-clients` passes the real clients'
+verification, harnesscheck.agents.clients.verify) makes `run_suite` start the embedded reference
+server itself, so that it outlives the suite. A run stopped by Ctrl-C or SIGTERM ends its pytest session
 cleanly (the embedded server stopped by its fixture, the results written) and raises
 RunInterrupted with what was measured, marked `run.interrupted`.
 """
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,8 +57,6 @@ class SuiteOptions:
     select: str | None = None  # pytest -k expression
     verbose: bool = False
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
-    verify_clients: bool = False  # after the suite, run the real clients against the endpoint
-    client_timeout: float = 180.0  # per client turn, with verify_clients
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
 
     def pytest_args(self, out: Path) -> list[str]:
@@ -102,10 +102,16 @@ def concurrency_problem(concurrency: int) -> str | None:
     return None
 
 
+#: A step run after the suite against the endpoint it checked: it gets the results document (to add its
+#: own keys to, written to results.json after it), the options the suite ran with (`endpoint` set,
+#: the embedded server's when none was given) and the output folder.
+AfterSuite = Callable[[dict[str, Any], SuiteOptions, Path], None]
+
+
 def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False,
-              usage: dict[str, float] | None = None) -> dict[str, Any]:
-    """Run the suite; return the results document. The API key travels by environment only.
-    With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}.
+              usage: dict[str, float] | None = None, after: AfterSuite | None = None) -> dict[str, Any]:
+    """Run the suite, then `after` (if given); return the results document. The API key travels by
+    environment only. With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}.
 
     Raises UsageError when no check was selected, and RunInterrupted (or Interrupted, before
     anything was measured) when stopped."""
@@ -115,21 +121,21 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
     server = None
     try:
         suite = options
-        if options.verify_clients and not options.endpoint:
+        if after is not None and not options.endpoint:
             server, suite = _start_embedded(options)
         code, interrupted = _run_pytest(suite, out, subprocess_run=subprocess_run, quiet=quiet, usage=usage)
         doc = _read_results(results, code, interrupted, options)
         if server is not None:
             doc["run"]["endpoint"] = "embedded reference server"
             doc["run"].setdefault("server", {})["kind"] = "embedded"
-        if options.verify_clients and not interrupted:
+        if after is not None and not interrupted:
             try:
-                doc["client_verification"] = _verify_clients(doc, suite, out)
+                after(doc, suite, out)
             except KeyboardInterrupt:
                 interrupted = True
         if interrupted:
             doc["run"]["interrupted"] = True
-        if server is not None or options.verify_clients or interrupted:
+        if server is not None or after is not None or interrupted:
             results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if interrupted:
             raise RunInterrupted(doc)
@@ -238,41 +244,6 @@ def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
     """Per client label, what the results infer: "would break" when one check says so, else "no
     measured impact" when one failure was never measured with that client, else "unaffected"."""
     return {label: max(by, key=_RANK.__getitem__) for label, by in _client_verdicts(doc).items()}
-
-
-def _verify_clients(doc: dict[str, Any], suite: SuiteOptions, out: Path) -> dict[str, Any]:
-    """The real clients run against the endpoint the suite checked, their measured verdicts beside the
-    inferred ones: verify_clients' document plus `comparison` (compare_verdicts' rows)."""
-    from harnesscheck.conformance.clients.verify import compare_verdicts, verify_clients
-    from harnesscheck.conformance.options import split_apis
-
-    assert suite.endpoint is not None
-    print("verifying the clients against the endpoint ...", flush=True)
-    measured = verify_clients(suite.endpoint, doc["run"]["model"], suite.api_key, split_apis(suite.apis),
-                              out / "clients", timeout=suite.client_timeout,
-                              progress=lambda line: print(f"  {line}", flush=True))
-    return {**measured, "comparison": compare_verdicts(inferred_verdicts(doc), measured)}
-
-
-def client_verification_lines(doc: dict[str, Any]) -> list[str]:
-    """Measured beside inferred, per client: 'Codex 0.171.0: measured works, inferred unaffected'; a
-    disagreement said as such; clients not run, with why."""
-    verification = doc.get("client_verification")
-    if not verification:
-        return []
-    lines = []
-    for row in verification.get("comparison") or []:
-        apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
-        line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
-        if row["agrees"] is None:
-            line += ": inconclusive (a turn ran out of time; try a longer --client-timeout)"
-        elif not row["agrees"]:
-            line += ": DISAGREE (the measurement is what happened)"
-        lines.append(line)
-    for entry in (verification.get("clients") or {}).values():
-        if entry.get("skipped"):
-            lines.append(f"{entry['label']} over {entry['api']}: not run ({entry['skipped']})")
-    return lines
 
 
 def _read_results(results: Path, code: int, interrupted: bool, options: SuiteOptions) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Replay one trace from several Ray actors at once: sessions sharded, raw samples merged.
 
 ``replay_on_ray(trace, options, workers=N) -> ReplayResult`` (Ray is an optional extra:
-``pip install 'harnesscheck[ray]'``; connect first with ``harnesscheck.stats.distributed.ray_session``):
+``pip install 'harnesscheck[ray]'``; connect first with ``harnesscheck.replay.cluster.ray_session``):
 
 - the sessions are dealt round-robin to N actors (one CPU each, spread over the nodes) and the total
   ``options.concurrency`` C is split among them (C // N each, the first C % N one more), so N
@@ -58,8 +58,8 @@ class _ReplayWorker:
 def replay_on_ray(trace: Trace, options: ReplayOptions, *, workers: int | None = None) -> ReplayResult:
     """Replay ``trace`` from ``workers`` Ray actors (None: one per CPU of the cluster) with
     ``options.concurrency`` sessions in flight in total (see the module docstring). Needs a
-    connected Ray (``harnesscheck.stats.distributed.ray_session``). ``options.on_request`` is not sent along."""
-    from harnesscheck.stats.distributed import import_ray
+    connected Ray (``harnesscheck.replay.cluster.ray_session``). ``options.on_request`` is not sent along."""
+    from harnesscheck.replay.cluster import import_ray
 
     ray = import_ray()
     if workers is None:

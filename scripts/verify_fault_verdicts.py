@@ -8,7 +8,7 @@ and prints one row per (fault, client) and the disagreements.
 
     python scripts/verify_fault_verdicts.py --out /tmp/fault-verdicts [FAULT ...]
 
-Needs the real clients installed (`python -m harnesscheck.conformance.clients --budget 300`); takes about 30-90 s
+Needs the real clients installed (`python -m harnesscheck.agents.clients --budget 300`); takes about 30-90 s
 a fault (OpenClaw's turns are most of it).
 """
 

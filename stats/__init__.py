@@ -1,4 +1,4 @@
-"""Statistics for paired profile comparisons and benchmark ratios.
+"""Statistics for paired profile comparisons and benchmark ratios: pure functions over numbers.
 
 Public face (the modules stay importable on their own):
     paired_permutation_test(a, b=None, *, exact_limit, resamples, seed) -> PairedTestResult
@@ -6,14 +6,12 @@ Public face (the modules stay importable on their own):
     wins_losses_ties(a, b) -> WinsLossesTies
     bootstrap_ci(samples, statistic=np.mean, *, confidence, resamples, seed) -> ConfidenceInterval
     paired_mean_ci(a, b, ...), paired_median_ci(a, b, ...), ratio_ci(a, b, statistic=np.median, ...)
-    stats.rollouts: tool calls, turns, tokens from Codex / Claude Code logs
-    stats.compare: the two-profile comparison table (``harnesscheck compare``)
-    stats.swebench: SWE-bench task selection; stats.driver: the two-profile driver
-    stats.toy_agent: a small agent loop (Responses API, Codex-like tools) for the toy SWE-style run
-Every paired difference is ``b - a``.
+    stats.compare: the two-profile comparison table of per-task values (``harnesscheck compare``)
+Every paired difference is ``b - a``. What runs the agents whose runs are compared (the toy agent, the
+SWE-bench driver, reading their rollouts) is ``harnesscheck.agents``.
 
-Names are imported on first use (PEP 562), so that ``python -m harnesscheck.stats.toy_agent`` and the other light
-modules start without loading numpy and scipy.
+Names are imported on first use (PEP 562), so that importing the package, or one light module of it,
+does not load numpy and scipy.
 """
 
 from __future__ import annotations
@@ -22,7 +20,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harnesscheck.stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci, ratio_ci
+    from harnesscheck.stats.bootstrap import (ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci,
+                                              ratio_ci)
     from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
     from harnesscheck.stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
 
@@ -58,7 +57,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'stats' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -1,23 +1,21 @@
 """Compare two profiles task by task: the table of the article's catalog-profile experiment.
 
-Inputs are per-task counts (tool calls by default) of profile A and profile B, from two run
-folders (``RUN/PROFILE/TASK/*.jsonl``, see ``harnesscheck.stats.rollouts``) or two CSV files with columns
-``task_id`` and ``tool_calls`` (or another ``metric`` column). Tasks present in both are paired;
-the others are reported as unpaired and left out of every figure.
+Inputs are per-task values (tool calls by default) of profile A and profile B, as two mappings task
+id -> value (``harnesscheck.agents.counts`` reads them from run folders or CSV files). Tasks present
+in both are paired; the others are reported as unpaired and left out of every figure.
 
 The difference is always ``B - A``. A "win" is a task where A's count is larger, a "loss" one where
 B's is larger. The table holds: total and mean per task for A and B, the difference row, wins/losses/
-ties, the two-sided paired permutation p-value (``harnesscheck.stats.permutation``), the Wilcoxon signed-rank
-p-value (``harnesscheck.stats.paired``) and the percentile bootstrap 95% interval of the mean paired difference
-(``harnesscheck.stats.bootstrap``).
+ties, the two-sided paired permutation p-value (``harnesscheck.stats.permutation``), the Wilcoxon
+signed-rank p-value (``harnesscheck.stats.paired``) and the percentile bootstrap 95% interval of the
+mean paired difference (``harnesscheck.stats.bootstrap``).
 
-    comp = compare_sources("runs/r1/gpt-5.5", "runs/r1/fallback")
+    comp = compare_counts({"t1": 12, "t2": 9}, {"t1": 7, "t2": 9}, label_a="gpt-5.5", label_b="fallback")
     write_outputs(comp, "out/")   # comparison.json, comparison.md, paired_differences.png
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Mapping
@@ -30,14 +28,11 @@ import numpy as np
 from harnesscheck.stats.bootstrap import ConfidenceInterval, paired_mean_ci, paired_median_ci
 from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
 from harnesscheck.stats.permutation import RESAMPLES, PairedTestResult, paired_permutation_test
-from harnesscheck.stats.rollouts import TaskUsage, load_run_dir, write_usage_csv
 
 __all__ = [
     "TaskPair",
     "Comparison",
-    "load_counts",
     "compare_counts",
-    "compare_sources",
     "write_outputs",
     "plot_differences",
     "format_p",
@@ -227,52 +222,6 @@ def _test_dict(t: PairedTestResult) -> dict[str, Any]:
     }
 
 
-def _read_csv_counts(path: Path, metric: str) -> tuple[dict[str, float], str | None]:
-    counts: dict[str, float] = {}
-    profiles: set[str] = set()
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        fields = reader.fieldnames or []
-        if "task_id" not in fields or metric not in fields:
-            raise ValueError(f"{path}: needs columns task_id and {metric}, has {fields}")
-        for row in reader:
-            tid = (row.get("task_id") or "").strip()
-            raw = (row.get(metric) or "").strip()
-            if not tid or not raw:
-                continue
-            if tid in counts:
-                raise ValueError(f"{path}: task {tid!r} appears twice")
-            counts[tid] = float(raw)
-            if row.get("profile"):
-                profiles.add(row["profile"])
-    label = profiles.pop() if len(profiles) == 1 else None
-    return counts, label
-
-
-def load_counts(
-    source: str | Path, metric: str = "tool_calls"
-) -> tuple[dict[str, float], str, list[TaskUsage] | None]:
-    """Per-task values of ``metric`` from a run folder or a CSV.
-
-    Returns (counts by task id, a default label, the per-task usage rows when read from rollouts).
-    The label is the CSV's single ``profile`` value, else the file stem or folder name.
-    """
-    path = Path(source)
-    if path.is_dir():
-        usages = load_run_dir(path)
-        counts: dict[str, float] = {}
-        for u in usages:
-            value = getattr(u, metric, None)
-            if value is None:
-                continue
-            counts[u.task_id] = float(value)
-        return counts, path.name, usages
-    if path.is_file():
-        counts, label = _read_csv_counts(path, metric)
-        return counts, label or path.stem, None
-    raise FileNotFoundError(f"no such run folder or CSV: {path}")
-
-
 def compare_counts(
     a: Mapping[str, float],
     b: Mapping[str, float],
@@ -307,23 +256,6 @@ def compare_counts(
             xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed
         ),
     )
-
-
-def compare_sources(
-    source_a: str | Path,
-    source_b: str | Path,
-    *,
-    label_a: str | None = None,
-    label_b: str | None = None,
-    metric: str = "tool_calls",
-    **kwargs: Any,
-) -> Comparison:
-    """``compare_counts`` on two run folders or CSVs (see ``load_counts``)."""
-    ca, la, _ = load_counts(source_a, metric)
-    cb, lb, _ = load_counts(source_b, metric)
-    if label_a is None and label_b is None and la == lb:
-        la, lb = f"{la} (A)", f"{lb} (B)"
-    return compare_counts(ca, cb, label_a=label_a or la, label_b=label_b or lb, metric=metric, **kwargs)
 
 
 def plot_differences(comp: Comparison, path: str | Path) -> Path:
@@ -369,15 +301,8 @@ def plot_differences(comp: Comparison, path: str | Path) -> Path:
     return out
 
 
-def write_outputs(
-    comp: Comparison,
-    out_dir: str | Path,
-    *,
-    usages_a: list[TaskUsage] | None = None,
-    usages_b: list[TaskUsage] | None = None,
-) -> dict[str, Path]:
-    """Write comparison.json, comparison.md, paired_differences.png (and the per-task tables of
-    rollout inputs as tasks_a.csv / tasks_b.csv). Returns the paths by kind."""
+def write_outputs(comp: Comparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write comparison.json, comparison.md, paired_differences.png. Returns the paths by kind."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -389,10 +314,6 @@ def write_outputs(
     paths["json"].write_text(json.dumps(data, indent=2, allow_nan=False, default=_json_default) + "\n")
     paths["markdown"].write_text(f"# {comp.label_a} vs {comp.label_b}\n\n" + comp.to_markdown())
     plot_differences(comp, paths["plot"])
-    if usages_a is not None:
-        paths["tasks_a"] = write_usage_csv(usages_a, out / "tasks_a.csv")
-    if usages_b is not None:
-        paths["tasks_b"] = write_usage_csv(usages_b, out / "tasks_b.csv")
     return paths
 
 

@@ -45,7 +45,7 @@ def server_factory() -> Iterator[Callable[..., str]]:
 # seconds (default 300; 0: use the cache only); a client that cannot be installed in time (registry
 # slow or unreachable, no npm) or whose binary is missing or does not start is skipped with the
 # reason, so CI never hangs or fails on the registry. .ci/run installs the clients first
-# (``python -m harnesscheck.conformance.clients --budget S``) and sets HARNESSCHECK_E2E=1 when that worked.
+# (``python -m harnesscheck.agents.clients --budget S``) and sets HARNESSCHECK_E2E=1 when that worked.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -63,8 +63,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def e2e_install():
     """``get(name)``: the client's install, or a skip with the reason (not installed in the budget,
     or its binary missing / not starting). HARNESSCHECK_E2E_INSTALL_BUDGET=0 uses the cache only
-    (CI installs beforehand with ``python -m harnesscheck.conformance.clients``)."""
-    from harnesscheck.conformance.clients import install
+    (CI installs beforehand with ``python -m harnesscheck.agents.clients``)."""
+    from harnesscheck.agents.clients import install
 
     budget = float(os.environ.get("HARNESSCHECK_E2E_INSTALL_BUDGET", "300"))
     cache: dict[str, tuple[install.Install | None, str]] = {}

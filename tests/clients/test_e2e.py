@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnesscheck.conformance.clients import get_client, runner, verify
+from harnesscheck.agents.clients import get_client, turns, verify
 from harnesscheck.reference_server.launch import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -28,7 +28,7 @@ def server():
 def test_client_completes_both_turns(name, server, e2e_install, tmp_path):
     client = get_client(name)
     inst = e2e_install(client.install_name)
-    results = runner.run_client(client, inst, server, MODEL, tmp_path)
+    results = turns.run_client(client, inst, server, MODEL, tmp_path)
     for r in results:
         assert r.ok, (r.turn, [(c.id, c.detail) for c in r.checks if not c.ok], r.error, r.stderr_tail[-800:])
     assert results[1].turn == "tool"
@@ -36,8 +36,8 @@ def test_client_completes_both_turns(name, server, e2e_install, tmp_path):
 
 def test_codex_websocket_refusal_falls_back_at_once(server, e2e_install, tmp_path):
     inst = e2e_install("codex")
-    r = runner.run_turn(get_client("codex", websockets=True), inst, server, MODEL, tmp_path, turn="text",
-                        prompt=runner.TEXT_PROMPT)
+    r = turns.run_turn(get_client("codex", websockets=True), inst, server, MODEL, tmp_path, turn="text",
+                        prompt=turns.TEXT_PROMPT)
     assert r.ok and r.ws_probes >= 1
     assert [q["status"] for q in r.requests if q["method"] == "GET"] == [426] * r.ws_probes
     assert r.first_post_s is not None and r.first_post_s < 4.0  # 405 cost ~6.5 s of retries
@@ -48,9 +48,9 @@ def test_codex_websocket_refusal_falls_back_at_once(server, e2e_install, tmp_pat
 def test_fault_breaks_client(name, fault, turn, e2e_install, tmp_path):
     client = get_client(name)
     inst = e2e_install(client.install_name)
-    prompt = dict(runner.turns_for(client))[turn]
+    prompt = dict(turns.turns_for(client))[turn]
     with ServerProcess([*FAST, "--fault", fault]) as s:
-        r = runner.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=prompt, timeout=150)
+        r = turns.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=prompt, timeout=150)
     assert not r.ok
 
 

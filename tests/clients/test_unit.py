@@ -15,16 +15,17 @@ from pathlib import Path
 import pytest
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance.clients import get_client, impact, install, profile, runner, verify
-from harnesscheck.conformance.clients.codex import KEY_ENV, config_toml
-from harnesscheck.conformance.clients.install import Install
-from harnesscheck.conformance.clients.openclaw import openclaw_config
+from harnesscheck.agents.clients import fault_runs, get_client, install, profile, turns, verify
+from harnesscheck.conformance import impact
+from harnesscheck.agents.clients.codex import KEY_ENV, config_toml
+from harnesscheck.agents.clients.install import Install
+from harnesscheck.agents.clients.openclaw import openclaw_config
 
 FIX = Path(__file__).parent / "fixtures"
 
 
 def records(name: str) -> list[dict]:
-    return runner.load_records(FIX / name)
+    return turns.load_records(FIX / name)
 
 
 def fake_install(tmp_path: Path, name: str) -> Install:
@@ -132,7 +133,7 @@ def test_parse_openclaw_json():
 @pytest.mark.parametrize("name,marker", [("claude-code", True), ("codex", True), ("openclaw", False)])
 def test_recorded_tool_turn_passes(name, marker):
     recs = records(f"{name}-tool.capture.jsonl")
-    checks, seen = runner.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
+    checks, seen = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
     assert all(c.ok for c in checks), [(c.id, c.detail) for c in checks]
     assert [c.id for c in checks] == ["CL-ANSWERED", "CL-FINAL-TEXT", "CL-TOOL-RUN"]
     assert seen is marker  # OpenClaw: the scripted model reads its internal context and runs `echo ok`
@@ -140,35 +141,35 @@ def test_recorded_tool_turn_passes(name, marker):
 
 @pytest.mark.parametrize("name", ["claude-code", "codex", "openclaw"])
 def test_recorded_text_turn_passes(name):
-    checks, seen = runner.capture_checks(records(f"{name}-text.capture.jsonl"), tool_turn=False, rc=0, final_text="ok")
+    checks, seen = turns.capture_checks(records(f"{name}-text.capture.jsonl"), tool_turn=False, rc=0, final_text="ok")
     assert all(c.ok for c in checks) and seen is None
 
 
 def test_tool_calls_and_results_are_found_in_all_shapes():
     cc = records("claude-code-tool.capture.jsonl")
-    call = [c for t in cc for c in runner.tool_calls(t)][0]
+    call = [c for t in cc for c in turns.tool_calls(t)][0]
     assert call["name"] == "Bash" and "harnesscheck" in call["arguments"]
-    res = runner.tool_results(cc[-1]["request_body"])
-    assert res[0]["id"] == call["id"] and runner.TOOL_MARKER in res[0]["text"]
+    res = turns.tool_results(cc[-1]["request_body"])
+    assert res[0]["id"] == call["id"] and turns.TOOL_MARKER in res[0]["text"]
     cx = records("codex-tool.capture.jsonl")
-    call = [c for t in cx for c in runner.tool_calls(t)][0]
+    call = [c for t in cx for c in turns.tool_calls(t)][0]
     assert call["name"] == "exec_command"
-    assert runner.tool_results(cx[-1]["request_body"])[0]["id"] == call["id"]
+    assert turns.tool_results(cx[-1]["request_body"])[0]["id"] == call["id"]
     chat = {"messages": [{"role": "tool", "tool_call_id": "c1", "content": "out"}]}
-    assert runner.tool_results(chat) == [{"id": "c1", "text": "out", "is_error": False}]
+    assert turns.tool_results(chat) == [{"id": "c1", "text": "out", "is_error": False}]
 
 
 def test_http_error_fails_answered():
     recs = copy.deepcopy(records("claude-code-tool.capture.jsonl"))
     recs[-1]["status"], recs[-1]["frames"] = 400, []
-    checks, _ = runner.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
+    checks, _ = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
     assert not checks[0].ok and "HTTP 400" in checks[0].detail
 
 
 def test_error_frame_fails_answered():
     recs = copy.deepcopy(records("codex-text.capture.jsonl"))
     recs[-1]["frames"].append({"kind": "event", "event": "response.failed", "data": '{"type":"response.failed"}'})
-    assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
+    assert not turns.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
 
 
 def test_stream_without_event_lines_is_judged_by_the_data_type():
@@ -179,10 +180,10 @@ def test_stream_without_event_lines_is_judged_by_the_data_type():
         recs = records(f"codex-noevent-{turn}.capture.jsonl")
         assert all(f["event"] is None for t in recs for f in t["frames"])
         assert all("closing transport" in t["error"] for t in recs)
-        checks, seen = runner.capture_checks(recs, tool_turn=turn == "tool", rc=0, final_text="ok")
+        checks, seen = turns.capture_checks(recs, tool_turn=turn == "tool", rc=0, final_text="ok")
         assert all(c.ok for c in checks), [(c.id, c.detail) for c in checks]
     recs = records("codex-noevent-tool.capture.jsonl")
-    assert [c["name"] for t in recs for c in runner.tool_calls(t)] == ["exec_command"]
+    assert [c["name"] for t in recs for c in turns.tool_calls(t)] == ["exec_command"]
     assert seen is True
 
 
@@ -191,20 +192,20 @@ def test_stream_without_response_completed_fails_answered():
     frames = recs[0]["frames"]
     assert json.loads(frames[-1]["data"])["type"] == "response.completed"
     frames.pop()  # the client hung up before the terminal event
-    checks, _ = runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")
+    checks, _ = turns.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")
     assert not checks[0].ok and "closing transport" in checks[0].detail
     frames.append({"kind": "event", "event": None, "data": "[DONE]"})  # [DONE] does not end a Responses stream
-    assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
+    assert not turns.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok
     frames[-1] = {"kind": "event", "event": "response.completed", "data": '{"type":"response.in_progress"}'}
-    assert not runner.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok  # the name alone
+    assert not turns.capture_checks(recs, tool_turn=False, rc=0, final_text="ok")[0][0].ok  # the name alone
 
 
 def test_frame_type_reads_the_data_and_the_event_name_only_without_json():
-    assert runner.frame_type({"event": "message_stop", "data": '{"type":"ping"}'}) == "ping"
-    assert runner.frame_type({"event": "message_stop", "data": ""}) == "message_stop"
-    assert runner.frame_type({"event": None, "data": '{"choices":[]}'}) is None
-    assert runner.frame_type({"event": None, "data": '{"type":["error"]}'}) is None
-    assert runner.frame_type({"event": "x", "data": " [DONE]"}) == "[DONE]"
+    assert turns.frame_type({"event": "message_stop", "data": '{"type":"ping"}'}) == "ping"
+    assert turns.frame_type({"event": "message_stop", "data": ""}) == "message_stop"
+    assert turns.frame_type({"event": None, "data": '{"choices":[]}'}) is None
+    assert turns.frame_type({"event": None, "data": '{"type":["error"]}'}) is None
+    assert turns.frame_type({"event": "x", "data": " [DONE]"}) == "[DONE]"
 
 
 @pytest.mark.parametrize("frame,error", [
@@ -217,43 +218,43 @@ def test_frame_type_reads_the_data_and_the_event_name_only_without_json():
 ])
 def test_error_frames_by_data_type(frame, error):
     t = {"frames": [{"kind": "event", **frame}]}
-    assert bool(runner.stream_errors(t)) is error
+    assert bool(turns.stream_errors(t)) is error
 
 
 def test_websocket_refusal_is_not_an_error():
     recs = copy.deepcopy(records("codex-text.capture.jsonl"))
     probe = {"method": "GET", "url": "/v1/responses", "status": 426, "error": None, "frames": [], "request_body": None}
-    checks, _ = runner.capture_checks([probe, *recs], tool_turn=False, rc=0, final_text="ok")
+    checks, _ = turns.capture_checks([probe, *recs], tool_turn=False, rc=0, final_text="ok")
     assert checks[0].ok
     probe["status"] = 500
-    assert not runner.capture_checks([probe, *recs], tool_turn=False, rc=0, final_text="ok")[0][0].ok
+    assert not turns.capture_checks([probe, *recs], tool_turn=False, rc=0, final_text="ok")[0][0].ok
 
 
 def test_dropped_tool_result_fails_tool_run():
     recs = copy.deepcopy(records("codex-tool.capture.jsonl"))
     recs[-1]["request_body"]["input"] = [i for i in recs[-1]["request_body"]["input"]
                                          if i.get("type") != "function_call_output"]
-    checks, seen = runner.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
+    checks, seen = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="Done.")
     assert not checks[2].ok and "no later request" in checks[2].detail and not seen
 
 
 def test_no_tool_call_fails_tool_run_and_no_text_fails_final_text():
     recs = records("claude-code-text.capture.jsonl")
-    checks, _ = runner.capture_checks(recs, tool_turn=True, rc=0, final_text="  ")
+    checks, _ = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="  ")
     assert not checks[1].ok and not checks[2].ok and "no tool call" in checks[2].detail
-    checks, _ = runner.capture_checks(recs, tool_turn=False, rc=1, final_text="ok", client_error="exit 1")
+    checks, _ = turns.capture_checks(recs, tool_turn=False, rc=1, final_text="ok", client_error="exit 1")
     assert not checks[1].ok
 
 
 def test_no_model_request_fails():
-    assert not runner.capture_checks([], tool_turn=False, rc=0, final_text="ok")[0][0].ok
+    assert not turns.capture_checks([], tool_turn=False, rc=0, final_text="ok")[0][0].ok
 
 
 # -- profile diff -------------------------------------------------------------------------------
 
 def _profile(i: int) -> dict:
     recs = records(f"profile{i}-first.capture.jsonl")
-    first = next(r for r in recs if runner.is_model_request(r))
+    first = next(r for r in recs if turns.is_model_request(r))
     p = profile.profile_of(first["request_body"])
     p["truncation"] = profile.truncation_of(records(f"profile{i}-long.capture.jsonl"))
     p["fallback_metadata"] = profile.fallback_of((FIX / f"profile{i}-stdout.txt").read_text())
@@ -327,11 +328,11 @@ def test_verdicts_without_measurements_say_so():
 
 
 def test_fault_apis():
-    assert impact.fault_apis("rs-missing-completed") == ("responses",)
-    assert impact.fault_apis("an-missing-block-stop") == ("anthropic",)
-    assert impact.fault_apis("chat-finish-stop-after-tool-calls") == ("chat",)
-    assert "anthropic" in impact.fault_apis("invalid-tool-json") and "responses" in impact.fault_apis("invalid-tool-json")
-    assert set(impact.DEFAULT_FAULTS) <= set(__import__("harnesscheck.reference_server.faults", fromlist=["FAULTS"]).FAULTS)
+    assert fault_runs.fault_apis("rs-missing-completed") == ("responses",)
+    assert fault_runs.fault_apis("an-missing-block-stop") == ("anthropic",)
+    assert fault_runs.fault_apis("chat-finish-stop-after-tool-calls") == ("chat",)
+    assert "anthropic" in fault_runs.fault_apis("invalid-tool-json") and "responses" in fault_runs.fault_apis("invalid-tool-json")
+    assert set(fault_runs.DEFAULT_FAULTS) <= set(__import__("harnesscheck.reference_server.faults", fromlist=["FAULTS"]).FAULTS)
 
 
 def test_saved_impact_file_is_consistent():
@@ -470,7 +471,7 @@ print(json.dumps({"type": "result", "is_error": False, "result": "".join(b.get("
 '''
 
 
-class _Fake(__import__("harnesscheck.conformance.clients.claude_code", fromlist=["ClaudeCode"]).ClaudeCode):
+class _Fake(__import__("harnesscheck.agents.clients.claude_code", fromlist=["ClaudeCode"]).ClaudeCode):
     def __init__(self, hang: bool = False):
         super().__init__()
         self.hang = hang
@@ -486,23 +487,23 @@ class _Fake(__import__("harnesscheck.conformance.clients.claude_code", fromlist=
 
 
 def test_run_client_with_a_stand_in(reference_server, tmp_path):
-    results = runner.run_client(_Fake(), fake_install(tmp_path, "claude-code"), reference_server,
+    results = turns.run_client(_Fake(), fake_install(tmp_path, "claude-code"), reference_server,
                                 "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path / "out", timeout=60)
     assert [r.turn for r in results] == ["text", "tool"]
     assert all(r.ok for r in results), [(c.id, c.detail) for r in results for c in r.checks]
     assert results[0].final_text == "ok" and results[1].marker_seen is True
-    assert runner.DUMMY_KEY not in (tmp_path / "out" / "claude-code" / "tool" / "capture.jsonl").read_text()
+    assert turns.DUMMY_KEY not in (tmp_path / "out" / "claude-code" / "tool" / "capture.jsonl").read_text()
     assert results[0].first_post_s is not None
 
 
 def test_run_turn_time_limit(reference_server, tmp_path):
-    r = runner.run_turn(_Fake(hang=True), fake_install(tmp_path, "claude-code"), reference_server,
+    r = turns.run_turn(_Fake(hang=True), fake_install(tmp_path, "claude-code"), reference_server,
                         "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path, turn="text", prompt="Say ok", timeout=3)
     assert r.timed_out and not r.ok and "timed out" in r.error
 
 
 def test_tool_result_ids_match_after_openclaw_rewrites_them():
-    assert runner._same_id("call_9e6dfca5", "call9e6dfca5") and not runner._same_id("call_1", "call_2")
+    assert turns._same_id("call_9e6dfca5", "call9e6dfca5") and not turns._same_id("call_1", "call_2")
     frames = [{"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
                   {"index": 0, "id": "call_ab_1", "type": "function", "function": {"name": "exec", "arguments": ""}}]}}]})},
               {"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
@@ -510,8 +511,8 @@ def test_tool_result_ids_match_after_openclaw_rewrites_them():
     first = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": frames, "request_body": {}}
     second = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": [], "request_body": {
         "messages": [{"role": "tool", "tool_call_id": "callab1", "content": "ok"}]}}
-    assert runner.tool_calls(first)[0]["arguments"] == '{"command":"echo ok"}'
-    checks, _ = runner.capture_checks([first, second], tool_turn=True, rc=0, final_text="Done.")
+    assert turns.tool_calls(first)[0]["arguments"] == '{"command":"echo ok"}'
+    checks, _ = turns.capture_checks([first, second], tool_turn=True, rc=0, final_text="Done.")
     assert checks[2].ok, checks[2].detail
 
 
@@ -530,7 +531,7 @@ def test_reference_server_refuses_the_websocket_upgrade_with_426(reference_serve
 
 
 def test_faults_for_each_api():
-    an, rs, ch = (impact.faults_for(a) for a in ("anthropic", "responses", "chat"))
+    an, rs, ch = (fault_runs.faults_for(a) for a in ("anthropic", "responses", "chat"))
     assert "an-delta-unstarted-block" in an and "preamble-not-stripped" in an and "rs-missing-completed" not in an
     assert "rs-missing-completed" in rs and "reject-compressed-body" in rs and "count-tokens-mismatch" not in rs
     assert "dispatch-twice" in ch and "dispatch-twice" not in an
@@ -581,7 +582,7 @@ def test_codex_environment_context_switch_is_top_level():
 
 
 def _turn(ok: bool, *, timed_out: bool = False, answered: bool = True):
-    from harnesscheck.conformance.clients.runner import Check, TurnResult
+    from harnesscheck.agents.clients.turns import Check, TurnResult
 
     checks = [Check("CL-ANSWERED", answered), Check("CL-FINAL-TEXT", ok)]
     return TurnResult(client="openclaw", label=OC, version="1", api="chat", turn="text", prompt="p", ok=ok,

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance.clients import impact
+from harnesscheck.conformance import impact
 from harnesscheck.conformance.runner import SuiteOptions, harness_lines, run_suite
 from harnesscheck.reference_server.launch import ServerProcess
 

@@ -21,11 +21,12 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
 
-from harnesscheck.stats.compare import compare_sources  # noqa: E402
-from harnesscheck.stats.distributed import RayOptions, is_failed, ray_session, run_profiles_on_ray  # noqa: E402
-from harnesscheck.stats.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
-from harnesscheck.stats.rollouts import load_run_dir  # noqa: E402
-from harnesscheck.stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
+from harnesscheck.agents.counts import compare_sources  # noqa: E402
+from harnesscheck.agents.distributed import RayOptions, is_failed, run_profiles_on_ray  # noqa: E402
+from harnesscheck.agents.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
+from harnesscheck.agents.rollouts import load_run_dir  # noqa: E402
+from harnesscheck.agents.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
+from harnesscheck.replay.cluster import ray_session  # noqa: E402
 from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
 
 TOY_TESTS = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
@@ -136,7 +137,7 @@ if key in {always!r} or (key in {once!r} and not mark.exists()):
     mark.write_text(mark.read_text() + "x" if mark.exists() else "x")
     os.kill(os.getppid(), signal.SIGKILL)  # the Ray worker that runs this agent dies mid-run
     os._exit(1)
-os.execv(sys.executable, [sys.executable, "-m", "harnesscheck.stats.toy_agent", *sys.argv[1:]])
+os.execv(sys.executable, [sys.executable, "-m", "harnesscheck.agents.toy_agent", *sys.argv[1:]])
 """
 
 

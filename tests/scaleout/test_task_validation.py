@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.stats.driver import Profile, run_profiles, run_task, task_folder, validate_run
-from harnesscheck.stats.swebench import INSTANCE_ID, TOY_TASKS, SweTask, TaskFileError, load_tasks, validate_tasks
+from harnesscheck.agents.driver import Profile, run_profiles, run_task, task_folder, validate_run
+from harnesscheck.agents.swebench import INSTANCE_ID, TOY_TASKS, SweTask, TaskFileError, load_tasks, validate_tasks
 
 TOY = load_tasks(TOY_TASKS, use_datasets=False).tasks
 PROFILES = [Profile("a", "m"), Profile("b", "m")]

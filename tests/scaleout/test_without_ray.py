@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harnesscheck.cli.main import main
-from harnesscheck.stats.distributed import INSTALL_HINT, RayUnavailable, import_ray
+from harnesscheck.replay.cluster import INSTALL_HINT, RayUnavailable, import_ray
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from harnesscheck.cli.commands import compare as compare_cmd
-from harnesscheck.stats.compare import compare_counts, compare_sources, load_counts, write_outputs
+from harnesscheck.agents.counts import compare_sources, load_counts, write_comparison
+from harnesscheck.stats.compare import compare_counts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUN1 = (FIXTURES / "article_run1_gpt-5.5.csv", FIXTURES / "article_run1_fallback.csv")
@@ -128,7 +129,7 @@ def test_same_tables_from_synthetic_rollouts(tmp_path: Path, run: tuple[Path, Pa
     assert from_rollouts.permutation == from_csv.permutation
     counts, label, usages = load_counts(tmp_path / "run" / "other")
     assert label == "other" and usages is not None and usages[0].model == "openai/openai/gpt-5.5"
-    paths = write_outputs(from_rollouts, tmp_path / "out", usages_a=usages, usages_b=usages)
+    paths = write_comparison(from_rollouts, tmp_path / "out", usages_a=usages, usages_b=usages)
     assert paths["tasks_a"].read_text().startswith("task_id,profile,tool_calls")
 
 

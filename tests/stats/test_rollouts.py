@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from harnesscheck.stats.rollouts import (
+from harnesscheck.agents.rollouts import (
     detect_format,
     load_run_dir,
     parse_file,

@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from harnesscheck.stats.compare import compare_sources, write_outputs
-from harnesscheck.stats.driver import (
+from harnesscheck.agents.counts import compare_sources
+from harnesscheck.agents.driver import (
     TOY_AGENT_COMMAND,
     Profile,
     build_command,
@@ -19,8 +18,8 @@ from harnesscheck.stats.driver import (
     interleaved_order,
     run_task,
 )
-from harnesscheck.stats.rollouts import load_run_dir
-from harnesscheck.stats.swebench import (
+from harnesscheck.agents.rollouts import load_run_dir
+from harnesscheck.agents.swebench import (
     COLUMNS,
     TOY_TASKS,
     VERIFIED_FIXTURE,
@@ -30,6 +29,8 @@ from harnesscheck.stats.swebench import (
     select_tasks,
     write_tasks_jsonl,
 )
+from harnesscheck.stats.compare import write_outputs
+
 from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 HAVE_DATASETS = importlib.util.find_spec("datasets") is not None
@@ -176,7 +177,7 @@ def test_environment_and_timeout(tmp_path: Path) -> None:
 
 
 def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callable[..., str]) -> None:
-    """The toy SWE-style run: a real agent loop (stats.toy_agent) against a reference server process,
+    """The toy SWE-style run: a real agent loop (agents.toy_agent) against a reference server process,
     two profiles (two served model ids) interleaved, rollouts for both, and the comparison table."""
     endpoint = server_factory(*SERVER_ARGS) + "/v1"
     runs = run_toy(tmp_path, endpoint, TOY_AGENT_COMMAND, timeout_s=60)
@@ -314,7 +315,7 @@ def _answers(endpoint: str) -> bool:
 
 def test_cli_toy_run_against_the_embedded_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`swebench run --toy` without endpoints: the embedded reference server serves the default
-    profiles' model ids, stats.toy_agent fixes the task under both, the comparison is printed and
+    profiles' model ids, agents.toy_agent fixes the task under both, the comparison is printed and
     written, and the server is gone afterwards."""
     run_dir = tmp_path / "run"
     assert _cli(["run", "--toy", "--ids", "harnesscheck__toycalc-1", "--run-dir", str(run_dir)]) == 0
@@ -339,7 +340,7 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
 ) -> None:
     """A profile with its own endpoint is used as given; the embedded server serves the others and
     is stopped on Ctrl-C; with every endpoint given no server starts."""
-    import harnesscheck.stats.driver
+    from harnesscheck.agents import driver
     from harnesscheck.reference_server import launch
 
     seen: list[list[Profile]] = []
@@ -349,7 +350,7 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
         assert _answers(profiles[1].endpoint)  # the embedded server runs meanwhile
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(stats.driver, "run_profiles", interrupted)
+    monkeypatch.setattr(driver, "run_profiles", interrupted)
     own = "http://127.0.0.1:9/v1"
     argv = ["run", "--toy", "--run-dir", str(tmp_path / "run"), "--profile", f"b=m@{own}"]
     assert _cli([*argv, "--profile", "a=harnesscheck/other"]) == 130
@@ -362,6 +363,6 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
         raise AssertionError("no embedded server when every profile has an endpoint")
 
     monkeypatch.setattr(launch, "ServerProcess", no_server)
-    monkeypatch.setattr(stats.driver, "run_profiles", lambda tasks, profiles, **kw: seen.append(list(profiles)))
+    monkeypatch.setattr(driver, "run_profiles", lambda tasks, profiles, **kw: seen.append(list(profiles)))
     assert _cli([*argv, "--profile", f"c=m2@{own}"]) == 1  # nothing ran: no comparison
     assert [p.endpoint for p in seen[-1]] == [own, own]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.stats.rollouts import parse_file
-from harnesscheck.stats.toy_agent import PatchError, apply_patch, parse_args, run_exec
+from harnesscheck.agents.rollouts import parse_file
+from harnesscheck.agents.toy_agent import PatchError, apply_patch, parse_args, run_exec
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a**b\n"
 
@@ -86,7 +86,7 @@ def test_unreachable_endpoint_exits_1_with_a_rollout(tmp_path: Path) -> None:
         "HARNESSCHECK_ENDPOINT": "http://127.0.0.1:9/v1",  # discard port: connection refused
         "HARNESSCHECK_MODEL": "m",
     }
-    cmd = [sys.executable, "-m", "harnesscheck.stats.toy_agent", "exec", "--request-timeout", "5", "fix it"]
+    cmd = [sys.executable, "-m", "harnesscheck.agents.toy_agent", "exec", "--request-timeout", "5", "fix it"]
     res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "request failed" in res.stderr
     (rollout,) = (tmp_path / "home" / "sessions").rglob("rollout-*.jsonl")
@@ -122,7 +122,7 @@ def _canned_sse(body: bytes):
 def _stream(body: bytes) -> list[dict]:
     from openai import OpenAI
 
-    from harnesscheck.stats.toy_agent import _events
+    from harnesscheck.agents.toy_agent import _events
 
     server = _canned_sse(body)
     try:

@@ -2,7 +2,7 @@
 ``DEFAULT_COMMAND`` (``codex exec --json ...``) against a reference server process, two profiles.
 
 Codex comes from the client cache (``~/.cache/harnesscheck/clients/codex``, installed there once by
-``harnesscheck.conformance.clients.install`` within HARNESSCHECK_E2E_INSTALL_BUDGET seconds, else the test skips).
+``harnesscheck.agents.clients.install`` within HARNESSCHECK_E2E_INSTALL_BUDGET seconds, else the test skips).
 The scripted toy scenarios call Codex's own ``exec_command`` tool, patching with ``apply_patch <<'EOF'``,
 which Codex applies itself.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.stats.compare import compare_sources
-from harnesscheck.stats.driver import DEFAULT_COMMAND
-from harnesscheck.stats.rollouts import load_run_dir
+from harnesscheck.agents.counts import compare_sources
+from harnesscheck.agents.driver import DEFAULT_COMMAND
+from harnesscheck.agents.rollouts import load_run_dir
 from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 OPTED_IN = os.environ.get("HARNESSCHECK_E2E") == "1"

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.stats.driver import Profile, TaskRun, run_profiles
-from harnesscheck.stats.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks
+from harnesscheck.agents.driver import Profile, TaskRun, run_profiles
+from harnesscheck.agents.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks
 
 SMALL, ALIAS = "harnesscheck/small", "harnesscheck/small-alias"
 SERVER_ARGS = ("--model-id", SMALL, "--model-id", ALIAS)

@@ -47,7 +47,7 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-clients", action="store_true",
                         help="after the suite, run the installed real clients (text and tool turn) against the "
                              "endpoint and print their measured verdicts beside the inferred ones (results.json: "
-                             "client_verification); install them once with `python -m harnesscheck.conformance.clients`")
+                             "client_verification); install them once with `python -m harnesscheck.agents.clients`")
     parser.add_argument("--client-timeout", type=float, default=180.0, metavar="SECONDS",
                         help="with --verify-clients: time limit per client turn (default: 180)")
 
@@ -77,19 +77,32 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
-                           verify_clients=args.verify_clients, client_timeout=args.client_timeout,
                            concurrency=args.concurrency)
     check_endpoint(options)
     return options
 
 
-def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple[dict[str, Any], int]:
-    """Run the suite (SuiteOptions) and print its summary: the table, the failures, the per-client
-    lines and where the results are. Returns the document and the exit status (see EXIT_STATUS)."""
-    from harnesscheck.conformance.runner import RunInterrupted, client_verification_lines, harness_lines, run_suite
+def after_suite(args: argparse.Namespace):  # -> AfterSuite | None
+    """What runs after the suite against the same endpoint: with --verify-clients, the installed real
+    clients (harnesscheck.agents.clients.verify), each turn limited to --client-timeout."""
+    if not args.verify_clients:
+        return None
+    from functools import partial
+
+    from harnesscheck.agents.clients.verify import after_suite as verify_clients
+
+    return partial(verify_clients, timeout=args.client_timeout)
+
+
+def run_and_summarize(options: Any, out: Path, *, after: Any = None, label_width: int = 0) -> tuple[dict[str, Any], int]:
+    """Run the suite (SuiteOptions), then `after` (see `after_suite`), and print its summary: the table,
+    the failures, the per-client lines and where the results are. Returns the document and the exit
+    status (see EXIT_STATUS)."""
+    from harnesscheck.agents.clients.verify import verification_lines
+    from harnesscheck.conformance.runner import RunInterrupted, harness_lines, run_suite
 
     try:
-        doc, status = run_suite(options, out), None
+        doc, status = run_suite(options, out, after=after), None
     except RunInterrupted as stopped:
         doc, status = stopped.doc, INTERRUPTED
     from harnesscheck.reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
@@ -97,7 +110,7 @@ def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple
     print(format_summary(doc))
     for line in harness_lines(doc):
         print(line)
-    lines = client_verification_lines(doc)
+    lines = verification_lines(doc)
     if lines:
         print("client verification (measured against this endpoint):")
         print("\n".join(f"  {line}" for line in lines))
@@ -109,4 +122,4 @@ def run_and_summarize(options: Any, out: Path, *, label_width: int = 0) -> tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_and_summarize(suite_options(args), Path(args.out))[1]
+    return run_and_summarize(suite_options(args), Path(args.out), after=after_suite(args))[1]

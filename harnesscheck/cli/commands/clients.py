@@ -24,7 +24,7 @@ results.json go to --out.
 POST (the reference server answers the upgrade 426, so Codex falls back at once).
 
 --faults runs every client against the reference server once clean and once per fault (API_FACTS:
-what breaks real clients), and writes the fault -> client table to conformance/clients/impact.json
+what breaks real clients), and writes the fault -> client table to conformance/impact.json
 (or --impact FILE); `harnesscheck check` then shows a per-harness verdict for each check.
 
 Examples:
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", action="store_true", help="client impact: run the clients against each fault")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults; 'all': every reference-server fault (default: the faults "
                         "API_FACTS names as breaking or tolerated). Each client meets only the faults of its API")
-    parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/clients/impact.json")
+    parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/impact.json")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     import os
     from contextlib import ExitStack
 
-    from harnesscheck.conformance.clients import DUMMY_KEY, get_client, impact, install, runner
+    from harnesscheck.agents.clients import DUMMY_KEY, fault_runs, get_client, install, turns
+    from harnesscheck.conformance import impact
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,17 +82,17 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY") or DUMMY_KEY
 
     if args.faults:
-        if "all" in args.fault:  # each client then meets its API's faults (impact.faults_for)
+        if "all" in args.fault:  # each client then meets its API's faults (fault_runs.faults_for)
             from harnesscheck.reference_server.faults import FAULTS
 
             faults = tuple(FAULTS)
         else:
-            faults = tuple(args.fault) or impact.DEFAULT_FAULTS
-        runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else impact.DEFAULT_RUNS
-        data = impact.run_impact(out / "faults", runs=runs, faults=faults, model=args.model, timeout=args.timeout,
-                                 progress=lambda s: print(f"  {s}", flush=True))
+            faults = tuple(args.fault) or fault_runs.DEFAULT_FAULTS
+        runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else fault_runs.DEFAULT_RUNS
+        data = fault_runs.run_impact(out / "faults", runs=runs, faults=faults, model=args.model,
+                                     timeout=args.timeout, progress=lambda s: print(f"  {s}", flush=True))
         path = Path(args.impact) if args.impact else impact.IMPACT_PATH
-        if path.exists() and (args.fault or runs != impact.DEFAULT_RUNS):  # a partial run updates the file
+        if path.exists() and (args.fault or runs != fault_runs.DEFAULT_RUNS):  # a partial run updates the file
             old = impact.load(path)
             for k in ("clients", "clean", "skipped"):
                 old.setdefault(k, {}).update(data[k])
@@ -99,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
                 old.setdefault("faults", {}).setdefault(f, {}).update(cells)
             old["measured"] = data["measured"]
             data = old
-        impact.save(data, path)
-        for row in impact.table(data):
+        fault_runs.save(data, path)
+        for row in fault_runs.table(data):
             print("  ".join(f"{c:28}" for c in row))
         for k, why in data.get("skipped", {}).items():
             print(f"skipped {k}: {why}")
@@ -125,13 +126,13 @@ def run(args: argparse.Namespace) -> int:
                 results.append({"client": name, "label": client.label, "api": client.api, "skip": inst.skip})
                 continue
             print(f"{client.label}: running its text and tool turns (up to {args.timeout:g} s each) ...", flush=True)
-            for r in runner.run_client(client, inst, endpoint, args.model, out, api_key=api_key, timeout=args.timeout):
+            for r in turns.run_client(client, inst, endpoint, args.model, out, api_key=api_key, timeout=args.timeout):
                 results.append(r.to_dict())
                 _print_turn(r)
             if name == "codex" and args.websocket_probe:
                 probe = get_client("codex", websockets=True)
-                r = runner.run_turn(probe, inst, endpoint, args.model, out / "codex-websocket" / "text", turn="text",
-                                    prompt=runner.TEXT_PROMPT, api_key=api_key, timeout=args.timeout)
+                r = turns.run_turn(probe, inst, endpoint, args.model, out / "codex-websocket" / "text", turn="text",
+                                    prompt=turns.TEXT_PROMPT, api_key=api_key, timeout=args.timeout)
                 r.turn = "text (supports_websockets = true)"
                 results.append(r.to_dict())
                 _print_turn(r)

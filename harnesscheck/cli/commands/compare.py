@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from harnesscheck.stats.compare import compare_counts, load_counts, write_outputs
+    from harnesscheck.agents.counts import load_counts, write_comparison
+    from harnesscheck.stats.compare import compare_counts
 
     err = Console(stderr=True)
     try:
@@ -95,6 +96,6 @@ def run(args: argparse.Namespace) -> int:
                 highlight=False,
             )
     if args.out:
-        paths = write_outputs(comp, args.out, usages_a=ua, usages_b=ub)
+        paths = write_comparison(comp, args.out, usages_a=ua, usages_b=ub)
         err.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     return 0

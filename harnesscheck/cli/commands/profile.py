@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
-    from harnesscheck.conformance.clients import install, profile
+    from harnesscheck.agents.clients import install, profile
 
     if len(args.model) != 2:
         print("give --model twice")

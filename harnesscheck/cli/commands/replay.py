@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     if args.ray is not None:
-        from harnesscheck.stats.distributed import RayUnavailable, import_ray
+        from harnesscheck.replay.cluster import RayUnavailable, import_ray
 
         try:
             import_ray()
@@ -136,7 +136,7 @@ def _replay_on_ray(args: argparse.Namespace, trace, opts):
 
     from harnesscheck.errors import UsageError
     from harnesscheck.replay.distributed import replay_on_ray
-    from harnesscheck.stats.distributed import ray_session
+    from harnesscheck.replay.cluster import ray_session
 
     with ExitStack() as stack:
         try:

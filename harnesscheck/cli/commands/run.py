@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harnesscheck.cli.commands.check import EXIT_STATUS, add_suite_arguments, run_and_summarize, suite_options
+from harnesscheck.cli.commands.check import (EXIT_STATUS, add_suite_arguments, after_suite, run_and_summarize,
+                                             suite_options)
 
 NAME = "run"
 ORDER = 1
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     options = suite_options(args)
     out = Path(args.out)
     print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
-    doc, status = run_and_summarize(options, out, label_width=12)
+    doc, status = run_and_summarize(options, out, after=after_suite(args), label_width=12)
     from harnesscheck.reports.html import write_report
     from harnesscheck.reports.summary import must_failures
     if not args.no_report:

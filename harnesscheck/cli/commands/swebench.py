@@ -12,7 +12,7 @@ NAME = "swebench"
 HELP = "choose SWE-bench tasks (local file/cache only) and run an agent under two profiles, interleaved"
 TOY_TEXT = """\
 --toy runs the shipped three-task toy set (its repository is built under RUN/repos/) with the kit's
-own agent loop (`python -m harnesscheck.stats.toy_agent`, Responses API) unless --command is given, and the toy
+own agent loop (`python -m harnesscheck.agents.toy_agent`, Responses API) unless --command is given, and the toy
 tests unless --test-command is given. Default profiles: small=harnesscheck/small and
 alias=harnesscheck/small-alias. Profiles without an @ENDPOINT are pointed at an embedded reference
 server, started on a free loopback port serving their model ids (its scripted model fixes the toy
@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--command",
         dest="agent_command",  # not `command`: that is the CLI's own (the subcommand's name)
         help="agent command template (default: codex exec --json ... -m {model} {problem_statement}; "
-        "with --toy: python -m harnesscheck.stats.toy_agent exec --json -m {model} {problem_statement})",
+        "with --toy: python -m harnesscheck.agents.toy_agent exec --json -m {model} {problem_statement})",
     )
     run.add_argument(
         "--test-command",
@@ -133,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parse_profile(text: str):
-    from harnesscheck.stats.driver import Profile
+    from harnesscheck.agents.driver import Profile
 
     if "=" not in text:
         raise ValueError(f"profile {text!r} is not NAME=MODEL[@ENDPOINT]")
@@ -145,7 +145,7 @@ def _parse_profile(text: str):
 
 
 def _select(args: argparse.Namespace, default_source: Path | None, err) -> list:
-    from harnesscheck.stats.swebench import load_tasks, select_tasks
+    from harnesscheck.agents.swebench import load_tasks, select_tasks
 
     source = args.dataset or default_source
     if source is None:
@@ -168,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from harnesscheck.errors import UsageError
-    from harnesscheck.stats.driver import DEFAULT_COMMAND, TOY_AGENT_COMMAND, Profile, validate_run
-    from harnesscheck.stats.swebench import TOY_TASKS, TaskFileError, build_toy_repo, write_tasks_jsonl
+    from harnesscheck.agents.driver import DEFAULT_COMMAND, TOY_AGENT_COMMAND, Profile, validate_run
+    from harnesscheck.agents.swebench import TOY_TASKS, TaskFileError, build_toy_repo, write_tasks_jsonl
 
     err = Console(stderr=True)
     out = Console()
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     except TaskFileError as exc:
         raise UsageError(str(exc)) from exc
     if args.ray is not None:
-        from harnesscheck.stats.distributed import RayUnavailable, import_ray
+        from harnesscheck.replay.cluster import RayUnavailable, import_ray
 
         try:
             import_ray()
@@ -255,7 +255,7 @@ def _with_embedded_server(stack: ExitStack, profiles: list, err) -> list:
 
 
 def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_command, out, err) -> int:
-    from harnesscheck.stats.driver import run_profiles
+    from harnesscheck.agents.driver import run_profiles
 
     def show(r) -> None:
         state = "timed out" if r.timed_out else r.error or f"exit {r.returncode}"
@@ -280,7 +280,7 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
         if args.ray is None:
             run_profiles(tasks, profiles, **common)
         else:
-            from harnesscheck.stats.distributed import is_failed
+            from harnesscheck.agents.distributed import is_failed
 
             failed = [r for r in _run_on_ray(args, tasks, profiles, common, err) if is_failed(r)]
             if failed:
@@ -294,7 +294,8 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
         err.print(f"[red]error:[/red] {exc}")
         return 2
     if len(profiles) == 2:
-        from harnesscheck.stats.compare import compare_sources, write_outputs
+        from harnesscheck.agents.counts import compare_sources
+        from harnesscheck.stats.compare import write_outputs
 
         try:
             comp = compare_sources(
@@ -315,9 +316,10 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
 
 
 def _run_on_ray(args, tasks, profiles, common, err) -> list:
-    """The runs on Ray (``harnesscheck.stats.distributed``), progress per profile on stderr."""
+    """The runs on Ray (``harnesscheck.agents.distributed``), progress per profile on stderr."""
     from harnesscheck.errors import UsageError
-    from harnesscheck.stats.distributed import RayOptions, ray_session, run_profiles_on_ray
+    from harnesscheck.agents.distributed import RayOptions, run_profiles_on_ray
+    from harnesscheck.replay.cluster import ray_session
 
     options = RayOptions(
         address=args.ray or None,

@@ -6,11 +6,12 @@ second, ...; with k profiles the order rotates), the driver:
 1. makes a working copy: ``git clone`` of the task's local repository, checked out detached at
    ``base_commit`` (a folder that is not a git repository is copied as it is);
 2. makes a fresh ``CODEX_HOME`` for the run; with an endpoint it writes a ``config.toml`` there that
-   points a custom model provider at it (Responses API, no WebSocket, key from
-   ``HARNESSCHECK_API_KEY``);
+   points a custom model provider at it (``codex_config_toml``: the clients runner's writer,
+   Responses API, no WebSocket, key from ``HARNESSCHECK_API_KEY``, no approvals or sandbox: the
+   working copy is a throwaway clone);
 3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
    {model} {problem_statement}``; ``TOY_AGENT_COMMAND`` runs the kit's own small agent loop,
-   ``harnesscheck.stats.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
+   ``harnesscheck.agents.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
    ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out (or KeyboardInterrupt)
    the whole process group is killed;
 4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
@@ -27,7 +28,7 @@ then the placeholders of each token are replaced, so a problem statement stays o
 braces pass through (``{{``/``}}`` give a literal brace where it would read as a placeholder).
 
 Safety: task files come from outside. ``run_profiles`` first calls ``validate_run``: the task ids
-(``harnesscheck.stats.swebench.validate_tasks``: ``owner__repo-NUMBER``, no repeats), the profile names
+(``harnesscheck.agents.swebench.validate_tasks``: ``owner__repo-NUMBER``, no repeats), the profile names
 (``PROFILE_NAME``, not ``comparison`` or ``repos``, which the CLI writes beside them) and, for every
 (task, profile), that ``RUN/PROFILE/TASK`` with symbolic links resolved is exactly that folder
 inside the run folder; anything else raises ``TaskFileError`` before a folder is made. ``run_task``
@@ -56,7 +57,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.stats.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
+from harnesscheck.agents.clients.codex import config_toml
+from harnesscheck.agents.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
 
 __all__ = [
     "DEFAULT_COMMAND",
@@ -80,12 +82,12 @@ DEFAULT_COMMAND = (
     "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "
     "-m {model} {problem_statement}"
 )
-#: the kit's own small agent loop (``harnesscheck.stats.toy_agent``), called as Codex is: it sends the profile's
+#: the kit's own small agent loop (``harnesscheck.agents.toy_agent``), called as Codex is: it sends the profile's
 #: model id to the profile's endpoint (Responses API, streamed) and writes a Codex rollout
 TOY_AGENT_COMMAND = (
     sys.executable,
     "-m",
-    "harnesscheck.stats.toy_agent",
+    "harnesscheck.agents.toy_agent",
     "exec",
     "--json",
     "-m",
@@ -182,23 +184,15 @@ def build_command(
 
 
 def codex_config_toml(profile: Profile) -> str:
-    """A Codex ``config.toml`` that sends ``profile.model`` to ``profile.endpoint``."""
-    lines = []
+    """A Codex ``config.toml`` that sends ``profile.model`` to ``profile.endpoint`` (the kit's one writer,
+    ``agents.clients.codex.config_toml``, key from ``HARNESSCHECK_API_KEY``, no WebSocket), then the
+    profile's own ``config_toml`` text; "" when the profile has neither."""
+    parts = []
     if profile.endpoint:
-        lines += [
-            f"model = {json.dumps(profile.model)}",
-            'model_provider = "harnesscheck"',
-            "",
-            "[model_providers.harnesscheck]",
-            'name = "harnesscheck endpoint"',
-            f"base_url = {json.dumps(profile.endpoint)}",
-            'env_key = "HARNESSCHECK_API_KEY"',
-            'wire_api = "responses"',
-            "supports_websockets = false",
-        ]
+        parts.append(config_toml(profile.endpoint, profile.model, key_env="HARNESSCHECK_API_KEY", websockets=False))
     if profile.config_toml:
-        lines += ["", profile.config_toml.strip()]
-    return "\n".join(lines) + ("\n" if lines else "")
+        parts.append(profile.config_toml.strip() + "\n")
+    return "\n".join(parts)
 
 
 def find_repo(repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path], task: SweTask) -> Path:

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.conformance.clients import Client, Parsed, Prepared
-from harnesscheck.conformance.clients.install import Install
+from harnesscheck.agents.clients import Client, Parsed, Prepared
+from harnesscheck.agents.clients.install import Install
 
 KEY_ENV = "HARNESSCHECK_CODEX_KEY"
 
@@ -26,8 +26,14 @@ def toml_str(s: str) -> str:
     return json.dumps(s)  # a JSON string is a valid TOML basic string
 
 
-def config_toml(base_url: str, model: str, *, websockets: bool | None = None, provider: str = "harnesscheck",
-                extra: dict[str, Any] | None = None, environment_context: bool | None = None) -> str:
+def config_toml(base_url: str, model: str, *, key_env: str = KEY_ENV, websockets: bool | None = None,
+                provider: str = "harnesscheck", extra: dict[str, Any] | None = None,
+                environment_context: bool | None = None) -> str:
+    """The kit's one Codex ``config.toml`` (the clients runner's and the SWE-bench driver's): ``model``
+    sent to a custom provider at ``base_url`` (Responses API, key from the environment variable
+    ``key_env``), no approvals, no sandbox, no update check, no analytics; ``supports_websockets``
+    and ``include_environment_context`` only when given; ``extra``: more keys of the provider's table
+    (values JSON-encoded)."""
     lines = [f"model = {toml_str(model)}", f"model_provider = {toml_str(provider)}",
              "approval_policy = \"never\"", "sandbox_mode = \"danger-full-access\"",
              "check_for_update_on_startup = false"]
@@ -36,7 +42,7 @@ def config_toml(base_url: str, model: str, *, websockets: bool | None = None, pr
     lines += ["",
              "[analytics]", "enabled = false", "",
              f"[model_providers.{provider}]", f"name = {toml_str('harnesscheck endpoint')}",
-             f"base_url = {toml_str(base_url)}", "wire_api = \"responses\"", f"env_key = {toml_str(KEY_ENV)}"]
+             f"base_url = {toml_str(base_url)}", "wire_api = \"responses\"", f"env_key = {toml_str(key_env)}"]
     if websockets is not None:
         lines.append(f"supports_websockets = {'true' if websockets else 'false'}")
     for k, v in (extra or {}).items():

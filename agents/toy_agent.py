@@ -1,4 +1,4 @@
-"""A small real agent loop for the toy SWE-style run: ``python -m harnesscheck.stats.toy_agent exec -m MODEL PROMPT``.
+"""A small real agent loop for the toy SWE-style run: ``python -m harnesscheck.agents.toy_agent exec -m MODEL PROMPT``.
 
 Called the way the driver calls Codex (``DEFAULT_COMMAND``'s shape; Codex flags it does not know are
 ignored), in the task's working copy. Each model request goes to the endpoint with the official
@@ -30,7 +30,7 @@ dummy), CODEX_HOME (default ``~/.codex``).
 It writes a Codex rollout, ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``, lines
 ``{timestamp, type, payload}``: ``session_meta``, one ``turn_context``, the user message, each output
 item and call output as a ``response_item``, a ``token_count`` ``event_msg`` after each response
-(cumulative ``total_token_usage``), ``agent_message`` and ``task_complete``; ``harnesscheck.stats.rollouts`` reads
+(cumulative ``total_token_usage``), ``agent_message`` and ``task_complete``; ``harnesscheck.agents.rollouts`` reads
 it. With ``--json`` it also prints ``codex exec --json`` events (thread/turn/item) on stdout.
 """
 
@@ -437,7 +437,7 @@ _VALUE_FLAGS = {
     **dict.fromkeys(("-c", "--config", "-s", "--sandbox", "-C", "--cd"), ""),
 }
 USAGE = (
-    "usage: python -m harnesscheck.stats.toy_agent [exec] [--json] -m MODEL [--max-turns N] [--request-timeout S] PROMPT\n"
+    "usage: python -m harnesscheck.agents.toy_agent [exec] [--json] -m MODEL [--max-turns N] [--request-timeout S] PROMPT\n"
     "needs a prompt, a model (-m or HARNESSCHECK_MODEL) and HARNESSCHECK_ENDPOINT or OPENAI_BASE_URL"
 )
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harnesscheck.conformance.clients import Client, Parsed, Prepared
-from harnesscheck.conformance.clients.install import Install
+from harnesscheck.agents.clients import Client, Parsed, Prepared
+from harnesscheck.agents.clients.install import Install
 
 
 class ClaudeCode(Client):

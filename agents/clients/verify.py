@@ -2,7 +2,7 @@
 
 The kit infers from the rules an endpoint fails that a client "would break" (the rule's measured
 impact, ``impact.json``). ``verify_clients`` measures it instead: it runs the installed real
-clients' text and tool turns (``runner.run_client``, through the capture proxy) against the
+clients' text and tool turns (``turns.run_client``, through the capture proxy) against the
 endpoint itself; ``compare_verdicts`` puts the two side by side.
 
 ``verify_clients(endpoint, model, api_key, apis, out, *, timeout=180.0, progress=None) -> dict``
@@ -10,7 +10,7 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
     Runs each client whose wire API is in ``apis`` ("anthropic", "responses", "chat"): Claude
     Code over Messages, Codex over Responses, OpenClaw over Messages and, when those APIs are
     selected, over Responses and Chat. Only clients already in the cache are run (nothing is
-    installed from npm here; ``python -m harnesscheck.conformance.clients`` installs them): a client not
+    installed from npm here; ``python -m harnesscheck.agents.clients`` installs them): a client not
     installed, or whose binary does not start, is listed with ``skipped`` set, never an error.
     ``api_key`` None gives the clients a dummy key. Captures and the clients' output go to
     ``out/<client>[-<api>]/<turn>/``. ``timeout`` limits each turn; ``progress(str)`` hears a line
@@ -24,7 +24,7 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
                                "measured": "works", "skipped": ""},
                      "openclaw:chat": {...}, ...}}
 
-    Keys are ``impact.client_key`` ("openclaw:chat"); the label is one per client whatever its
+    Keys are ``client_key`` ("openclaw:chat"); the label is one per client whatever its
     API, as in the kit's verdicts. ``measured`` is "breaks" when a turn failed (``failed`` lists its
     failed checks, ``"CL-FINAL-TEXT: <detail>"``; ``error`` the client's own error), "timed out"
     when a turn only ran out of time (every request it made was answered, the client had not
@@ -51,10 +51,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.conformance.clients import DUMMY_KEY, LABELS, get_client, impact, runner
+from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client, prepare_clients,
+                                         turns)
+from harnesscheck.conformance.impact import NO_MEASURE as NO_MEASURED
+from harnesscheck.conformance.impact import UNAFFECTED, WOULD_BREAK, label_of
 
 WORKS, BREAKS, TIMED_OUT = "works", "breaks", "timed out"
-from harnesscheck.conformance.clients.impact import NO_MEASURE as NO_MEASURED, UNAFFECTED, WOULD_BREAK  # noqa: E402
 # (client, api) runs: Claude Code over Messages, Codex over Responses, OpenClaw over all three.
 RUNS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None), ("openclaw", None),
                                             ("openclaw", "responses"), ("openclaw", "chat"))
@@ -70,10 +72,10 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
                    timeout: float = 180.0, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the installed clients of ``apis`` against ``endpoint`` (see the module docstring)."""
     runs = runs_for(apis)
-    prepared, skipped = impact.prepare_clients(runs, install_missing=False)
+    prepared, skipped = prepare_clients(runs, install_missing=False)
     clients: dict[str, dict[str, Any]] = {}
     for name, api in runs:  # in RUNS order, skipped ones in place
-        key = impact.client_key(name, api)
+        key = client_key(name, api)
         if key in skipped:
             client = get_client(name, api)
             clients[key] = {"label": LABELS[name], "api": client.api, "turns": {}, "measured": "",
@@ -83,24 +85,24 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
     for key, client, inst in prepared:
         if progress:
             progress(f"{key}: running {client.label} {inst.version} over {client.api}")
-        results = runner.run_client(client, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
-                                    timeout=timeout)
-        turns = {r.turn: {"ok": r.ok, "failed": [f"{c.id}: {c.detail[:300]}" for c in r.checks if not c.ok],
-                          "error": r.error[:500], "final_text": r.final_text[:200], "seconds": r.seconds,
-                          "timed_out": r.timed_out, "capture": r.capture} for r in results}
+        results = turns.run_client(client, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
+                                   timeout=timeout)
+        by_turn = {r.turn: {"ok": r.ok, "failed": [f"{c.id}: {c.detail[:300]}" for c in r.checks if not c.ok],
+                            "error": r.error[:500], "final_text": r.final_text[:200], "seconds": r.seconds,
+                            "timed_out": r.timed_out, "capture": r.capture} for r in results}
         measured = _measured_of(results)
-        clients[key] = {"label": impact.label_of(impact.client_entry(client, inst)), "api": client.api,
-                        "turns": turns, "measured": measured, "skipped": ""}
+        clients[key] = {"label": label_of(client_entry(client, inst)), "api": client.api,
+                        "turns": by_turn, "measured": measured, "skipped": ""}
         if progress:
-            progress(f"{key}: {measured}" + "".join(f"; {n}: {t['failed'][0]}" for n, t in turns.items()
+            progress(f"{key}: {measured}" + "".join(f"; {n}: {t['failed'][0]}" for n, t in by_turn.items()
                                                     if t["failed"]))
-    order = [impact.client_key(n, a) for n, a in runs]
+    order = [client_key(n, a) for n, a in runs]
     return {"endpoint": endpoint, "model": model, "apis": list(apis),
             "clients": {k: clients[k] for k in order if k in clients}}
 
 
 def _measured_of(results: list[Any]) -> str:
-    """works / breaks / timed out for one client's turns (runner.ClientResult): a turn that failed
+    """works / breaks / timed out for one client's turns (turns.ClientResult): a turn that failed
     only by running out of time, with every request it made answered, is slowness, not a break."""
     def state(r: Any) -> str:
         if r.ok:
@@ -128,3 +130,39 @@ def compare_verdicts(inferred: dict[str, str], measured: dict[str, Any]) -> list
         agrees = None if got == TIMED_OUT else got in _AGREES[said]
         rows.append({"client": label, "inferred": said, "measured": got, "agrees": agrees, "by_api": by_api})
     return rows
+
+
+def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 180.0) -> None:
+    """``check --verify-clients``: the step ``conformance.runner.run_suite`` runs after the suite (its
+    ``after``, with ``timeout`` bound): the real clients against the endpoint the suite checked
+    (``suite``, its SuiteOptions), captures under ``out/clients/``. It sets results.json's
+    ``client_verification``: ``verify_clients``' document plus ``comparison``, the measured verdicts
+    beside the ones the results infer (``compare_verdicts``)."""
+    from harnesscheck.conformance.options import split_apis
+    from harnesscheck.conformance.runner import inferred_verdicts
+
+    print("verifying the clients against the endpoint ...", flush=True)
+    measured = verify_clients(suite.endpoint, doc["run"]["model"], suite.api_key, split_apis(suite.apis),
+                              out / "clients", timeout=timeout, progress=lambda line: print(f"  {line}", flush=True))
+    doc["client_verification"] = {**measured, "comparison": compare_verdicts(inferred_verdicts(doc), measured)}
+
+
+def verification_lines(doc: dict[str, Any]) -> list[str]:
+    """Measured beside inferred, per client: 'Codex 0.171.0: measured works, inferred unaffected'; a
+    disagreement said as such; clients not run, with why. [] when the run verified no client."""
+    verification = doc.get("client_verification")
+    if not verification:
+        return []
+    lines = []
+    for row in verification.get("comparison") or []:
+        apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
+        line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
+        if row["agrees"] is None:
+            line += ": inconclusive (a turn ran out of time; try a longer --client-timeout)"
+        elif not row["agrees"]:
+            line += ": DISAGREE (the measurement is what happened)"
+        lines.append(line)
+    for entry in (verification.get("clients") or {}).values():
+        if entry.get("skipped"):
+            lines.append(f"{entry['label']} over {entry['api']}: not run ({entry['skipped']})")
+    return lines

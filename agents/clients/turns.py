@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.conformance.clients import DUMMY_KEY, Client
-from harnesscheck.conformance.clients.install import Install
+from harnesscheck.agents.clients import DUMMY_KEY, Client
+from harnesscheck.agents.clients.install import Install
 
 TEXT_PROMPT = "Say ok"
 TOOL_COMMAND = "echo harnesscheck-$((6*7))"

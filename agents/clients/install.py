@@ -150,12 +150,12 @@ def runnable(name: str, inst: Install, *, timeout: float = 120.0) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harnesscheck.conformance.clients [--budget S] [CLIENT ...]``: install the clients
+    """``python -m harnesscheck.agents.clients [--budget S] [CLIENT ...]``: install the clients
     (default: all three) within one time budget, check that each starts, and print one line per
     client. Exit 0 when all are ready, 2 when some are, 1 when none is (CI decides on it)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m harnesscheck.conformance.clients", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m harnesscheck.agents.clients", description=main.__doc__)
     p.add_argument("--budget", type=float, default=DEFAULT_INSTALL_TIMEOUT, metavar="S",
                    help="seconds for all installs together (default %(default)s)")
     p.add_argument("clients", nargs="*", default=["claude-code", "codex", "openclaw"])

@@ -14,19 +14,22 @@ import json
 import os
 from pathlib import Path
 
-from harnesscheck.conformance.clients import Client, Parsed, Prepared
-from harnesscheck.conformance.clients.install import Install, node24_binary
+from harnesscheck.agents.clients import Client, Parsed, Prepared
+from harnesscheck.agents.clients.install import Install, node24_binary
 
 PROVIDER = "harnesscheck"
-WIRE = {"anthropic": "anthropic-messages", "responses": "openai-responses", "chat": "openai-completions"}
+# per wire API: OpenClaw's provider ``api`` and what its baseUrl adds to the endpoint's root (the
+# Anthropic SDK appends /v1/messages itself; the OpenAI one appends only /responses or /chat/completions)
+WIRE = {"anthropic": ("anthropic-messages", ""), "responses": ("openai-responses", "/v1"),
+        "chat": ("openai-completions", "/v1")}
 
 
 def openclaw_config(base_url: str, model: str, api: str, api_key: str, *, lean: bool = True) -> dict:
     """The throwaway ``openclaw.json``. ``lean`` (default) cuts start-up work that a one-shot turn
     against a custom provider does not use; the request OpenClaw sends keeps its shape (same 12
     tools, same system prompt sections), see FAST_ENV."""
-    wire = WIRE[api]
-    base = base_url.rstrip("/") if api == "anthropic" else base_url.rstrip("/") + "/v1"
+    wire, suffix = WIRE[api]
+    base = base_url.rstrip("/") + suffix
     cfg: dict = {"agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
                  "models": {"mode": "merge", "providers": {PROVIDER: {
                      "baseUrl": base, "apiKey": api_key, "api": wire,

@@ -12,7 +12,7 @@ if present) and the returned ``TaskSet.loader`` says so.
 The toy task set (``TOY_TASKS``, ``build_toy_repo``) is a three-bug calculator repository shipped in
 ``scenarios/swebench/toy/`` for end-to-end runs without the real benchmark. The reference server's
 scripted model knows how to fix each bug: the first line of each problem statement starts a scenario
-(``scenarios/data/toycalc_fix*.yaml``), so ``harnesscheck.stats.toy_agent`` (or Codex) against that server
+(``scenarios/data/toycalc_fix*.yaml``), so ``harnesscheck.agents.toy_agent`` (or Codex) against that server
 inspects, patches and tests like an agent would; ``harnesscheck swebench run --toy`` does that
 against an embedded server.
 

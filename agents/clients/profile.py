@@ -73,7 +73,7 @@ def profile_of(body: dict[str, Any]) -> dict[str, Any]:
 
 def truncation_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What came back of the long command's output in the request after the tool call."""
-    from harnesscheck.conformance.clients.runner import is_model_request, tool_results
+    from harnesscheck.agents.clients.turns import is_model_request, tool_results
 
     for t in [r for r in records if is_model_request(r)][1:]:
         for res in tool_results(t.get("request_body")):
@@ -93,21 +93,21 @@ def fallback_of(stdout: str) -> bool:
 
 
 def capture_profile(inst: Any, endpoint: str, model: str, work: Path, *, timeout: float = 180.0) -> dict[str, Any]:
-    from harnesscheck.conformance.clients import get_client, runner
+    from harnesscheck.agents.clients import get_client, turns
 
     client = get_client("codex")
-    text = runner.run_turn(client, inst, endpoint, model, work / "text", turn="text", prompt=runner.TEXT_PROMPT,
+    text = turns.run_turn(client, inst, endpoint, model, work / "text", turn="text", prompt=turns.TEXT_PROMPT,
                            timeout=timeout)
-    records = runner.load_records(text.capture)
-    first = next((r for r in records if runner.is_model_request(r)), None)
+    records = turns.load_records(text.capture)
+    first = next((r for r in records if turns.is_model_request(r)), None)
     if first is None or not isinstance(first.get("request_body"), dict):
         return {"model": model, "error": f"no request captured: {text.error[:300]}", "ok": False}
     prof = profile_of(first["request_body"])
     shell = next((n for n in ("exec_command", "shell_command", "shell", "local_shell") if n in prof["tools"]),
                  client.tool)
-    long_turn = runner.run_turn(client, inst, endpoint, model, work / "long-output", turn="tool",
+    long_turn = turns.run_turn(client, inst, endpoint, model, work / "long-output", turn="tool",
                                 prompt=f"Use the {shell} tool to run `{LONG_COMMAND}`.", timeout=timeout)
-    prof["truncation"] = truncation_of(runner.load_records(long_turn.capture))
+    prof["truncation"] = truncation_of(turns.load_records(long_turn.capture))
     prof["fallback_metadata"] = fallback_of(text.stdout_tail + (Path(work / "text" / "stdout.txt").read_text()
                                                                 if (work / "text" / "stdout.txt").exists() else ""))
     prof["codex_version"] = inst.version

@@ -1,6 +1,6 @@
 """Run the SWE-bench driver's (task, profile) runs as Ray tasks, on one machine or a cluster.
 
-``run_profiles_on_ray`` is ``harnesscheck.stats.driver.run_profiles`` spread over a Ray cluster (Ray is an
+``run_profiles_on_ray`` is ``harnesscheck.agents.driver.run_profiles`` spread over a Ray cluster (Ray is an
 optional extra: ``pip install 'harnesscheck[ray]'``):
 
 - one Ray task per (task, profile), asking for ``RayOptions.num_cpus`` CPUs and ``memory_mb`` of
@@ -14,35 +14,32 @@ optional extra: ``pip install 'harnesscheck[ray]'``):
   by either driver) is not run again;
 - a run whose Ray task fails (raises, its worker or node dies, or it outlives ``task_timeout_s``
   and is cancelled) is tried again up to ``retries`` times, then recorded as failed: its
-  ``task.json`` says ``"failed": true`` with the errors of every attempt (``harnesscheck.stats.rollouts`` leaves
+  ``task.json`` says ``"failed": true`` with the errors of every attempt (``harnesscheck.agents.rollouts`` leaves
   such a folder out, so ``compare`` lists the task as unpaired instead of counting zero calls). An
   agent that exits non-zero or times out is a result, as on one machine, and is not retried;
 - progress (rich, when a console is given): done / running / failed per profile.
 
-The task file is checked (``harnesscheck.stats.driver.validate_run``) before Ray is even asked for anything.
+The task file is checked (``harnesscheck.agents.driver.validate_run``) before Ray is even asked for anything.
 Every machine needs the kit, the agent client, git and the local repositories at the path given as
 ``repos`` (see docs/scale-out.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import tempfile
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harnesscheck.stats.driver import (
+from harnesscheck.agents.driver import (
     DEFAULT_COMMAND,
     Profile,
     TaskRun,
@@ -53,61 +50,18 @@ from harnesscheck.stats.driver import (
     validate_run,
     write_task_json,
 )
-from harnesscheck.stats.swebench import SweTask, TaskFileError
+from harnesscheck.agents.swebench import SweTask, TaskFileError
+from harnesscheck.replay.cluster import ray_session
 
 __all__ = [
-    "INSTALL_HINT",
     "RayOptions",
-    "RayUnavailable",
-    "import_ray",
     "is_complete",
     "is_failed",
-    "ray_session",
     "run_profiles_on_ray",
 ]
 
 #: how the error of a run recorded as failed starts (``is_failed``)
 FAILED_PREFIX = "failed after"
-INSTALL_HINT = "--ray needs Ray: pip install 'harnesscheck[ray]' (or: pip install 'ray>=2.40')"
-
-
-class RayUnavailable(RuntimeError):
-    """Ray is not installed; the message says how to install it."""
-
-
-def import_ray() -> ModuleType:
-    """The ``ray`` module, or RayUnavailable with ``INSTALL_HINT``."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise RayUnavailable(INSTALL_HINT) from exc
-    return ray
-
-
-@contextlib.contextmanager
-def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[ModuleType]:
-    """A connected ``ray``: the session already open in this process, else ``ray.init(address)``
-    (``None``: RAY_ADDRESS, or a cluster started on this machine, or a new local instance with
-    ``num_cpus``), shut down on the way out only when it was opened here. The SIGTERM handler in
-    place before is put back after ``ray.init``, which replaces it."""
-    ray = import_ray()
-    if ray.is_initialized():
-        yield ray
-        return
-    kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": "warning"}
-    if address:
-        kwargs["address"] = address
-    else:
-        kwargs.update(num_cpus=num_cpus, include_dashboard=False)
-    main_thread = threading.current_thread() is threading.main_thread()
-    on_term = signal.getsignal(signal.SIGTERM) if main_thread else None
-    ray.init(**kwargs)
-    if main_thread:  # ray.init sets its own SIGTERM handler; the CLI's stops the run cleanly (exit 130)
-        signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
