@@ -41,8 +41,17 @@ class Generation(ABC):
 
 
 class EngineStopped(RuntimeError):
-    """The engine ended a request for its own reason (cancelled, timed out): not a finish the API
-    may call "stop"; the turn fails (a 500, or the stream cut) instead."""
+    """The engine ended a request for its own reason: not a finish the API may call "stop".
+
+    `reason` is the engine's word for it: "timeout" (the request ran past the engine's limit) or
+    "cancelled" (or any other the engine gives). Each API ends the turn with its own error form
+    (`frontends/common.py`, ENGINE_STOP_STATUS): an error status before the stream started, else
+    the stream's error frame.
+    """
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or f"the engine ended the generation: {reason}")
+        self.reason = reason
 
 
 def stops(request: GenerateRequest) -> frozenset[int]:

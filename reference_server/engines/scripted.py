@@ -5,6 +5,11 @@ in the family's format). Timing follows a model like Dynamo's CPU mocker: time t
 base + cost per *uncached* prompt token, then one token per decode interval. The prefix cache is
 real (hash-chained blocks), so cache hits in usage and in TTFT come from actual reuse. Reports say
 that figures from this engine are modelled ("scripted-model").
+
+A test switch (`--engine-option stop=timeout|cancelled`, with `stop_after=N`, default 0): every
+generation ends after N output tokens as the engine's own stop (`EngineStopped`), the way
+TensorRT-LLM reports a "timeout" or "cancelled" finish, so each API's error ending is tested over
+real HTTP (tests/reference_server/test_engine_stop.py).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip
+from harnesscheck.reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation, Slots, clip
 from harnesscheck.reference_server.prefix_cache import PrefixCache
 from harnesscheck.reference_server.tokenizer import Tokenizer
 
@@ -51,7 +56,11 @@ class _ScriptedGeneration(Generation):
             await asyncio.sleep(timing.ttft_s(self.prompt_tokens - self.cached_tokens))
             self.engine.cache.insert(self.request.prompt_ids)
             step = max(1, timing.tokens_per_chunk)
+            stop = self.engine.stop
             for n, start in enumerate(range(0, len(self._script), step)):
+                if stop is not None and len(self.output_ids) >= stop[1]:
+                    raise EngineStopped(stop[0], f"the scripted engine's test switch: stop={stop[0]} after "
+                                                 f"{stop[1]} tokens")
                 if n:
                     due = t0 + timing.ttft_s(self.prompt_tokens - self.cached_tokens) + n * timing.decode_ms / 1000
                     delay = due - time.monotonic()
@@ -77,8 +86,10 @@ class ScriptedEngine(Engine):
     timing = "scripted-model"
 
     def __init__(self, *, tokenizer: Tokenizer, timing: TimingModel | None = None, block_size: int = 16,
-                 cache_blocks: int = 1 << 16, max_concurrency: int = 1024) -> None:
+                 cache_blocks: int = 1 << 16, max_concurrency: int = 1024,
+                 stop: tuple[str, int] | None = None) -> None:
         self.tokenizer = tokenizer
+        self.stop = stop  # the test switch (module docstring): (reason, after this many tokens)
         self.timing_model = timing or TimingModel()
         self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks)
         self.max_concurrency = max_concurrency
@@ -97,4 +108,17 @@ class ScriptedEngine(Engine):
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "device": self.device, "timing": self.timing,
                 "timing_model": asdict(self.timing_model), "block_size": self.cache.block_size,
-                "max_concurrency": self.max_concurrency}
+                "max_concurrency": self.max_concurrency} | ({"stop": list(self.stop)} if self.stop else {})
+
+
+def stop_switch(options: dict[str, str]) -> tuple[str, int] | None:
+    """The test switch from `--engine-option stop=REASON [stop_after=N]`, or None."""
+    reason = options.get("stop")
+    if not reason:
+        return None
+    if reason not in ("timeout", "cancelled"):
+        raise ValueError(f"--engine-option stop={reason!r}: expected timeout or cancelled")
+    after = options.get("stop_after", "0")
+    if not after.isdigit():
+        raise ValueError(f"--engine-option stop_after={after!r}: expected a number of tokens")
+    return reason, int(after)

@@ -86,7 +86,8 @@ class _TrtGeneration(Generation):
         if out.finish_reason is not None:
             self._done = True
             if out.finish_reason not in ("stop", "length"):  # cancelled, timeout: not a "stop"
-                raise EngineStopped(f"TensorRT-LLM ended the request: finish_reason {out.finish_reason!r}")
+                raise EngineStopped(str(out.finish_reason),
+                                    f"TensorRT-LLM ended the request: finish_reason {out.finish_reason!r}")
             self.finish_reason = out.finish_reason
         return new
 

@@ -11,12 +11,17 @@ import json
 import time
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
 from harnesscheck.reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart, Usage)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, expect, has_cache_control, int_in, json_str,
-                                               number_in, sse)
+from harnesscheck.reference_server.frontends.common import (ApiError, anthropic_error_body, engine_stop_error, expect,
+                                                            has_cache_control, int_in, json_str, number_in, sse)
+from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import sign
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -359,6 +364,12 @@ class AnthropicStream:
                 out.append(sse("message_stop", {"type": "message_stop"}))
         return out
 
+    def fail(self, reason: str, message: str) -> list[bytes]:
+        """The engine stopped the turn mid-stream: an `error` event ends it, with the error shape and
+        type the status would have had (streaming docs, "Error events"); the SDK raises APIStatusError."""
+        error = engine_stop_error(reason, message, "anthropic")
+        return [sse("error", anthropic_error_body(error, error.status))]
+
     def message(self) -> dict[str, Any]:
         for block in self.blocks:
             block.pop("_json", None)
@@ -370,3 +381,38 @@ class AnthropicStream:
 
 def message_id() -> str:
     return f"msg_{time.time_ns():x}"
+
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    """POST /v1/messages and /v1/messages/count_tokens (404 unless --enable-anthropic-api)."""
+    service, faults = ctx.service, ctx.faults
+
+    def enabled() -> None:
+        if not ctx.config.enable_anthropic_api:
+            raise ApiError(404, "the Anthropic Messages API is not enabled (--enable-anthropic-api)")
+
+    async def messages(request: Request) -> Response:
+        enabled()
+        body = await ctx.body(request)
+        conv = parse(to_conversation, body, faults, betas=request.headers.get("anthropic-beta", ""))
+        turn = await service.start_turn(conv, id_prefix="toolu_")
+        adapter = AnthropicStream(message_id=message_id(), model=conv.model, prompt_tokens=turn.prompt_tokens,
+                                  cached_tokens=turn.cached_tokens, faults=faults)
+        if body.get("stream"):
+            return ctx.stream(adapter, turn)
+        adapter.start()
+        async for event in turn.events():
+            adapter.feed(event)
+        return JSONResponse(adapter.message())
+
+    async def count_tokens(request: Request) -> Response:
+        enabled()
+        conv = parse(to_conversation, await ctx.body(request), faults, count_only=True,
+                     betas=request.headers.get("anthropic-beta", ""))
+        count = await service.count_tokens(conv)  # on the pool's workers: seconds for a large prompt
+        if faults.on("count-tokens-mismatch"):
+            count = count + 7
+        return JSONResponse({"input_tokens": count})
+
+    return [Route("/v1/messages", ctx.handler("anthropic", messages), methods=["POST"]),
+            Route("/v1/messages/count_tokens", ctx.handler("anthropic", count_tokens), methods=["POST"])]

@@ -7,16 +7,22 @@ on, each complete call is also announced by an `event: tool_call_dispatch` side 
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from harnesscheck.reference_server.conversation import Conversation, Message, ToolChoice, ToolResult, ToolSpec
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, expect, int_in, number_in,
-                                               positive_int, sse)
+from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, engine_stop_error, expect, int_in,
+                                                            number_in, openai_error_body, positive_int, sse)
+from harnesscheck.reference_server.frontends.http import ApiContext, parse
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -273,6 +279,13 @@ class ChatStream:
             return out
         return []
 
+    def fail(self, reason: str, message: str) -> list[bytes]:
+        """The engine stopped the turn mid-stream: a chunk holding only OpenAI's error object, then
+        [DONE], as vLLM ends a failed stream (serving_chat.py); openai-python raises APIError on a
+        chunk with an `error` key. The Chat reference defines no in-stream error (docs/API_FACTS.md)."""
+        error = engine_stop_error(reason, message, "openai")
+        return [sse(None, openai_error_body(error, error.status)), b"data: [DONE]\n\n"]
+
     def completion(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
         if self.reasoning:
@@ -283,3 +296,24 @@ class ChatStream:
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}],
                 "usage": self.usage}
 
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    """POST /v1/chat/completions."""
+    service, faults = ctx.service, ctx.faults
+    serial = itertools.count()  # with the clock, a chat completion id unique per request
+
+    async def chat_completions(request: Request) -> Response:
+        body = await ctx.body(request)
+        conv = parse(to_conversation, body, faults)
+        turn = await service.start_turn(conv, id_prefix="call_")
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        adapter = ChatStream(completion_id=f"chatcmpl-{time.time_ns():x}{next(serial):04x}", model=conv.model,
+                             include_usage=include_usage, dispatch=ctx.config.enable_streaming_tool_dispatch,
+                             faults=faults)
+        if body.get("stream"):
+            return ctx.stream(adapter, turn)
+        async for event in turn.events():
+            adapter.feed(event)
+        return JSONResponse(adapter.completion())
+
+    return [Route("/v1/chat/completions", ctx.handler("openai", chat_completions), methods=["POST"])]

@@ -42,6 +42,37 @@ class ApiError(Exception):
         return self.message
 
 
+def anthropic_error_body(error: ApiError, status: int) -> dict[str, Any]:
+    """Anthropic's error shape (errors docs): {"type": "error", "error": {"type", "message"}}."""
+    kind = ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+OPENAI_ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error",
+                      429: "rate_limit_error"}
+
+
+def openai_error_body(error: ApiError, status: int) -> dict[str, Any]:
+    """OpenAI's error shape (Chat and Responses alike): {"error": {"message", "type", "param", "code"}}."""
+    kind = OPENAI_ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}}
+
+
+# Whose error shape a route answers in: Chat and Responses share OpenAI's.
+ERROR_BODIES: dict[ApiKind, Callable[[ApiError, int], dict[str, Any]]] = {
+    "anthropic": anthropic_error_body, "openai": openai_error_body}
+
+# The status an engine's own stop (`EngineStopped.reason`) gets, per error shape: a timeout is the
+# engine out of capacity (Anthropic 529 overloaded_error; OpenAI 503, "the engine is currently
+# overloaded"), any other reason (cancelled) an internal error (500). docs/API_FACTS.md, "Errors".
+ENGINE_STOP_STATUS: dict[ApiKind, dict[str, int]] = {"anthropic": {"timeout": 529}, "openai": {"timeout": 503}}
+
+
+def engine_stop_error(reason: str, message: str, api: ApiKind) -> ApiError:
+    """The ApiError an engine's own stop becomes in `api`'s shape."""
+    return ApiError(ENGINE_STOP_STATUS[api].get(reason, 500), f"generation stopped by the engine ({reason}): {message}")
+
+
 def error_response(error: ApiError, api: ApiKind, faults: Faults) -> JSONResponse:
     status = error.status
     # A message that quotes the client's input may carry a lone surrogate: JSON rendering would fail.
@@ -50,14 +81,7 @@ def error_response(error: ApiError, api: ApiKind, faults: Faults) -> JSONRespons
         status = 500
     if faults.on("wrong-error-shape"):
         return JSONResponse({"detail": error.message}, status_code=status)
-    if api == "anthropic":
-        kind = ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": error.message}}
-    else:
-        kind = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error",
-                429: "rate_limit_error"}.get(status, "invalid_request_error" if status < 500 else "server_error")
-        body = {"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(ERROR_BODIES[api](error, status), status_code=status)
 
 
 def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -150,9 +174,14 @@ def check_auth(request: Request, api_key: str | None) -> None:
 
 
 class Adapter(Protocol):
+    """One API's stream writer: its opening frames, the frames of each internal event, and the
+    frames that end a stream the engine stopped (`EngineStopped`: the API's own error form)."""
+
     def start(self) -> list[bytes]: ...
 
     def feed(self, event: Any) -> list[bytes]: ...
+
+    def fail(self, reason: str, message: str) -> list[bytes]: ...
 
 
 def step_frames(adapter: Adapter, step: list[Any]) -> bytes:

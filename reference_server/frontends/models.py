@@ -1,4 +1,4 @@
-"""GET /v1/models and /v1/models/{model_id}: ids with '/' work raw and as %2F.
+"""GET /v1/models and /v1/models/{model_id}: ids with '/' work raw and as %2F; also the server's / and /health.
 
 Anthropic's shape when the client sends `anthropic-version`, OpenAI's list shape otherwise (as
 Dynamo does). Each entry carries the engine, its device and settings as metadata.
@@ -6,12 +6,16 @@ Dynamo does). Each entry carries the engine, its device and settings as metadata
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from harnesscheck.reference_server.frontends.common import ApiError
+from harnesscheck.reference_server.frontends.http import ApiContext
 from harnesscheck.reference_server.service import Service
 
 CREATED = 1767225600  # 2026-01-01, fixed so answers are stable
@@ -50,3 +54,40 @@ def get_model(service: Service, request: Request) -> dict[str, Any]:
     if model_id not in service.profiles:
         raise ApiError(404, f"model '{model_id}' not found")
     return _entry(service, model_id, wants_anthropic(request))
+
+
+def with_template(service: Service, entry: dict[str, Any]) -> dict[str, Any]:
+    """A model entry with its chat template and the reasoning-history decision (metadata.chat_template)."""
+    if isinstance(entry.get("metadata"), dict) and entry.get("id") in service.profiles:
+        entry["metadata"]["chat_template"] = service.template_metadata(entry["id"])
+    return entry
+
+
+def routes(ctx: ApiContext, store_stats: Callable[[], dict[str, int]]) -> list[BaseRoute]:
+    """GET /v1/models and /v1/models/{id} (the client's shape), and the server's own / and /health
+    (`store_stats`: the Responses store's figures)."""
+    service, faults = ctx.service, ctx.faults
+
+    async def list_route(request: Request) -> Response:
+        listing = list_models(service, request)
+        listing["data"] = [with_template(service, entry) for entry in listing["data"]]
+        return JSONResponse(listing)
+
+    async def get_route(request: Request) -> Response:
+        return JSONResponse(with_template(service, get_model(service, request)))
+
+    async def root(request: Request) -> Response:
+        if request.method == "HEAD":
+            return Response(status_code=200)
+        return JSONResponse({"name": "harnesscheck reference server", "models": list(service.profiles),
+                             "engine": service.engine.describe(), "faults": sorted(faults.names)})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "active_requests": service.engine.active_requests(),
+                             "cache": service.engine.cache_stats(), "cpu_pool": service.pool.stats(),
+                             "responses_store": store_stats()})
+
+    return [Route("/", root, methods=["GET", "HEAD"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/models", ctx.handler(None, list_route), methods=["GET"]),
+            Route("/v1/models/{model_id:path}", ctx.handler(None, get_route), methods=["GET"])]

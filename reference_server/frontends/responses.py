@@ -16,12 +16,19 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
 from harnesscheck.reference_server.conversation import Conversation, Message, ToolResult, ToolSpec
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.chat import tool_choice_of
-from harnesscheck.reference_server.frontends.common import ApiError, expect, int_in, json_str, number_in, sse
+from harnesscheck.reference_server.frontends.common import (ApiError, engine_stop_error, error_response, expect, int_in,
+                                                            json_str, number_in, sse)
+from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import pack_reasoning, unpack_reasoning
 
 ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store", "text", "truncation",
@@ -331,6 +338,7 @@ class ResponsesStream:
         self.usage: dict[str, Any] | None = None
         self.status = "in_progress"
         self.incomplete: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
         self.parts: list[Part] = []  # the turn, for the response store
 
     def response(self) -> dict[str, Any]:
@@ -345,7 +353,7 @@ class ResponsesStream:
         echoed["truncation"] = self.body.get("truncation", "disabled")
         return {"id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
                 "model": self.body.get("model"), "output": copy.deepcopy(self.output), "usage": self.usage,
-                "error": None, "incomplete_details": self.incomplete, **echoed}
+                "error": self.error, "incomplete_details": self.incomplete, **echoed}
 
     def _next_seq(self) -> int:
         seq = self.seq
@@ -470,6 +478,15 @@ class ResponsesStream:
                 out.append(self._event(f"response.{self.status}", response=self.response()))
         return out
 
+    def fail(self, reason: str, message: str) -> list[bytes]:
+        """The engine stopped the turn mid-stream: `response.failed`, the response with status
+        "failed" and an error object (openai-python ResponseFailedEvent, ResponseError code
+        "server_error"); an item still open stays "in_progress"."""
+        self.open = None
+        self.status = "failed"
+        self.error = {"code": "server_error", "message": engine_stop_error(reason, message, "openai").message}
+        return [self._event("response.failed", response=self.response())]
+
     def _part(self, kind: str, text: str) -> None:
         if self.parts and self.parts[-1].kind == kind:
             self.parts[-1].text += text
@@ -480,3 +497,55 @@ class ResponsesStream:
 
 def response_id() -> str:
     return f"resp_{time.time_ns():x}"
+
+
+NO_WEBSOCKET = "GET /v1/responses: no WebSocket transport on this server; use POST /v1/responses"
+
+
+def routes(ctx: ApiContext, store: ResponseStore) -> list[BaseRoute]:
+    """POST /v1/responses (previous_response_id from `store`), and GET / WebSocket denied the way
+    Codex falls back from at once."""
+    service, faults = ctx.service, ctx.faults
+
+    async def create_response(request: Request) -> Response:
+        body = await ctx.body(request)
+        conv = parse(to_conversation, body, store, faults)
+        turn = await service.start_turn(conv, id_prefix="call_")
+        adapter = ResponsesStream(response_id=response_id(), body=body, faults=faults)
+
+        def remember() -> None:
+            if body.get("store", True) is not False:
+                history = conv.messages + [Message(role="assistant", parts=adapter.parts)]
+                store.put(adapter.id, history, parent=body.get("previous_response_id"))
+
+        if body.get("stream"):
+            return ctx.stream(adapter, turn, then=remember)
+        adapter.start()
+        async for event in turn.events():
+            adapter.feed(event)
+        remember()
+        return JSONResponse(adapter.response())
+
+    async def responses_get(request: Request) -> Response:
+        # Codex tries a WebSocket upgrade first. Measured with Codex 0.171.0 (docs/clients.md): 426
+        # makes it fall back to POST at once (one GET, ~0.4 s); 404/405/403/501 make it retry with
+        # backoff for ~6.5 s; 400 fails the turn. A proxy drops the hop-by-hop Upgrade header, so the
+        # WebSocket handshake is also recognised by Sec-WebSocket-Key or openai-beta responses_websockets.
+        h = request.headers
+        if ("websocket" in h.get("upgrade", "").lower() or "sec-websocket-key" in h
+                or "responses_websockets" in h.get("openai-beta", "")):
+            raise ApiError(426, NO_WEBSOCKET)
+        raise ApiError(405, "GET /v1/responses: use POST (no WebSocket transport on this server)")
+
+    async def responses_websocket(websocket: WebSocket) -> None:
+        # A direct connection: uvicorn turns the upgrade into a WebSocket scope before any HTTP route
+        # sees it; deny it with the same 426 (a bare close would answer 403, which Codex retries ~6.5 s).
+        body = error_response(ApiError(426, NO_WEBSOCKET), "openai", faults)
+        try:
+            await websocket.send_denial_response(body)
+        except RuntimeError:  # the server lacks the websocket.http.response extension
+            await websocket.close()
+
+    return [Route("/v1/responses", ctx.handler("openai", create_response), methods=["POST"]),
+            Route("/v1/responses", ctx.handler("openai", responses_get), methods=["GET"]),
+            WebSocketRoute("/v1/responses", responses_websocket)]

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
 from harnesscheck.reference_server.conversation import Conversation
 from harnesscheck.reference_server.frontends import anthropic, chat, responses
 from harnesscheck.reference_server.frontends.common import ApiError, expect
+from harnesscheck.reference_server.frontends.http import ApiContext, json_bytes, large_body, parse
 from harnesscheck.reference_server.service import Service
 
 ANTHROPIC_BLOCKS = {"thinking", "redacted_thinking", "tool_use", "tool_result"}
@@ -94,3 +99,24 @@ def detokenize(service: Service, body: dict[str, Any]) -> dict[str, Any]:
     if service.faults.on("detokenize-drops-special"):
         return {"prompt": service.tokenizer.hf.decode(tokens, skip_special_tokens=True)}
     return {"prompt": service.tokenizer.decode(tokens)}
+
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    """POST /tokenize and /detokenize, at the root and under /v1."""
+    service = ctx.service
+
+    async def tokenize_route(request: Request) -> Response:
+        body = await ctx.body(request)
+        # Rendering, tokenizing and writing the answer (one id per token) all run on a worker.
+        content = await service.pool.run(lambda: json_bytes(parse(tokenize, service, body)),
+                                         large=large_body(request))
+        return Response(content, media_type="application/json")
+
+    async def detokenize_route(request: Request) -> Response:
+        return JSONResponse(parse(detokenize, service, await ctx.body(request)))
+
+    out: list[BaseRoute] = []
+    for prefix in ("", "/v1"):
+        out.append(Route(f"{prefix}/tokenize", ctx.handler("openai", tokenize_route), methods=["POST"]))
+        out.append(Route(f"{prefix}/detokenize", ctx.handler("openai", detokenize_route), methods=["POST"]))
+    return out

@@ -135,9 +135,10 @@ def test_cancelled_or_timed_out_is_not_a_stop() -> None:
 
         async def scenario() -> None:
             gen = await eng.start(GenerateRequest("r", list(range(40)), 10, eos_id=7))
-            with pytest.raises(EngineStopped, match=reason):
+            with pytest.raises(EngineStopped, match=reason) as caught:
                 async for _ in gen:
                     pass
+            assert caught.value.reason == reason  # each API picks its error form from it
             assert gen.finish_reason != "stop"
 
         asyncio.run(scenario())

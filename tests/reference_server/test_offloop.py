@@ -20,7 +20,7 @@ import pytest
 from starlette.responses import JSONResponse
 
 from harnesscheck.conformance.requests import first
-from harnesscheck.reference_server.app import json_bytes
+from harnesscheck.reference_server.frontends.http import json_bytes
 from harnesscheck.reference_server.launch import ServerProcess
 from harnesscheck.reference_server.service import LARGE_NICE, CpuPool, encode_text
 from harnesscheck.reference_server.tokenizer import load

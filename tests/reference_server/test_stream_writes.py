@@ -115,7 +115,7 @@ def test_sse_response_writes_one_chunk_per_step_with_every_frame_in_order() -> N
               _chat, lambda: ResponsesStream(response_id="resp_abc", body={"model": "m"}, faults=Faults())]
 
     async def collect(adapter: Any) -> list[bytes]:
-        from harnesscheck.reference_server.app import RAW_SEND, SSEResponse
+        from harnesscheck.reference_server.frontends.http import RAW_SEND, SSEResponse
 
         sent: list[dict[str, Any]] = []
 
@@ -166,7 +166,7 @@ class _Adapter:
 
 
 def _run_sse(steps: Any, receive: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    from harnesscheck.reference_server.app import RAW_SEND, SSEResponse
+    from harnesscheck.reference_server.frontends.http import RAW_SEND, SSEResponse
 
     sent: list[dict[str, Any]] = []
     log: list[str] = []
