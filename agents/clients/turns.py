@@ -35,6 +35,7 @@ from typing import Any
 
 from harnesscheck.agents.clients import DUMMY_KEY, Client
 from harnesscheck.agents.clients.install import Install
+from harnesscheck.conformance import apis
 
 TEXT_PROMPT = "Say ok"
 TOOL_COMMAND = "echo harnesscheck-$((6*7))"
@@ -98,9 +99,8 @@ def _frame_json(frame: dict[str, Any]) -> Any:
 
 
 def is_model_request(t: dict[str, Any]) -> bool:
-    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
-    return t.get("method") == "POST" and (path.endswith("/messages") or path.endswith("/responses")
-                                          or path.endswith("/chat/completions"))
+    """A POST to one of the APIs' model routes (``api_of``)."""
+    return t.get("method") == "POST" and api_of(t) is not None
 
 
 def is_ws_probe(t: dict[str, Any]) -> bool:
@@ -134,86 +134,71 @@ def stream_errors(t: dict[str, Any]) -> list[str]:
     return out
 
 
-# The frame types that end a stream, per model route; a route the runner does not know takes them all.
-TERMINAL_TYPES = {"/messages": ("message_stop",), "/responses": ("response.completed", "response.incomplete"),
-                  "/chat/completions": ("[DONE]",)}
+# The frame types after which a client has its whole answer, per API (a request of no known API takes
+# them all): a [DONE] does not end a Responses stream for Codex or the SDK, and response.failed is no answer.
+TERMINAL_TYPES = {"anthropic": ("message_stop",), "responses": ("response.completed", "response.incomplete"),
+                  "chat": ("[DONE]",)}
 
 
 def stream_complete(t: dict[str, Any]) -> bool:
-    """The stream reached its terminal frame (the client may hang up right after it), by frame type:
-    ``message_stop``; ``response.completed`` / ``response.incomplete`` (a ``[DONE]`` does not end a
-    Responses stream for Codex or the SDK); Chat's ``[DONE]``."""
-    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
-    ends = next((v for k, v in TERMINAL_TYPES.items() if path.endswith(k)),
-                tuple(x for v in TERMINAL_TYPES.values() for x in v))
+    """The stream reached its terminal frame (the client may hang up right after it), by frame type
+    (``TERMINAL_TYPES``)."""
+    api = api_of(t)
+    ends = TERMINAL_TYPES[api.NAME] if api else tuple(x for v in TERMINAL_TYPES.values() for x in v)
     return any(frame_type(f) in ends for f in t.get("frames") or [])
 
 
 def _same_id(a: str, b: str) -> bool:
-    """Call ids match; OpenClaw (Chat) strips non-alphanumerics from ids it sends back (call_9e6d -> call9e6d)."""
-    return a == b or re.sub(r"[^A-Za-z0-9]", "", a) == re.sub(r"[^A-Za-z0-9]", "", b)
+    """Call ids match (a call without an id matches nothing); OpenClaw (Chat) strips non-alphanumerics
+    from ids it sends back (call_9e6d -> call9e6d)."""
+    return bool(b) and (a == b or re.sub(r"[^A-Za-z0-9]", "", a) == re.sub(r"[^A-Za-z0-9]", "", b))
 
 
 def _hung_up(error: str) -> bool:
     return any(s in error for s in ("closing transport", "ConnectionReset", "Connection reset", "BrokenPipe"))
 
 
-def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
-    """Tool calls the server's answer made: [{id, name, arguments}] (all three APIs), read from the
-    frames' data (its ``type``; Chat chunks by ``choices``), never from the SSE event names."""
-    calls: dict[str, dict[str, str]] = {}
-    by_index: dict[int, str] = {}
-    last = ""
+def api_of(t: dict[str, Any]) -> Any:
+    """The API module (``conformance.apis``) of a request, by its route ("/messages", "/responses",
+    "/chat/completions", with or without the /v1 the clients put before it); None for any other."""
+    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
+    return next((api for api in apis.APIS.values() if path.endswith(api.PATH.removeprefix("/v1"))), None)
+
+
+def answer_of(t: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's answer to a model request: its stream folded by the API's own ``accumulate`` (the
+    frames' data; Chat's end marker as "[DONE]"), else the JSON body of a non-streamed answer."""
+    api = api_of(t)
+    if api is None:
+        return None
+    snap = None
     for f in t.get("frames") or []:
-        d = _frame_json(f)
-        if not isinstance(d, dict):
-            continue
-        typ = frame_type(f)
-        if typ == "content_block_start" and (d.get("content_block") or {}).get("type") == "tool_use":
-            b = d["content_block"]
-            calls[str(b.get("id"))] = {"id": str(b.get("id")), "name": str(b.get("name")), "arguments": ""}
-            last = str(b.get("id"))
-        elif typ == "content_block_delta" and (d.get("delta") or {}).get("type") == "input_json_delta" and calls:
-            key = last if last in calls else list(calls)[-1]
-            calls[key]["arguments"] += str(d["delta"].get("partial_json") or "")
-        elif typ in ("response.output_item.added", "response.output_item.done") and \
-                (d.get("item") or {}).get("type") == "function_call":
-            it = d["item"]
-            cid = str(it.get("call_id") or it.get("id"))
-            prev = calls.get(cid, {})
-            calls[cid] = {"id": cid, "name": str(it.get("name") or prev.get("name")),
-                          "arguments": str(it.get("arguments") or prev.get("arguments") or "")}
-        elif "choices" in d:
-            for ch in d.get("choices") or []:
-                for tc in ((ch or {}).get("delta") or {}).get("tool_calls") or []:
-                    fn = tc.get("function") or {}
-                    if tc.get("id"):
-                        calls[str(tc["id"])] = {"id": str(tc["id"]), "name": str(fn.get("name")), "arguments": ""}
-                        by_index[tc.get("index", 0)] = str(tc["id"])
-                    key = by_index.get(tc.get("index", 0))
-                    if key in calls and fn.get("arguments"):
-                        calls[key]["arguments"] += str(fn["arguments"])
+        event = "[DONE]" if frame_type(f) == "[DONE]" else _frame_json(f)
+        if event is not None:
+            snap = api.accumulate(event, snap)
+    if snap is not None:
+        return snap
     body = t.get("body")
     if isinstance(body, dict):  # Transcript.to_dict: {"b64", "text"}
         body = body.get("text")
-    if not calls and isinstance(body, str) and body.lstrip().startswith("{"):  # a non-streamed answer
-        try:
-            d = json.loads(body)
-        except ValueError:
-            d = {}
-        for b in d.get("content") or []:
-            if isinstance(b, dict) and b.get("type") == "tool_use":
-                calls[str(b.get("id"))] = {"id": str(b.get("id")), "name": str(b.get("name")),
-                                           "arguments": json.dumps(b.get("input"))}
-        for it in d.get("output") or []:
-            if isinstance(it, dict) and it.get("type") == "function_call":
-                calls[str(it.get("call_id"))] = {"id": str(it.get("call_id")), "name": str(it.get("name")),
-                                                 "arguments": str(it.get("arguments"))}
-        for ch in d.get("choices") or []:
-            for tc in ((ch or {}).get("message") or {}).get("tool_calls") or []:
-                calls[str(tc.get("id"))] = {"id": str(tc.get("id")), "name": str((tc.get("function") or {}).get("name")),
-                                            "arguments": str((tc.get("function") or {}).get("arguments"))}
-    return list(calls.values())
+    try:
+        answer = json.loads(body) if isinstance(body, str) else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
+    """Tool calls the server's answer made: [{id, name, arguments}] in stream order, as the API module
+    reads them (``apis.get(api).tool_calls``) from the folded stream or the non-streamed answer."""
+    answer = answer_of(t)
+    if answer is None:
+        return []
+    try:
+        calls = api_of(t).tool_calls(answer)
+    except (LookupError, TypeError):  # a non-streamed answer of the wrong shape: no call the client saw
+        return []
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
 
 
 def _text_of(content: Any) -> str:

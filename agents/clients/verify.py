@@ -102,7 +102,7 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
 
 
 def _measured_of(results: list[Any]) -> str:
-    """works / breaks / timed out for one client's turns (turns.ClientResult): a turn that failed
+    """works / breaks / timed out for one client's turns (turns.TurnResult): a turn that failed
     only by running out of time, with every request it made answered, is slowness, not a break."""
     def state(r: Any) -> str:
         if r.ok:

@@ -159,6 +159,43 @@ def test_tool_calls_and_results_are_found_in_all_shapes():
     assert turns.tool_results(chat) == [{"id": "c1", "text": "out", "is_error": False}]
 
 
+@pytest.mark.parametrize("url,answer", [
+    ("/v1/messages?beta=true", {"type": "message", "role": "assistant", "stop_reason": "tool_use", "content": [
+        {"type": "text", "text": "running"},
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]}),
+    ("/v1/chat/completions", {"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "toolu_1", "type": "function",
+                    "function": {"name": "Bash", "arguments": "{\"command\": \"ls\"}"}}]}}]}),
+    ("/v1/responses", {"object": "response", "status": "completed", "output": [
+        {"type": "function_call", "id": "fc_9", "call_id": "toolu_1", "name": "Bash",
+         "arguments": "{\"command\": \"ls\"}"}]}),
+])
+def test_tool_calls_of_a_non_streamed_answer(url, answer):
+    """Each API's non-streamed answer, read by the route's API module; the call's arguments as JSON text."""
+    record = {"method": "POST", "url": url, "status": 200, "frames": [], "body": {"text": json.dumps(answer)}}
+    (call,) = turns.tool_calls(record)
+    assert (call["id"], call["name"], json.loads(call["arguments"])) == ("toolu_1", "Bash", {"command": "ls"})
+    assert turns.tool_calls({**record, "body": {"text": '{"choices": []}'}}) == []  # a wrong shape: no call
+    assert turns.tool_calls({**record, "url": "/v1/models"}) == []  # not a model route
+
+
+def test_a_tool_call_without_an_id_matches_no_result():
+    """A Responses function_call without call_id (the rs-missing-call-id fault): no result can answer it,
+    not even one whose call_id is empty too."""
+    item = {"type": "function_call", "id": "fc_1", "name": "exec", "arguments": "{}"}
+    frames = [{"event": None, "data": json.dumps(d)} for d in (
+        {"type": "response.created", "response": {"id": "r", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": "r", "output": [item]}})]
+    first = {"method": "POST", "url": "/v1/responses", "status": 200, "frames": frames, "request_body": {}}
+    second = {"method": "POST", "url": "/v1/responses", "status": 200, "frames": [], "request_body": {
+        "input": [{"type": "function_call_output", "call_id": "", "output": "ok"}]}}
+    assert [c["id"] for c in turns.tool_calls(first)] == [""]
+    checks, _ = turns.capture_checks([first, second], tool_turn=True, rc=0, final_text="ok")
+    assert not checks[2].ok and "no later request" in checks[2].detail
+
+
 def test_http_error_fails_answered():
     recs = copy.deepcopy(records("claude-code-tool.capture.jsonl"))
     recs[-1]["status"], recs[-1]["frames"] = 400, []
@@ -504,9 +541,9 @@ def test_run_turn_time_limit(reference_server, tmp_path):
 
 def test_tool_result_ids_match_after_openclaw_rewrites_them():
     assert turns._same_id("call_9e6dfca5", "call9e6dfca5") and not turns._same_id("call_1", "call_2")
-    frames = [{"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
+    frames = [{"event": None, "data": json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
                   {"index": 0, "id": "call_ab_1", "type": "function", "function": {"name": "exec", "arguments": ""}}]}}]})},
-              {"event": None, "data": json.dumps({"choices": [{"delta": {"tool_calls": [
+              {"event": None, "data": json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
                   {"index": 0, "function": {"arguments": "{\"command\":\"echo ok\"}"}}]}}]})}]
     first = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": frames, "request_body": {}}
     second = {"method": "POST", "url": "/v1/chat/completions", "status": 200, "frames": [], "request_body": {
