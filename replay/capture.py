@@ -54,7 +54,7 @@ from harnesscheck.conformance.wire.redact import redact_text, redact_url, secret
 from harnesscheck.conformance.wire.sse import SSEDecoder
 from harnesscheck.conformance.wire.transcript import Chunk, Timings, Transcript
 
-from .client import StreamResult, _FOLDERS
+from .client import Fold, StreamResult
 from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta
 
 __all__ = ["CAPTURE_SCHEMA", "CaptureProxy", "ProxyThread", "api_for_path", "capture_to_trace", "load_capture",
@@ -311,19 +311,18 @@ def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 
 
 def fold_transcript(api: str, t: Transcript) -> StreamResult:
-    """Fold a recorded stream with the replay client's folder (offline)."""
+    """Fold a recorded stream as the replay client folds it (offline; times are the recorded ones)."""
     r = StreamResult(api=api, status=t.status)
-    folder = _FOLDERS[api](r)
+    fold = Fold(r)
     for f in t.frames:
         if f.kind != "event":
             continue
         if f.done:
-            if hasattr(folder, "done"):
-                folder.done()
-            continue
-        if isinstance(f.json, dict):
-            folder.on(f.event, f.json, f.t_ns or 0)
-    folder.finish()
+            fold.on(f.event, "[DONE]", f.t_ns or 0)
+        elif isinstance(f.json, dict):
+            fold.on(f.event, f.json, f.t_ns or 0)
+    fold.finish()
+    fold.answer()
     return r
 
 

@@ -10,18 +10,13 @@ inter-token times), when each tool call was complete ("tool ready"), the end, us
 answer folded into history form (what a next request would carry). All times are ns from the
 request start (``time.perf_counter_ns``), taken as each network read returns.
 
-What counts, per API:
-
-- TTFT: the first content-bearing event. Anthropic: ``content_block_delta`` with
-  ``text_delta``, ``thinking_delta`` or ``input_json_delta`` (not ``signature_delta``). Chat: a
-  chunk whose ``choices[0].delta`` has non-empty ``content``, ``reasoning_content``, ``reasoning``
-  or ``tool_calls``. Responses: ``response.output_text.delta``, ``response.refusal.delta``,
-  ``response.reasoning_text.delta``, ``response.reasoning_summary_text.delta``,
-  ``response.function_call_arguments.delta``.
-- Tool ready: Anthropic ``content_block_stop`` of a ``tool_use`` block; Responses
-  ``response.function_call_arguments.done`` (else ``output_item.done`` of the function_call);
-  Chat: the ``tool_call_dispatch`` frame when the server sends one, else the chunk where the next
-  tool-call index starts or ``finish_reason`` arrives (``source`` says which).
+What counts is each API module's (``conformance.apis``): the stream is folded with its pure
+``accumulate``; a token is an event ``is_content`` accepts (TTFT: the first); a tool call is ready
+when the snapshot's ``_complete`` first names it (Anthropic ``content_block_stop``; Responses
+``response.function_call_arguments.done``, else ``output_item.done``; Chat the next tool-call index
+or ``finish_reason``), or at the reference server's Chat ``tool_call_dispatch`` frame when it sends
+one (``source`` says which); errors are what ``error_of`` names. ``replay.fold`` reads the end, the
+usage, the stop reason and the answer from the snapshot.
 
 SSE is parsed by a minimal fast path (LF-only framing, the common case); any CR or BOM hands the
 rest of the stream to ``conformance.wire.sse.SSEDecoder``. ``tests/replay/test_client.py`` checks
@@ -38,11 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
-
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.redact import redact_text, secrets_from_headers
 from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
 
-__all__ = ["StreamClient", "StreamResult", "ToolReady", "FastSSE", "run_async", "parse_events"]
+__all__ = ["FastSSE", "Fold", "StreamClient", "StreamResult", "ToolReady", "parse_events", "run_async"]
 
 T = TypeVar("T")
 
@@ -166,229 +162,80 @@ class StreamResult:
         return [(b - a) / 1e6 for a, b in zip(t, t[1:], strict=False)]
 
 
-# -- per-API folding ----------------------------------------------------------------------
+# -- the fold, timed -------------------------------------------------------------------------
 
-class _Anthropic:
+class Fold:
+    """One stream folded with its API's pure ``accumulate`` (``conformance.apis``), plus the times:
+    a token at each content event, a ``ToolReady`` when a call first counts as complete in the
+    snapshot's ``_complete`` (or at the reference server's Chat ``tool_call_dispatch`` frame), the
+    first error event. ``finish()`` sets finished, stop reason and usage, ``answer()`` the answer
+    (history form) and its structure, each from the snapshot (``replay.fold.VIEWS``)."""
+
+    __slots__ = (
+        "_acc",
+        "_calls",
+        "_done",
+        "_error_of",
+        "_grown",
+        "_is_content",
+        "kinds",
+        "r",
+        "ready",
+        "snapshot",
+        "view",
+    )
+
     def __init__(self, r: StreamResult) -> None:
+        api = apis.get(r.api)
         self.r = r
-        self.blocks: list[dict[str, Any]] = []
-        self.partial: dict[int, list[str]] = {}
+        self.view = view(r.api)
+        self.snapshot: dict[str, Any] | None = None
+        self.kinds: list[str] = []  # part kinds in arrival order (for an API whose answer keeps none)
+        self.ready: set[int] = set()  # keys of the calls reported ready
+        self._acc = api.accumulate
+        self._is_content = api.is_content
+        self._error_of = api.error_of
+        self._grown = self.view.grown
+        self._done: Any = None  # the snapshot's last `_complete` (a new object whenever a call completes)
+        self._calls = CallWatch(r.api, starts=False)
 
-    def on(self, event: str | None, d: dict[str, Any], t: int) -> None:
+    def on(self, event: str | None, d: Any, t: int) -> None:
+        """One decoded event (a data object, or Chat's "[DONE]") read at ``t`` ns."""
         r = self.r
-        typ = d.get("type")
-        if typ == "content_block_delta":
-            delta = d.get("delta") or {}
-            dt = delta.get("type")
-            idx = d.get("index")
-            block = self.blocks[idx] if isinstance(idx, int) and 0 <= idx < len(self.blocks) else None
-            if dt == "text_delta":
-                r.token_ns.append(t)
-                if block is not None:
-                    block["text"] = block.get("text", "") + delta.get("text", "")
-            elif dt == "thinking_delta":
-                r.token_ns.append(t)
-                if block is not None:
-                    block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-            elif dt == "input_json_delta":
-                r.token_ns.append(t)
-                self.partial.setdefault(idx, []).append(delta.get("partial_json", ""))
-            elif dt == "signature_delta" and block is not None:
-                block["signature"] = delta.get("signature", "")
-        elif typ == "content_block_start":
-            block = dict(d.get("content_block") or {})
-            if block.get("type") == "tool_use":
-                block["input"] = {}
-            self.blocks.append(block)
-        elif typ == "content_block_stop":
-            idx = d.get("index")
-            if isinstance(idx, int) and 0 <= idx < len(self.blocks):
-                block = self.blocks[idx]
-                if block.get("type") == "tool_use":
-                    raw = "".join(self.partial.pop(idx, []))
-                    try:
-                        block["input"] = json.loads(raw) if raw.strip() else {}
-                    except ValueError:
-                        block["input"] = raw
-                    calls = sum(1 for b in self.blocks[: idx] if b.get("type") == "tool_use")
-                    r.tool_ready.append(ToolReady(calls, str(block.get("name", "")), t, "stop"))
-        elif typ == "message_start":
-            r.usage.update((d.get("message") or {}).get("usage") or {})
-        elif typ == "message_delta":
-            r.stop_reason = (d.get("delta") or {}).get("stop_reason", r.stop_reason)
-            r.usage.update({k: v for k, v in (d.get("usage") or {}).items() if v is not None})
-        elif typ == "message_stop":
-            r.finished = True
-        elif typ == "error" or event == "error":
-            r.error = r.error or f"error event: {json.dumps(d)[:300]}"
-            r.error_kind = r.error_kind or "error_event"
-
-    def finish(self) -> None:
-        content = []
-        for b in self.blocks:
-            kind = b.get("type")
-            if kind == "text":
-                content.append({"type": "text", "text": b.get("text", "")})
-            elif kind == "thinking":
-                content.append({"type": "thinking", "thinking": b.get("thinking", ""),
-                                "signature": b.get("signature", "")})
-            elif kind == "tool_use":
-                content.append({"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", ""),
-                                "input": b.get("input", {})})
-            else:
-                content.append({k: v for k, v in b.items() if k not in ("citations",) or v})
-        self.r.answer = [{"role": "assistant", "content": content}]
-        self.r.structure = {"blocks": [b.get("type") for b in self.blocks],
-                            "tool_calls": [b.get("name") for b in self.blocks if b.get("type") == "tool_use"],
-                            "stop": self.r.stop_reason}
-
-
-class _Chat:
-    def __init__(self, r: StreamResult) -> None:
-        self.r = r
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.ready: set[int] = set()
-        self.kinds: list[str] = []
-
-    def _kind(self, k: str) -> None:
-        if not self.kinds or self.kinds[-1] != k or k == "tool_call":
-            self.kinds.append(k)
-
-    def _ready(self, idx: int, t: int, source: str) -> None:
-        if idx in self.ready:
-            return
-        self.ready.add(idx)
-        name = (self.calls.get(idx) or {}).get("function", {}).get("name", "")
-        self.r.tool_ready.append(ToolReady(idx, name, t, source))
-
-    def on(self, event: str | None, d: dict[str, Any], t: int) -> None:
-        r = self.r
-        if event == "tool_call_dispatch":
-            call = d.get("tool_call") or {}
+        if event == DISPATCH_EVENT:
+            call = (d.get("tool_call") or {}) if isinstance(d, dict) else {}
             idx = call.get("index", 0)
             if idx not in self.ready:
                 self.ready.add(idx)
-                name = (call.get("function") or {}).get("name", "")
-                r.tool_ready.append(ToolReady(idx, name, t, "dispatch"))
+                r.tool_ready.append(ToolReady(idx, (call.get("function") or {}).get("name", ""), t, "dispatch"))
             return
-        if "error" in d and "choices" not in d:
-            r.error = r.error or f"error chunk: {json.dumps(d)[:300]}"
-            r.error_kind = r.error_kind or "error_event"
-            return
-        if isinstance(d.get("usage"), dict):
-            r.usage.update(d["usage"])
-        for choice in d.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            tcs = delta.get("tool_calls")
-            if content or reasoning or tcs:
-                r.token_ns.append(t)
-            if reasoning:
-                self.reasoning.append(reasoning)
-                self._kind("reasoning")
-            if content:
-                self.text.append(content)
-                self._kind("text")
-            for tc in tcs or ():
-                idx = tc.get("index", 0)
-                if idx not in self.calls:
-                    for other in self.calls:  # a new index: the earlier calls are complete
-                        if other not in self.ready:
-                            self._ready(other, t, "next_index")
-                    self.calls[idx] = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-                    self._kind("tool_call")
-                call = self.calls[idx]
-                if tc.get("id"):
-                    call["id"] += tc["id"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    call["function"]["name"] += fn["name"]
-                if fn.get("arguments"):
-                    call["function"]["arguments"] += fn["arguments"]
-            if choice.get("finish_reason"):
-                r.stop_reason = choice["finish_reason"]
-                r.finished = True  # [DONE] after it is customary, but no client needs it
-                for idx in self.calls:
-                    self._ready(idx, t, "finish_reason")
-
-    def done(self) -> None:
-        self.r.finished = True
-
-    def finish(self) -> None:
-        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
-        if self.reasoning:
-            msg["reasoning_content"] = "".join(self.reasoning)
-        if self.calls:
-            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        self.r.answer = [msg]
-        self.r.structure = {"blocks": list(self.kinds),
-                            "tool_calls": [self.calls[i]["function"]["name"] for i in sorted(self.calls)],
-                            "stop": self.r.stop_reason}
-
-
-_RESP_CONTENT = frozenset({"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
-                           "response.reasoning_summary_text.delta", "response.function_call_arguments.delta"})
-
-
-class _Responses:
-    def __init__(self, r: StreamResult) -> None:
-        self.r = r
-        self.items: dict[int, dict[str, Any]] = {}
-        self.ready: set[int] = set()
-
-    def on(self, event: str | None, d: dict[str, Any], t: int) -> None:
-        r = self.r
-        typ = d.get("type") or event
-        if typ in _RESP_CONTENT:
+        if r.error is None and self._error_of(d) is not None:
+            r.error, r.error_kind = self.view.error(d), r.error_kind or "error_event"
+        before = self.snapshot
+        snap = self.snapshot = self._acc(d, before)
+        if self._is_content(d):
             r.token_ns.append(t)
-        elif typ == "response.output_item.added":
-            self.items[d.get("output_index", len(self.items))] = dict(d.get("item") or {})
-        elif typ == "response.function_call_arguments.done":
-            oi = d.get("output_index", -1)
-            self._ready(oi, t, "arguments.done")
-        elif typ == "response.output_item.done":
-            oi = d.get("output_index", len(self.items))
-            item = dict(d.get("item") or {})
-            self.items[oi] = item
-            if item.get("type") == "function_call":
-                self._ready(oi, t, "item.done")
-        elif typ in ("response.completed", "response.incomplete", "response.failed"):
-            resp = d.get("response") or {}
-            r.usage.update(resp.get("usage") or {})
-            r.stop_reason = resp.get("status") or typ.split(".")[-1]
-            # response.incomplete (max_output_tokens, content filter) is the stream's end too: a
-            # whole stream whose status says why it stopped, not a truncated one.
-            r.finished = typ != "response.failed"
-            if typ == "response.failed":
-                r.error = r.error or f"response.failed: {json.dumps(resp.get('error'))[:300]}"
-                r.error_kind = r.error_kind or "error_event"
-            for n, item in enumerate(resp.get("output") or ()):
-                self.items.setdefault(n, item)
-        elif typ == "error":
-            r.error = r.error or f"error event: {json.dumps(d)[:300]}"
-            r.error_kind = r.error_kind or "error_event"
-
-    def _ready(self, oi: int, t: int, source: str) -> None:
-        if oi in self.ready:
-            return
-        self.ready.add(oi)
-        calls_before = sum(1 for k, it in self.items.items() if k < oi and it.get("type") == "function_call")
-        self.r.tool_ready.append(ToolReady(calls_before, str((self.items.get(oi) or {}).get("name", "")), t, source))
+            if self._grown is not None:
+                self._grown(before, snap, self.kinds)
+        if snap is not None and snap.get("_complete") is not self._done:
+            self._done = snap.get("_complete")
+            for call, source in self._calls.step(snap)[1]:
+                if call.key not in self.ready:
+                    self.ready.add(call.key)
+                    r.tool_ready.append(ToolReady(call.index, call.name, t, source))
 
     def finish(self) -> None:
-        items = [self.items[k] for k in sorted(self.items)]
-        self.r.answer = items
-        self.r.structure = {"blocks": [it.get("type") for it in items],
-                            "tool_calls": [it.get("name") for it in items if it.get("type") == "function_call"],
-                            "stop": self.r.stop_reason}
+        """The stream is over: what the snapshot says of its end, stop reason and usage."""
+        r, v, snap = self.r, self.view, self.snapshot
+        r.finished = v.ended(snap)
+        r.stop_reason = v.stop(snap)
+        r.usage = v.usage(snap)
 
+    def answer(self) -> None:
+        """The answer in history form and its structure (a 2xx stream's)."""
+        self.r.answer = self.view.history(self.snapshot)
+        self.r.structure = self.view.structure(self.snapshot, self.kinds)
 
-_FOLDERS: dict[str, Callable[[StreamResult], Any]] = {"anthropic": _Anthropic, "chat": _Chat, "responses": _Responses}
 
 # -- client ---------------------------------------------------------------------------------
 
@@ -426,7 +273,7 @@ class StreamClient:
         hdrs = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
         payload = data if data is not None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         r = StreamResult(api=api, started_at=time.time())
-        folder = _FOLDERS[api](r)
+        fold = Fold(r)
         sse = FastSSE()
         loads = json.loads
         clock = time.perf_counter_ns
@@ -450,31 +297,32 @@ class StreamClient:
                             break
                         t = clock() - start
                         for event, text in sse.feed(chunk):
-                            self._on(folder, r, event, text, t, loads)
+                            self._on(fold, r, event, text, t, loads)
                     for event, text in sse.flush():
-                        self._on(folder, r, event, text, clock() - start, loads)
+                        self._on(fold, r, event, text, clock() - start, loads)
+                    fold.finish()
                     if r.status < 300 and not r.finished and r.error is None:
                         r.error, r.error_kind = "stream ended without the API's end event", "truncated"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             r.error, r.error_kind = f"timed out ({self.timeout:g} s total, {self.read_timeout} s read)", "timeout"
         except aiohttp.ClientConnectorError as exc:
             r.error, r.error_kind = f"connection failed: {exc}", "connect"
         except (aiohttp.ClientError, OSError) as exc:
             r.error, r.error_kind = f"{type(exc).__name__}: {exc}", "transport"
         r.end_ns = clock() - start
+        fold.finish()  # (again, for a stream cut by a timeout or a transport error)
         r.ttft_ns = r.token_ns[0] if r.token_ns else None
         if r.status is not None and 200 <= r.status < 300:
-            folder.finish()
+            fold.answer()
         if r.error and headers:
             r.error = redact_text(r.error, secrets_from_headers(headers))
         return r
 
     @staticmethod
-    def _on(folder: Any, r: StreamResult, event: str | None, text: str, t: int, loads: Callable[[str], Any]) -> None:
+    def _on(fold: Fold, r: StreamResult, event: str | None, text: str, t: int, loads: Callable[[str], Any]) -> None:
         r.events += 1
         if text == "[DONE]":
-            if isinstance(folder, _Chat):
-                folder.done()
+            fold.on(event, text, t)
             return
         try:
             d = loads(text)
@@ -483,4 +331,4 @@ class StreamClient:
             r.error_kind = r.error_kind or "bad_json"
             return
         if isinstance(d, dict):
-            folder.on(event, d, t)
+            fold.on(event, d, t)

@@ -32,14 +32,17 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.replay.client import StreamClient
+from harnesscheck.conformance import apis
+from harnesscheck.replay.client import Fold, StreamClient
+from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, parse_arguments
 
-__all__ = ["Tool", "ToolRun", "StreamingToolExecutor", "ExecutorClient", "sleep_tool", "schedule_model"]
+__all__ = ["ExecutorClient", "StreamingToolExecutor", "Tool", "ToolRun", "schedule_model", "sleep_tool"]
 
 ToolFn = Callable[[str, Any], Awaitable[Any]]
+_SOURCES = {"stop": "content_block_stop"}  # the fold's completion source -> the executor's name for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,6 @@ class ToolRun:
     end_ns: int | None = None
     result: Any = None
     error: str | None = None
-    _raw: list[str] = field(default_factory=list)
     _task: asyncio.Task[Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,24 +87,19 @@ class ToolRun:
                 "end_ms": ms(self.end_ns), "error": self.error}
 
 
-def _parse(raw: str) -> Any:
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
 class StreamingToolExecutor:
     """One turn. ``tools`` maps a tool name to a ``Tool``; ``default`` runs unknown names."""
 
     def __init__(self, api: str, tools: Mapping[str, Tool], *, default: Tool | None = None,
                  after_stream: bool = False, start_ns: int | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
-        if api not in ("anthropic", "chat", "responses"):
+        if api not in apis.NAMES:
             raise ValueError(f"unknown api {api!r}")
         self.api = api
+        self._acc = apis.get(api).accumulate
+        self._tool_calls = apis.get(api).tool_calls
+        self._watch = CallWatch(api, early=True)
+        self.snapshot: dict[str, Any] | None = None
         self.tools = dict(tools)
         self.default = default
         self.after_stream = after_stream
@@ -127,19 +124,48 @@ class StreamingToolExecutor:
         """A ``conformance.wire.sse.SSEFrame`` (other frame kinds are ignored)."""
         if getattr(frame, "kind", "event") != "event" or frame.data in (None, "", "[DONE]"):
             return
-        data = frame.json if getattr(frame, "json", None) is not None else _parse(frame.data)
+        data = frame.json if getattr(frame, "json", None) is not None else parse_arguments(frame.data)
         if isinstance(data, dict):
             self.on_event(frame.event, data, t_ns if t_ns is not None else getattr(frame, "t_ns", None))
 
     def on_event(self, event: str | None, d: Mapping[str, Any], t_ns: int | None = None) -> None:
         """One decoded event of the stream; ``t_ns``: when it was read (default: now)."""
         t = self.now() if t_ns is None else t_ns
-        if self.api == "anthropic":
-            self._anthropic(d, t)
-        elif self.api == "responses":
-            self._responses(event, d, t)
+        if event == DISPATCH_EVENT:
+            self.on_dispatch(d, t)
         else:
-            self._chat(event, d, t)
+            self.on_snapshot(self._acc(d, self.snapshot), t)
+
+    def on_snapshot(self, snapshot: dict[str, Any] | None, t: int) -> None:
+        """The stream's snapshot after one more event (``conformance.apis``' fold): start runs for
+        the calls that appeared, complete those that are complete."""
+        self.snapshot = snapshot
+        started, completed = self._watch.step(snapshot)
+        for c in started:
+            if c.key not in self._by_key:  # (a dispatch frame may have announced it)
+                self._new(c.key, c.id, c.name)
+        for c, source in completed:
+            run = self._by_key[c.key]
+            if not run.name and c.name:  # Chat may name a call after its first delta
+                run.name = c.name
+                run.safe = bool((tool := self._tool(run.name)) and tool.concurrency_safe)
+            self._complete(run, parse_arguments(c.arguments), t, _SOURCES.get(source, source))
+
+    def on_dispatch(self, d: Mapping[str, Any], t: int) -> None:
+        """The reference server's Chat ``tool_call_dispatch`` frame: the call, complete."""
+        call = d.get("tool_call") or {}
+        idx = call.get("index", 0)
+        fn = call.get("function") or {}
+        run = self._by_key.get(idx) or self._new(idx, str(call.get("id", "")), str(fn.get("name", "")))
+        args = fn.get("arguments")
+        self._complete(run, parse_arguments(args) if isinstance(args, str) else self._arguments(idx), t, "dispatch")
+
+    def _arguments(self, key: Any) -> Any:
+        """The arguments of call ``key`` as the snapshot has them so far."""
+        for c in self._tool_calls(self.snapshot):
+            if c.key == key:
+                return parse_arguments(c.arguments)
+        return {}
 
     def _new(self, key: Any, call_id: str, name: str) -> ToolRun:
         tool = self._tool(name)
@@ -148,98 +174,14 @@ class StreamingToolExecutor:
         self._by_key[key] = run
         return run
 
-    def _anthropic(self, d: Mapping[str, Any], t: int) -> None:
-        typ = d.get("type")
-        if typ == "content_block_start":
-            block = d.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                self._new(d.get("index"), str(block.get("id", "")), str(block.get("name", "")))
-        elif typ == "content_block_delta":
-            delta = d.get("delta") or {}
-            run = self._by_key.get(d.get("index"))
-            if run is not None and delta.get("type") == "input_json_delta":
-                run._raw.append(delta.get("partial_json") or "")
-        elif typ == "content_block_stop":
-            run = self._by_key.get(d.get("index"))
-            if run is not None:
-                self._complete(run, _parse("".join(run._raw)), t, "content_block_stop")
-
-    def _responses(self, event: str | None, d: Mapping[str, Any], t: int) -> None:
-        typ = d.get("type") or event
-        if typ == "response.output_item.added":
-            item = d.get("item") or {}
-            if item.get("type") == "function_call":
-                self._new(d.get("output_index"), str(item.get("call_id") or item.get("id") or ""),
-                          str(item.get("name", "")))
-        elif typ == "response.function_call_arguments.delta":
-            run = self._by_key.get(d.get("output_index"))
-            if run is not None:
-                run._raw.append(d.get("delta") or "")
-        elif typ == "response.function_call_arguments.done":
-            run = self._by_key.get(d.get("output_index"))
-            if run is not None:
-                args = d.get("arguments")
-                self._complete(run, _parse(args if isinstance(args, str) else "".join(run._raw)), t,
-                               "arguments.done")
-        elif typ == "response.output_item.done":
-            item = d.get("item") or {}
-            if item.get("type") != "function_call":
-                return
-            run = self._by_key.get(d.get("output_index"))
-            if run is None:  # no output_item.added seen
-                run = self._new(d.get("output_index"), str(item.get("call_id") or ""), str(item.get("name", "")))
-            args = item.get("arguments")
-            self._complete(run, _parse(args if isinstance(args, str) else "".join(run._raw)), t, "item.done")
-
-    def _chat(self, event: str | None, d: Mapping[str, Any], t: int) -> None:
-        if event == "tool_call_dispatch":
-            call = d.get("tool_call") or {}
-            idx = call.get("index", 0)
-            fn = call.get("function") or {}
-            run = self._by_key.get(idx) or self._new(idx, str(call.get("id", "")), str(fn.get("name", "")))
-            args = fn.get("arguments")
-            self._complete(run, _parse(args if isinstance(args, str) else "".join(run._raw)), t, "dispatch")
-            return
-        for choice in d.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            for tc in delta.get("tool_calls") or ():
-                idx = tc.get("index", 0)
-                fn = tc.get("function") or {}
-                run = self._by_key.get(idx)
-                if run is None:
-                    for other in self.calls:  # a new index: the earlier calls are complete
-                        if other.ready_ns is None:
-                            self._complete(other, _parse("".join(other._raw)), t, "next_index")
-                    run = self._new(idx, str(tc.get("id") or ""), str(fn.get("name") or ""))
-                elif fn.get("name") and not run.name:
-                    run.name = fn["name"]
-                    run.safe = bool((tool := self._tool(run.name)) and tool.concurrency_safe)
-                if fn.get("arguments"):
-                    run._raw.append(fn["arguments"])
-                    if run.ready_ns is None:
-                        raw = "".join(run._raw)
-                        if raw.rstrip().endswith("}"):
-                            try:
-                                args = json.loads(raw)
-                            except ValueError:
-                                args = None
-                            if isinstance(args, dict):
-                                self._complete(run, args, t, "arguments")
-            if choice.get("finish_reason"):
-                for run in self.calls:
-                    if run.ready_ns is None:
-                        self._complete(run, _parse("".join(run._raw)), t, "finish_reason")
-
     def end_stream(self, t_ns: int | None = None) -> None:
         """The model's answer is over (its last byte was read)."""
         if self.stream_end_ns is not None:
             return
         self.stream_end_ns = self.now() if t_ns is None else t_ns
-        for run in self.calls:  # a call never closed (truncated stream) is run as it stands
+        for key, run in self._by_key.items():  # a call never closed (truncated stream) is run as it stands
             if run.ready_ns is None:
-                self._complete(run, _parse("".join(run._raw)), self.stream_end_ns, "end_of_stream")
+                self._complete(run, self._arguments(key), self.stream_end_ns, "end_of_stream")
         self._pump()
 
     # -- scheduling ---------------------------------------------------------------------------
@@ -360,22 +302,18 @@ class ExecutorClient(StreamClient):
         await ex.barrier()
         return result, ex
 
-    def _on(self, folder: Any, r: Any, event: str | None, text: str, t: int, loads: Callable[[str], Any]) -> None:
-        r.events += 1
-        if text == "[DONE]":
-            done = getattr(folder, "done", None)
-            if done is not None:
-                done()
+    def _on(self, fold: Fold, r: Any, event: str | None, text: str, t: int, loads: Callable[[str], Any]) -> None:
+        StreamClient._on(fold, r, event, text, t, loads)
+        ex = _CURRENT.get()
+        if ex is None:
             return
-        try:
-            d = loads(text)
-        except ValueError:
-            r.error = r.error or f"event data is not JSON: {text[:200]!r}"
-            r.error_kind = r.error_kind or "bad_json"
-            return
-        if isinstance(d, dict):
-            folder.on(event, d, t)
-            ex = _CURRENT.get()
-            if ex is not None:
-                ex.start_ns = r.start_ns  # one clock: the client's request start
-                ex.on_event(event, d, t)
+        ex.start_ns = r.start_ns  # one clock: the client's request start
+        if event == DISPATCH_EVENT:
+            try:
+                d = loads(text)
+            except ValueError:
+                return
+            if isinstance(d, dict):
+                ex.on_dispatch(d, t)
+        else:
+            ex.on_snapshot(fold.snapshot, t)  # the client's own fold, not folded twice
