@@ -62,6 +62,18 @@ def _an_stop(snap: Snapshot) -> str | None:
     return (snap or {}).get("stop_reason")
 
 
+def _an_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        for block in item.get("content") or ():
+            kind = block.get("type")
+            if kind in ("text", "thinking"):
+                out.append(block.get(kind) or "")
+            elif kind == "tool_use":
+                out += [block.get("name") or "", json.dumps(block.get("input"), ensure_ascii=False)]
+    return "".join(out)
+
+
 def _an_error(event: Any) -> str | None:
     msg = apis.anthropic.error_of(event)
     return None if msg is None else f"error event: {msg}"
@@ -118,6 +130,16 @@ def _ch_ended(snap: Snapshot) -> bool:
     return bool((snap or {}).get("_end")) or bool(_ch_stop(snap))
 
 
+def _ch_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        out += [item.get("reasoning_content") or "", item.get("content") or ""]
+        for call in item.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out += [fn.get("name") or "", fn.get("arguments") or ""]
+    return "".join(out)
+
+
 def _ch_error(event: Any) -> str | None:
     msg = apis.chat.error_of(event)
     return None if msg is None else f"error chunk: {msg}"
@@ -155,6 +177,17 @@ def _rs_ended(snap: Snapshot) -> bool:
     return bool((snap or {}).get("_end")) and _rs_final(snap).get("status") != "failed"
 
 
+def _rs_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        if item.get("type") == "function_call":
+            out += [item.get("name") or "", item.get("arguments") or ""]
+        for part in (item.get("content") or []) + (item.get("summary") or []):
+            if isinstance(part, dict):
+                out.append(part.get("text") or "")
+    return "".join(out)
+
+
 def _rs_error(event: Any) -> str | None:
     msg = apis.responses.error_of(event)
     if msg is None or msg.startswith("response.failed"):
@@ -182,16 +215,18 @@ class View:
     stop: Callable[[Snapshot], str | None]
     ended: Callable[[Snapshot], bool]  # the API's end event arrived (the stream is whole)
     error: Callable[[Any], str | None]  # the error text of an error event
+    text: Callable[[list[Any] | None], str]  # the content a history-form answer carries, in order
     # logs the part kinds a content event grew, for an API whose answer keeps no order of its own
     grown: Callable[[Snapshot, Snapshot, list[str]], None] | None = None
     per_call_end: bool = True  # the API marks each tool call's end on the wire
 
 
 VIEWS: dict[str, View] = {
-    "anthropic": View(_an_history, _an_structure, _usage, _an_stop, _ended, _an_error),
-    "chat": View(_ch_history, _ch_structure, _usage, _ch_stop, _ch_ended, _ch_error, _ch_grown, per_call_end=False),
-    "responses": View(lambda s: _rs_items(s), _rs_structure, lambda s: dict(_rs_final(s).get("usage") or {}),
-                      _rs_stop, _rs_ended, _rs_error),
+    "anthropic": View(_an_history, _an_structure, _usage, _an_stop, _ended, _an_error, _an_text),
+    "chat": View(_ch_history, _ch_structure, _usage, _ch_stop, _ch_ended, _ch_error, _ch_text, _ch_grown,
+                 per_call_end=False),
+    "responses": View(_rs_items, _rs_structure, lambda s: dict(_rs_final(s).get("usage") or {}),
+                      _rs_stop, _rs_ended, _rs_error, _rs_text),
 }
 
 

@@ -3,9 +3,10 @@
 For the tool-calling first turns of the ``parallel_tools`` and ``interleaved`` scenarios, per API,
 the time from the request start to
 
-- each tool call *complete*: Anthropic ``content_block_stop`` of the ``tool_use`` block; Responses
-  ``response.function_call_arguments.done``; Chat the first chunk after which the call's accumulated
-  arguments parse as a JSON object (a client parsing incrementally can start it then);
+- each tool call *complete* (the stream folded by ``conformance.apis``): Anthropic ``content_block_stop``
+  of the ``tool_use`` block; Responses ``response.function_call_arguments.done``; Chat the first chunk
+  after which the call's accumulated arguments parse as a JSON object (a client parsing incrementally
+  can start it then);
 - Chat also: the *boundary*, where a client without incremental JSON parsing learns the call is
   complete (the next tool-call index starts, or ``finish_reason``);
 - its ``tool_call_dispatch`` frame (Chat, when the server sends one);
@@ -27,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.server_info import server_info
 from harnesscheck.replay.benchmarks import common
+from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
 
 MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-streaming-tool-dispatch"],
          "dispatch": []}
@@ -68,9 +71,7 @@ async def record(session: Any, url: str, api: str, body: dict[str, Any], headers
     turn = Turn()
     sse = FastSSE()
     clock = time.perf_counter_ns
-    chat_args: dict[int, str] = {}
-    items: dict[int, int] = {}  # Responses output_index -> call number
-    blocks: dict[int, int] = {}  # Anthropic block index -> call number
+    fold = _Fold(api)
     hdrs = {"content-type": "application/json", "accept": "text/event-stream", **headers}
     start = clock()
     async with session.post(url, data=json.dumps(body).encode(), headers=hdrs) as resp:
@@ -89,64 +90,40 @@ async def record(session: Any, url: str, api: str, body: dict[str, Any], headers
                     d = json.loads(text)
                 except ValueError:
                     continue
-                _on(api, event, d, t, turn, chat_args, items, blocks)
+                fold.on(event, d, t, turn)
     turn.end = (clock() - start) / 1e6
     return turn
 
 
-def _on(api: str, event: str | None, d: dict[str, Any], t: float, turn: Turn, chat_args: dict[int, str],
-        items: dict[int, int], blocks: dict[int, int]) -> None:
-    if api == "chat":
-        if event == "tool_call_dispatch":
-            idx = (d.get("tool_call") or {}).get("index", 0)
-            turn.dispatch.setdefault(idx, t)
+class _Fold:
+    """One stream through its API's fold (``conformance.apis``): per call (by position), when it was
+    complete (the earliest of the API's rule and, where the API marks no end per call, the first
+    chunk after which its arguments parse as a JSON object), the rule's own time as the boundary
+    there, and the reference server's Chat ``tool_call_dispatch`` frame."""
+
+    def __init__(self, api: str) -> None:
+        self.api = apis.get(api)
+        self.per_call_end = view(api).per_call_end
+        self.snapshot: dict[str, Any] | None = None
+        self.watch = CallWatch(api, early=True)
+
+    def on(self, event: str | None, d: Any, t: float, turn: Turn) -> None:
+        if event == DISPATCH_EVENT:
+            turn.dispatch.setdefault((d.get("tool_call") or {}).get("index", 0), t)
             return
-        for choice in d.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if turn.ttft is None and (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                                      or delta.get("tool_calls")):
-                turn.ttft = t
-            for tc in delta.get("tool_calls") or ():
-                idx = tc.get("index", 0)
-                if idx not in chat_args:  # a new index: the earlier calls are complete
-                    for other in chat_args:
-                        turn.boundary.setdefault(other, t)
-                chat_args[idx] = chat_args.get(idx, "") + ((tc.get("function") or {}).get("arguments") or "")
-                if idx not in turn.ready:
-                    try:
-                        if isinstance(json.loads(chat_args[idx]), dict):
-                            turn.ready[idx] = t
-                    except ValueError:
-                        pass
-            if choice.get("finish_reason"):
-                for idx in chat_args:
-                    turn.ready.setdefault(idx, t)
-                    turn.boundary.setdefault(idx, t)
-    elif api == "anthropic":
-        typ = d.get("type")
-        if typ == "content_block_start" and (d.get("content_block") or {}).get("type") == "tool_use":
-            blocks[d.get("index", 0)] = len(blocks)
-        elif typ == "content_block_delta" and turn.ttft is None:
+        if turn.ttft is None and self.api.is_content(d):
             turn.ttft = t
-        elif typ == "content_block_stop" and d.get("index") in blocks:
-            turn.ready.setdefault(blocks[d["index"]], t)
-    else:
-        typ = d.get("type") or event
-        if typ == "response.output_item.added" and (d.get("item") or {}).get("type") == "function_call":
-            items[d.get("output_index", 0)] = len(items)
-        elif typ and typ.endswith(".delta") and turn.ttft is None:
-            turn.ttft = t
-        elif typ == "response.function_call_arguments.done" and d.get("output_index") in items:
-            turn.ready.setdefault(items[d["output_index"]], t)
-        elif typ == "response.output_item.done" and d.get("output_index") in items:
-            turn.ready.setdefault(items[d["output_index"]], t)
+        self.snapshot = self.api.accumulate(d, self.snapshot)
+        for call, source in self.watch.step(self.snapshot)[1]:
+            turn.ready.setdefault(call.index, t)
+            if not self.per_call_end and source != "arguments":
+                turn.boundary.setdefault(call.index, t)
 
 
 def _request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from harnesscheck.conformance.requests import first
     from harnesscheck.scenarios.loader import get
 
-    return first(api, get(scenario_id), model)
+    return apis.get(api).first(get(scenario_id), model)
 
 
 async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> dict[tuple[str, str, str], list[Turn]]:
@@ -170,7 +147,7 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
 
 
 def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
 
     started = now_iso()

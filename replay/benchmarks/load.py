@@ -141,12 +141,12 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
                  ) -> list[tuple[str, str, dict[str, Any]]]:
     """One API's requests of a scenario: or builtin: workload, or a trace file's (its own APIs)."""
     if spec.startswith("scenario:"):
-        from harnesscheck.conformance.requests import MIN_OUTPUT_TOKENS, first
+        from harnesscheck.conformance.apis import get as get_api
         from harnesscheck.scenarios.loader import get
 
-        limit = "max_output_tokens" if api == "responses" else "max_tokens"
-        body = {**first(api, get(spec.split(":", 1)[1]), model),
-                limit: max(max_tokens, MIN_OUTPUT_TOKENS[api])}
+        mod = get_api(api)
+        body = {**mod.first(get(spec.split(":", 1)[1]), model),
+                mod.MAX_TOKENS_FIELD: max(max_tokens, mod.MIN_OUTPUT_TOKENS)}
         return [(api, common.PATHS[api], body)]
     if spec.startswith("builtin:"):
         from harnesscheck.replay.workloads import build
@@ -372,7 +372,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     """Run the sweeps; the results document (``common.write_outputs`` writes it). Per sweep kind
     three benchmarks, ``load-KIND-ttft``, ``-tpot``, ``-e2el`` (arms: the levels, samples: one per
     request), whose ``settings.figures`` hold every level's vLLM-named figures."""
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.conformance.wire.server_info import server_info
     from harnesscheck.replay.client import run_async
 

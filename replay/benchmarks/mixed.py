@@ -101,11 +101,11 @@ def large_body(route: str, model: str, n_bytes: int) -> bytes:
 
 
 def stream_bodies(model: str, opts: MixedOptions) -> list[tuple[str, dict[str, Any]]]:
-    from harnesscheck.conformance.requests import first
+    from harnesscheck.conformance.apis import get as get_api
     from harnesscheck.scenarios.loader import get
 
-    limit = {"anthropic": "max_tokens", "chat": "max_tokens", "responses": "max_output_tokens"}
-    return [(api, {**first(api, get(opts.scenario), model), limit[api]: opts.stream_tokens}) for api in opts.apis]
+    return [(api, {**get_api(api).first(get(opts.scenario), model), get_api(api).MAX_TOKENS_FIELD: opts.stream_tokens})
+            for api in opts.apis]
 
 
 async def _large_loop(session: Any, url: str, data: bytes, hdrs: dict[str, str], stop: asyncio.Event,
@@ -180,7 +180,7 @@ async def _measure(url: str, model: str, opts: MixedOptions) -> list[Window]:
 
 
 def run_mixed(opts: MixedOptions) -> dict[str, Any]:
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.conformance.wire.server_info import server_info
     from harnesscheck.replay.client import run_async
 

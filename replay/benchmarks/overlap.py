@@ -1,7 +1,7 @@
 """`bench overlap`: turn latency with the tools executed after the stream versus while it streams
 (article 2), next to the article's model.
 
-For the tool-calling first turn of each scenario (bodies from ``harnesscheck.conformance.requests.first``), per
+For the tool-calling first turn of each scenario (bodies from ``conformance.apis``' ``first``), per
 API, three arms interleaved per round (the order rotates, warm-up rounds discarded):
 
 - ``stream``: the turn with instant tools: the end of stream E and the time each call was complete
@@ -112,14 +112,14 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
 
 
 def _body(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from harnesscheck.conformance.requests import first
+    from harnesscheck.conformance import apis
     from harnesscheck.scenarios.loader import get
 
-    return first(api, get(scenario_id), model)
+    return apis.get(api).first(get(scenario_id), model)
 
 
 def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
 
     started = now_iso()

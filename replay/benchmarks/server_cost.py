@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesscheck.replay.benchmarks import common
+from harnesscheck.replay.fold import view
 
 REFERENCE_FIGURE = {"source": "issue 24 (docs/benchmarks.md), this 2-core shared machine, 2026-12, Dynamo 1.6.1 "
                               "frontend + CPU mocker, 15 s windows, Chat API",
@@ -170,38 +170,14 @@ class Stream:
 
 def streamed_text(api: str, answer: list[Any] | None) -> str:
     """The content a stream carried, from the client's fold (``StreamResult.answer``): reasoning,
-    text, tool names and arguments, in order."""
-    out: list[str] = []
-    for item in answer or ():
-        if api == "chat":
-            out += [item.get("reasoning_content") or "", item.get("content") or ""]
-            for call in item.get("tool_calls") or ():
-                fn = call.get("function") or {}
-                out += [fn.get("name") or "", fn.get("arguments") or ""]
-        elif api == "anthropic":
-            for block in item.get("content") or ():
-                kind = block.get("type")
-                if kind in ("text", "thinking"):
-                    out.append(block.get(kind) or "")
-                elif kind == "tool_use":
-                    out += [block.get("name") or "", json.dumps(block.get("input"), ensure_ascii=False)]
-        else:
-            kind = item.get("type")
-            if kind == "function_call":
-                out += [item.get("name") or "", item.get("arguments") or ""]
-            for part in (item.get("content") or []) + (item.get("summary") or []):
-                if isinstance(part, dict):
-                    out.append(part.get("text") or "")
-    return "".join(out)
+    text, tool names and arguments, in order (``replay.fold``)."""
+    return view(api).text(answer)
 
 
 def stream_error(r: Any) -> str | None:
-    """None when the stream ended validly: the API's end event, or Responses' ``response.incomplete``."""
-    if r.ok:
-        return None
-    if r.api == "responses" and r.error_kind == "truncated" and r.stop_reason == "incomplete":
-        return None
-    return r.error or f"HTTP {r.status}"
+    """None when the stream ended validly: the API's end event (the client counts Responses'
+    ``response.incomplete`` as one)."""
+    return None if r.ok else r.error or f"HTTP {r.status}"
 
 
 def to_stream(r: Any, count: Any, side: str = "", concurrency: int = 0) -> Stream:
@@ -293,10 +269,10 @@ class Side:
 
 def _bodies(opts: ServerCostOptions, model: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(scenario, api, first-turn body) in rotation order."""
-    from harnesscheck.conformance.requests import first
+    from harnesscheck.conformance.apis import get as get_api
     from harnesscheck.scenarios.loader import get
 
-    return [(s, api, first(api, get(s), model)) for s in opts.scenarios for api in opts.apis]
+    return [(s, api, get_api(api).first(get(s), model)) for s in opts.scenarios for api in opts.apis]
 
 
 def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list[int]]:
@@ -304,7 +280,7 @@ def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list
     reference tokenizer's ids (+ end of turn): what the mocker replays."""
     import httpx
 
-    from harnesscheck.conformance.requests import first
+    from harnesscheck.conformance.apis import chat
     from harnesscheck.reference_server.conversation import ToolSpec
     from harnesscheck.reference_server.events import Part, ToolCall
     from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
@@ -315,7 +291,7 @@ def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list
     tok = load()
     out: dict[str, list[int]] = {}
     for s in opts.scenarios:
-        body = {k: v for k, v in first("chat", get(s), model).items() if k != "stream_options"} | {"stream": False}
+        body = chat.first(get(s), model, stream=False)
         r = httpx.post(url + common.PATHS["chat"], json=body, headers=common.headers(opts.api_key), timeout=120)
         r.raise_for_status()
         msg = r.json()["choices"][0]["message"]
@@ -364,7 +340,7 @@ def _measure(sides: list[Side], opts: ServerCostOptions) -> tuple[list[Window], 
 def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
     import contextlib
 
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
     started = now_iso()
