@@ -2,10 +2,11 @@
 the report's tables are drawn from (STYLE.md, rule 1).
 
 A check has a stable id (`AN-STREAM-003`: API, contract, number), a title, the line of
-docs/API_FACTS.md it stands on, a remedy hint, the rules it enforces and the reference-server
-faults that must make it fail. A *rule* is the unit a verdict speaks of: a grammar rule
-(`AN-GRAMMAR-INDEX`, from conformance/grammar) or a contract rule (the check's own id, or
-`ID:part` for a second rule of one check). Each rule has a level and the evidence that holds it
+docs/API_FACTS.md it stands on, a remedy hint and the reference-server faults that must make it
+fail. A *rule* is the unit a verdict speaks of: a grammar rule (`AN-GRAMMAR-INDEX`, from
+conformance/grammar) or a contract rule (the check's own id, or `ID:part` for a second rule of one
+check). ``RULE_CHECK`` is the one table from a rule to the check that fails on it; a check's rules
+are read from it. Each rule has a level and the evidence that holds it
 (``RULES``): MUST only where the official API reference requires it (``reference:``), an official
 SDK breaks (``sdk:``) or a measured real client breaks (``client:``); everything else is SHOULD
 (``none:`` says why it is still worth a check). A failing result weighs what its failing rule
@@ -21,6 +22,7 @@ from harnesscheck.conformance.outcome import Level
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
 APIS = ("anthropic", "chat", "responses")
+ANY = "any"  # the `api` of a check that no single API owns (routes, errors, tokenize)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,45 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
 
 RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}
 
+# The one join of the two id spaces: the check that fails on each rule. A grammar rule (from
+# conformance/grammar) fails the stream check that judges it, listed here; a contract rule is named after its
+# check (ID, or ID:part for a second rule of one check). Every rule fails exactly one check (test_coverage.py).
+_GRAMMAR_CHECK: dict[str, str] = {
+    **dict.fromkeys(("AN-GRAMMAR-START", "AN-GRAMMAR-MESSAGE-START", "AN-GRAMMAR-ORDER",
+                    "AN-GRAMMAR-AFTER-STOP", "AN-GRAMMAR-STOP-MISSING"), "AN-STREAM-001"),
+    **dict.fromkeys(("AN-GRAMMAR-INDEX",), "AN-STREAM-002"),
+    **dict.fromkeys(("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN",
+                    "AN-GRAMMAR-BLOCK-CLOSED", "AN-GRAMMAR-BLOCK-UNSTOPPED"), "AN-STREAM-003"),
+    **dict.fromkeys(("AN-GRAMMAR-DELTA-TYPE",), "AN-STREAM-004"),
+    **dict.fromkeys(("AN-GRAMMAR-SIGNATURE", "AN-GRAMMAR-SIGNATURE-MISSING"), "AN-STREAM-005"),
+    **dict.fromkeys(("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON"), "AN-STREAM-006"),
+    **dict.fromkeys(("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE"), "AN-STREAM-007"),
+    **dict.fromkeys(("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
+                    "AN-GRAMMAR-AFTER-ERROR"), "AN-STREAM-008"),
+    **dict.fromkeys(("AN-GRAMMAR-DELTA-USAGE",), "AN-STREAM-009"),
+    **dict.fromkeys(("CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-INDEX"), "CH-STREAM-001"),
+    **dict.fromkeys(("CH-GRAMMAR-TOOL-ARGS",), "CH-STREAM-002"),
+    **dict.fromkeys(("CH-GRAMMAR-FINISH-TOOL-CALLS", "CH-GRAMMAR-FINISH-REASON", "CH-GRAMMAR-FINISH-ONCE",
+                    "CH-GRAMMAR-AFTER-FINISH"), "CH-STREAM-003"),
+    **dict.fromkeys(("CH-GRAMMAR-USAGE-CHUNK", "CH-GRAMMAR-USAGE-CHOICES"), "CH-STREAM-004"),
+    **dict.fromkeys(("CH-GRAMMAR-DONE", "CH-GRAMMAR-OBJECT", "CH-GRAMMAR-ID", "CH-GRAMMAR-JSON",
+                    "CH-GRAMMAR-EVENT-NAME", "CH-GRAMMAR-CHOICES"), "CH-STREAM-005"),
+    **dict.fromkeys(("RS-GRAMMAR-SEQUENCE",), "RS-STREAM-001"),
+    **dict.fromkeys(("RS-GRAMMAR-ITEM-ORDER", "RS-GRAMMAR-ITEM-IDS", "RS-GRAMMAR-ITEM-UNCLOSED",
+                    "RS-GRAMMAR-TEXT-DONE", "RS-GRAMMAR-OUTPUT-INDEX", "RS-GRAMMAR-COMPLETED-OUTPUT"),
+                    "RS-STREAM-002"),
+    **dict.fromkeys(("RS-GRAMMAR-ARGS-DONE",), "RS-STREAM-003"),
+    **dict.fromkeys(("RS-GRAMMAR-COMPLETED", "RS-GRAMMAR-CREATED", "RS-GRAMMAR-IN-PROGRESS",
+                    "RS-GRAMMAR-USAGE", "RS-GRAMMAR-JSON", "RS-GRAMMAR-EVENT-NAME"), "RS-STREAM-004"),
+    **dict.fromkeys(("RS-GRAMMAR-FUNCTION-CALL",), "RS-STREAM-005"),
+    **dict.fromkeys(("RS-GRAMMAR-ARGS-JSON",), "RS-STREAM-006"),
+}
+# Rules the Chat validator reports on Dynamo's tool_call_dispatch frames: CH-DISPATCH-002
+# (test_dispatch.py) judges those frames itself, so these fail no check (they have no RULES entry).
+UNJUDGED = frozenset({"CH-DISPATCH-SHAPE", "CH-DISPATCH-ONCE", "CH-DISPATCH-MATCH", "CH-DISPATCH-EARLY",
+                      "CH-DISPATCH-LATE", "CH-DISPATCH-MISSING"})
+RULE_CHECK: dict[str, str] = {**_GRAMMAR_CHECK, **{r: r.split(":")[0] for r in RULES if r not in _GRAMMAR_CHECK}}
+
 # Recorded and shown, never failed: the references allow them (docs/API_FACTS.md).
 # RS-GRAMMAR-EVENT-LINE: a Responses stream without `event:` lines works for the openai SDK and
 # Codex, which dispatch on the data's type.
@@ -249,25 +290,34 @@ def rule(rule_id: str) -> Rule:
 @dataclass(frozen=True, slots=True)
 class Check:
     id: str
-    api: str  # anthropic | chat | responses | any
+    api: str  # one of APIS, or ANY
     title: str
     level: Level  # the highest level of its rules
     source: str  # the API_FACTS.md (or article) line it stands on
     remedy: str
     faults: tuple[str, ...]  # reference-server faults that this check must catch
-    rules: tuple[str, ...] = ()  # grammar rule ids it enforces (stream checks)
     witness: str = ""  # what the check looks at, when it is not the stream grammar
 
     @property
     def contract(self) -> str:
         return self.id.split("-")[1]
 
+    def runs_with(self, apis: set[str] | frozenset[str]) -> bool:
+        """Whether a run over these APIs takes the check: its API is one of them, or it has none (ANY)."""
+        return self.api in apis or self.api == ANY
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The grammar rules it judges (a stream check; RULE_CHECK), in the table's order."""
+        return tuple(r for r, check_id in _GRAMMAR_CHECK.items() if check_id == self.id)
+
     @property
     def own_rules(self) -> tuple[str, ...]:
-        """Every rule this check can fail on: its grammar rules, else its contract rules (ID, ID:part)."""
-        if self.rules:
-            return tuple(r for r in self.rules if r in RULES)
-        return tuple(r for r in RULES if r == self.id or r.startswith(self.id + ":"))
+        """The rules its verdict speaks of: its grammar rules, else its contract rules (ID, ID:part).
+        A stream check also fails on its contract rule (its id) when a stream could not be judged at
+        all (a refused request): AN-STREAM-009 is the one stream check that rule has an entry for."""
+        return self.rules or tuple(r for r, check_id in RULE_CHECK.items()
+                                   if check_id == self.id and r not in _GRAMMAR_CHECK)
 
     def level_of(self, rule_id: str | None) -> Level:
         """The level a failure of ``rule_id`` weighs (the check's own rule when None or not a rule)."""
@@ -286,48 +336,41 @@ class Check:
 
 
 def _c(id: str, api: str, title: str, level: Level, source: str, remedy: str, faults: tuple[str, ...] | str,
-       rules: tuple[str, ...] = (), witness: str = "") -> Check:
+       witness: str = "") -> Check:
     faults = (faults,) if isinstance(faults, str) else faults
-    return Check(id, api, title, level, source, remedy, faults, rules, witness)
+    return Check(id, api, title, level, source, remedy, faults, witness)
 
 
 CHECKS: list[Check] = [
     # --- Anthropic Messages: stream grammar -------------------------------------------------------
     _c("AN-STREAM-001", "anthropic", "The stream opens with message_start and ends with message_stop", MUST,
        "API_FACTS: Anthropic stream events", "send message_start first and message_stop last, after message_delta",
-       "an-missing-message-stop",
-       rules=("AN-GRAMMAR-START", "AN-GRAMMAR-MESSAGE-START", "AN-GRAMMAR-ORDER", "AN-GRAMMAR-AFTER-STOP",
-              "AN-GRAMMAR-STOP-MISSING")),
+       "an-missing-message-stop"),
     _c("AN-STREAM-002", "anthropic", "Each content block's index equals its position (0, 1, 2, ...)", MUST,
        "API_FACTS: block index equals the block's position", "number blocks by their position in content[]",
-       "an-block-index-skip", rules=("AN-GRAMMAR-INDEX",)),
+       "an-block-index-skip"),
     _c("AN-STREAM-003", "anthropic", "Every block is started, streamed and stopped; one block open at a time", MUST,
        "API_FACTS: content_block_start / delta / stop per block",
        "close each block with content_block_stop before the next starts; never send deltas after the stop",
-       ("an-missing-block-stop", "an-delta-unstarted-block"),
-       rules=("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN", "AN-GRAMMAR-BLOCK-CLOSED",
-              "AN-GRAMMAR-BLOCK-UNSTOPPED")),
+       ("an-missing-block-stop", "an-delta-unstarted-block")),
     _c("AN-STREAM-004", "anthropic", "Delta types match their block (no text_delta in a tool_use block)", MUST,
        "API_FACTS: delta types by block", "send input_json_delta for tool_use, thinking_delta for thinking",
-       "an-delta-type-mismatch", rules=("AN-GRAMMAR-DELTA-TYPE",)),
+       "an-delta-type-mismatch"),
     _c("AN-STREAM-005", "anthropic", "A thinking block gets its signature_delta before its stop", SHOULD,
        "API_FACTS: signature_delta just before its stop", "emit signature_delta, then content_block_stop",
-       "an-signature-after-stop", rules=("AN-GRAMMAR-SIGNATURE", "AN-GRAMMAR-SIGNATURE-MISSING")),
+       "an-signature-after-stop"),
     _c("AN-STREAM-006", "anthropic", "A tool_use block starts complete and its partial_json joins to an object", MUST,
        "API_FACTS: content_block_start of tool_use; concatenated partial_json parses", "stream the input JSON "
-       "as fragments of one object; put id and the whole name in content_block_start", "invalid-tool-json",
-       rules=("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON")),
+       "as fragments of one object; put id and the whole name in content_block_start", "invalid-tool-json"),
     _c("AN-STREAM-007", "anthropic", "stop_reason is tool_use exactly when the message ends with tool_use blocks",
        MUST, "API_FACTS: stop_reason", "answer stop_reason tool_use after tool calls the client must run",
-       "an-end-turn-after-tool-use", rules=("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE")),
+       "an-end-turn-after-tool-use"),
     _c("AN-STREAM-008", "anthropic", "SSE event names equal the data's type; every data line is JSON", MUST,
        "API_FACTS: the SSE event name equals the data's type", "write `event: <type>` for every frame",
-       "an-event-name-mismatch",
-       rules=("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
-              "AN-GRAMMAR-AFTER-ERROR")),
+       "an-event-name-mismatch"),
     _c("AN-STREAM-009", "anthropic", "message_delta carries cumulative usage with output_tokens", MUST,
        "API_FACTS: message_delta.usage is cumulative; output_tokens required", "send usage in message_delta",
-       "an-usage-missing", rules=("AN-GRAMMAR-DELTA-USAGE",)),
+       "an-usage-missing"),
     _c("AN-SDK-001", "anthropic", "The anthropic SDK's stream helper folds every scenario to the non-stream answer",
        MUST, "API_FACTS: SDK accumulate_event", "follow the event grammar; keep streamed and non-streamed "
        "content equal", ("an-block-index-skip", "invalid-tool-json", "an-usage-missing", "an-delta-unstarted-block"),
@@ -407,21 +450,17 @@ CHECKS: list[Check] = [
     # --- Chat Completions -------------------------------------------------------------------------
     _c("CH-STREAM-001", "chat", "Tool-call deltas carry id, type and name only in the first delta of an index", MUST,
        "API_FACTS: the SDK concatenates every string field per index", "send id/name once per index",
-       "chat-repeat-tool-id-name", rules=("CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-INDEX")),
+       "chat-repeat-tool-id-name"),
     _c("CH-STREAM-002", "chat", "Tool-call arguments join to a JSON object per index", MUST,
        "API_FACTS: concatenated arguments per index parse as a JSON object", "stream fragments of one object",
-       "invalid-tool-json", rules=("CH-GRAMMAR-TOOL-ARGS",)),
+       "invalid-tool-json"),
     _c("CH-STREAM-003", "chat", "finish_reason is tool_calls when the turn ends in tool calls", MUST,
        "API_FACTS: finish_reason tool_calls", "answer finish_reason tool_calls",
-       "chat-finish-stop-after-tool-calls", rules=("CH-GRAMMAR-FINISH-TOOL-CALLS", "CH-GRAMMAR-FINISH-REASON", "CH-GRAMMAR-FINISH-ONCE",
-              "CH-GRAMMAR-AFTER-FINISH")),
+       "chat-finish-stop-after-tool-calls"),
     _c("CH-STREAM-004", "chat", "stream_options.include_usage adds one usage chunk with choices [] before [DONE]",
-       MUST, "API_FACTS: stream_options.include_usage", "send the usage chunk", "chat-no-usage-chunk",
-       rules=("CH-GRAMMAR-USAGE-CHUNK", "CH-GRAMMAR-USAGE-CHOICES")),
+       MUST, "API_FACTS: stream_options.include_usage", "send the usage chunk", "chat-no-usage-chunk"),
     _c("CH-STREAM-005", "chat", "The stream ends with data: [DONE]; chunks share one id and object type", MUST,
-       "API_FACTS: Chat streaming", "end with data: [DONE]", "chat-no-done",
-       rules=("CH-GRAMMAR-DONE", "CH-GRAMMAR-OBJECT", "CH-GRAMMAR-ID", "CH-GRAMMAR-JSON", "CH-GRAMMAR-EVENT-NAME",
-              "CH-GRAMMAR-CHOICES")),
+       "API_FACTS: Chat streaming", "end with data: [DONE]", "chat-no-done"),
     _c("CH-SDK-001", "chat", "The openai SDK's chat stream helper folds every scenario to the non-stream answer",
        MUST, "API_FACTS: openai-python lib/streaming/_deltas.py", "send id and name once per index",
        ("chat-repeat-tool-id-name", "invalid-tool-json"), witness="openai SDK"),
@@ -442,25 +481,21 @@ CHECKS: list[Check] = [
     # --- Responses --------------------------------------------------------------------------------
     _c("RS-STREAM-001", "responses", "sequence_number increases by exactly one", SHOULD,
        "API_FACTS: every event has an integer sequence_number, increasing by one", "number every event",
-       "rs-sequence-gap", rules=("RS-GRAMMAR-SEQUENCE",)),
+       "rs-sequence-gap"),
     _c("RS-STREAM-002", "responses", "Each output item runs added -> parts/deltas -> done, in order", MUST,
        "API_FACTS: Responses event order", "close every item with response.output_item.done",
-       "rs-missing-output-item-done", rules=("RS-GRAMMAR-ITEM-ORDER", "RS-GRAMMAR-ITEM-IDS",
-                                              "RS-GRAMMAR-ITEM-UNCLOSED", "RS-GRAMMAR-TEXT-DONE",
-                                              "RS-GRAMMAR-OUTPUT-INDEX", "RS-GRAMMAR-COMPLETED-OUTPUT")),
+       "rs-missing-output-item-done"),
     _c("RS-STREAM-003", "responses", "function_call_arguments.done equals the joined deltas and the item", SHOULD,
        "API_FACTS: .done carries the final arguments, equal to the concatenated deltas", "send the joined text",
-       "rs-arguments-done-mismatch", rules=("RS-GRAMMAR-ARGS-DONE",)),
+       "rs-arguments-done-mismatch"),
     _c("RS-STREAM-004", "responses", "The stream ends with response.completed (or failed / incomplete)", MUST,
        "API_FACTS: Codex fails a turn without response.completed", "always send the terminal event",
-       "rs-missing-completed", rules=("RS-GRAMMAR-COMPLETED", "RS-GRAMMAR-CREATED", "RS-GRAMMAR-IN-PROGRESS",
-                                      "RS-GRAMMAR-USAGE", "RS-GRAMMAR-JSON", "RS-GRAMMAR-EVENT-NAME")),
+       "rs-missing-completed"),
     _c("RS-STREAM-005", "responses", "A function_call item has name and call_id at output_item.added", MUST,
        "API_FACTS: function_call item; Codex drops calls without call_id", "send call_id and name at once",
-       "rs-missing-call-id", rules=("RS-GRAMMAR-FUNCTION-CALL",)),
+       "rs-missing-call-id"),
     _c("RS-STREAM-006", "responses", "function_call arguments join to a JSON object", MUST,
-       "API_FACTS: arguments join to valid JSON", "stream fragments of one object", "invalid-tool-json",
-       rules=("RS-GRAMMAR-ARGS-JSON",)),
+       "API_FACTS: arguments join to valid JSON", "stream fragments of one object", "invalid-tool-json"),
     _c("RS-SDK-001", "responses", "The openai SDK's Responses stream helper folds every scenario to the "
        "non-stream answer", MUST, "openai-python responses stream helper", "end streams with response.completed",
        ("rs-missing-completed", "rs-missing-call-id", "invalid-tool-json"), witness="openai SDK"),

@@ -140,6 +140,14 @@ def coverage_problems() -> list[str]:
     problems += [f"fault {f} is caught by no check" for f in FAULTS if f not in caught and not FAULTS[f].transport]
     problems += [f"fault {f} plants no rule (catalog.PLANTED)" for f in FAULTS
                  if not FAULTS[f].transport and not catalog.PLANTED.get(f)]
+    for fault, rules in catalog.PLANTED.items():  # a planted rule fails a check that catches the fault
+        caught = {c.id for c in catalog.checks_for_fault(fault)}
+        for r in rules:
+            if r not in catalog.RULE_CHECK:
+                problems.append(f"fault {fault} plants unknown rule {r}")
+            elif catalog.RULE_CHECK[r] not in caught:
+                problems.append(f"fault {fault} plants {r}, which fails {catalog.RULE_CHECK[r]}, a check that "
+                                "does not catch the fault")
     return problems
 
 

@@ -27,13 +27,13 @@ import pytest
 
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from harnesscheck.conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features, split_apis,
-                                 validate_options)
-from harnesscheck.conformance.preflight import preflight
+from harnesscheck.conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features,
+                                              split_apis, validate_options)
 from harnesscheck.conformance.outcome import Outcome
-from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_out
+from harnesscheck.conformance.wire.server_info import server_info
 
 PACKAGE = Path(__file__).resolve().parent
 WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder; in workeroutput: results
@@ -96,8 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is None:
             keep.append(item)
             continue
-        check = catalog.get(marker.args[0])
-        (keep if check.api == "any" or check.api in apis else drop).append(item)
+        (keep if catalog.get(marker.args[0]).runs_with(apis) else drop).append(item)
     if hasattr(config, "workerinput"):  # xdist: the checks that hold the endpoint alone go last, so the
         # workers drain once, at the end, rather than each time one of them comes up (same order on every worker)
         witness = config.getoption("hc_witness")

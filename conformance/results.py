@@ -6,31 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import socket
-import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harnesscheck.conformance.catalog import Check
-from harnesscheck.conformance.clients.impact import refused_shape_verdict, verdicts_for
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.outcome import Level, Outcome
 from harnesscheck.conformance.wire.redact import redact_text
 from harnesscheck.conformance.wire.transcript import Transcript
-from harnesscheck import __version__
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def machine() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count()}
+from harnesscheck.reports.schema import new_run_id, now_iso, results_document, run_header
 
 
 @dataclass(slots=True)
@@ -64,8 +49,7 @@ class Collector:
     @classmethod
     def start(cls, *, endpoint: str, model: str, apis: list[str], server: dict[str, Any], settings: dict[str, Any],
               secrets: list[str]) -> Collector:
-        run = {"id": uuid.uuid4().hex[:12], "started_at": now_iso(), "kit_version": __version__, "endpoint": endpoint,
-               "model": model, "apis": apis, "machine": machine(), "settings": settings, "server": server}
+        run = run_header(endpoint=endpoint, model=model, apis=apis, server=server, settings=settings)
         return cls(run=run, secrets=[s for s in secrets if s])
 
     def add(self, result: CheckResult) -> None:
@@ -76,17 +60,18 @@ class Collector:
         in `workeroutput`): the run and, per result, its results.json entry and its transcript."""
         starts = [r.started for r in self.results if r.started is not None]
         ends = [r.started + r.duration_s for r in self.results if r.started is not None]
-        return {"run": dict(self.run), "checks": [self._entry(r) for r in self.results],
+        impact = _Impact()
+        return {"run": dict(self.run), "checks": [self._entry(r, impact) for r in self.results],
                 "span": [min(starts), max(ends)] if starts else None}
 
-    def _entry(self, r: CheckResult) -> dict[str, Any]:
+    def _entry(self, r: CheckResult, impact: _Impact) -> dict[str, Any]:
         finding = None
         if r.finding is not None or r.excerpt:
             f = r.finding
             finding = {"rule": f.rule if f else "", "frame_index": f.frame_index if f else None,
                        "observed": f.observed if f else None, "expected": f.expected if f else None,
                        "excerpt": redact_text(r.excerpt or "", self.secrets) or None}
-        verdicts = _harness_verdicts(r)
+        verdicts = impact.verdicts(r)
         entry = {
             "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.weight),
             "check_level": str(r.check.level), "outcome": str(r.outcome),
@@ -110,10 +95,6 @@ class Collector:
             transcript = {"text": redact_text(r.transcript.to_json(indent=1), self.secrets),
                           "frames": len(r.transcript.frames)}
         return {"entry": entry, "transcript": transcript}
-
-    def write(self, results_path: Path | None, transcripts_dir: Path | None,
-              budget: TranscriptBudget | None = None) -> dict[str, Any]:
-        return write_results([self.payload()], results_path, transcripts_dir, budget=budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +122,7 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     runs = sorted((p["run"] for p in payloads), key=lambda r: r["started_at"])
     run = {**runs[0], "finished_at": now_iso()}
     if len(runs) > 1:
-        run["id"] = uuid.uuid4().hex[:12]
+        run["id"] = new_run_id()
     run["settings"] = {**run.get("settings", {}), **(settings or {})}
     spans = [p["span"] for p in payloads if p.get("span")]
     if spans:  # from the first check's start to the last one's end, over every process
@@ -150,8 +131,7 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     if transcripts_dir is not None:
         run["transcripts"] = _write_transcripts(pairs, transcripts_dir, results_path, budget or TranscriptBudget())
     checks = [c["entry"] for c in pairs]
-    doc = {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": checks,
-           "benchmarks": [], "comparisons": [], "fault_matrix": None}
+    doc = results_document(run, checks, benchmarks=[], comparisons=[], fault_matrix=None)
     if results_path is not None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -195,16 +175,23 @@ def _write_transcripts(pairs: list[dict[str, Any]], folder: Path, results_path: 
             "per_file_cap": budget.per_file, "total_cap": budget.total, "left_out": left_out}
 
 
-def _harness_verdicts(r: CheckResult) -> dict[str, dict[str, str]]:
+class _Impact:
     """Beside a failing check, what its failing rules mean for each real client of its API, from
-    measurements only (clients/impact.json); a check that did not fail speaks for nobody, except a
-    real client's own request refused for the endpoint's limits (that client cannot work there)."""
-    if r.outcome is Outcome.INCONCLUSIVE and r.cause == "endpoint-config":
-        return refused_shape_verdict(r.check, r.message)
-    if r.outcome is not Outcome.FAIL:
-        return {}
-    return verdicts_for(r.check, r.rules or [r.check.id])
+    measurements only (conformance/impact.json); a check that did not fail speaks for nobody, except a
+    real client's own request refused for the endpoint's limits (that client cannot work there). The
+    measurements are read once, and only when a result needs them."""
 
+    def __init__(self) -> None:
+        self._data: dict[str, Any] | None = None
 
-def elapsed(start: float) -> float:
-    return time.monotonic() - start
+    def verdicts(self, r: CheckResult) -> dict[str, dict[str, str]]:
+        refused = r.outcome is Outcome.INCONCLUSIVE and r.cause == "endpoint-config"
+        if not refused and r.outcome is not Outcome.FAIL:
+            return {}
+        from harnesscheck.conformance import impact
+
+        if self._data is None:
+            self._data = impact.load()
+        if refused:
+            return impact.refused_shape_verdict(r.check, r.message, self._data)
+        return impact.verdicts_for(r.check, r.rules or [r.check.id], self._data)

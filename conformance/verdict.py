@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
-from _pytest.outcomes import Skipped
 
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.wire.transcript import Transcript
@@ -59,8 +58,9 @@ class CheckFailed(AssertionError):
         return list(dict.fromkeys(rules))
 
 
-class Inconclusive(Skipped):
-    """The check could not judge the endpoint (see the module docstring for the causes)."""
+class Inconclusive(pytest.skip.Exception):
+    """The check could not judge the endpoint (see the module docstring for the causes). A skip to
+    pytest (terminal, JUnit); the plugin maps it by type to the inconclusive outcome, with its cause."""
 
     def __init__(self, reason: str, *, cause: str = "not-exercised") -> None:
         assert cause in CAUSES, cause
@@ -80,11 +80,6 @@ def inconclusive(reason: str, *, cause: str = "not-exercised") -> None:
 
 def skip(reason: str) -> None:
     pytest.skip(reason)
-
-
-def require(condition: bool, message: str, *, transcript: Transcript | None = None) -> None:
-    if not condition:
-        fail(message, transcript=transcript)
 
 
 def no_findings(findings: Iterable[Finding], transcript: Transcript, rules: Iterable[str], label: str) -> None:

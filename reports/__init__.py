@@ -1,20 +1,33 @@
 """Results schema, HTML report, plots and the regression gate.
 
-    from harnesscheck.reports import load_results, validate_results, merge_results, render_report, gate
+    from harnesscheck.reports import load_results, validate_results, merge_results, render_report
+    from harnesscheck.reports.gate import gate  # `reports.gate` is the module: its function has the same name
 
-- `schema`: `validate_results(obj)`, `load_results(path)`, `ResultsError`, `SCHEMA_VERSION`
+- `schema`: `validate_results(obj)`, `load_results(path)`, `ResultsError`, `SCHEMA_VERSION`, and the one
+  builder of a results document and its run header (`results_document`, `run_header`)
 - `merge`: `merge_results([doc, ...])`
 - `html`: `render_report(doc) -> str`, `write_report(paths, out)`
 - `plots`: matplotlib figures as data URIs
 - `gate`: `gate(baseline, current, ...) -> GateReport`, `format_gate(report)`
 - `summary`: `summarize(doc)`, `format_summary(doc)` (the per-API table)
+
+The names are loaded on first use (PEP 562): every writer of a results document imports
+`reports.schema`, and the pytest plugin, loaded in every pytest session, must not pay for numpy,
+matplotlib and the HTML templates to write one.
 """
 
-from harnesscheck.reports.gate import GateReport, format_gate, gate
-from harnesscheck.reports.html import render_report, write_report
-from harnesscheck.reports.merge import merge_results
-from harnesscheck.reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, load_results, validate_results
-from harnesscheck.reports.summary import format_summary, summarize
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the module that defines it
+_EXPORTS = {
+    "SCHEMA_NAME": "schema", "SCHEMA_VERSION": "schema", "ResultsError": "schema", "load_results": "schema",
+    "validate_results": "schema", "GateReport": "gate", "format_gate": "gate",
+    "render_report": "html", "write_report": "html", "merge_results": "merge", "format_summary": "summary",
+    "summarize": "summary",
+}
 
 __all__ = [
     "SCHEMA_NAME",
@@ -23,7 +36,6 @@ __all__ = [
     "ResultsError",
     "format_gate",
     "format_summary",
-    "gate",
     "load_results",
     "merge_results",
     "render_report",
@@ -31,3 +43,12 @@ __all__ = [
     "validate_results",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

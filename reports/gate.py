@@ -30,12 +30,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from harnesscheck.reports.schema import ResultsError
+from harnesscheck.stats.bootstrap import ratio_ci
 
 __all__ = [
+    "MIN_SAMPLES",
     "BenchmarkDelta",
     "CheckChange",
     "GateReport",
-    "MIN_SAMPLES",
     "bootstrap_ratio_ci",
     "format_gate",
     "gate",
@@ -128,9 +129,9 @@ def bootstrap_ratio_ci(
     """Percentile bootstrap CI of median(numerator) / median(denominator).
 
     Each sample set is resampled independently with replacement, `n_boot` times, from a seeded
-    generator, so the same inputs always give the same interval. Uses `harnesscheck.stats.bootstrap.ratio_ci`
-    (the kit's shared implementation) when it is importable, else the small local one below.
-    Raises ValueError when a side is empty or the denominator's median is 0.
+    generator, so the same inputs always give the same interval (`harnesscheck.stats.bootstrap.ratio_ci`,
+    the kit's shared implementation). Raises ValueError when a side is empty or the denominator's
+    median is 0.
     """
     num = np.asarray(numerator, dtype=float)
     den = np.asarray(denominator, dtype=float)
@@ -138,27 +139,8 @@ def bootstrap_ratio_ci(
         raise ValueError("bootstrap_ratio_ci needs samples on both sides")
     if np.median(den) == 0:
         raise ValueError("the denominator's median is 0: the ratio is undefined")
-    try:
-        from harnesscheck.stats.bootstrap import ratio_ci
-    except ImportError:
-        return _local_ratio_ci(num, den, n_boot=n_boot, confidence=confidence, seed=seed)
     ci = ratio_ci(num, den, np.median, confidence=confidence, resamples=n_boot, seed=seed)
     return float(ci.low), float(ci.high)
-
-
-def _local_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, confidence: float, seed: int) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(n_boot)
-    chunk = max(1, int(2_000_000 // max(num.size, den.size)))
-    for start in range(0, n_boot, chunk):
-        k = min(chunk, n_boot - start)
-        m_num = np.median(num[rng.integers(0, num.size, size=(k, num.size))], axis=1)
-        m_den = np.median(den[rng.integers(0, den.size, size=(k, den.size))], axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios[start : start + k] = m_num / m_den
-    alpha = (1 - confidence) / 2
-    lo, hi = np.nanquantile(ratios, [alpha, 1 - alpha])
-    return float(lo), float(hi)
 
 
 def read_flaky_file(path: str | Path) -> set[str]:

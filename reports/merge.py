@@ -28,8 +28,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from harnesscheck.reports.schema import SCHEMA_NAME, ResultsError, results_document, validate_results
+
 from harnesscheck import __version__
-from harnesscheck.reports.schema import SCHEMA_NAME, SCHEMA_VERSION, ResultsError, validate_results
 
 __all__ = ["fault_matrix_results", "is_fault_matrix", "load_merged", "merge_results", "read_folder",
            "read_inputs"]
@@ -53,8 +54,7 @@ def fault_matrix_results(matrix: dict[str, Any], *, run_id: str, started_at: str
     run = {"id": run_id, "started_at": started_at, "kit_version": __version__,
            "endpoint": "embedded reference server, one per fault", "model": "", "apis": apis,
            "server": {"kind": "embedded", "timing": "unknown"}}
-    return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "run": run, "checks": [],
-            "fault_matrix": copy.deepcopy(matrix)}
+    return results_document(run, [], fault_matrix=copy.deepcopy(matrix))
 
 
 def _parse(path: Path) -> Any:
@@ -179,15 +179,8 @@ def merge_results(docs: Iterable[dict[str, Any]], *, validate: bool = True) -> d
     run["id"] = "merge:" + "+".join(r["id"] for r in sources)
     run["merged_from"] = sources
 
-    merged = {
-        "schema": SCHEMA_NAME,
-        "schema_version": SCHEMA_VERSION,
-        "run": run,
-        "checks": list(checks.values()),
-        "benchmarks": _by_name(docs, "benchmarks"),
-        "comparisons": _by_name(docs, "comparisons"),
-        "fault_matrix": fault_matrix,
-    }
+    merged = results_document(run, list(checks.values()), benchmarks=_by_name(docs, "benchmarks"),
+                              comparisons=_by_name(docs, "comparisons"), fault_matrix=fault_matrix)
     if validate:
         validate_results(merged, where="merged results")
     return merged

@@ -4,20 +4,31 @@ The shape lives in `results.schema.json` beside this module (JSON Schema, draft 
 helpers here load it, validate against it and add the few checks a schema cannot state (unique
 check keys, ratios that name existing arms). Documented for users in `docs/results-schema.md`.
 
+Every writer builds its document here (`run_header`, `results_document`): the conformance run
+(conformance/results.py), each benchmark (replay/benchmarks/common.py), a merge and a fault matrix
+read as a document (merge.py), so the schema's name and version and the run header have one home.
+
 Errors: `ResultsError(ValueError)` for anything wrong with a results document, with a message that
 names the file (when there is one) and the JSON path of the first problem.
 """
 
 from __future__ import annotations
 
-from harnesscheck.errors import HarnesscheckError
-
 import json
+import os
+import platform
+import socket
+import uuid
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
+from harnesscheck import __version__
+from harnesscheck.errors import HarnesscheckError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_NAME = "harnesscheck.results"
 SCHEMA_VERSION = "1.0"
@@ -35,13 +46,55 @@ __all__ = [
     "SCHEMA_VERSION",
     "ResultsError",
     "load_results",
+    "machine",
+    "new_run_id",
+    "now_iso",
+    "results_document",
     "results_schema",
+    "run_header",
     "validate_results",
 ]
+
+_SECTIONS = ("benchmarks", "comparisons", "fault_matrix")  # what a document may carry beside its checks
 
 
 class ResultsError(HarnesscheckError, ValueError):
     """A results document is missing, unreadable, or does not match the schema."""
+
+
+def now_iso() -> str:
+    """The current time in UTC, ISO 8601 to the second (a run's started_at / finished_at)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def machine() -> dict[str, Any]:
+    """The run header's `machine`: where the kit ran."""
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+
+
+def run_header(*, endpoint: str, model: str, apis: list[str], server: dict[str, Any], settings: dict[str, Any],
+               started_at: str | None = None, finished_at: str | None = None) -> dict[str, Any]:
+    """A results document's `run`: a new id, when it started (now unless given) and finished (when
+    given), the kit's version, what ran against what, and on which machine."""
+    run: dict[str, Any] = {"id": new_run_id(), "started_at": started_at or now_iso()}
+    if finished_at is not None:
+        run["finished_at"] = finished_at
+    return {**run, "kit_version": __version__, "endpoint": endpoint, "model": model, "apis": apis,
+            "machine": machine(), "settings": settings, "server": server}
+
+
+def results_document(run: dict[str, Any], checks: list[dict[str, Any]], **sections: Any) -> dict[str, Any]:
+    """A results document: the schema's name and version, `run`, `checks`, then the sections given
+    (`benchmarks`, `comparisons`, `fault_matrix`), in the order given."""
+    unknown = set(sections) - set(_SECTIONS)
+    if unknown:
+        raise TypeError(f"results_document: unknown section(s) {sorted(unknown)}; a document carries {_SECTIONS}")
+    return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "run": run, "checks": checks, **sections}
 
 
 @lru_cache(maxsize=1)
@@ -52,6 +105,8 @@ def results_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
+    import jsonschema  # on first validation: a writer that only builds documents never needs it
+
     schema = results_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -86,7 +141,9 @@ def validate_results(obj: Any, *, where: str | None = None) -> dict[str, Any]:
         )
     errors = sorted(_validator().iter_errors(obj), key=lambda e: (len(e.absolute_path), e.json_path))
     if errors:
-        best = jsonschema.exceptions.best_match(errors)
+        from jsonschema.exceptions import best_match
+
+        best = best_match(errors)
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ResultsError(f"{prefix}{_path(best.absolute_path)}: {best.message}{more}")
     _semantic_checks(obj, prefix)

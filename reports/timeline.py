@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -100,19 +101,22 @@ def _chat_label(frame: dict[str, Any], data: dict[str, Any]) -> str:
     return " + ".join(dict.fromkeys(parts)) or "empty delta"
 
 
+def _named_label(frame: dict[str, Any], data: dict[str, Any]) -> str:
+    """An Anthropic or Responses event as a lane name: its type (an Anthropic delta's kind beside it)."""
+    name = str(frame.get("event") or data.get("type") or "(unnamed)")
+    delta = data.get("delta")
+    if name == "content_block_delta" and isinstance(delta, dict) and delta.get("type"):
+        return f"{name} · {str(delta['type']).removesuffix('_delta')}"
+    return name
+
+
 def _label(api: str, frame: dict[str, Any], data: dict[str, Any]) -> str:
     kind = frame.get("kind", "event")
     if kind == "comment":
         return ": comment"
     if kind != "event":
         return f"[{kind}]"
-    if api == "chat":
-        return _chat_label(frame, data)
-    name = str(frame.get("event") or data.get("type") or "(unnamed)")
-    delta = data.get("delta")
-    if name == "content_block_delta" and isinstance(delta, dict) and delta.get("type"):
-        return f"{name} · {str(delta['type']).removesuffix('_delta')}"
-    return name
+    return _reading(api).label(frame, data)
 
 
 _TOKEN_DELTAS = {"text_delta", "thinking_delta", "input_json_delta", "citations_delta"}
@@ -121,14 +125,17 @@ _RS_TOKEN_EVENTS = {"response.output_text.delta", "response.reasoning_text.delta
                     "response.refusal.delta"}
 
 
-def _is_token(api: str, data: dict[str, Any]) -> bool:
-    """Whether a frame carries model output (a token of text, reasoning or tool arguments)."""
-    if api == "anthropic":
-        delta = data.get("delta")
-        return data.get("type") == "content_block_delta" and isinstance(delta, dict) and \
-            delta.get("type") in _TOKEN_DELTAS
-    if api == "responses":
-        return data.get("type") in _RS_TOKEN_EVENTS and bool(data.get("delta"))
+def _anthropic_token(data: dict[str, Any]) -> bool:
+    delta = data.get("delta")
+    return data.get("type") == "content_block_delta" and isinstance(delta, dict) and \
+        delta.get("type") in _TOKEN_DELTAS
+
+
+def _responses_token(data: dict[str, Any]) -> bool:
+    return data.get("type") in _RS_TOKEN_EVENTS and bool(data.get("delta"))
+
+
+def _chat_token(data: dict[str, Any]) -> bool:
     for choice in data.get("choices") or []:
         delta = (choice.get("delta") or {}) if isinstance(choice, dict) else {}
         if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
@@ -165,6 +172,7 @@ def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | 
     if not frames:
         return None
     timings = transcript.get("timings") or {}
+    reading = _reading(api)
     lanes: dict[str, Lane] = {}
     spans = _Spans()
     markers: list[Marker] = []
@@ -179,10 +187,10 @@ def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | 
         lane = lanes.setdefault(_label(api, f, data), Lane(_label(api, f, data)))
         lane.times.append(t)
         lane.frames.append(f["index"])
-        if first_token is None and _is_token(api, data):
+        if first_token is None and reading.is_token(data):
             first_token = Marker("first-token", "first token", t, f["index"])
             markers.append(first_token)
-        done = _spans_of(api, f, data, t, spans, calls)
+        done = reading.spans(f, data, t, spans, calls)
         if done is not None:
             markers.append(Marker("tool-complete", f"tool call {done} complete", t, f["index"]))
         if "dispatch" in str(f.get("event") or ""):
@@ -190,14 +198,8 @@ def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | 
             fn = call.get("function")
             name = fn.get("name") if isinstance(fn, dict) else None
             markers.append(Marker("dispatch", f"dispatch {name or ''}".strip(), t, f["index"]))
-    if api == "chat":  # a chat call is complete with its last argument delta, known only now
-        for key in list(calls.names):
-            span = spans.open.get(key)
-            if span is not None and calls.complete(key):
-                markers.append(Marker("tool-complete", f"tool call {calls.names[key]} complete", span.end_ms,
-                                      span.end_frame))
-        for span in spans.spans:  # a chat stream has no closing frames: its finish ends every channel
-            span.closed = True
+    if reading.settle is not None:
+        markers += reading.settle(spans, calls)
     events = [f for f in frames if f.get("kind", "event") == "event"]
     last = (events or frames)[-1]
     markers.append(Marker("end", "end of stream", last["t_ns"] / 1e6, last["index"]))
@@ -230,44 +232,49 @@ class _Calls:
         return self.names[key]
 
 
-def _spans_of(api: str, f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans,
-              calls: _Calls) -> str | None:
-    """Open, extend or close the spans this frame touches; the name of a tool call it completes."""
-    kind, n = data.get("type"), f["index"]
-    if api == "anthropic":
-        index = data.get("index")
-        if kind == "content_block_start":
-            block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
-            name = block.get("name") if block.get("type") == "tool_use" else None
-            label = f"block {index}: {block.get('type', '?')}" + (f" {name}" if name else "")
-            spans.touch(("block", index), label, t, n)
-            if block.get("type") == "tool_use":
-                calls.add(("block", index), name)
-        elif kind == "content_block_delta":
-            if ("block", index) in spans.open:
-                spans.touch(("block", index), "", t, n)
-        elif kind == "content_block_stop":
-            spans.close(("block", index), t, n)
-            return calls.complete(("block", index))
-        return None
-    if api == "responses":
-        oi = data.get("output_index")
-        item = data.get("item") if isinstance(data.get("item"), dict) else {}
-        if kind == "response.output_item.added":
-            name = item.get("name") if item.get("type") == "function_call" else None
-            label = f"item {oi}: {item.get('type', '?')}" + (f" {name}" if name else "")
-            spans.touch(("item", oi), label, t, n)
-            if item.get("type") == "function_call":
-                calls.add(("item", oi), name)
-        elif kind in ("response.function_call_arguments.done", "response.output_item.done"):
-            if kind == "response.output_item.done":
-                spans.close(("item", oi), t, n)
-            elif ("item", oi) in spans.open:
-                spans.touch(("item", oi), "", t, n)
-            return calls.complete(("item", oi))
+def _anthropic_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
+    """Content blocks from start to stop; a tool_use block's call completes at its stop."""
+    kind, n, index = data.get("type"), f["index"], data.get("index")
+    if kind == "content_block_start":
+        block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
+        name = block.get("name") if block.get("type") == "tool_use" else None
+        label = f"block {index}: {block.get('type', '?')}" + (f" {name}" if name else "")
+        spans.touch(("block", index), label, t, n)
+        if block.get("type") == "tool_use":
+            calls.add(("block", index), name)
+    elif kind == "content_block_delta":
+        if ("block", index) in spans.open:
+            spans.touch(("block", index), "", t, n)
+    elif kind == "content_block_stop":
+        spans.close(("block", index), t, n)
+        return calls.complete(("block", index))
+    return None
+
+
+def _responses_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
+    """Output items from added to done; a function call completes at its arguments' done (or the item's)."""
+    kind, n, oi = data.get("type"), f["index"], data.get("output_index")
+    item = data.get("item") if isinstance(data.get("item"), dict) else {}
+    if kind == "response.output_item.added":
+        name = item.get("name") if item.get("type") == "function_call" else None
+        label = f"item {oi}: {item.get('type', '?')}" + (f" {name}" if name else "")
+        spans.touch(("item", oi), label, t, n)
+        if item.get("type") == "function_call":
+            calls.add(("item", oi), name)
+    elif kind in ("response.function_call_arguments.done", "response.output_item.done"):
+        if kind == "response.output_item.done":
+            spans.close(("item", oi), t, n)
         elif ("item", oi) in spans.open:
             spans.touch(("item", oi), "", t, n)
-        return None
+        return calls.complete(("item", oi))
+    elif ("item", oi) in spans.open:
+        spans.touch(("item", oi), "", t, n)
+    return None
+
+
+def _chat_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
+    """Reasoning and text channels and tool calls by index, each from its first to its last delta."""
+    n = f["index"]
     for choice in data.get("choices") or []:
         delta = (choice.get("delta") or {}) if isinstance(choice, dict) else {}
         for key, channel in (("reasoning_content", "reasoning"), ("reasoning", "reasoning"),
@@ -281,6 +288,45 @@ def _spans_of(api: str, f: dict[str, Any], data: dict[str, Any], t: float, spans
             name = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
             spans.touch(key, f"tool call {calls.add(key, name)}", t, n)
     return None
+
+
+def _chat_settle(spans: _Spans, calls: _Calls) -> list[Marker]:
+    """A chat call is complete with its last argument delta, known only at the end; a chat stream has
+    no closing frames, so its finish ends every channel."""
+    markers = []
+    for key in list(calls.names):
+        span = spans.open.get(key)
+        if span is not None and calls.complete(key):
+            markers.append(Marker("tool-complete", f"tool call {calls.names[key]} complete", span.end_ms,
+                                  span.end_frame))
+    for span in spans.spans:
+        span.closed = True
+    return markers
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How the timeline reads one API's frames: a lane name per event frame, whether a frame carries a
+    token, the spans a frame opens, extends or closes (the tool call it completes), and what only the
+    end of the stream settles."""
+
+    label: Callable[[dict[str, Any], dict[str, Any]], str]
+    is_token: Callable[[dict[str, Any]], bool]
+    spans: Callable[[dict[str, Any], dict[str, Any], float, _Spans, _Calls], str | None]
+    settle: Callable[[_Spans, _Calls], list[Marker]] | None = None
+
+
+_READINGS = {
+    "anthropic": _Reading(_named_label, _anthropic_token, _anthropic_spans),
+    "chat": _Reading(_chat_label, _chat_token, _chat_spans, _chat_settle),
+    "responses": _Reading(_named_label, _responses_token, _responses_spans),
+}
+# An API the timeline does not know: lanes by event name, chunks read for Chat's tokens and channels.
+_OTHER = _Reading(_named_label, _chat_token, _chat_spans)
+
+
+def _reading(api: str) -> _Reading:
+    return _READINGS.get(api, _OTHER)
 
 
 # -- drawing ---------------------------------------------------------------------------------

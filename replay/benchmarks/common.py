@@ -8,14 +8,16 @@ import base64
 import contextlib
 import json
 import random
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+from harnesscheck.conformance import apis
+from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
+
+PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (conformance/apis)
 RESAMPLES = 4000
 
 
@@ -69,14 +71,12 @@ def ratio_at(name: str, numerator: dict[str, Any], denominator: dict[str, Any], 
 
 def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: str, apis: list[str],
                      server: dict[str, Any], settings: dict[str, Any], started_at: str) -> dict[str, Any]:
-    from harnesscheck.conformance.results import machine, now_iso
-    from harnesscheck import __version__
+    """A benchmark's results document: no checks, its benchmarks, a run that finished now."""
+    from harnesscheck.reports import schema
 
-    run = {"id": uuid.uuid4().hex[:12], "started_at": started_at, "finished_at": now_iso(),
-           "kit_version": __version__, "endpoint": endpoint, "model": model, "apis": apis, "machine": machine(),
-           "settings": settings, "server": server}
-    return {"schema": "harnesscheck.results", "schema_version": "1.0", "run": run, "checks": [],
-            "benchmarks": benchmarks}
+    run = schema.run_header(endpoint=endpoint, model=model, apis=apis, server=server, settings=settings,
+                            started_at=started_at, finished_at=schema.now_iso())
+    return schema.results_document(run, [], benchmarks=benchmarks)
 
 
 def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
@@ -122,7 +122,7 @@ def format_table(bench: dict[str, Any]) -> str:
 
 
 def headers(api_key: str | None) -> dict[str, str]:
-    h = {"anthropic-version": "2023-06-01"}
+    h = {"anthropic-version": ANTHROPIC_VERSION}
     if api_key:
         h["authorization"] = f"Bearer {api_key}"
         h["x-api-key"] = api_key

@@ -62,3 +62,58 @@ def test_every_path_rule_is_a_known_rule_of_a_check() -> None:
     for check_id in ("CH-STREAM-001", "CH-STREAM-002", "AN-STREAM-006", "AN-STREAM-007", "RS-STREAM-003",
                      "RS-STREAM-005", "RS-STREAM-006"):  # the tool-call rules never pass without a call
         assert catalog.unexercised(catalog.get(check_id), frozenset()), check_id
+
+
+# -- the rule -> check table --------------------------------------------------------------------
+
+def test_every_rule_fails_exactly_one_existing_check() -> None:
+    from harnesscheck.conformance.grammar import ALL_RULES
+
+    assert set(catalog.RULE_CHECK) == set(catalog.RULES)
+    assert set(catalog.RULE_CHECK.values()) <= set(catalog.BY_ID)
+    grammar = {r for r, check_id in catalog.RULE_CHECK.items() if r not in catalog.BY_ID
+               and r.split(":")[0] not in catalog.BY_ID}
+    # every rule a validator can report fails a stream check, unless the references allow it (informational)
+    # or another check judges what it speaks of on its own (UNJUDGED)
+    assert grammar == set(ALL_RULES) - catalog.INFORMATIONAL - catalog.UNJUDGED
+    assert catalog.UNJUDGED <= set(ALL_RULES) and not catalog.UNJUDGED & set(catalog.RULES)
+    for rule_id, check_id in catalog.RULE_CHECK.items():
+        check = catalog.get(check_id)
+        assert rule_id.split("-")[0] == check_id.split("-")[0], (rule_id, check_id)  # AN- rules fail AN- checks
+        if rule_id in grammar:
+            assert rule_id in check.rules and check.contract == "STREAM", (rule_id, check_id)
+        else:  # a contract rule is named after its check: ID, or ID:part
+            assert rule_id.split(":")[0] == check_id, (rule_id, check_id)
+    for check in catalog.CHECKS:
+        assert set(check.own_rules) <= set(catalog.RULE_CHECK), check.id
+        assert all(catalog.RULE_CHECK[r] == check.id for r in check.own_rules), check.id
+
+
+def test_a_grammar_finding_fails_only_the_check_the_table_names() -> None:
+    """What test_streams does with a stream's findings (verdict.no_findings over check.rules), for one
+    finding of each grammar rule, over every stream check: exactly one check fails, the table's."""
+    from harnesscheck.conformance.grammar.findings import Finding
+    from harnesscheck.conformance.verdict import CheckFailed, no_findings
+
+    transcript = Transcript(api="chat", method="POST", url="http://127.0.0.1:1/v1/chat/completions")
+    stream_checks = [c for c in catalog.CHECKS if c.rules]
+    assert len(stream_checks) == 20
+    for rule_id in (r for r, check_id in catalog.RULE_CHECK.items() if r in catalog.get(check_id).rules):
+        failed = []
+        for check in stream_checks:
+            try:
+                no_findings([Finding(rule_id, 0, "planted")], transcript, check.rules, check.id)
+            except CheckFailed as exc:
+                failed.append((check.id, exc.rules))
+        assert failed == [(catalog.RULE_CHECK[rule_id], [rule_id])], (rule_id, failed)
+
+
+def test_every_planted_rule_fails_a_check_that_catches_its_fault() -> None:
+    from harnesscheck.conformance.fault_matrix import coverage_problems
+
+    assert coverage_problems() == []
+    for fault, rules in catalog.PLANTED.items():
+        caught = {c.id for c in catalog.checks_for_fault(fault)}
+        assert {catalog.RULE_CHECK[r] for r in rules} <= caught, fault
+    # one by hand: an-usage-missing plants the grammar rule and the check's own contract rule
+    assert [catalog.RULE_CHECK[r] for r in catalog.PLANTED["an-usage-missing"]] == ["AN-STREAM-009", "AN-STREAM-009"]

@@ -139,3 +139,34 @@ def test_concurrency_option_is_checked(tmp_path: Path) -> None:
     ran = subprocess.run([sys.executable, "-m", "harnesscheck", "check", "--concurrency", "0", "--out", "out"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 2 and "--concurrency must be 1 or more, got 0" in ran.stdout + ran.stderr
+
+
+LAZY_IMPACT = """
+import json, sys
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.outcome import Outcome
+from harnesscheck.conformance.results import CheckResult, Collector, write_results
+collector = Collector.start(endpoint="e", model="m", apis=["anthropic"], server={"kind": "external"}, settings={},
+                            secrets=[])
+collector.add(CheckResult(check=catalog.get("AN-STREAM-002"), outcome=Outcome.PASS, message="ok", duration_s=0.1))
+write_results([collector.payload()], None, None)
+print(json.dumps({"read_before_failure": "harnesscheck.conformance.impact" in sys.modules}))
+collector.add(CheckResult(check=catalog.get("AN-STREAM-003"), outcome=Outcome.FAIL, message="bad", duration_s=0.1,
+                          rules=["AN-GRAMMAR-BLOCK-UNKNOWN"]))
+doc = write_results([collector.payload()], None, None)
+print(json.dumps({"read_after_failure": "harnesscheck.conformance.impact" in sys.modules,
+                  "clients": doc["checks"][-1]["clients"]}))
+"""
+
+
+def test_a_results_write_reads_the_client_measurements_only_for_a_failing_rule() -> None:
+    """Passing checks annotate nothing: the measurements (conformance/impact.json) are not even
+    imported; a failing rule a fault plants gets the measured verdicts (Claude Code broke under
+    an-delta-unstarted-block, docs/clients.md)."""
+    ran = subprocess.run([sys.executable, "-c", LAZY_IMPACT], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert ran.returncode == 0, ran.stderr
+    before, after = (json.loads(line) for line in ran.stdout.splitlines())
+    assert before == {"read_before_failure": False}
+    assert after["read_after_failure"] is True
+    assert after["clients"]["Claude Code 2.1.197"] == "would break"

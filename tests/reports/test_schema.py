@@ -4,7 +4,14 @@ import json
 import jsonschema
 import pytest
 
-from harnesscheck.reports.schema import SCHEMA_VERSION, ResultsError, load_results, results_schema, validate_results
+from harnesscheck.reports.schema import (
+    SCHEMA_VERSION,
+    ResultsError,
+    load_results,
+    results_schema,
+    validate_results,
+)
+
 from tests.reports import factory
 
 
@@ -96,3 +103,25 @@ def test_load_results(tmp_path):
     invalid.write_text(json.dumps(doc))
     with pytest.raises(ResultsError, match=r"invalid.json: \$.checks\[0\].outcome"):
         load_results(invalid)
+
+
+def test_the_one_builder_makes_valid_documents_and_their_run_header():
+    from harnesscheck.reports.schema import results_document, run_header
+
+    run = run_header(endpoint="http://x", model="m", apis=["chat"], server={"kind": "external"},
+                     settings={"tries": 1})
+    assert list(run) == ["id", "started_at", "kit_version", "endpoint", "model", "apis", "machine", "settings",
+                         "server"]
+    assert set(run["machine"]) == {"hostname", "platform", "python", "cpus"} and len(run["id"]) == 12
+    bench = run_header(endpoint="e", model="m", apis=[], server={"kind": "embedded"}, settings={},
+                       started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:01:00+00:00")
+    assert list(bench)[:3] == ["id", "started_at", "finished_at"] and bench["started_at"].startswith("2026-01-01")
+    assert run_header(endpoint="e", model="m", apis=[], server={}, settings={})["id"] != run["id"]
+    doc = results_document(run, [], benchmarks=[], comparisons=[], fault_matrix=None)
+    assert list(doc) == ["schema", "schema_version", "run", "checks", "benchmarks", "comparisons", "fault_matrix"]
+    assert doc["schema"] == "harnesscheck.results" and doc["schema_version"] == "1.0"
+    assert validate_results(doc) is doc
+    assert list(results_document(bench, [], benchmarks=[])) == ["schema", "schema_version", "run", "checks",
+                                                                "benchmarks"]
+    with pytest.raises(TypeError, match="unknown section"):
+        results_document(run, [], benchmark=[])
