@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 
-from harnesscheck.conformance import catalog
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.harness import paths_in
 from harnesscheck.conformance.wire.transcript import Transcript
 
 
 def _answer(api: str, body: dict) -> Transcript:
-    path = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}[api]
-    return Transcript(api=api, method="POST", url="http://127.0.0.1:1" + path, status=200,
+    return Transcript(api=api, method="POST", url="http://127.0.0.1:1" + apis.get(api).PATH, status=200,
                       body=json.dumps(body).encode())
 
 
