@@ -111,7 +111,8 @@ AfterSuite = Callable[[dict[str, Any], SuiteOptions, Path], None]
 def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False, quiet: bool = False,
               usage: dict[str, float] | None = None, after: AfterSuite | None = None) -> dict[str, Any]:
     """Run the suite, then `after` (if given); return the results document. The API key travels by
-    environment only. With subprocess_run, `usage` (if given) gets the run's own peak memory: {"max_rss_mb": ...}.
+    environment only. With subprocess_run, `usage` (if given) gets the run's own peak memory:
+    {"max_rss_mb": ...}.
 
     Raises UsageError when no check was selected, and RunInterrupted (or Interrupted, before
     anything was measured) when stopped."""

@@ -12,6 +12,7 @@ request. ``python -m harnesscheck.agents.clients --budget S`` installs them (``i
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,8 @@ from typing import Any
 
 from harnesscheck.agents.clients.install import Install
 
-__all__ = ["Client", "Prepared", "Parsed", "CLIENT_NAMES", "get_client", "LABELS", "client_key", "client_entry",
-           "prepare_clients"]
+__all__ = ["CLIENT_NAMES", "LABELS", "Client", "Parsed", "Prepared", "client_entry", "client_key",
+           "get_client", "prepare_clients"]
 
 CLIENT_NAMES = ("claude-code", "codex", "openclaw")
 LABELS = {"claude-code": "Claude Code", "codex": "Codex", "openclaw": "OpenClaw"}
@@ -73,17 +74,17 @@ class Client:
         return f"Use the {self.tool} tool to run `{command}` and print its output."
 
 
+# client name -> (module of this package, its Client class), imported when asked for
+_CLASSES = {"claude-code": ("claude_code", "ClaudeCode"), "codex": ("codex", "Codex"),
+            "openclaw": ("openclaw", "OpenClaw")}
+
+
 def get_client(name: str, api: str | None = None, **options: Any) -> Client:
-    if name == "claude-code":
-        from harnesscheck.agents.clients.claude_code import ClaudeCode
-        return ClaudeCode(api, **options)
-    if name == "codex":
-        from harnesscheck.agents.clients.codex import Codex
-        return Codex(api, **options)
-    if name == "openclaw":
-        from harnesscheck.agents.clients.openclaw import OpenClaw
-        return OpenClaw(api, **options)
-    raise KeyError(f"unknown client {name!r} (known: {', '.join(CLIENT_NAMES)})")
+    """The client ``name`` (one of CLIENT_NAMES) over ``api`` (None: its first); KeyError for others."""
+    if name not in _CLASSES:
+        raise KeyError(f"unknown client {name!r} (known: {', '.join(CLIENT_NAMES)})")
+    module, cls = _CLASSES[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(api, **options)
 
 
 def client_key(name: str, api: str | None) -> str:

@@ -52,14 +52,16 @@ def save(data: dict[str, Any], path: Path = IMPACT_PATH) -> Path:
 
 
 def column_of(key: str, entry: dict[str, Any]) -> str:
-    """A table column's heading: the client's label, and the API when the run chose one ("OpenClaw 1.2 (chat)")."""
+    """A table column's heading: the client's label, and the API when the run chose one
+    ("OpenClaw 1.2 (chat)")."""
     api = key.partition(":")[2]
     return label_of(entry) + (f" ({api})" if api else "")
 
 
 def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_RUNS,
                faults: tuple[str, ...] = DEFAULT_FAULTS, model: str | None = None, timeout: float = 180.0,
-               server_args: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               server_args: tuple[str, ...] = (),
+               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The clients of ``runs`` against the reference server, clean and under each of ``faults`` that bends
     their API (a server started per fault); captures under ``out/<fault>/``. See the module docstring."""
     from harnesscheck.conformance import catalog

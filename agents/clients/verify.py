@@ -51,8 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client, prepare_clients,
-                                         turns)
+from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client,
+                                         prepare_clients, turns)
 from harnesscheck.conformance.impact import NO_MEASURE as NO_MEASURED
 from harnesscheck.conformance.impact import UNAFFECTED, WOULD_BREAK, label_of
 
@@ -143,8 +143,10 @@ def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 
 
     print("verifying the clients against the endpoint ...", flush=True)
     measured = verify_clients(suite.endpoint, doc["run"]["model"], suite.api_key, split_apis(suite.apis),
-                              out / "clients", timeout=timeout, progress=lambda line: print(f"  {line}", flush=True))
-    doc["client_verification"] = {**measured, "comparison": compare_verdicts(inferred_verdicts(doc), measured)}
+                              out / "clients", timeout=timeout,
+                              progress=lambda line: print(f"  {line}", flush=True))
+    comparison = compare_verdicts(inferred_verdicts(doc), measured)
+    doc["client_verification"] = {**measured, "comparison": comparison}
 
 
 def verification_lines(doc: dict[str, Any]) -> list[str]:

@@ -94,7 +94,8 @@ def after_suite(args: argparse.Namespace):  # -> AfterSuite | None
     return partial(verify_clients, timeout=args.client_timeout)
 
 
-def run_and_summarize(options: Any, out: Path, *, after: Any = None, label_width: int = 0) -> tuple[dict[str, Any], int]:
+def run_and_summarize(options: Any, out: Path, *, after: Any = None,
+                      label_width: int = 0) -> tuple[dict[str, Any], int]:
     """Run the suite (SuiteOptions), then `after` (see `after_suite`), and print its summary: the table,
     the failures, the per-client lines and where the results are. Returns the document and the exit
     status (see EXIT_STATUS)."""
