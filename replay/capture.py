@@ -55,6 +55,7 @@ from harnesscheck.conformance.wire.sse import SSEDecoder
 from harnesscheck.conformance.wire.transcript import Chunk, Timings, Transcript
 
 from .client import Fold, StreamResult
+from .forms import FORMS, api_for_path, form
 from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta
 
 __all__ = ["CAPTURE_SCHEMA", "CaptureProxy", "ProxyThread", "api_for_path", "capture_to_trace", "load_capture",
@@ -67,17 +68,6 @@ SESSION_HEADERS = ("x-claude-code-session-id", "x-session-id", "session-id", "se
 # Headers a replay sends again (others: transport, auth, volatile client data).
 _REPLAY_HEADERS_DROP = frozenset({"host", "content-length", "content-encoding", "accept-encoding", "accept",
                                   "content-type", "user-agent", "x-stainless-retry-count", "x-stainless-timeout"})
-
-
-def api_for_path(path: str) -> str | None:
-    p = path.split("?", 1)[0].rstrip("/")
-    if p.endswith("/messages") and not p.endswith("/count_tokens"):
-        return "anthropic"
-    if p.endswith("/chat/completions"):
-        return "chat"
-    if p.endswith("/responses"):
-        return "responses"
-    return None
 
 
 def _decode_body(data: bytes, encoding: str) -> bytes:
@@ -269,7 +259,7 @@ class CaptureProxy:
         t.request_headers = _redact_headers(headers, self.extra)
         t.response_headers = _redact_headers(t.response_headers, self.extra)
         t.url = redact_url(t.url)
-        record = {"exchange": self.count, "api": t.api if t.api != "other" else None, "request": req_info,
+        record = {"exchange": self.count, "api": t.api if t.api in FORMS else None, "request": req_info,
                   "transcript": t.to_dict()}
         line = redact_text(json.dumps(record, ensure_ascii=False), self.secrets)
         async with self._lock:
@@ -328,19 +318,11 @@ def fold_transcript(api: str, t: Transcript) -> StreamResult:
 
 def _assistant_run(api: str, entries: list[Any], start: int) -> int:
     """How many entries from ``start`` are the model's output (an answer slot)."""
+    f = form(api)
     n = 0
-    while start + n < len(entries):
-        e = entries[start + n]
-        if not isinstance(e, dict):
-            break
-        if api == "responses":
-            if not (e.get("type") in ("reasoning", "function_call", "custom_tool_call", "local_shell_call")
-                    or (e.get("role") == "assistant")):
-                break
-        elif e.get("role") != "assistant":
-            break
+    while start + n < len(entries) and f.model_entry(entries[start + n]):
         n += 1
-        if api != "responses":
+        if f.one_answer_entry:
             break  # one assistant message per answer
     return n
 

@@ -158,7 +158,8 @@ class StreamingToolExecutor:
         fn = call.get("function") or {}
         run = self._by_key.get(idx) or self._new(idx, str(call.get("id", "")), str(fn.get("name", "")))
         args = fn.get("arguments")
-        self._complete(run, parse_arguments(args) if isinstance(args, str) else self._arguments(idx), t, "dispatch")
+        self._complete(run, parse_arguments(args) if isinstance(args, str) else self._arguments(idx), t,
+                       "dispatch")
 
     def _arguments(self, key: Any) -> Any:
         """The arguments of call ``key`` as the snapshot has them so far."""

@@ -42,7 +42,8 @@ def _an_history(snap: Snapshot) -> list[Any]:
         if kind == "text":
             content.append({"type": "text", "text": _s(b.get("text"))})
         elif kind == "thinking":
-            content.append({"type": "thinking", "thinking": _s(b.get("thinking")), "signature": _s(b.get("signature"))})
+            content.append({"type": "thinking", "thinking": _s(b.get("thinking")),
+                            "signature": _s(b.get("signature"))})
         elif kind == "tool_use":  # a call whose block never stopped goes back with an empty input
             content.append({"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", ""),
                             "input": {} if "_partial_json" in b else b.get("input", {})})
@@ -74,6 +75,12 @@ def _an_text(answer: list[Any] | None) -> str:
     return "".join(out)
 
 
+def _an_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(b.get("id", "")) for entry in answer or () if isinstance(entry, dict)
+            and isinstance(entry.get("content"), list)
+            for b in entry["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
 def _an_error(event: Any) -> str | None:
     msg = apis.anthropic.error_of(event)
     return None if msg is None else f"error event: {msg}"
@@ -81,7 +88,8 @@ def _an_error(event: Any) -> str | None:
 
 # -- Chat Completions -------------------------------------------------------------------------
 
-_NO_CHOICE: dict[str, Any] = {"content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
+_NO_CHOICE: dict[str, Any] = {"content": None, "reasoning_content": None, "tool_calls": {},
+                              "finish_reason": None}
 
 
 def _choice0(snap: Snapshot) -> dict[str, Any]:
@@ -140,6 +148,11 @@ def _ch_text(answer: list[Any] | None) -> str:
     return "".join(out)
 
 
+def _ch_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(c.get("id", "")) for entry in answer or () if isinstance(entry, dict)
+            for c in entry.get("tool_calls") or () if isinstance(c, dict)]
+
+
 def _ch_error(event: Any) -> str | None:
     msg = apis.chat.error_of(event)
     return None if msg is None else f"error chunk: {msg}"
@@ -188,6 +201,11 @@ def _rs_text(answer: list[Any] | None) -> str:
     return "".join(out)
 
 
+def _rs_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(entry.get("call_id", "")) for entry in answer or ()
+            if isinstance(entry, dict) and entry.get("type") == "function_call"]
+
+
 def _rs_error(event: Any) -> str | None:
     msg = apis.responses.error_of(event)
     if msg is None or msg.startswith("response.failed"):
@@ -216,17 +234,19 @@ class View:
     ended: Callable[[Snapshot], bool]  # the API's end event arrived (the stream is whole)
     error: Callable[[Any], str | None]  # the error text of an error event
     text: Callable[[list[Any] | None], str]  # the content a history-form answer carries, in order
+    call_ids: Callable[[list[Any] | None], list[str]]  # the tool call ids of a history-form answer
     # logs the part kinds a content event grew, for an API whose answer keeps no order of its own
     grown: Callable[[Snapshot, Snapshot, list[str]], None] | None = None
     per_call_end: bool = True  # the API marks each tool call's end on the wire
 
 
 VIEWS: dict[str, View] = {
-    "anthropic": View(_an_history, _an_structure, _usage, _an_stop, _ended, _an_error, _an_text),
-    "chat": View(_ch_history, _ch_structure, _usage, _ch_stop, _ch_ended, _ch_error, _ch_text, _ch_grown,
-                 per_call_end=False),
+    "anthropic": View(_an_history, _an_structure, _usage, _an_stop, _ended, _an_error, _an_text,
+                      _an_call_ids),
+    "chat": View(_ch_history, _ch_structure, _usage, _ch_stop, _ch_ended, _ch_error, _ch_text, _ch_call_ids,
+                 _ch_grown, per_call_end=False),
     "responses": View(_rs_items, _rs_structure, lambda s: dict(_rs_final(s).get("usage") or {}),
-                      _rs_stop, _rs_ended, _rs_error, _rs_text),
+                      _rs_stop, _rs_ended, _rs_error, _rs_text, _rs_call_ids),
 }
 
 

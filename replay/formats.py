@@ -54,6 +54,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harnesscheck.conformance.apis import get as get_api
+
+from .forms import form
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key
 from .trace import is_answer_marker
 
@@ -79,7 +82,6 @@ _VOCAB = (
     "request answer result error check block prefix turn session tool call read write run list map "
     "key node path port user agent input output batch queue event frame delta shape score rate load"
 ).split()
-_MAX_TOKENS_KEY = {"anthropic": "max_tokens", "chat": "max_tokens", "responses": "max_output_tokens"}
 _MEDIA = ("image", "images", "image_uuids", "audio", "audios", "video", "videos")
 
 
@@ -235,19 +237,18 @@ def _given(row: BaseModel) -> dict[str, Any]:
 def _top_fields(api: str, model: str, output_length: int | None,
                 extra: dict[str, Any] | None) -> dict[str, Any]:
     """Every request field but the history: model, stream, max tokens, then ``extra`` merged over."""
-    body: dict[str, Any] = {"model": model, "stream": True}
-    if api == "chat":
-        body["stream_options"] = {"include_usage": True}
+    mod, f = get_api(api), form(api)
+    body: dict[str, Any] = {"model": model, "stream": True, **copy.deepcopy(f.stream_fields)}
     if output_length is not None:
-        body[_MAX_TOKENS_KEY[api]] = max(output_length, 16) if api == "responses" else output_length
-    elif api == "anthropic":
-        body["max_tokens"] = 1024  # required by the Messages API
+        body[mod.MAX_TOKENS_FIELD] = max(output_length, mod.MIN_OUTPUT_TOKENS)
+    elif f.required_max_tokens is not None:  # (the Messages API requires max_tokens)
+        body[mod.MAX_TOKENS_FIELD] = f.required_max_tokens
     body.update(copy.deepcopy(extra or {}))
     return body
 
 
 def _text_part(api: str, text: str) -> dict[str, Any]:
-    return {"type": "input_text" if api == "responses" else "text", "text": text}
+    return {"type": form(api).text_part, "text": text}
 
 
 def _aiperf_content(api: str, t: AiperfTurn) -> str | list[dict[str, Any]]:
@@ -262,10 +263,9 @@ def _aiperf_content(api: str, t: AiperfTurn) -> str | list[dict[str, Any]]:
 def _system_fields(api: str, content: str | list[dict[str, Any]]
                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A system prompt as request fields and leading history entries, per API."""
-    if api == "anthropic":
-        return {"system": content}, []
-    if api == "responses" and isinstance(content, str):
-        return {"instructions": content}, []
+    f = form(api)
+    if f.system_field is not None and (isinstance(content, str) or not f.system_field_text_only):
+        return {f.system_field: content}, []
     return {}, [{"role": "system", "content": content}]
 
 
@@ -347,9 +347,10 @@ def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", mode
         prev_top: dict[str, Any] | None = None
         for k, t in enumerate(turns):
             role = t.role or "user"
-            if api == "anthropic" and role not in ("user", "assistant"):
-                raise ValueError(f"session {sid!r} turn {k}: role {role!r} has no place in Anthropic "
-                                 "messages (import with --apis chat)")
+            roles = form(api).roles
+            if roles is not None and role not in roles:
+                raise ValueError(f"session {sid!r} turn {k}: role {role!r} has no place in {get_api(api).LABEL} "
+                                 f"(its history admits {', '.join(roles)}; import with --apis chat)")
             msg = {"role": role, "content": _aiperf_content(api, t)}
             top = {**_top_fields(api, model, t.output_length, t.extra), **sys_fields}
             syn: dict[str, Any] = {"format": "aiperf", "kind": kind, "fields": _turn_record(t)}
@@ -417,18 +418,15 @@ def _entry_texts(api: str, e: Any, notes: _Notes) -> tuple[str | None, list[str]
 
 
 def _is_model_entry(api: str, e: Any) -> bool:
-    if not isinstance(e, dict):
-        return False
-    return e.get("role") == "assistant" or (api == "responses"
-                                            and e.get("type") in ("reasoning", "function_call"))
+    return form(api).model_entry(e)
 
 
 def _system_of(api: str, full: dict[str, Any], notes: _Notes) -> tuple[list[str] | None, bool, int]:
     """(system texts, was one string, leading history entries it took) of a full request."""
     hist = full.get(history_key(api))
     hist = hist if isinstance(hist, list) else []
-    key = "system" if api == "anthropic" else "instructions"
-    value = full.get(key)
+    key = form(api).system_field
+    value = full.get(key) if key is not None else None
     if isinstance(value, str):
         return [value], True, 0
     if isinstance(value, list):
@@ -528,7 +526,7 @@ def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: 
         role = roles[0] if roles and all(r == roles[0] for r in roles) else "user"
         if role not in (None, "user"):
             d["role"] = role
-        out_len = full.get(_MAX_TOKENS_KEY[api], full.get("max_completion_tokens"))
+        out_len = full.get(get_api(api).MAX_TOKENS_FIELD, full.get("max_completion_tokens"))
         if out_len is not None:
             d["output_length"] = int(out_len)
         extra = {k2: v for k2, v in full.items() if k2 not in _STANDARD}
@@ -697,7 +695,7 @@ def import_mooncake(source: str | Path | Iterable[str], *, api: str = "chat", mo
             request = copy.deepcopy(row.payload)
         else:
             if row.messages is not None:
-                if api != "chat":
+                if not form(api).chat_messages:
                     raise ValueError(f"line {n}: 'messages' rows are OpenAI chat messages: "
                                      "import with --apis chat")
                 history: list[dict[str, Any]] = copy.deepcopy(row.messages)

@@ -33,7 +33,9 @@ from typing import Any
 from harnesscheck.conformance.wire.redact import redact_text
 
 from .client import StreamClient, StreamResult, run_async
-from .trace import Session, Trace, TraceTurn, expand_turn, history_key, is_answer_marker
+from .fold import view
+from .forms import FORMS
+from .trace import Session, Trace, TraceTurn, expand_turn, is_answer_marker
 
 __all__ = ["ReplayOptions", "ReplayResult", "areplay", "replay", "percentile", "summarize", "CSV_COLUMNS"]
 
@@ -108,20 +110,6 @@ class ReplayResult:
 _ID_KEYS = ("tool_use_id", "tool_call_id", "call_id")
 
 
-def _call_ids(api: str, answer: list[Any] | None) -> list[str]:
-    ids: list[str] = []
-    for entry in answer or ():
-        if not isinstance(entry, dict):
-            continue
-        if api == "anthropic" and isinstance(entry.get("content"), list):
-            ids += [str(b.get("id", "")) for b in entry["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
-        elif api == "chat":
-            ids += [str(c.get("id", "")) for c in entry.get("tool_calls") or () if isinstance(c, dict)]
-        elif api == "responses" and entry.get("type") == "function_call":
-            ids.append(str(entry.get("call_id", "")))
-    return ids
-
-
 def _remap_ids(obj: Any, mapping: Mapping[str, str]) -> Any:
     if isinstance(obj, dict):
         return {k: (mapping.get(v, v) if k in _ID_KEYS and isinstance(v, str) else _remap_ids(v, mapping))
@@ -133,13 +121,12 @@ def _remap_ids(obj: Any, mapping: Mapping[str, str]) -> Any:
 
 def _headers_for(turn: TraceTurn, opts: ReplayOptions) -> dict[str, str]:
     hdrs = {k: v for k, v in turn.headers.items() if "[REDACTED]" not in v}
-    if turn.api == "anthropic":
-        hdrs.setdefault("anthropic-version", "2023-06-01")
+    f = FORMS.get(turn.api)
+    for k, v in (f.version_headers if f else {}).items():
+        hdrs.setdefault(k, v)
     if opts.api_key:
-        if turn.api == "anthropic":
-            hdrs["x-api-key"] = opts.api_key
-        else:
-            hdrs["authorization"] = f"Bearer {opts.api_key}"
+        name, value = f.key_header if f else ("authorization", "Bearer {key}")
+        hdrs[name] = value.format(key=opts.api_key)
     hdrs.update(opts.headers)
     return hdrs
 
@@ -245,8 +232,8 @@ class _Run:
                     answer, history = prev_turn.response, "recorded"
                 elif live_answer is not None:
                     answer, history = live_answer, "live"
-                    mapping = dict(zip(_call_ids(turn.api, prev_turn.response), _call_ids(turn.api, live_answer),
-                                       strict=False))
+                    ids = view(turn.api).call_ids
+                    mapping = dict(zip(ids(prev_turn.response), ids(live_answer), strict=False))
                     mapping = {k: v for k, v in mapping.items() if k and v and k != v}
                     if mapping:
                         remap = lambda entries, m=mapping: _remap_ids(entries, m)  # noqa: E731
@@ -372,7 +359,3 @@ def first_model(endpoint: str, api_key: str | None = None) -> str | None:
     except (httpx.HTTPError, ValueError, KeyError, AttributeError, IndexError):
         return None
 
-
-def history_list(api: str, body: dict[str, Any]) -> list[Any]:
-    value = body.get(history_key(api))
-    return value if isinstance(value, list) else []

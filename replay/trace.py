@@ -23,7 +23,9 @@ Errors: ``TraceError(ValueError)``, with every problem found (line, session, tur
 
 from __future__ import annotations
 
+from harnesscheck.conformance import apis
 from harnesscheck.errors import HarnesscheckError
+from harnesscheck.replay.forms import FORMS
 
 import copy
 import gzip
@@ -56,8 +58,8 @@ __all__ = [
 
 SCHEMA = "harnesscheck.trace"
 VERSION = 1
-APIS = ("anthropic", "chat", "responses")
-DEFAULT_PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+APIS = apis.NAMES
+DEFAULT_PATHS = {name: mod.PATH for name, mod in apis.APIS.items()}
 ANSWER = {"$answer": "previous"}
 _TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "response", "timing",
               "expect", "synthetic", "meta"}
@@ -71,8 +73,10 @@ class TraceError(HarnesscheckError, ValueError):
 
 
 def history_key(api: str) -> str:
-    """The request field that holds the conversation: ``input`` for responses, else ``messages``."""
-    return "input" if api == "responses" else "messages"
+    """The request field that holds the conversation (``replay.forms``): ``input`` for responses, else
+    ``messages`` (an API the kit does not know included)."""
+    known = FORMS.get(api)
+    return known.history_key if known is not None else "messages"
 
 
 def is_answer_marker(entry: Any) -> bool:

@@ -16,12 +16,14 @@ message), like many users of one harness.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from harnesscheck.conformance.requests import MIN_OUTPUT_TOKENS
+from harnesscheck.conformance import apis
 from harnesscheck.scenarios.loader import get as get_scenario
 
-from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn
+from .forms import form
+from .trace import ANSWER, Timing, Trace, TraceTurn
 
 __all__ = ["HARNESS_TOOLS", "agent_coding", "WORKLOADS", "build"]
 
@@ -103,62 +105,89 @@ def _system_prompt(scenario_system: str, target_chars: int) -> str:
     return "\n".join(parts)
 
 
-def _api_tools(api: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if api == "anthropic":
-        return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
-    if api == "chat":
-        return [{"type": "function", "function": t} for t in tools]
-    return [{"type": "function", **t} for t in tools]
+class _Tools:
+    """The harness tools as the API modules' ``tools(scenario)`` reads them."""
+
+    tools = HARNESS_TOOLS
 
 
-def _user(api: str, text: str) -> dict[str, Any]:
+def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-def _answer(api: str, parts: list[Any], ids: list[str]) -> list[dict[str, Any]]:
-    texts = [p.text for p in parts if p.kind == "text"]
-    calls = [p for p in parts if p.kind == "tool_call"]
-    if api == "anthropic":
-        content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
-        content += [{"type": "tool_use", "id": i, "name": c.name, "input": json.loads(c.arguments)}
-                    for c, i in zip(calls, ids, strict=True)]
-        return [{"role": "assistant", "content": content}]
-    if api == "chat":
-        msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
-        if calls:
-            msg["tool_calls"] = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                                 for c, i in zip(calls, ids, strict=True)]
-        return [msg]
+# How this workload writes each API's first request, answer and tool results (its own shapes: the
+# system prompt as blocks for Anthropic, texts before tool calls), keyed by API name.
+
+def _anthropic_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
+    return {"model": model, "max_tokens": max_tokens, "system": [{"type": "text", "text": system}], "tools": tools,
+            "messages": new, "stream": True}
+
+
+def _chat_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "system", "content": system}, *new], "tools": tools,
+            "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def _responses_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
+    return {"model": model, "instructions": system, "input": new, "tools": tools, "max_output_tokens": max_tokens,
+            "stream": True}
+
+
+def _anthropic_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    content += [{"type": "tool_use", "id": i, "name": c.name, "input": json.loads(c.arguments)} for i, c in calls]
+    return [{"role": "assistant", "content": content}]
+
+
+def _chat_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    if calls:
+        msg["tool_calls"] = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                             for i, c in calls]
+    return [msg]
+
+
+def _responses_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [{"type": "message", "role": "assistant",
                                     "content": [{"type": "output_text", "text": t}]} for t in texts]
-    items += [{"type": "function_call", "call_id": i, "name": c.name, "arguments": c.arguments}
-              for c, i in zip(calls, ids, strict=True)]
-    return items
+    return items + [{"type": "function_call", "call_id": i, "name": c.name, "arguments": c.arguments}
+                    for i, c in calls]
 
 
-def _results(api: str, scenario: Any, calls: list[Any], ids: list[str]) -> list[dict[str, Any]]:
-    if api == "anthropic":
-        return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": i,
-                                              "content": scenario.result_for(c.name, c.arguments)}
-                                             for c, i in zip(calls, ids, strict=True)]}]
-    if api == "chat":
-        return [{"role": "tool", "tool_call_id": i, "content": scenario.result_for(c.name, c.arguments)}
-                for c, i in zip(calls, ids, strict=True)]
-    return [{"type": "function_call_output", "call_id": i, "output": scenario.result_for(c.name, c.arguments)}
-            for c, i in zip(calls, ids, strict=True)]
+def _anthropic_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": r}
+                                         for i, r in results]}]
+
+
+def _chat_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"role": "tool", "tool_call_id": i, "content": r} for i, r in results]
+
+
+def _responses_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"type": "function_call_output", "call_id": i, "output": r} for i, r in results]
+
+
+_SHAPES: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., list[Any]], Callable[..., list[Any]]]] = {
+    "anthropic": (_anthropic_first, _anthropic_answer, _anthropic_results),
+    "chat": (_chat_first, _chat_answer, _chat_results),
+    "responses": (_responses_first, _responses_answer, _responses_results),
+}
 
 
 def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000, api: str = "anthropic",
                  model: str = "", think_ms: float = 2000.0, tool_ms: float = 300.0, max_tokens: int = 4096) -> Trace:
     """An agent coding session per ``sessions``, ``turns`` requests each, first prompt ~``prompt_tokens``."""
-    if api not in DEFAULT_PATHS:
-        raise ValueError(f"api must be one of {sorted(DEFAULT_PATHS)}")
+    if api not in apis.NAMES:
+        raise ValueError(f"api must be one of {sorted(apis.NAMES)}")
     if sessions < 1 or turns < 1:
         raise ValueError("sessions and turns must be >= 1")
-    if max_tokens < MIN_OUTPUT_TOKENS[api]:  # the request would be invalid (Responses: at least 16)
-        raise ValueError(f"max_tokens must be >= {MIN_OUTPUT_TOKENS[api]} for the {api} API")
+    mod = apis.get(api)
+    if max_tokens < mod.MIN_OUTPUT_TOKENS:  # the request would be invalid (Responses: at least 16)
+        raise ValueError(f"max_tokens must be >= {mod.MIN_OUTPUT_TOKENS} for the {api} API")
+    first, answer, results = _SHAPES[api]
+    prefix = f"{form(api).call_id_prefix}_wl"
     scenario = get_scenario("agent_session")
-    tools = _api_tools(api, HARNESS_TOOLS)
+    tools = mod.tools(_Tools)
     tools_chars = len(json.dumps(tools))
     system = _system_prompt(scenario.system, max(0, prompt_tokens * 4 - tools_chars))
     out: list[TraceTurn] = []
@@ -169,15 +198,16 @@ def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000
         for k in range(turns):
             sc_turn = scenario.turns[k] if k < len(scenario.turns) else None
             if k == 0:
-                new: list[dict[str, Any]] = [_user(api, f"{scenario.trigger} (session {s})")]
+                new: list[dict[str, Any]] = [_user(f"{scenario.trigger} (session {s})")]
                 timing = Timing(think_ms=0)
             elif prev_calls:
-                new = _results(api, scenario, prev_calls, prev_ids)
+                new = results([(i, scenario.result_for(c.name, c.arguments))
+                               for c, i in zip(prev_calls, prev_ids, strict=True)])
                 timing = Timing(tool_ms=tool_ms)
             else:
                 text = sc_turn.user if sc_turn is not None and sc_turn.user else \
                     f"Summarise the state of the repository in one line (check {k})."
-                new = [_user(api, text)]
+                new = [_user(text)]
                 timing = Timing(think_ms=think_ms)
             parts = list(sc_turn.model) if sc_turn is not None else []
             parts = [p for p in parts if p.kind != "reasoning"]
@@ -186,25 +216,15 @@ def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000
 
                 parts = [ModelPart("text", text="The task is complete.")]
             calls = [p for p in parts if p.kind == "tool_call"]
-            prefix = {"anthropic": "toolu_wl", "chat": "call_wl", "responses": "call_wl"}[api]
             ids = [f"{prefix}_{s}_{k}_{i}" for i in range(len(calls))]
             turn = TraceTurn(session=sid, turn=k, api=api, timing=timing,
                              expect={"tool_calls": [c.name for c in calls]})
             if k == 0:
-                if api == "anthropic":
-                    turn.request = {"model": model, "max_tokens": max_tokens,
-                                    "system": [{"type": "text", "text": system}], "tools": tools,
-                                    "messages": new, "stream": True}
-                elif api == "chat":
-                    turn.request = {"model": model, "messages": [{"role": "system", "content": system}, *new],
-                                    "tools": tools, "max_tokens": max_tokens, "stream": True,
-                                    "stream_options": {"include_usage": True}}
-                else:
-                    turn.request = {"model": model, "instructions": system, "input": new, "tools": tools,
-                                    "max_output_tokens": max_tokens, "stream": True}
+                turn.request = first(model, system, tools, new, max_tokens)
             else:
                 turn.delta = {"base": "previous", "append": [dict(ANSWER), *new]}
-            turn.response = _answer(api, parts, ids)
+            texts = [p.text for p in parts if p.kind == "text"]
+            turn.response = answer(texts, list(zip(ids, calls, strict=True)))
             out.append(turn)
             prev_calls, prev_ids = calls, ids
     return Trace.build(out, source="workload:agent-coding",

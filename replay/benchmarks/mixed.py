@@ -104,8 +104,8 @@ def stream_bodies(model: str, opts: MixedOptions) -> list[tuple[str, dict[str, A
     from harnesscheck.conformance.apis import get as get_api
     from harnesscheck.scenarios.loader import get
 
-    return [(api, {**get_api(api).first(get(opts.scenario), model), get_api(api).MAX_TOKENS_FIELD: opts.stream_tokens})
-            for api in opts.apis]
+    return [(api, {**get_api(api).first(get(opts.scenario), model),
+                   get_api(api).MAX_TOKENS_FIELD: opts.stream_tokens}) for api in opts.apis]
 
 
 async def _large_loop(session: Any, url: str, data: bytes, hdrs: dict[str, str], stop: asyncio.Event,

@@ -136,13 +136,13 @@ def server():
 
 @pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
 def test_against_the_reference_server(server, api):
-    from harnesscheck.conformance.requests import first
+    from harnesscheck.conformance import apis
     from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
     from harnesscheck.replay.benchmarks.common import PATHS
     from harnesscheck.replay.client import run_async
     from harnesscheck.scenarios.loader import get
 
-    body = first(api, get("interleaved"), DEFAULT_MODEL_IDS[0])
+    body = apis.get(api).first(get("interleaved"), DEFAULT_MODEL_IDS[0])
 
     async def go():
         async with ExecutorClient() as c:

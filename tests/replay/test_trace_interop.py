@@ -73,7 +73,7 @@ def test_multi_turn_system_prompt_per_api() -> None:
     # AIPerf leaves a system turn that carries timing in place (not hoisted): Anthropic has no such message
     timed = _jsonl({"session_id": "s",
                     "turns": [{"role": "system", "text": "S", "delay": 5}, {"text": "hi"}]})
-    with pytest.raises(ValueError, match="role 'system' has no place in Anthropic messages"):
+    with pytest.raises(ValueError, match="role 'system' has no place in Anthropic Messages"):
         import_aiperf(timed, api="anthropic")
 
 
