@@ -475,7 +475,7 @@ def run_fidelity(opts: FidelityOptions) -> dict[str, Any]:
     import random
     import tempfile
 
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.benchmarks import common
 
     if opts.pattern not in PATTERNS:

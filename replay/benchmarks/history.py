@@ -87,7 +87,7 @@ async def _measure(urls: dict[str, str], model: str, system: str, note: str,
 
 
 def run_history(opts: HistoryOptions) -> dict[str, Any]:
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
 
     started = now_iso()

@@ -89,7 +89,7 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
 
 def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
     """Run the benchmark; returns the results document (``common.write_outputs`` writes it)."""
-    from harnesscheck.conformance.results import now_iso
+    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
 
     started = now_iso()

@@ -310,7 +310,7 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
     if args.bench == "suite":
         from harnesscheck.conformance import concurrency_bench
-        from harnesscheck.conformance.results import now_iso
+        from harnesscheck.reports.schema import now_iso
         from harnesscheck.replay.benchmarks import common
 
         started = now_iso()
