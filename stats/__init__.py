@@ -5,7 +5,7 @@ Public face (the modules stay importable on their own):
     wilcoxon_test(a, b=None) -> PairedTestResult
     wins_losses_ties(a, b) -> WinsLossesTies
     bootstrap_ci(samples, statistic=np.mean, *, confidence, resamples, seed) -> ConfidenceInterval
-    paired_mean_ci(a, b, ...), paired_median_ci(a, b, ...), ratio_ci(a, b, statistic=np.median, ...)
+    paired_ci(a, b, statistic=np.mean, ...), ratio_ci(a, b, statistic=np.median, ...)
     stats.compare: the two-profile comparison table of per-task values (``harnesscheck compare``)
 Every paired difference is ``b - a``. What runs the agents whose runs are compared (the toy agent, the
 SWE-bench driver, reading their rollouts) is ``harnesscheck.agents``.
@@ -20,16 +20,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harnesscheck.stats.bootstrap import (ConfidenceInterval, bootstrap_ci, paired_mean_ci, paired_median_ci,
-                                              ratio_ci)
+    from harnesscheck.stats.bootstrap import ConfidenceInterval, bootstrap_ci, paired_ci, ratio_ci
     from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
     from harnesscheck.stats.permutation import PairedTestResult, paired_differences, paired_permutation_test
 
 _EXPORTS = {
     "ConfidenceInterval": "harnesscheck.stats.bootstrap",
     "bootstrap_ci": "harnesscheck.stats.bootstrap",
-    "paired_mean_ci": "harnesscheck.stats.bootstrap",
-    "paired_median_ci": "harnesscheck.stats.bootstrap",
+    "paired_ci": "harnesscheck.stats.bootstrap",
     "ratio_ci": "harnesscheck.stats.bootstrap",
     "WinsLossesTies": "harnesscheck.stats.paired",
     "wilcoxon_test": "harnesscheck.stats.paired",
@@ -44,9 +42,8 @@ __all__ = [
     "PairedTestResult",
     "WinsLossesTies",
     "bootstrap_ci",
+    "paired_ci",
     "paired_differences",
-    "paired_mean_ci",
-    "paired_median_ci",
     "paired_permutation_test",
     "ratio_ci",
     "wilcoxon_test",

@@ -7,8 +7,7 @@ of those ``R`` values (percentile method, numpy's default linear interpolation).
 
 Functions other parts of the kit call:
     bootstrap_ci(samples, statistic=np.mean, confidence=0.95, resamples=10_000, seed=0)
-    paired_mean_ci(a, b, ...)     interval of mean(b - a)
-    paired_median_ci(a, b, ...)   interval of median(b - a)
+    paired_ci(a, b, statistic=np.mean, ...)   interval of statistic(b - a) (np.median: of the median)
     ratio_ci(a, b, statistic=np.median, ...)   interval of statistic(a) / statistic(b), two
                                                independent samples resampled separately
 """
@@ -22,7 +21,7 @@ import numpy as np
 
 from harnesscheck.stats.permutation import paired_differences
 
-__all__ = ["ConfidenceInterval", "bootstrap_ci", "paired_mean_ci", "paired_median_ci", "ratio_ci"]
+__all__ = ["ConfidenceInterval", "bootstrap_ci", "paired_ci", "ratio_ci"]
 
 RESAMPLES = 10_000
 #: values drawn at once (bounds memory at about this many floats per chunk)
@@ -118,31 +117,19 @@ def bootstrap_ci(
     return ConfidenceInterval(estimate=estimate, low=lo, high=hi, confidence=confidence, resamples=resamples)
 
 
-def paired_mean_ci(
+def paired_ci(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
+    statistic: Statistic = np.mean,
     *,
     confidence: float = 0.95,
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> ConfidenceInterval:
-    """Percentile bootstrap interval of the mean paired difference ``mean(b - a)`` (pairs resampled)."""
+    """Percentile bootstrap interval of ``statistic(b - a)`` over the paired differences (pairs
+    resampled together): ``np.mean`` for the mean paired difference, ``np.median`` for the median."""
     return bootstrap_ci(
-        paired_differences(a, b), np.mean, confidence=confidence, resamples=resamples, seed=seed
-    )
-
-
-def paired_median_ci(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
-    *,
-    confidence: float = 0.95,
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-) -> ConfidenceInterval:
-    """Percentile bootstrap interval of the median paired difference ``median(b - a)``."""
-    return bootstrap_ci(
-        paired_differences(a, b), np.median, confidence=confidence, resamples=resamples, seed=seed
+        paired_differences(a, b), statistic, confidence=confidence, resamples=resamples, seed=seed
     )
 
 

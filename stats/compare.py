@@ -20,12 +20,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harnesscheck.stats.bootstrap import ConfidenceInterval, paired_mean_ci, paired_median_ci
+from harnesscheck.stats.bootstrap import ConfidenceInterval, paired_ci
 from harnesscheck.stats.paired import WinsLossesTies, wilcoxon_test, wins_losses_ties
 from harnesscheck.stats.permutation import RESAMPLES, PairedTestResult, paired_permutation_test
 
@@ -241,6 +242,7 @@ def compare_counts(
     pairs = tuple(TaskPair(t, float(a[t]), float(b[t])) for t in common)
     xa = np.array([p.a for p in pairs])
     xb = np.array([p.b for p in pairs])
+    interval = partial(paired_ci, xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed)
     return Comparison(
         label_a=label_a,
         label_b=label_b,
@@ -251,10 +253,8 @@ def compare_counts(
         wlt=wins_losses_ties(xa, xb),
         permutation=paired_permutation_test(xa, xb, resamples=permutation_resamples, seed=seed),
         wilcoxon=wilcoxon_test(xa, xb),
-        ci_mean_diff=paired_mean_ci(xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed),
-        ci_median_diff=paired_median_ci(
-            xa, xb, confidence=confidence, resamples=bootstrap_resamples, seed=seed
-        ),
+        ci_mean_diff=interval(np.mean),
+        ci_median_diff=interval(np.median),
     )
 
 
