@@ -125,3 +125,25 @@ def test_the_one_builder_makes_valid_documents_and_their_run_header():
                                                                 "benchmarks"]
     with pytest.raises(TypeError, match="unknown section"):
         results_document(run, [], benchmark=[])
+
+
+def test_the_package_face_loads_its_modules_on_first_use():
+    """Writing a results document (the pytest plugin, in every pytest session) pulls in neither the
+    gate's numpy nor the report's templates and plots; every public name still resolves."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import harnesscheck.conformance.plugin; "
+            "print(sorted(m for m in ('harnesscheck.reports.gate', 'harnesscheck.reports.html', 'matplotlib', "
+            "'jsonschema') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
+    import importlib
+
+    import harnesscheck.reports as reports
+
+    assert sorted(reports.__all__) == sorted(reports._EXPORTS)
+    for name in reports.__all__:
+        module = importlib.import_module(f"harnesscheck.reports.{reports._EXPORTS[name]}")
+        assert getattr(reports, name) is getattr(module, name), name
