@@ -64,25 +64,17 @@ def _anthropic(chunks):
     return sum(1 for _ in SSEDecoder().iter_bytes(iter(chunks)))
 
 
-@pytest.mark.benchmark(group="sse")
-def test_kit_sse_decoder(benchmark, stream):
-    chunks, n = stream
-    assert benchmark(_kit, chunks) == n
+#: benchmark id -> the decoder it times (ids named in conftest.RATIOS)
+DECODERS = {
+    "kit_sse_decoder": _kit,
+    "kit_fast_sse": _fast,
+    "httpx_sse": _httpx_sse,
+    "anthropic_sdk": _anthropic,
+}
 
 
 @pytest.mark.benchmark(group="sse")
-def test_kit_fast_sse(benchmark, stream):
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_sse(benchmark, stream, decoder):
     chunks, n = stream
-    assert benchmark(_fast, chunks) == n
-
-
-@pytest.mark.benchmark(group="sse")
-def test_httpx_sse(benchmark, stream):
-    chunks, n = stream
-    assert benchmark(_httpx_sse, chunks) == n
-
-
-@pytest.mark.benchmark(group="sse")
-def test_anthropic_sdk(benchmark, stream):
-    chunks, n = stream
-    assert benchmark(_anthropic, chunks) == n
+    assert benchmark(DECODERS[decoder], chunks) == n

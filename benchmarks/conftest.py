@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-# group -> (kit benchmark, baseline benchmark) for the ratio lines
+# group -> (kit benchmark, baseline benchmark) for the ratio lines, by the benchmark's full name
 RATIOS: dict[str, list[tuple[str, str]]] = {
-    "sse": [("test_kit_sse_decoder", "test_httpx_sse"), ("test_kit_sse_decoder", "test_anthropic_sdk"),
-            ("test_kit_fast_sse", "test_httpx_sse"), ("test_kit_fast_sse", "test_anthropic_sdk")],
+    "sse": [(f"test_sse[{kit}]", f"test_sse[{base}]") for kit in ("kit_sse_decoder", "kit_fast_sse")
+            for base in ("httpx_sse", "anthropic_sdk")],
     "parsers": [("test_stream_parser", "test_regex_one_shot"), ("test_parse_text_one_shot", "test_regex_one_shot")],
-    "adapters": [(f"test_adapter_{api}", "test_minimal_chat_framing") for api in ("chat", "anthropic", "responses")],
+    "adapters": [(f"test_adapter_{api}[{api}]", "test_minimal_chat_framing")
+                 for api in ("chat", "anthropic", "responses")],
 }
 
 
@@ -37,7 +38,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN0
     bs = getattr(config, "_benchmarksession", None)
     if bs is None or not getattr(bs, "benchmarks", None):
         return
-    medians = {(b.group, b.name.split("[")[0]): b.stats.median for b in bs.benchmarks if b.stats}
+    medians = {(b.group, b.name): b.stats.median for b in bs.benchmarks if b.stats}
     lines = []
     for group, pairs in RATIOS.items():
         for kit, base in pairs:
