@@ -43,6 +43,7 @@ __all__ = [
     "FORMAT_PRIORITY",
     "RolloutSummary",
     "TaskUsage",
+    "Usage",
     "read_jsonl",
     "detect_format",
     "parse_records",
@@ -73,9 +74,13 @@ _LEGACY_ITEM_TYPES = {
 _CLAUDE_TYPES = {"system", "assistant", "user", "result"}
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutSummary:
-    """What one log file says. Token fields are None when the file has none."""
+#: input (cached included), cached input, output tokens; None where a log has no such figure
+_Tokens = tuple[int | None, int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tool calls, turns and tokens of one format's logs (the part a file and a task both have)."""
 
     format: str
     tool_calls: int
@@ -85,24 +90,22 @@ class RolloutSummary:
     cached_input_tokens: int | None = None
     output_tokens: int | None = None
     model: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutSummary(Usage):
+    """What one log file says. Token fields are None when the file has none."""
+
     session_id: str | None = None
     path: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskUsage:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskUsage(Usage):
     """One task's row of the per-task table (the sum over its log files of one format)."""
 
     task_id: str
     profile: str
-    tool_calls: int
-    by_tool: dict[str, int] = field(default_factory=dict)
-    turns: int = 0
-    input_tokens: int | None = None
-    cached_input_tokens: int | None = None
-    output_tokens: int | None = None
-    format: str = "unknown"
-    model: str | None = None
     files: tuple[str, ...] = ()
 
 
@@ -151,12 +154,60 @@ def _add(total: int | None, value: Any) -> int | None:
     return v if total is None else total + v
 
 
+def _add_tokens(total: _Tokens, more: _Tokens) -> _Tokens:
+    """Field by field sum; a field stays None only where neither side has it."""
+    return (_add(total[0], more[0]), _add(total[1], more[1]), _add(total[2], more[2]))
+
+
+def _openai_tokens(u: dict[str, Any]) -> _Tokens:
+    return (_int(u.get("input_tokens")), _int(u.get("cached_input_tokens")), _int(u.get("output_tokens")))
+
+
+def _anthropic_tokens(u: dict[str, Any]) -> _Tokens:
+    raw = _int(u.get("input_tokens"))
+    read = _int(u.get("cache_read_input_tokens"))
+    created = _int(u.get("cache_creation_input_tokens"))
+    parts = [v for v in (raw, read, created) if v is not None]
+    return (sum(parts) if parts else None, read, _int(u.get("output_tokens")))
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What a parser has read of one file so far; ``summary`` is the file's RolloutSummary."""
+
+    by_tool: Counter[str] = field(default_factory=Counter)
+    seen: set[str] = field(default_factory=set)
+    turns: int = 0
+    tokens: _Tokens = (None, None, None)
+    model: str | None = None
+    session_id: str | None = None
+
+    def call(self, call_id: Any, name: str) -> None:
+        """Count a tool call by name, once per string id (a call without one always counts)."""
+        if isinstance(call_id, str):
+            if call_id in self.seen:
+                return
+            self.seen.add(call_id)
+        self.by_tool[name] += 1
+
+    def summary(self, fmt: str, path: str | None) -> RolloutSummary:
+        inp, cached, out = self.tokens
+        return RolloutSummary(
+            format=fmt,
+            tool_calls=sum(self.by_tool.values()),
+            by_tool=dict(self.by_tool),
+            turns=self.turns,
+            input_tokens=inp,
+            cached_input_tokens=cached,
+            output_tokens=out,
+            model=self.model,
+            session_id=self.session_id,
+            path=path,
+        )
+
+
 def _parse_codex_rollout(records: Sequence[dict[str, Any]], path: str | None) -> RolloutSummary:
-    by_tool: Counter[str] = Counter()
-    seen: set[str] = set()
-    turns = 0
-    usage: dict[str, Any] | None = None
-    model = session_id = None
+    tally = _Tally()
     for rec in records:
         kind = rec.get("type")
         payload = rec.get("payload")
@@ -165,37 +216,18 @@ def _parse_codex_rollout(records: Sequence[dict[str, Any]], path: str | None) ->
         if not isinstance(payload, dict):
             continue
         if kind == "session_meta":
-            session_id = payload.get("id", session_id)
+            tally.session_id = payload.get("id", tally.session_id)
         elif kind == "turn_context":
-            turns += 1
-            model = payload.get("model", model)
+            tally.turns += 1
+            tally.model = payload.get("model", tally.model)
         elif kind == "event_msg" and payload.get("type") == "token_count":
             info = payload.get("info")
             if isinstance(info, dict) and isinstance(info.get("total_token_usage"), dict):
-                usage = info["total_token_usage"]
-        elif kind == "response_item":
-            ptype = payload.get("type")
-            if ptype not in ROLLOUT_TOOL_TYPES:
-                continue
-            call_id = payload.get("call_id") or payload.get("id")
-            if isinstance(call_id, str):
-                if call_id in seen:
-                    continue
-                seen.add(call_id)
+                tally.tokens = _openai_tokens(info["total_token_usage"])  # cumulative: the last one
+        elif kind == "response_item" and (ptype := payload.get("type")) in ROLLOUT_TOOL_TYPES:
             name = "local_shell" if ptype == "local_shell_call" else str(payload.get("name") or ptype)
-            by_tool[name] += 1
-    return RolloutSummary(
-        format="codex-rollout",
-        tool_calls=sum(by_tool.values()),
-        by_tool=dict(by_tool),
-        turns=turns,
-        input_tokens=_int(usage.get("input_tokens")) if usage else None,
-        cached_input_tokens=_int(usage.get("cached_input_tokens")) if usage else None,
-        output_tokens=_int(usage.get("output_tokens")) if usage else None,
-        model=model,
-        session_id=session_id,
-        path=path,
-    )
+            tally.call(payload.get("call_id") or payload.get("id"), name)
+    return tally.summary("codex-rollout", path)
 
 
 def _exec_tool_name(item: dict[str, Any]) -> str:
@@ -206,106 +238,49 @@ def _exec_tool_name(item: dict[str, Any]) -> str:
 
 
 def _parse_codex_exec(records: Sequence[dict[str, Any]], path: str | None) -> RolloutSummary:
-    by_tool: Counter[str] = Counter()
-    seen: set[str] = set()
-    turns = 0
-    inp = cached = out = None
-    session_id = None
+    tally = _Tally()
     for rec in records:
         kind = rec.get("type")
         if kind == "thread.started":
-            session_id = rec.get("thread_id", session_id)
+            tally.session_id = rec.get("thread_id", tally.session_id)
         elif kind == "turn.started":
-            turns += 1
+            tally.turns += 1
         elif kind == "turn.completed" and isinstance(rec.get("usage"), dict):
-            u = rec["usage"]
-            inp = _add(inp, u.get("input_tokens"))
-            cached = _add(cached, u.get("cached_input_tokens"))
-            out = _add(out, u.get("output_tokens"))
-        elif kind == "item.completed" and isinstance(rec.get("item"), dict):
-            item = rec["item"]
-            if (item.get("type") or item.get("item_type")) not in EXEC_TOOL_ITEM_TYPES:
-                continue
-            item_id = item.get("id")
-            if isinstance(item_id, str):
-                if item_id in seen:
-                    continue
-                seen.add(item_id)
-            by_tool[_exec_tool_name(item)] += 1
-    return RolloutSummary(
-        format="codex-exec",
-        tool_calls=sum(by_tool.values()),
-        by_tool=dict(by_tool),
-        turns=turns,
-        input_tokens=inp,
-        cached_input_tokens=cached,
-        output_tokens=out,
-        session_id=session_id,
-        path=path,
-    )
-
-
-def _anthropic_usage(u: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-    raw = _int(u.get("input_tokens"))
-    read = _int(u.get("cache_read_input_tokens"))
-    created = _int(u.get("cache_creation_input_tokens"))
-    parts = [v for v in (raw, read, created) if v is not None]
-    return (sum(parts) if parts else None, read, _int(u.get("output_tokens")))
+            tally.tokens = _add_tokens(tally.tokens, _openai_tokens(rec["usage"]))
+        elif kind == "item.completed" and isinstance(item := rec.get("item"), dict):
+            if (item.get("type") or item.get("item_type")) in EXEC_TOOL_ITEM_TYPES:
+                tally.call(item.get("id"), _exec_tool_name(item))
+    return tally.summary("codex-exec", path)
 
 
 def _parse_claude_stream(records: Sequence[dict[str, Any]], path: str | None) -> RolloutSummary:
-    by_tool: Counter[str] = Counter()
-    seen: set[str] = set()
+    tally = _Tally()
     message_usage: dict[str, dict[str, Any]] = {}
-    message_ids: list[str] = []
     result: dict[str, Any] | None = None
-    model = session_id = None
     for rec in records:
         kind = rec.get("type")
-        session_id = rec.get("session_id", session_id)
+        tally.session_id = rec.get("session_id", tally.session_id)
         if kind == "system" and rec.get("subtype") == "init":
-            model = rec.get("model", model)
+            tally.model = rec.get("model", tally.model)
         elif kind == "result":
             result = rec
-        elif kind == "assistant" and isinstance(rec.get("message"), dict):
-            msg = rec["message"]
-            model = msg.get("model", model)
+        elif kind == "assistant" and isinstance(msg := rec.get("message"), dict):
+            tally.model = msg.get("model", tally.model)
             mid = msg.get("id")
             if isinstance(mid, str):
-                if mid not in message_usage:
-                    message_ids.append(mid)
-                    message_usage[mid] = {}
-                if isinstance(msg.get("usage"), dict):
-                    message_usage[mid] = msg["usage"]
+                usage = msg.get("usage")
+                message_usage[mid] = usage if isinstance(usage, dict) else message_usage.get(mid, {})
             for block in msg.get("content") or []:
-                if not isinstance(block, dict) or block.get("type") != "tool_use":
-                    continue
-                bid = block.get("id")
-                if isinstance(bid, str):
-                    if bid in seen:
-                        continue
-                    seen.add(bid)
-                by_tool[str(block.get("name") or "tool_use")] += 1
-    inp = cached = out = None
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    tally.call(block.get("id"), str(block.get("name") or "tool_use"))
     if result is not None and isinstance(result.get("usage"), dict):
-        inp, cached, out = _anthropic_usage(result["usage"])
+        tally.tokens = _anthropic_tokens(result["usage"])
     else:
         for u in message_usage.values():
-            i, c, o = _anthropic_usage(u)
-            inp, cached, out = _add(inp, i), _add(cached, c), _add(out, o)
+            tally.tokens = _add_tokens(tally.tokens, _anthropic_tokens(u))
     turns = _int(result.get("num_turns")) if result is not None else None
-    return RolloutSummary(
-        format="claude-stream",
-        tool_calls=sum(by_tool.values()),
-        by_tool=dict(by_tool),
-        turns=turns if turns is not None else len(message_ids),
-        input_tokens=inp,
-        cached_input_tokens=cached,
-        output_tokens=out,
-        model=model,
-        session_id=session_id,
-        path=path,
-    )
+    tally.turns = turns if turns is not None else len(message_usage)
+    return tally.summary("claude-stream", path)
 
 
 _PARSERS = {
@@ -340,14 +315,10 @@ def summarize_files(task_id: str, profile: str, paths: Iterable[str | Path]) -> 
     fmt = min((s.format for s in known), key=FORMAT_PRIORITY.index)
     chosen = [s for s in known if s.format == fmt]
     by_tool: Counter[str] = Counter()
-    inp = cached = out = None
+    tokens: _Tokens = (None, None, None)
     for s in chosen:
         by_tool.update(s.by_tool)
-        inp, cached, out = (
-            _add(inp, s.input_tokens),
-            _add(cached, s.cached_input_tokens),
-            _add(out, s.output_tokens),
-        )
+        tokens = _add_tokens(tokens, (s.input_tokens, s.cached_input_tokens, s.output_tokens))
     models = [s.model for s in chosen if s.model]
     return TaskUsage(
         task_id=task_id,
@@ -355,9 +326,9 @@ def summarize_files(task_id: str, profile: str, paths: Iterable[str | Path]) -> 
         tool_calls=sum(s.tool_calls for s in chosen),
         by_tool=dict(sorted(by_tool.items())),
         turns=sum(s.turns for s in chosen),
-        input_tokens=inp,
-        cached_input_tokens=cached,
-        output_tokens=out,
+        input_tokens=tokens[0],
+        cached_input_tokens=tokens[1],
+        output_tokens=tokens[2],
         format=fmt,
         model=models[-1] if models else None,
         files=tuple(s.path or "" for s in chosen),
