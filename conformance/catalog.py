@@ -56,7 +56,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                   "Dynamo 1.6.1, which sends it"),
     "AN-GRAMMAR-EVENT-LINE": _r(MUST, _AN_SDK_SSE),
     "AN-GRAMMAR-EVENT-NAME": _r(MUST, "client: Claude Code 2.1.197 breaks (fault an-event-name-mismatch on delta "
-                                      "frames, clients/impact.json)"),
+                                      "frames, conformance/impact.json)"),
     "AN-GRAMMAR-START": _r(MUST, _AN_SDK + " raises on events before message_start"),
     "AN-GRAMMAR-MESSAGE-START": _r(MUST, "reference: Anthropic streaming docs, message_start carries a Message with "
                                          "empty content; Usage.input_tokens/output_tokens required"),
@@ -535,7 +535,7 @@ def checks_for_fault(fault: str) -> list[Check]:
 
 
 # The rules each reference-server fault plants (what a client run under the fault measures). A
-# verdict on a failing rule comes from the faults that plant it (conformance/clients/impact.py).
+# verdict on a failing rule comes from the faults that plant it (conformance/impact.py).
 PLANTED: dict[str, tuple[str, ...]] = {
     "flatten-interleaved-reasoning": ("AN-HIST-001", "RS-HIST-001"),
     "truncate-agent-reasoning": ("AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
