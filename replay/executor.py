@@ -3,7 +3,9 @@ the model is still generating, and hold a turn barrier before the next model cal
 
 Feed it the events of one streamed turn (``on_event(event_name, data, t_ns)``, ``on_frame`` for
 ``conformance.wire.sse.SSEFrame``), or let ``ExecutorClient`` (a ``replay.client.StreamClient``
-that also feeds the executor of the request) do it. A call is *complete* at
+that also hands the executor its own fold's snapshots, ``on_snapshot``) do it. The stream is folded
+with the API module's pure ``accumulate`` (``conformance.apis``) and ``replay.fold.CallWatch`` says
+when a call appeared and when it was complete:
 
 - Anthropic: ``content_block_stop`` of a ``tool_use`` block (arguments: the joined
   ``input_json_delta`` parts);
