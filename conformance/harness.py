@@ -10,14 +10,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harnesscheck.conformance import catalog
-from harnesscheck.conformance import requests as reqs
-from harnesscheck.conformance.grammar import anthropic as an_grammar
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.wire import client
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario, get as get_scenario
 
-PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
 T = TypeVar("T")
 
 
@@ -41,7 +38,7 @@ class Endpoint:
     url: str
     model: str
     api_key: str | None = None
-    apis: tuple[str, ...] = ("anthropic", "chat", "responses")
+    apis: tuple[str, ...] = apis.NAMES
     tries: int = 3
     timeout: float = 30.0
     expect: frozenset[str] = frozenset()
@@ -50,13 +47,7 @@ class Endpoint:
     witness: str = "auto"  # history checks: auto | tokenize | cache | timing
 
     def headers(self, api: str) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        if api == "anthropic":
-            headers["anthropic-version"] = "2023-06-01"
-        if self.api_key:
-            headers["x-api-key"] = self.api_key
-            headers["authorization"] = f"Bearer {self.api_key}"
-        return headers
+        return apis.get(api).headers(self.api_key)
 
 
 def discover_model(url: str, api_key: str | None, timeout: float) -> str:
@@ -96,13 +87,13 @@ class Harness:
 
     def _probe_answer(self) -> Transcript | None:
         """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""
-        api = next((a for a in ("anthropic", "chat", "responses") if a in self.endpoint.apis), None)
+        api = next((a for a in apis.NAMES if a in self.endpoint.apis), None)
         if api is None:
             return None
-        body = reqs.first(api, self.scenario("plain_text"), self.endpoint.model)
-        body["max_output_tokens" if api == "responses" else "max_tokens"] = 16
+        body = apis.get(api).first(self.scenario("plain_text"), self.endpoint.model)
+        body[apis.get(api).MAX_TOKENS_FIELD] = 16
         limit = min(self.endpoint.timeout, 15.0)
-        return client.stream_request(self._url(PATHS[api]), headers=self.endpoint.headers(api),
+        return client.stream_request(self._url(apis.get(api).PATH), headers=self.endpoint.headers(api),
                                      json_body=body, timeout=limit, api=api, read_timeout=limit)
 
     # -- plain exchanges, recorded ------------------------------------------------------------
@@ -182,7 +173,7 @@ class Harness:
             key = (api, scenario_id, 0)
             if tried:  # the shared stream did not take the path: a new sample of the same request
                 body = self.request_for(api, scenario_id, 0)
-                self._streams[key] = self.post(api, PATHS[api], body, stream=True, label=f"{scenario_id} turn 0 "
+                self._streams[key] = self.post(api, apis.get(api).PATH, body, stream=True, label=f"{scenario_id} turn 0 "
                                                f"(try {len(tried) + 1})")
                 for later in [k for k in self._streams if k[:2] == (api, scenario_id) and k[2] > 0]:
                     del self._streams[later]  # built on the old answer
@@ -199,49 +190,40 @@ class Harness:
         return get_scenario(scenario_id)
 
     def body(self, api: str, scenario_id: str, *, stream: bool = True) -> dict[str, Any]:
-        return reqs.first(api, self.scenario(scenario_id), self.endpoint.model, stream=stream)
+        return apis.get(api).first(self.scenario(scenario_id), self.endpoint.model, stream=stream)
 
     def stream(self, api: str, scenario_id: str, *, turn: int = 0) -> Transcript:
         """The streamed answer to a scenario's turn (history from the endpoint's own answers)."""
         key = (api, scenario_id, turn)
         if key not in self._streams:
             body = self.request_for(api, scenario_id, turn)
-            self._streams[key] = self.post(api, PATHS[api], body, stream=True, label=f"{scenario_id} turn {turn}")
+            self._streams[key] = self.post(api, apis.get(api).PATH, body, stream=True,
+                                           label=f"{scenario_id} turn {turn}")
         transcript = self._streams[key]
         self.attach(f"{scenario_id} turn {turn}", transcript)
         return transcript
 
     def request_for(self, api: str, scenario_id: str, turn: int) -> dict[str, Any]:
         scenario = self.scenario(scenario_id)
-        body = reqs.first(api, scenario, self.endpoint.model)
+        body = apis.get(api).first(scenario, self.endpoint.model)
         for k in range(1, turn + 1):
             answer = final_answer(api, self.stream(api, scenario_id, turn=k - 1))
             if answer is None:
                 return body
-            body = reqs.follow(api, body, answer, scenario, k)
+            body = apis.get(api).follow(body, answer, scenario, k)
         return body
 
 
 def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:
     """The answer folded from a stream, in the shape of the API's non-stream response."""
-    if api == "anthropic":
-        return an_grammar.final_message(transcript)
-    if api == "chat":
-        from harnesscheck.conformance.grammar import chat as grammar
-        return grammar.final_message(transcript)
-    from harnesscheck.conformance.grammar import responses as grammar  # type: ignore[no-redef]
-    folded = grammar.final_message(transcript)
-    if folded is None:
-        return None
-    # The non-stream shape: the final response object, with the items as they were streamed.
-    return {**(folded.get("response") or {}), "output": folded["output"]}
+    return apis.get(api).final_answer(transcript)
 
 
 def paths_in(transcript: Transcript) -> set[str]:
     """The paths (catalog.PATHS) a generation answer took: tool use, parallel calls, thinking,
     interleaving (reasoning, call, reasoning, call), an agent turn (reasoning before a call), cache hits."""
     api = transcript.api
-    if api not in PATHS or not transcript.ok or not transcript.url.split("?")[0].endswith(PATHS[api]):
+    if api not in apis.APIS or not transcript.ok or not transcript.url.split("?")[0].endswith(apis.get(api).PATH):
         return set()
     try:
         answer = final_answer(api, transcript) if transcript.frames else transcript.json_body()
@@ -261,7 +243,7 @@ def paths_in(transcript: Transcript) -> set[str]:
             seen.add(catalog.AGENT_TURN)
     if _in_order(kinds, ("reasoning", "tool", "reasoning", "tool")):
         seen.add(catalog.INTERLEAVING)
-    if _cached_tokens(api, answer.get("usage") or {}) > 0:
+    if apis.get(api).usage_tokens(answer)[2] > 0:
         seen.add(catalog.CACHE_HIT)
     return seen
 
@@ -274,22 +256,7 @@ def _in_order(kinds: list[str], pattern: tuple[str, ...]) -> bool:
 
 def answer_kinds(api: str, answer: dict[str, Any]) -> list[str]:
     """The kinds of an answer's parts in model order: "reasoning", "tool" or "text"."""
-    if api == "anthropic":
-        names = {"thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "tool", "text": "text"}
-        return [names[b.get("type")] for b in answer.get("content") or [] if b.get("type") in names]
-    if api == "chat":
-        message = ((answer.get("choices") or [{}])[0].get("message") or {}) if "choices" in answer else answer
-        return ((["reasoning"] if message.get("reasoning_content") or message.get("reasoning") else [])
-                + (["text"] if message.get("content") else []) + ["tool"] * len(message.get("tool_calls") or []))
-    names = {"reasoning": "reasoning", "function_call": "tool", "message": "text"}
-    return [names[i.get("type")] for i in answer.get("output") or [] if i.get("type") in names]
-
-
-def _cached_tokens(api: str, usage: dict[str, Any]) -> int:
-    if api == "anthropic":
-        return int(usage.get("cache_read_input_tokens") or 0)
-    details = usage.get("prompt_tokens_details" if api == "chat" else "input_tokens_details") or {}
-    return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return ["tool" if kind == "tool_call" else kind for kind, _ in apis.get(api).parts(answer)]
 
 
 def api_key_from_env(value: str | None) -> str | None:

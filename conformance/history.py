@@ -24,15 +24,13 @@ reformats past agent reasoning), timing has no kit case. Then the model's own tu
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from harnesscheck.conformance import catalog
-from harnesscheck.conformance import requests as reqs
-from harnesscheck.conformance.harness import PATHS, Harness, final_answer
+from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.harness import Harness, final_answer
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
@@ -55,20 +53,13 @@ class WitnessUnavailable(Exception):
 
 def fresh_first(hc: Harness, api: str, scenario: str) -> dict[str, Any]:
     """Turn 1 with a unique first system line, so no other request warmed its cache."""
-    body = reqs.first(api, hc.scenario(scenario), hc.endpoint.model)
-    nonce = f"[session {uuid.uuid4().hex}]\n"
-    if api == "anthropic":
-        body["system"] = nonce + body.get("system", "")
-    elif api == "chat":
-        body["messages"][0]["content"] = nonce + body["messages"][0]["content"]
-    else:
-        body["instructions"] = nonce + body.get("instructions", "")
-    return body
+    body = apis.get(api).first(hc.scenario(scenario), hc.endpoint.model)
+    return apis.get(api).with_system_prefix(body, f"[session {uuid.uuid4().hex}]\n")
 
 
 def run_turn1(hc: Harness, api: str, scenario: str) -> tuple[dict[str, Any], dict[str, Any], Transcript]:
     body = fresh_first(hc, api, scenario)
-    t = hc.post(api, PATHS[api], body, stream=True, label="turn 1")
+    t = hc.post(api, apis.get(api).PATH, body, stream=True, label="turn 1")
     ok_response(t, "turn 1")
     answer = final_answer(api, t)
     if answer is None:
@@ -77,66 +68,23 @@ def run_turn1(hc: Harness, api: str, scenario: str) -> tuple[dict[str, Any], dic
 
 
 def parts_of(api: str, answer: dict[str, Any]) -> list[tuple[str, str]]:
-    """(kind, text) in model order: reasoning text, or a tool call's name."""
-    out = []
-    if api == "anthropic":
-        for b in answer.get("content", []):
-            if b.get("type") == "thinking":
-                out.append(("reasoning", b.get("thinking", "")))
-            elif b.get("type") == "tool_use":
-                out.append(("tool", b.get("name", "")))
-    elif api == "chat":
-        message = answer["choices"][0]["message"] if "choices" in answer else answer
-        if message.get("reasoning_content") or message.get("reasoning"):
-            out.append(("reasoning", message.get("reasoning_content") or message.get("reasoning")))
-        out += [("tool", c["function"]["name"]) for c in message.get("tool_calls") or []]
-    else:
-        for item in answer.get("output", []):
-            if item.get("type") == "reasoning":
-                out.append(("reasoning", "".join(p.get("text", "") for p in item.get("content") or [])))
-            elif item.get("type") == "function_call":
-                out.append(("tool", item.get("name", "")))
-    return out
+    """(kind, text) in model order: "reasoning" and its text, or "tool" and the call's name."""
+    return [("tool" if kind == "tool_call" else kind, text) for kind, text in apis.get(api).parts(answer)
+            if kind != "text"]
 
 
 def usage_of(api: str, answer: dict[str, Any]) -> tuple[int, int, int]:
     """(prompt total, output tokens, cached prompt tokens) in each API's accounting."""
-    u = answer.get("usage") or {}
-    if api == "anthropic":
-        cached = int(u.get("cache_read_input_tokens") or 0)
-        return (int(u.get("input_tokens") or 0) + cached + int(u.get("cache_creation_input_tokens") or 0),
-                int(u.get("output_tokens") or 0), cached)
-    if api == "chat":
-        return (int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0),
-                int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0))
-    return (int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0),
-            int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0))
+    return apis.get(api).usage_tokens(answer)
 
 
 def rewritten(api: str, answer: dict[str, Any]) -> dict[str, Any]:
     """The answer with its first reasoning edited at its start (so everything after is new to the
     cache), as a client or server that rewrites history would send it."""
-    answer = copy.deepcopy(answer)
-    edit = "(revised) "
-    if api == "anthropic":
-        for block in answer.get("content", []):
-            if block.get("type") == "thinking":
-                block["thinking"] = edit + block["thinking"]
-                return answer
-    elif api == "chat":
-        message = answer["choices"][0]["message"] if "choices" in answer else answer
-        for key in ("reasoning_content", "reasoning"):
-            if message.get(key):
-                message[key] = edit + message[key]
-                return answer
-    else:
-        for item in answer.get("output", []):
-            if item.get("type") == "reasoning":
-                item.pop("encrypted_content", None)
-                item["content"] = [{"type": "reasoning_text",
-                                    "text": edit + "".join(p.get("text", "") for p in item.get("content") or [])}]
-                return answer
-    raise WitnessUnavailable("the model's turn has no reasoning to rewrite")
+    edited = apis.get(api).rewritten(answer)
+    if edited is None:
+        raise WitnessUnavailable("the model's turn has no reasoning to rewrite")
+    return edited
 
 
 def _second(hc: Harness, api: str, body: dict[str, Any], *, label: str, max_tokens: int | None = None) -> Transcript:
@@ -144,8 +92,8 @@ def _second(hc: Harness, api: str, body: dict[str, Any], *, label: str, max_toke
     body["stream"] = False
     body.pop("stream_options", None)
     if max_tokens:
-        body["max_output_tokens" if api == "responses" else "max_tokens"] = max_tokens
-    t = hc.post(api, PATHS[api], body, label=label)
+        body[apis.get(api).MAX_TOKENS_FIELD] = max_tokens
+    t = hc.post(api, apis.get(api).PATH, body, label=label)
     ok_response(t, label)
     return t
 
@@ -157,13 +105,7 @@ def _rendered(hc: Harness, api: str, body: dict[str, Any], *, add_generation_pro
                                "tools": body.get("tools")}
     if _thinking_asked(body):  # the template renders as the request would (vLLM's chat_template_kwargs)
         payload["chat_template_kwargs"] = {"enable_thinking": True}
-    if api == "responses":
-        payload["input"] = ([{"type": "message", "role": "system", "content": body["instructions"]}]
-                            if body.get("instructions") else []) + body["input"]
-    else:
-        payload["messages"] = body["messages"]
-        if api == "anthropic" and body.get("system"):
-            payload["system"] = body["system"]
+    payload.update(apis.get(api).tokenize_fields(body))
     for prefix in TOKENIZE_PREFIXES:  # vLLM serves /tokenize without /v1
         t = hc.post("chat", f"{prefix}/tokenize", payload, label=f"tokenize (chat form, {prefix or 'no /v1'})")
         if t.status not in (404, 405):
@@ -185,7 +127,7 @@ def tokenize_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None
     body, answer = turn1
     parts = parts_of(api, answer)
     before = _rendered(hc, api, body, add_generation_prompt=True)
-    after_body = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
+    after_body = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
     after = _rendered(hc, api, after_body, add_generation_prompt=True)
     # The generation prompt may carry an opened <think>; compare up to the last user text.
     stem = before[: before.rfind(hc.scenario(scenario).trigger)]
@@ -204,7 +146,7 @@ def tokenize_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None
 def cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
     body, answer = turn1
     prompt1, output1, _ = usage_of(api, answer)
-    follow = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
+    follow = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
     second = _second(hc, api, follow, label="turn 2 (history kept)")
     _, _, cached2 = usage_of(api, second.json_body() or {})
     if cached2 == 0:
@@ -231,11 +173,11 @@ def timing_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
     came back verbatim, the first turn 2 costs about what the repeat costs: only the new tail
     (tool results) is computed. Judged on the share of the rewrite's extra cost that it pays."""
     kept, repeat, edited = [], [], []
-    cap = reqs.MIN_OUTPUT_TOKENS[api]
+    cap = apis.get(api).MIN_OUTPUT_TOKENS
     for n in range(TIMING_PAIRS):  # the given turn 1 first, then fresh sessions
         body, answer = turn1 if n == 0 else run_turn1(hc, api, scenario)[:2]
-        follow = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
-        other = reqs.follow(api, body, rewritten(api, answer), hc.scenario(scenario), 1)
+        follow = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
+        other = apis.get(api).follow(body, rewritten(api, answer), hc.scenario(scenario), 1)
         kept.append(_ttft_ms(_second(hc, api, follow, label="turn 2, history as returned", max_tokens=cap)))
         repeat.append(_ttft_ms(_second(hc, api, follow, label="turn 2 again (cached)", max_tokens=cap)))
         edited.append(_ttft_ms(_second(hc, api, other, label="turn 2, reasoning rewritten", max_tokens=cap)))
@@ -287,7 +229,7 @@ SIGNED = "interleaved"  # a scenario whose shared stream holds thinking blocks (
 
 def issued_signature(hc: Harness, api: str, scenario: str) -> str:
     """A thinking signature the endpoint issued (from the scenario's shared stream), else ""."""
-    if api != "anthropic":
+    if not apis.get(api).SIGNS_THINKING:
         return ""
     answer = final_answer(api, hc.stream(api, scenario)) or {}
     return next((b.get("signature") or "" for b in answer.get("content") or [] if b.get("type") == "thinking"
@@ -295,33 +237,9 @@ def issued_signature(hc: Harness, api: str, scenario: str) -> str:
 
 
 def kit_answer(api: str, scenario: Any, *, signature: str = "") -> dict[str, Any]:
-    """The scenario's scripted turn 0 (r0 t0 r1 t1) as the API's answer, built by the kit."""
-    parts = scenario.turns[0].model
-    if api == "anthropic":
-        content: list[dict[str, Any]] = []
-        for n, p in enumerate(parts):
-            if p.kind == "reasoning":
-                content.append({"type": "thinking", "thinking": p.text, "signature": signature})
-            elif p.kind == "tool_call":
-                content.append({"type": "tool_use", "id": f"toolu_kit{n}", "name": p.name,
-                                "input": json.loads(p.arguments)})
-            else:
-                content.append({"type": "text", "text": p.text})
-        return {"role": "assistant", "content": content, "stop_reason": "tool_use"}
-    if api == "responses":
-        output: list[dict[str, Any]] = []
-        for n, p in enumerate(parts):
-            if p.kind == "reasoning":
-                output.append({"type": "reasoning", "id": f"rs_kit{n}", "summary": [],
-                               "content": [{"type": "reasoning_text", "text": p.text}]})
-            elif p.kind == "tool_call":
-                output.append({"type": "function_call", "id": f"fc_kit{n}", "call_id": f"call_kit{n}",
-                               "name": p.name, "arguments": p.arguments})
-            else:
-                output.append({"type": "message", "role": "assistant", "id": f"msg_kit{n}",
-                               "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
-        return {"output": output}
-    raise ValueError(f"{api}: one assistant message cannot interleave reasoning and tool calls")
+    """The scenario's scripted turn 0 (r0 t0 r1 t1) as the API's answer, built by the kit (ValueError
+    where one answer cannot interleave them: Chat)."""
+    return apis.get(api).kit_answer(scenario, signature=signature)
 
 
 def kit_cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
@@ -329,11 +247,11 @@ def kit_cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> Non
     whole prompt from the cache, or the endpoint renders the kit's turn differently once a later turn
     follows it (past agent reasoning dropped or reformatted)."""
     body, answer = turn1
-    resumed = reqs.follow(api, body, answer, hc.scenario(scenario), 1)
+    resumed = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
     first = _second(hc, api, resumed, label="kit turn resumed")
     prompt_x = usage_of(api, first.json_body() or {})[0]
-    later = reqs.follow(api, resumed, first.json_body() or {}, hc.scenario(scenario), 2)
-    _append_user(api, later, "Thanks. Is anything else broken?")
+    later = apis.get(api).follow(resumed, first.json_body() or {}, hc.scenario(scenario), 2)
+    later = apis.get(api).append_user(later, "Thanks. Is anything else broken?")
     second = _second(hc, api, later, label="kit turn, one turn later")
     cached = usage_of(api, second.json_body() or {})[2]
     if cached == 0:
@@ -347,23 +265,11 @@ def kit_cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> Non
              "was rendered differently once another turn followed it", transcript=second)
 
 
-def _append_user(api: str, body: dict[str, Any], text: str) -> None:
-    if api == "responses":
-        body["input"].append({"type": "message", "role": "user", "content": text})
-    else:
-        body["messages"].append({"role": "user", "content": text})
-
-
 def thinking_on(api: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The request with thinking turned on, as a resumed reasoning session sends it: Anthropic
-    `thinking` enabled (budget 1024, the reference's minimum, below max_tokens), Responses
-    `reasoning.effort`. A server may drop past reasoning when thinking is off; with it on, never."""
-    if api == "anthropic":
-        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
-        body["max_tokens"] = max(body["max_tokens"], 2048)
-    elif api == "responses":
-        body["reasoning"] = {"effort": "medium"}
-    return body
+    """The request with thinking turned on, as a resumed reasoning session sends it (the API module's
+    switch: Anthropic `thinking`, Responses `reasoning.effort`, none on Chat). A server may drop past
+    reasoning when thinking is off; with it on, never."""
+    return apis.get(api).thinking_on(body)
 
 
 def _thinking_asked(body: dict[str, Any]) -> bool:

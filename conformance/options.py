@@ -12,7 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
-APIS = ("anthropic", "chat", "responses")
+APIS = ("anthropic", "chat", "responses")  # apis.NAMES, written out: the CLI builds its parser without
+# importing the API modules (tests/conformance/test_apis.py holds the two equal)
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
 # The embedded reference server: fast, but with time in it (decode and prefill costs the timing
 # witnesses can see); it offers every optional feature its --server-arg values leave on.
@@ -47,7 +48,7 @@ def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX) -> None:
     add("--api-key", default=None, metavar="KEY",
         help="API key sent as x-api-key and Authorization: Bearer (default: env HARNESSCHECK_API_KEY); never written "
              "to transcripts or results")
-    add("--apis", default="anthropic,chat,responses", metavar="LIST",
+    add("--apis", default=",".join(APIS), metavar="LIST",
         help="comma-separated APIs to check: anthropic, chat, responses (default: all)")
     add("--tries", type=int, default=3, metavar="N",
         help="attempts per scenario before a check that needs a model behaviour is inconclusive (default: 3)")

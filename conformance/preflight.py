@@ -26,12 +26,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harnesscheck.conformance import apis as api_modules
+from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
 from harnesscheck.conformance.options import url_problem
 from harnesscheck.conformance.wire.client import new_client
 
-__all__ = ["Preflight", "ROUTES", "preflight"]
+__all__ = ["Preflight", "preflight"]
 
-ROUTES = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
 PROBE_TIMEOUT_S = 3.0  # at most, per probe; less when --timeout is shorter
 DEADLINE_S = 8.0  # no new probe starts after this
 _MAX_BODY = 1 << 20
@@ -83,7 +84,7 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
     if problem:
         raise _Unusable(problem)
     base = url.rstrip("/")
-    headers = {"anthropic-version": "2023-06-01"}
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
     if api_key:
         headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
     seen: list[str] = []
@@ -98,7 +99,7 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
         for api in apis:
             if time.monotonic() > deadline:
                 break
-            path = ROUTES[api]
+            path = api_modules.get(api).PATH
             route = _probe(client, base, "POST", path, probe_timeout)
             _refused_key(route, f"POST {path}", api_key)
             seen.append(f"POST {path}: {route.describe()}")

@@ -54,63 +54,79 @@ class _Stream:
             self.content.append(frame)
 
 
+Keyed = dict[object, _Call]  # block index / output_index / tool-call index -> call
+
+
+def _anthropic_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
+    """A tool_use block is complete at its content_block_stop."""
+    kind = data.get("type")
+    block = data.get("content_block") or {}
+    delta = data.get("delta") or {}
+    if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
+        keyed[data.get("index")] = call = _Call(str(block.get("name")), [index])
+        s.calls.append(call)
+        s.content.append(index)
+    elif kind == "content_block_delta" and isinstance(delta, dict):
+        if delta.get("type") == "input_json_delta" and data.get("index") in keyed:
+            keyed[data.get("index")].frames.append(index)
+            s.content.append(index)
+        s.text("reasoning", index, delta.get("thinking"))
+        s.text("text", index, delta.get("text"))
+    elif kind == "content_block_stop" and data.get("index") in keyed:
+        call = keyed[data.get("index")]
+        call.complete = index if call.complete is None else call.complete
+
+
+def _responses_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
+    """A function_call item is complete at its arguments.done or output_item.done, the first of them."""
+    kind = data.get("type")
+    item = data.get("item") or {}
+    oi = data.get("output_index")
+    is_call = isinstance(item, dict) and item.get("type") == "function_call"
+    if kind == "response.output_item.added" and is_call:
+        keyed[oi] = call = _Call(str(item.get("name")), [index])
+        s.calls.append(call)
+        s.content.append(index)
+    elif kind == "response.function_call_arguments.delta" and oi in keyed:
+        keyed[oi].frames.append(index)
+        s.content.append(index)
+    elif kind in ("response.function_call_arguments.done", "response.output_item.done") and oi in keyed:
+        call = keyed[oi]
+        call.complete = index if call.complete is None else call.complete
+    elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
+        s.text("reasoning", index, data.get("delta"))
+    elif kind == "response.output_text.delta":
+        s.text("text", index, data.get("delta"))
+
+
+def _chat_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
+    """A streamed tool call (choice 0) is complete with its last delta."""
+    for choice in data.get("choices") or []:
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            continue
+        delta = choice.get("delta") or {}
+        s.text("reasoning", index, delta.get("reasoning_content") or delta.get("reasoning"))
+        s.text("text", index, delta.get("content"))
+        for tc in delta.get("tool_calls") or []:
+            at = tc.get("index") if isinstance(tc, dict) else None
+            if at not in keyed:
+                keyed[at] = _Call(str((tc.get("function") or {}).get("name")))
+                s.calls.append(keyed[at])
+            keyed[at].frames.append(index)
+            keyed[at].complete = index  # complete with its last delta
+            s.content.append(index)
+
+
+_FRAME_READERS = {"anthropic": _anthropic_frame, "chat": _chat_frame, "responses": _responses_frame}
+
+
 def _parse(api: str, t: Transcript) -> _Stream:
     """The stream's model output by frame, for each API's event grammar."""
     s = _Stream()
-    keyed: dict[object, _Call] = {}  # block index / output_index / tool-call index -> call
+    keyed: Keyed = {}
+    read = _FRAME_READERS[api]
     for f in t.events:
-        data = f.json if isinstance(f.json, dict) else {}
-        kind = data.get("type")
-        if api == "anthropic":
-            block = data.get("content_block") or {}
-            delta = data.get("delta") or {}
-            if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
-                keyed[data.get("index")] = call = _Call(str(block.get("name")), [f.index])
-                s.calls.append(call)
-                s.content.append(f.index)
-            elif kind == "content_block_delta" and isinstance(delta, dict):
-                if delta.get("type") == "input_json_delta" and data.get("index") in keyed:
-                    keyed[data.get("index")].frames.append(f.index)
-                    s.content.append(f.index)
-                s.text("reasoning", f.index, delta.get("thinking"))
-                s.text("text", f.index, delta.get("text"))
-            elif kind == "content_block_stop" and data.get("index") in keyed:
-                call = keyed[data.get("index")]
-                call.complete = f.index if call.complete is None else call.complete
-        elif api == "responses":
-            item = data.get("item") or {}
-            oi = data.get("output_index")
-            is_call = isinstance(item, dict) and item.get("type") == "function_call"
-            if kind == "response.output_item.added" and is_call:
-                keyed[oi] = call = _Call(str(item.get("name")), [f.index])
-                s.calls.append(call)
-                s.content.append(f.index)
-            elif kind == "response.function_call_arguments.delta" and oi in keyed:
-                keyed[oi].frames.append(f.index)
-                s.content.append(f.index)
-            elif kind in ("response.function_call_arguments.done", "response.output_item.done") and \
-                    oi in keyed:
-                call = keyed[oi]
-                call.complete = f.index if call.complete is None else call.complete
-            elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-                s.text("reasoning", f.index, data.get("delta"))
-            elif kind == "response.output_text.delta":
-                s.text("text", f.index, data.get("delta"))
-        else:
-            for choice in data.get("choices") or []:
-                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                    continue
-                delta = choice.get("delta") or {}
-                s.text("reasoning", f.index, delta.get("reasoning_content") or delta.get("reasoning"))
-                s.text("text", f.index, delta.get("content"))
-                for tc in delta.get("tool_calls") or []:
-                    index = tc.get("index") if isinstance(tc, dict) else None
-                    if index not in keyed:
-                        keyed[index] = _Call(str((tc.get("function") or {}).get("name")))
-                        s.calls.append(keyed[index])
-                    keyed[index].frames.append(f.index)
-                    keyed[index].complete = f.index  # complete with its last delta
-                    s.content.append(f.index)
+        read(s, keyed, f.index, f.json if isinstance(f.json, dict) else {})
     return s
 
 

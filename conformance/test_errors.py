@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance.harness import PATHS, Harness
+from harnesscheck.conformance import apis
+from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import fail
 
 BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
@@ -43,17 +44,6 @@ GOOD_BODIES: dict[str, list[tuple[str, dict[str, Any]]]] = {
 CHECK_OF = {"anthropic": "AN-ERR-001", "chat": "CH-ERR-001", "responses": "RS-ERR-001"}
 
 
-def _shape_ok(api: str, body: Any) -> bool:
-    if not isinstance(body, dict):
-        return False
-    if api == "anthropic":
-        error = body.get("error")
-        return body.get("type") == "error" and isinstance(error, dict) and isinstance(error.get("type"), str) \
-            and isinstance(error.get("message"), str)
-    error = body.get("error")
-    return isinstance(error, dict) and isinstance(error.get("message"), str) and "type" in error
-
-
 def _with_model(hc: Harness, body: dict[str, Any]) -> dict[str, Any]:
     return {k: (hc.endpoint.model if v == "{model}" else v) for k, v in body.items()}
 
@@ -61,17 +51,17 @@ def _with_model(hc: Harness, body: dict[str, Any]) -> dict[str, Any]:
 def _check_errors(hc: Harness, api: str) -> None:
     for label, bad in BAD_BODIES[api]:
         if isinstance(bad, bytes):
-            t = hc.post(api, PATHS[api], content=bad, label=f"bad request: {label}")
+            t = hc.post(api, apis.get(api).PATH, content=bad, label=f"bad request: {label}")
         else:
-            t = hc.post(api, PATHS[api], _with_model(hc, bad), label=f"bad request: {label}")
+            t = hc.post(api, apis.get(api).PATH, _with_model(hc, bad), label=f"bad request: {label}")
         if t.error:
             fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
         if t.status is None or not 400 <= t.status < 500:
             fail(f"{label}: answered HTTP {t.status}, expected a 4xx", transcript=t)
-        if not _shape_ok(api, t.json_body()):
+        if not apis.get(api).is_error_body(t.json_body()):
             fail(f"{label}: the error body is not in the {api} error shape: {t.text_body()[:200]}", transcript=t)
     for label, good in GOOD_BODIES.get(api, []):
-        t = hc.post(api, PATHS[api], _with_model(hc, good), label=f"valid request: {label}")
+        t = hc.post(api, apis.get(api).PATH, _with_model(hc, good), label=f"valid request: {label}")
         if t.error:
             fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
         if t.status is None or not 200 <= t.status < 300:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnesscheck.conformance import catalog
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.conformance.history import judge_agent_turn, judge_interleaved
@@ -56,7 +56,7 @@ def test_thinking_on_unless_turned_off(hc: Harness) -> None:
                   "thinking": {"type": "enabled", "budget_tokens": 1024}}
 
     def sample(request: dict, label: str) -> Transcript:
-        t = hc.post("anthropic", "/v1/messages", request, label=label)
+        t = hc.post("anthropic", apis.anthropic.PATH, request, label=label)
         ok_response(t, label)
         return t
 

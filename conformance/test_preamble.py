@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 
@@ -34,13 +35,13 @@ def _body(hc: Harness, header: str, *, only_block: bool, nonce: str) -> dict:
 
 
 def _usage(hc: Harness, body: dict, label: str) -> dict:
-    t = hc.post("anthropic", "/v1/messages", body, label=label)
+    t = hc.post("anthropic", apis.anthropic.PATH, body, label=label)
     ok_response(t, label)
     return (t.json_body() or {}).get("usage") or {}
 
 
 def _ttft_ms(hc: Harness, body: dict, label: str) -> float:
-    t = hc.post("anthropic", "/v1/messages", {**body, "stream": True}, stream=True, label=label)
+    t = hc.post("anthropic", apis.anthropic.PATH, {**body, "stream": True}, stream=True, label=label)
     ok_response(t, label)
     first = next((f for f in t.events if isinstance(f.json, dict) and f.json.get("type") == "content_block_delta"),
                  None)

@@ -10,6 +10,7 @@ import json
 import pytest
 import zstandard
 
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import CheckFailed, ok_response
 
@@ -22,7 +23,7 @@ def test_cache_control_accepted(hc: Harness) -> None:
     body["tools"][-1]["cache_control"] = ephemeral
     body["messages"][0]["content"] = [{"type": "text", "text": body["messages"][0]["content"],
                                        "cache_control": ephemeral}]
-    ok_response(hc.post("anthropic", "/v1/messages", body, label="cache_control on tools, system, messages"),
+    ok_response(hc.post("anthropic", apis.anthropic.PATH, body, label="cache_control on tools, system, messages"),
                 "request with cache_control")
 
 
@@ -30,7 +31,7 @@ def test_cache_control_accepted(hc: Harness) -> None:
 def test_system_role_inside_messages(hc: Harness) -> None:
     body = hc.body("anthropic", "plain_text", stream=False)
     body["messages"].append({"role": "system", "content": "Mid-conversation system reminder."})
-    ok_response(hc.post("anthropic", "/v1/messages", body, label="role system inside messages"),
+    ok_response(hc.post("anthropic", apis.anthropic.PATH, body, label="role system inside messages"),
                 "request with role: system in messages")
 
 
@@ -45,7 +46,7 @@ def test_claude_code_request_shape(hc: Harness) -> None:
     body["messages"].append({"role": "user", "content": "Second user message in a row."})
     headers = {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27",
                "x-app": "cli"}
-    t = hc.post("anthropic", "/v1/messages?beta=true", body, stream=True, headers=headers,
+    t = hc.post("anthropic", f"{apis.anthropic.PATH}?beta=true", body, stream=True, headers=headers,
                 label="Claude Code request shape")
     ok_response(t, "Claude Code's request")
 
@@ -55,7 +56,7 @@ def test_chat_agent_hints(hc: Harness) -> None:
     body = hc.body("chat", "plain_text", stream=False)
     body["nvext"] = {"agent_hints": {"priority": 1, "osl": 256, "speculative_prefill": True,
                                      "latency_sensitivity": 0.5}}
-    ok_response(hc.post("chat", "/v1/chat/completions", body, label="nvext.agent_hints"),
+    ok_response(hc.post("chat", apis.chat.PATH, body, label="nvext.agent_hints"),
                 "Chat request with nvext.agent_hints")
 
 
@@ -70,10 +71,10 @@ def test_codex_request_shape(hc: Harness) -> None:
     body.update({"tool_choice": "auto", "parallel_tool_calls": False, "reasoning": {"effort": "medium"},
                  "store": False, "prompt_cache_key": "harnesscheck-session", "client_metadata": {"x": "y"}})
     body["input"][1]["x_unknown_item_field"] = True
-    ok_response(hc.post("responses", "/v1/responses", body, stream=True, label="Codex request shape"),
+    ok_response(hc.post("responses", apis.responses.PATH, body, stream=True, label="Codex request shape"),
                 "Codex's request")
     payload = zstandard.ZstdCompressor().compress(json.dumps(body).encode())
-    t = hc.post("responses", "/v1/responses", stream=True, content=payload,
+    t = hc.post("responses", apis.responses.PATH, stream=True, content=payload,
                 headers={"content-encoding": "zstd"}, label="Codex request shape (zstd body)")
     try:
         ok_response(t, "Codex's zstd-compressed request (Codex compresses only with ChatGPT auth on the OpenAI "

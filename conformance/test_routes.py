@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import fail, ok_response, skip
 
@@ -89,7 +90,7 @@ def test_unknown_model_404_in_shape(hc: Harness) -> None:
     t = hc.get("anthropic", "/v1/models/no-such-org/no-such-model-harnesscheck", label="get unknown model")
     if _no_retrieve_route(hc, t) is not None:  # judge the unknown model where the endpoint takes one
         body = hc.body("anthropic", "plain_text", stream=False)
-        t = hc.post("anthropic", "/v1/messages", {**body, "model": "no-such-org/no-such-model-harnesscheck"},
+        t = hc.post("anthropic", apis.anthropic.PATH, {**body, "model": "no-such-org/no-such-model-harnesscheck"},
                     label="message to an unknown model")
     if t.status != 404:
         fail(f"unknown model id answered HTTP {t.status}, expected 404", transcript=t)

@@ -20,8 +20,7 @@ import anthropic
 import openai
 import pytest
 
-from harnesscheck.conformance import catalog
-from harnesscheck.conformance import requests as reqs
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import Inconclusive, fail
 
@@ -133,10 +132,10 @@ def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dic
     created answer goes back as history the way the SDK hands it out."""
     for scenario_id in SCENARIOS:
         scenario = hc.scenario(scenario_id)
-        body = reqs.first(api, scenario, hc.endpoint.model, stream=False)
+        body = apis.get(api).first(scenario, hc.endpoint.model, stream=False)
         for turn in range(min(2, len(scenario.turns))):
             params = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-            sdk = "anthropic" if api == "anthropic" else "openai"
+            sdk = apis.get(api).SDK
             try:
                 streamed, created = streamed_answer(params), created_answer(params)
                 again = created_answer(params) if shape(streamed) != shape(created) else created
@@ -164,7 +163,7 @@ def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dic
                                 f"the SDK's folded stream {_brief(shape(streamed))} differs from the non-streamed "
                                 f"answer {_brief(shape(created))}, which a second non-streamed answer to the "
                                 f"same request repeated", rule=f"{check_id}:nonstream")
-            body = reqs.follow(api, body, dump(created), scenario, turn + 1)
+            body = apis.get(api).follow(body, dump(created), scenario, turn + 1)
 
 
 @pytest.mark.check("AN-SDK-001")

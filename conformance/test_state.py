@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harnesscheck.conformance import catalog
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.harness import Harness
-from harnesscheck.conformance.requests import tool_calls_of
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 from harnesscheck.conformance.wire.transcript import Transcript
 
@@ -17,22 +16,22 @@ def test_previous_response_id_continues(hc: Harness) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body("responses", "calculator", stream=False)
     def turn1() -> Transcript:
-        first = hc.post("responses", "/v1/responses", {**body, "store": True}, label="turn 1 (store: true)")
+        first = hc.post("responses", apis.responses.PATH, {**body, "store": True}, label="turn 1 (store: true)")
         ok_response(first, "turn 1")
         return first
 
     first, taken = hc.until_taken((catalog.TOOL_USE,), turn1)
     answer = first.json_body() or {}
-    calls = tool_calls_of("responses", answer)
+    calls = apis.responses.tool_calls(answer)
     if not taken or not calls:
         inconclusive(f"not exercised: the model made no tool call in turn 1 in {hc.endpoint.tries} tries")
-    call_id, name, args = calls[0]
+    call_id, name, args = calls[0].id, calls[0].name, calls[0].arguments
     # Instructions are not carried over by previous_response_id, so send them again, as clients do.
     second_body = {"model": hc.endpoint.model, "previous_response_id": answer.get("id"), "tools": body.get("tools"),
                    "instructions": body.get("instructions"),
                    "input": [{"type": "function_call_output", "call_id": call_id,
                               "output": scenario.result_for(name, args)}]}
-    second = hc.post("responses", "/v1/responses", second_body, label="turn 2 (previous_response_id)")
+    second = hc.post("responses", apis.responses.PATH, second_body, label="turn 2 (previous_response_id)")
     ok_response(second, "turn 2 with previous_response_id")
     u1 = answer.get("usage") or {}
     u2 = (second.json_body() or {}).get("usage") or {}
@@ -46,7 +45,7 @@ def test_previous_response_id_continues(hc: Harness) -> None:
 def test_encrypted_reasoning_when_included(hc: Harness) -> None:
     body = hc.body("responses", "calculator", stream=False)
     def ask() -> Transcript:
-        t = hc.post("responses", "/v1/responses", {**body, "store": False}, label="include reasoning.encrypted_content")
+        t = hc.post("responses", apis.responses.PATH, {**body, "store": False}, label="include reasoning.encrypted_content")
         ok_response(t, "request with include")
         return t
 
@@ -63,7 +62,7 @@ def test_responses_fields_echoed(hc: Harness) -> None:
     body = hc.body("responses", "plain_text", stream=False)
     body.update({"store": False, "parallel_tool_calls": False, "text": {"verbosity": "low"},
                  "metadata": {"harnesscheck": "1"}})
-    t = hc.post("responses", "/v1/responses", body, label="fields to echo")
+    t = hc.post("responses", apis.responses.PATH, body, label="fields to echo")
     ok_response(t, "request")
     got = t.json_body() or {}
     wrong = {k: got.get(k) for k, v in (("store", False), ("parallel_tool_calls", False)) if got.get(k) is not v}

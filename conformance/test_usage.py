@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from harnesscheck.conformance.grammar import anthropic as grammar
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.harness import Harness
 from harnesscheck.conformance.verdict import fail, ok_response, skip
 
@@ -22,7 +23,7 @@ def _total(usage: dict) -> int:
 
 
 def _start_and_final(hc: Harness, body: dict) -> tuple[dict, dict, object]:
-    transcript = hc.post("anthropic", "/v1/messages", body, stream=True, label="usage stream")
+    transcript = hc.post("anthropic", apis.anthropic.PATH, body, stream=True, label="usage stream")
     ok_response(transcript, "stream")
     start = next((f.json for f in transcript.events if isinstance(f.json, dict) and f.json.get("type") ==
                   "message_start"), None)
@@ -42,7 +43,7 @@ def _fresh_body(hc: Harness) -> dict:
 @pytest.mark.check("AN-USAGE-001")
 def test_message_start_total_equals_count_tokens(hc: Harness) -> None:
     body = _fresh_body(hc)
-    counted = hc.post("anthropic", "/v1/messages/count_tokens",
+    counted = hc.post("anthropic", f"{apis.anthropic.PATH}/count_tokens",
                       {k: v for k, v in body.items() if k not in ("stream", "max_tokens")}, label="count_tokens")
     if counted.status == 404:
         skip("the endpoint has no /v1/messages/count_tokens")

@@ -201,3 +201,103 @@ def error_of(event: Any) -> str | None:
     if isinstance(event, dict) and event.get("type") == "error":
         return json.dumps(event)[:300]
     return None
+
+
+# -- answers and requests as the history witnesses see them -----------------------------------
+
+SDK = "anthropic"  # the official SDK that speaks this API
+SIGNS_THINKING = True  # the endpoint issues a signature on each thinking block
+
+
+def final_answer(source: Any) -> dict[str, Any] | None:
+    """The answer folded from a stream, in the shape of the non-stream response (the message)."""
+    return final_message(source)
+
+
+def parts(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    """The answer's parts in model order as (kind, text): ("reasoning", thinking; "" when redacted),
+    ("text", text), ("tool_call", name)."""
+    out: list[tuple[str, str]] = []
+    for b in answer.get("content") or []:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "thinking":
+            out.append(("reasoning", text(b.get("thinking"))))
+        elif kind == "redacted_thinking":
+            out.append(("reasoning", ""))
+        elif kind == "text":
+            out.append(("text", text(b.get("text"))))
+        elif kind == "tool_use":
+            out.append(("tool_call", text(b.get("name"))))
+    return out
+
+
+def usage(answer: dict[str, Any]) -> dict[str, Any]:
+    return answer.get("usage") or {}
+
+
+def usage_tokens(answer: dict[str, Any]) -> tuple[int, int, int]:
+    """(prompt total, output tokens, cached prompt tokens): the prompt total adds the cache reads and
+    writes to ``input_tokens``, which counts only the uncached rest."""
+    u = usage(answer)
+    cached = int(u.get("cache_read_input_tokens") or 0)
+    return (int(u.get("input_tokens") or 0) + cached + int(u.get("cache_creation_input_tokens") or 0),
+            int(u.get("output_tokens") or 0), cached)
+
+
+def stop_reason(answer: dict[str, Any]) -> str | None:
+    return answer.get("stop_reason")
+
+
+def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its first thinking edited at its start (as a client that rewrites history
+    sends it); None when it has no thinking."""
+    answer = copy.deepcopy(answer)
+    for block in answer.get("content", []):
+        if block.get("type") == "thinking":
+            block["thinking"] = base.REVISED + block["thinking"]
+            return answer
+    return None
+
+
+def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
+    """The scenario's scripted turn 0 as a message the kit built: thinking blocks (carrying
+    ``signature``), tool_use and text blocks in script order."""
+    content: list[dict[str, Any]] = []
+    for n, p in enumerate(scenario.turns[0].model):
+        if p.kind == "reasoning":
+            content.append({"type": "thinking", "thinking": p.text, "signature": signature})
+        elif p.kind == "tool_call":
+            content.append({"type": "tool_use", "id": f"toolu_kit{n}", "name": p.name, "input": json.loads(p.arguments)})
+        else:
+            content.append({"type": "text", "text": p.text})
+    return {"role": "assistant", "content": content, "stop_reason": "tool_use"}
+
+
+def thinking_on(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with thinking enabled (budget 1024, the reference's minimum, below max_tokens)."""
+    return {**body, "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "max_tokens": max(body["max_tokens"], 2048)}
+
+
+def with_system_prefix(body: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The request with ``prefix`` put before its system prompt."""
+    return {**body, "system": prefix + body.get("system", "")}
+
+
+def append_user(body: dict[str, Any], user: str) -> dict[str, Any]:
+    """The request with one more user message at the end."""
+    return {**body, "messages": [*body["messages"], {"role": "user", "content": user}]}
+
+
+def tokenize_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's conversation as a chat-form /tokenize payload's fields (messages, system)."""
+    return {"messages": body["messages"], **({"system": body["system"]} if body.get("system") else {})}
+
+
+def is_error_body(body: Any) -> bool:
+    """The body is this API's error shape: ``{"type": "error", "error": {"type", "message"}}``."""
+    if not isinstance(body, dict):
+        return False
+    error = body.get("error")
+    return body.get("type") == "error" and isinstance(error, dict) and isinstance(error.get("type"), str) \
+        and isinstance(error.get("message"), str)

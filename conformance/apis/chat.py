@@ -220,3 +220,88 @@ def error_of(chunk: Any) -> str | None:
         return json.dumps(chunk)[:300]
     return None
 
+
+
+# -- answers and requests as the history witnesses see them -----------------------------------
+
+SDK = "openai"  # the official SDK that speaks this API
+SIGNS_THINKING = False  # reasoning_content carries no signature
+
+
+def final_answer(source: Any) -> dict[str, Any] | None:
+    """The answer folded from a stream: choice 0's message with usage and finish_reason (a shape
+    `message_of`, `tool_calls` and `follow` take as they take a completion)."""
+    return final_message(source)
+
+
+def parts(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    """The message's parts as (kind, text): ("reasoning", reasoning_content or reasoning), ("text",
+    content), then ("tool_call", name) per call; one message cannot interleave them."""
+    message = (answer.get("choices") or [{}])[0].get("message") or {} if "choices" in answer else answer
+    out: list[tuple[str, str]] = []
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning:
+        out.append(("reasoning", reasoning))
+    if message.get("content"):
+        out.append(("text", message["content"]))
+    return out + [("tool_call", c["function"]["name"]) for c in message.get("tool_calls") or []]
+
+
+def usage(answer: dict[str, Any]) -> dict[str, Any]:
+    return answer.get("usage") or {}
+
+
+def usage_tokens(answer: dict[str, Any]) -> tuple[int, int, int]:
+    """(prompt tokens, completion tokens, cached prompt tokens)."""
+    u = usage(answer)
+    details = u.get("prompt_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), cached
+
+
+def stop_reason(answer: dict[str, Any]) -> str | None:
+    if "choices" in answer:
+        return (answer.get("choices") or [{}])[0].get("finish_reason")
+    return answer.get("finish_reason")
+
+
+def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its reasoning edited at its start (as a client that rewrites history sends
+    it); None when it has no reasoning."""
+    answer = copy.deepcopy(answer)
+    message = message_of(answer)
+    for key in ("reasoning_content", "reasoning"):
+        if message.get(key):
+            message[key] = base.REVISED + message[key]
+            return answer
+    return None
+
+
+def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
+    """Refused: one assistant message cannot interleave reasoning and tool calls."""
+    raise ValueError(f"{NAME}: one assistant message cannot interleave reasoning and tool calls")
+
+
+def thinking_on(body: dict[str, Any]) -> dict[str, Any]:
+    """The request as is: Chat Completions has no thinking switch the kit sends."""
+    return body
+
+
+def with_system_prefix(body: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The request with ``prefix`` put before its first message's content (the system message)."""
+    messages = [dict(m) for m in body["messages"]]
+    messages[0]["content"] = prefix + messages[0]["content"]
+    return {**body, "messages": messages}
+
+
+def append_user(body: dict[str, Any], user: str) -> dict[str, Any]:
+    """The request with one more user message at the end."""
+    return {**body, "messages": [*body["messages"], {"role": "user", "content": user}]}
+
+
+def tokenize_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's conversation as a chat-form /tokenize payload's fields (messages)."""
+    return {"messages": body["messages"]}
+
+
+is_error_body = base.is_openai_error  # the body is OpenAI's error shape

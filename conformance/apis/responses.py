@@ -199,3 +199,109 @@ def error_of(event: Any) -> str | None:
     if event.get("type") == "response.failed":
         return f"response.failed: {json.dumps((event.get('response') or {}).get('error'))[:300]}"
     return None
+
+
+# -- answers and requests as the history witnesses see them -----------------------------------
+
+SDK = "openai"  # the official SDK that speaks this API
+SIGNS_THINKING = False  # reasoning items carry encrypted_content, not a signature the kit replays
+
+
+def final_answer(source: Any) -> dict[str, Any] | None:
+    """The answer folded from a stream in the non-stream shape: the final response object, with the
+    output items as they were streamed."""
+    folded = final_message(source)
+    if folded is None:
+        return None
+    return {**(folded.get("response") or {}), "output": folded["output"]}
+
+
+def parts(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    """The output items as (kind, text) in order: ("reasoning", its reasoning text), ("text", a
+    message's output text), ("tool_call", a function call's name)."""
+    out: list[tuple[str, str]] = []
+    for item in answer.get("output") or []:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "reasoning":
+            out.append(("reasoning", "".join(p.get("text", "") for p in item.get("content") or [])))
+        elif kind == "message":
+            out.append(("text", "".join(text(p.get("text")) for p in item.get("content") or []
+                                        if isinstance(p, dict))))
+        elif kind == "function_call":
+            out.append(("tool_call", item.get("name", "")))
+    return out
+
+
+def usage(answer: dict[str, Any]) -> dict[str, Any]:
+    return answer.get("usage") or {}
+
+
+def usage_tokens(answer: dict[str, Any]) -> tuple[int, int, int]:
+    """(input tokens, output tokens, cached input tokens)."""
+    u = usage(answer)
+    details = u.get("input_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0), cached
+
+
+def stop_reason(answer: dict[str, Any]) -> str | None:
+    """The response's status ("completed", "incomplete", "failed"), or the incomplete reason."""
+    details = answer.get("incomplete_details")
+    if isinstance(details, dict) and details.get("reason"):
+        return details["reason"]
+    return answer.get("status")
+
+
+def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its first reasoning item edited at its start, its encrypted_content dropped
+    (as a client that rewrites history sends it); None when it has no reasoning item."""
+    answer = copy.deepcopy(answer)
+    for item in answer.get("output", []):
+        if item.get("type") == "reasoning":
+            item.pop("encrypted_content", None)
+            item["content"] = [{"type": "reasoning_text",
+                                "text": base.REVISED + "".join(p.get("text", "") for p in item.get("content") or [])}]
+            return answer
+    return None
+
+
+def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
+    """The scenario's scripted turn 0 as output items the kit built (reasoning, function_call,
+    message) in script order; ``signature`` is unused (Responses has none)."""
+    output: list[dict[str, Any]] = []
+    for n, p in enumerate(scenario.turns[0].model):
+        if p.kind == "reasoning":
+            output.append({"type": "reasoning", "id": f"rs_kit{n}", "summary": [],
+                           "content": [{"type": "reasoning_text", "text": p.text}]})
+        elif p.kind == "tool_call":
+            output.append({"type": "function_call", "id": f"fc_kit{n}", "call_id": f"call_kit{n}",
+                           "name": p.name, "arguments": p.arguments})
+        else:
+            output.append({"type": "message", "role": "assistant", "id": f"msg_kit{n}",
+                           "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
+    return {"output": output}
+
+
+def thinking_on(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with ``reasoning.effort`` medium."""
+    return {**body, "reasoning": {"effort": "medium"}}
+
+
+def with_system_prefix(body: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The request with ``prefix`` put before its instructions."""
+    return {**body, "instructions": prefix + body.get("instructions", "")}
+
+
+def append_user(body: dict[str, Any], user: str) -> dict[str, Any]:
+    """The request with one more user message item at the end of its input."""
+    return {**body, "input": [*body["input"], {"type": "message", "role": "user", "content": user}]}
+
+
+def tokenize_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's conversation as a chat-form /tokenize payload's ``input`` (instructions first,
+    as a system message)."""
+    system = [{"type": "message", "role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+    return {"input": system + body["input"]}
+
+
+is_error_body = base.is_openai_error  # the body is OpenAI's error shape
