@@ -32,22 +32,22 @@ import shutil
 import socket
 import tempfile
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from harnesscheck.agents.driver import (
-    DEFAULT_COMMAND,
+    Batch,
     Profile,
     TaskRun,
     find_repo,
-    interleaved_order,
+    run_profiles,
     run_task,
     task_folder,
-    validate_run,
     write_task_json,
 )
 from harnesscheck.agents.swebench import SweTask, TaskFileError
@@ -223,48 +223,37 @@ def run_profiles_on_ray(
     tasks: Sequence[SweTask],
     profiles: Sequence[Profile],
     *,
-    run_dir: str | Path,
-    repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path],
-    command: str | Sequence[str] = DEFAULT_COMMAND,
-    timeout_s: float = 1800.0,
-    test_command: str | Sequence[str] | None = None,
-    interleave: bool = True,
-    work_root: str | Path | None = None,
-    keep_workdirs: bool = False,
-    on_result: Callable[[TaskRun], None] | None = None,
     ray_options: RayOptions | None = None,
     console: Any = None,
+    **run_args: Any,
 ) -> list[TaskRun]:
-    """``run_profiles`` as Ray tasks (see the module docstring). ``repos`` (and ``work_root``) are
-    read on the workers. Returns every run in the interleaved order, resumed ones included;
-    ``run_dir/runs.jsonl`` lists them, resumed first, then in the order they finished."""
-    validate_run(tasks, profiles, run_dir)
-    options = ray_options or RayOptions()
-    run_root = Path(run_dir).resolve()
-    jobs: list[_Job] = []
-    for i, task in enumerate(tasks):
-        for profile in interleaved_order(profiles, i) if interleave else profiles:
-            jobs.append(_Job(len(jobs), task, profile))
+    """``run_profiles(tasks, profiles, **run_args)`` as Ray tasks (see the module docstring): the same
+    checks, runs and order. ``repos`` (and ``work_root``) are read on the workers. Returns every run
+    in the interleaved order, resumed ones included; ``run_dir/runs.jsonl`` lists them, resumed first,
+    then in the order they finished."""
+    runner = partial(_run_on_ray, options=ray_options or RayOptions(), console=console)
+    return run_profiles(tasks, profiles, runner=runner, **run_args)
+
+
+def _run_on_ray(batch: Batch, *, options: RayOptions, console: Any) -> list[TaskRun]:
+    """The BatchRunner of ``run_profiles_on_ray``."""
+    run_root = batch.run_root.resolve()
+    jobs = [_Job(order, task, profile) for order, task, profile in batch.jobs]
     done: dict[int, TaskRun] = {}
     for job in jobs:
         previous = is_complete(task_folder(run_root, job.profile.name, job.task.instance_id))
         if previous is not None:
             done[job.order] = replace(previous, order=job.order)
-    totals = {p.name: len(tasks) for p in profiles}
-    limit = options.task_timeout_s or timeout_s * (2 if test_command is not None else 1) + 300.0
-    settings = {
-        "command": command,
-        "timeout_s": timeout_s,
-        "test_command": test_command,
-        "work_root": work_root,
-        "keep_workdir": keep_workdirs,
-    }
+    totals = Counter(job.profile.name for job in jobs)  # 0 for a profile with no task
+    settings = batch.settings
+    agent_limit = settings["timeout_s"] * (2 if settings["test_command"] is not None else 1)
+    limit = options.task_timeout_s or agent_limit + 300.0
     run_root.mkdir(parents=True, exist_ok=True)
     with ray_session(options.address) as ray, open(run_root / "runs.jsonl", "w", encoding="utf-8") as log:
         remote = ray.remote(_attempt).options(
             num_cpus=options.num_cpus, memory=options.memory_mb * 2**20 or None, max_retries=0
         )
-        progress = _Progress(console, profiles, totals)
+        progress = _Progress(console, batch.profiles, totals)
         for run in done.values():
             log.write(json.dumps(asdict(run)) + "\n")
             progress.add(run.profile, done=1)
@@ -276,15 +265,15 @@ def run_profiles_on_ray(
             log.write(json.dumps(asdict(run)) + "\n")
             log.flush()
             progress.add(job.profile.name, running=-1, **{"failed" if failed else "done": 1})
-            if on_result is not None:
-                on_result(run)
+            if batch.on_result is not None:
+                batch.on_result(run)
 
         try:
             while queue or running:
                 room = _capacity(ray, options)
                 while queue and len(running) < room:
                     job = queue.popleft()
-                    ref = remote.remote(job.task, job.profile, repos, job.order, settings)
+                    ref = remote.remote(job.task, job.profile, batch.repos, job.order, dict(settings))
                     job.started, job.cancelled = time.monotonic(), False
                     running[ref] = job
                     progress.add(job.profile.name, running=1)

@@ -54,6 +54,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,9 @@ __all__ = [
     "prepare_workdir",
     "run_task",
     "run_profiles",
+    "run_in_order",
+    "Batch",
+    "BatchRunner",
     "interleaved_order",
     "task_folder",
     "validate_run",
@@ -189,7 +193,9 @@ def codex_config_toml(profile: Profile) -> str:
     profile's own ``config_toml`` text; "" when the profile has neither."""
     parts = []
     if profile.endpoint:
-        parts.append(config_toml(profile.endpoint, profile.model, key_env="HARNESSCHECK_API_KEY", websockets=False))
+        parts.append(
+            config_toml(profile.endpoint, profile.model, key_env="HARNESSCHECK_API_KEY", websockets=False)
+        )
     if profile.config_toml:
         parts.append(profile.config_toml.strip() + "\n")
     return "\n".join(parts)
@@ -437,6 +443,44 @@ def interleaved_order(profiles: Sequence[Profile], index: int) -> list[Profile]:
     return list(profiles[shift:]) + list(profiles[:shift])
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The runs of one ``run_profiles`` call, checked (``validate_run``) and in run order, for a
+    ``BatchRunner``: ``jobs`` as (order, task, profile); ``settings`` are ``run_task``'s keyword
+    arguments for every run; ``on_result`` is called with each finished run."""
+
+    run_root: Path
+    profiles: tuple[Profile, ...]
+    jobs: tuple[tuple[int, SweTask, Profile], ...]
+    repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path]
+    settings: Mapping[str, Any]
+    on_result: Callable[[TaskRun], None] | None = None
+
+
+#: what runs a Batch and returns its runs in run order (``run_in_order`` here, Ray in ``agents.distributed``)
+BatchRunner = Callable[[Batch], list[TaskRun]]
+
+
+def run_in_order(batch: Batch) -> list[TaskRun]:
+    """Every run of ``batch`` here, one after another; ``run_root/runs.jsonl`` gets one TaskRun a line."""
+    batch.run_root.mkdir(parents=True, exist_ok=True)
+    results: list[TaskRun] = []
+    with open(batch.run_root / "runs.jsonl", "w", encoding="utf-8") as log:
+        for _, group in groupby(batch.jobs, key=lambda job: job[1].instance_id):
+            runs = list(group)
+            repo = find_repo(batch.repos, runs[0][1])  # once per task, before its first run
+            for order, task, profile in runs:
+                res = run_task(
+                    task, profile, run_dir=batch.run_root, repo=repo, order=order, **batch.settings
+                )
+                results.append(res)
+                log.write(json.dumps(asdict(res)) + "\n")
+                log.flush()
+                if batch.on_result is not None:
+                    batch.on_result(res)
+    return results
+
+
 def run_profiles(
     tasks: Sequence[SweTask],
     profiles: Sequence[Profile],
@@ -450,35 +494,31 @@ def run_profiles(
     work_root: str | Path | None = None,
     keep_workdirs: bool = False,
     on_result: Callable[[TaskRun], None] | None = None,
+    runner: BatchRunner = run_in_order,
 ) -> list[TaskRun]:
-    """Every task under every profile, interleaved per task (see ``interleaved_order``); writes
-    ``run_dir/runs.jsonl`` (one TaskRun a line, in run order) and returns the runs. ``validate_run``
-    first: a bad task file raises TaskFileError before anything is made or run."""
+    """Every task under every profile, interleaved per task (see ``interleaved_order``), run by
+    ``runner`` (default: here, one after another, writing ``run_dir/runs.jsonl``: one TaskRun a line,
+    in run order); returns the runs in run order. ``validate_run`` first: a bad task file raises
+    TaskFileError before anything is made or run."""
     validate_run(tasks, profiles, run_dir)
-    run_root = Path(run_dir)
-    run_root.mkdir(parents=True, exist_ok=True)
-    results: list[TaskRun] = []
-    order = 0
-    with open(run_root / "runs.jsonl", "w", encoding="utf-8") as log:
-        for i, task in enumerate(tasks):
-            repo = find_repo(repos, task)
-            for profile in interleaved_order(profiles, i) if interleave else profiles:
-                res = run_task(
-                    task,
-                    profile,
-                    run_dir=run_root,
-                    repo=repo,
-                    command=command,
-                    timeout_s=timeout_s,
-                    test_command=test_command,
-                    work_root=work_root,
-                    keep_workdir=keep_workdirs,
-                    order=order,
-                )
-                order += 1
-                results.append(res)
-                log.write(json.dumps(asdict(res)) + "\n")
-                log.flush()
-                if on_result is not None:
-                    on_result(res)
-    return results
+    jobs = [
+        (task, profile)
+        for i, task in enumerate(tasks)
+        for profile in (interleaved_order(profiles, i) if interleave else profiles)
+    ]
+    settings = {
+        "command": command,
+        "timeout_s": timeout_s,
+        "test_command": test_command,
+        "work_root": work_root,
+        "keep_workdir": keep_workdirs,
+    }
+    batch = Batch(
+        run_root=Path(run_dir),
+        profiles=tuple(profiles),
+        jobs=tuple((order, task, profile) for order, (task, profile) in enumerate(jobs)),
+        repos=repos,
+        settings=settings,
+        on_result=on_result,
+    )
+    return runner(batch)
