@@ -227,70 +227,14 @@ def test_toy_run_two_profiles_end_to_end(tmp_path: Path, server_factory: Callabl
 
 
 def test_cli_select_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
-
-    from harnesscheck.cli.commands import swebench as cmd
-
-    def cli(argv: list[str]) -> int:
-        parser = argparse.ArgumentParser()
-        cmd.add_arguments(parser)
-        return cmd.run(parser.parse_args(argv))
-
     out = tmp_path / "subset.jsonl"
-    assert (
-        cli(
-            [
-                "select",
-                "--tasks",
-                str(VERIFIED_FIXTURE),
-                "--no-datasets",
-                "--sample",
-                "3",
-                "--seed",
-                "2",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    select = ["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets"]
+    assert _cli([*select, "--sample", "3", "--seed", "2", "--out", str(out)]) == 0
     assert len(load_tasks(out, use_datasets=False)) == 3
-    assert (
-        cli(["select", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--ids", "nope", "--out", str(out)])
-        == 2
-    )
-    assert (
-        cli(
-            [
-                "run",
-                "--tasks",
-                str(VERIFIED_FIXTURE),
-                "--no-datasets",
-                "--run-dir",
-                str(tmp_path / "r"),
-                "--repos",
-                str(tmp_path),
-                "--profile",
-                "bad",
-            ]
-        )
-        == 2
-    )
-    assert (
-        cli(
-            [
-                "run",
-                "--tasks",
-                str(VERIFIED_FIXTURE),
-                "--no-datasets",
-                "--run-dir",
-                str(tmp_path / "r"),
-                "--profile",
-                "a=m",
-            ]
-        )
-        == 2
-    )
+    assert _cli([*select, "--ids", "nope", "--out", str(out)]) == 2
+    run = ["run", "--tasks", str(VERIFIED_FIXTURE), "--no-datasets", "--run-dir", str(tmp_path / "r")]
+    assert _cli([*run, "--repos", str(tmp_path), "--profile", "bad"]) == 2
+    assert _cli([*run, "--profile", "a=m"]) == 2
     assert "error" in capsys.readouterr().err
 
 
