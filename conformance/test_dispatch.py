@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import ModelPart
@@ -167,7 +167,7 @@ def _later(stream: _Stream, script: tuple[ModelPart, ...]) -> list[dict[int, str
     return out
 
 
-def _judge(hc: Harness, api: str) -> None:
+def _judge(hc: Session, api: str) -> None:
     """Held-back tool calls arrive after what the model generated later; a call with nothing after
     it proves nothing either way."""
     exercised: list[str] = []
@@ -199,22 +199,22 @@ def _judge(hc: Harness, api: str) -> None:
 
 
 @pytest.mark.check("AN-DISPATCH-001")
-def test_anthropic_tool_block_closes_early(hc: Harness) -> None:
+def test_anthropic_tool_block_closes_early(hc: Session) -> None:
     _judge(hc, "anthropic")
 
 
 @pytest.mark.check("CH-DISPATCH-001")
-def test_chat_tool_deltas_inline(hc: Harness) -> None:
+def test_chat_tool_deltas_inline(hc: Session) -> None:
     _judge(hc, "chat")
 
 
 @pytest.mark.check("RS-DISPATCH-001")
-def test_responses_arguments_done_early(hc: Harness) -> None:
+def test_responses_arguments_done_early(hc: Session) -> None:
     _judge(hc, "responses")
 
 
 @pytest.mark.check("CH-DISPATCH-002")
-def test_chat_tool_call_dispatch_frames(hc: Harness) -> None:
+def test_chat_tool_call_dispatch_frames(hc: Session) -> None:
     t = hc.stream("chat", SCENARIO)
     ok_response(t, f"{SCENARIO} stream")
     frames = [f for f in t.events if f.event == "tool_call_dispatch"]

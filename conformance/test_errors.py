@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail
 
 BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
@@ -44,11 +44,11 @@ GOOD_BODIES: dict[str, list[tuple[str, dict[str, Any]]]] = {
 CHECK_OF = {"anthropic": "AN-ERR-001", "chat": "CH-ERR-001", "responses": "RS-ERR-001"}
 
 
-def _with_model(hc: Harness, body: dict[str, Any]) -> dict[str, Any]:
+def _with_model(hc: Session, body: dict[str, Any]) -> dict[str, Any]:
     return {k: (hc.endpoint.model if v == "{model}" else v) for k, v in body.items()}
 
 
-def _check_errors(hc: Harness, api: str) -> None:
+def _check_errors(hc: Session, api: str) -> None:
     for label, bad in BAD_BODIES[api]:
         if isinstance(bad, bytes):
             t = hc.post(api, apis.get(api).PATH, content=bad, label=f"bad request: {label}")
@@ -70,15 +70,15 @@ def _check_errors(hc: Harness, api: str) -> None:
 
 
 @pytest.mark.check("AN-ERR-001")
-def test_anthropic_errors(hc: Harness) -> None:
+def test_anthropic_errors(hc: Session) -> None:
     _check_errors(hc, "anthropic")
 
 
 @pytest.mark.check("CH-ERR-001")
-def test_chat_errors(hc: Harness) -> None:
+def test_chat_errors(hc: Session) -> None:
     _check_errors(hc, "chat")
 
 
 @pytest.mark.check("RS-ERR-001")
-def test_responses_errors(hc: Harness) -> None:
+def test_responses_errors(hc: Session) -> None:
     _check_errors(hc, "responses")

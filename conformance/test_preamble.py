@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 
 LONG = "\n".join(f"Rule {i}: keep every change small, tested and explained; prefer the project's own helpers."
@@ -22,7 +22,7 @@ def _header() -> str:
     return f"x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli; cch={uuid.uuid4().hex[:12]};"
 
 
-def _body(hc: Harness, header: str, *, only_block: bool, nonce: str) -> dict:
+def _body(hc: Session, header: str, *, only_block: bool, nonce: str) -> dict:
     stable = f"You are a coding agent ({nonce}).\n{LONG}"
     if only_block:
         system = [{"type": "text", "text": header}]
@@ -34,13 +34,13 @@ def _body(hc: Harness, header: str, *, only_block: bool, nonce: str) -> dict:
             "messages": [{"role": "user", "content": first}]}
 
 
-def _usage(hc: Harness, body: dict, label: str) -> dict:
+def _usage(hc: Session, body: dict, label: str) -> dict:
     t = hc.post("anthropic", apis.anthropic.PATH, body, label=label)
     ok_response(t, label)
     return (t.json_body() or {}).get("usage") or {}
 
 
-def _ttft_ms(hc: Harness, body: dict, label: str) -> float:
+def _ttft_ms(hc: Session, body: dict, label: str) -> float:
     t = hc.post("anthropic", apis.anthropic.PATH, {**body, "stream": True}, stream=True, label=label)
     ok_response(t, label)
     first = next((f for f in t.events if isinstance(f.json, dict) and f.json.get("type") == "content_block_delta"),
@@ -50,7 +50,7 @@ def _ttft_ms(hc: Harness, body: dict, label: str) -> float:
     return first.t_ns / 1e6
 
 
-def _judge(hc: Harness, *, only_block: bool) -> None:
+def _judge(hc: Session, *, only_block: bool) -> None:
     nonce = uuid.uuid4().hex
     _usage(hc, _body(hc, _header(), only_block=only_block, nonce=nonce), "warm-up session")
     session = _body(hc, _header(), only_block=only_block, nonce=nonce)
@@ -80,10 +80,10 @@ def _judge(hc: Harness, *, only_block: bool) -> None:
 
 
 @pytest.mark.check("AN-PREAMBLE-001")
-def test_billing_header_does_not_defeat_reuse(hc: Harness) -> None:
+def test_billing_header_does_not_defeat_reuse(hc: Session) -> None:
     _judge(hc, only_block=False)
 
 
 @pytest.mark.check("AN-PREAMBLE-002")
-def test_billing_header_as_only_system_block(hc: Harness) -> None:
+def test_billing_header_as_only_system_block(hc: Session) -> None:
     _judge(hc, only_block=True)

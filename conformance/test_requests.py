@@ -11,12 +11,12 @@ import pytest
 import zstandard
 
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed, ok_response
 
 
 @pytest.mark.check("AN-REQ-001")
-def test_cache_control_accepted(hc: Harness) -> None:
+def test_cache_control_accepted(hc: Session) -> None:
     body = hc.body("anthropic", "calculator", stream=False)
     ephemeral = {"type": "ephemeral"}
     body["system"] = [{"type": "text", "text": body["system"], "cache_control": {**ephemeral, "ttl": "1h"}}]
@@ -28,7 +28,7 @@ def test_cache_control_accepted(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-REQ-002")
-def test_system_role_inside_messages(hc: Harness) -> None:
+def test_system_role_inside_messages(hc: Session) -> None:
     body = hc.body("anthropic", "plain_text", stream=False)
     body["messages"].append({"role": "system", "content": "Mid-conversation system reminder."})
     ok_response(hc.post("anthropic", apis.anthropic.PATH, body, label="role system inside messages"),
@@ -36,7 +36,7 @@ def test_system_role_inside_messages(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-REQ-003")
-def test_claude_code_request_shape(hc: Harness) -> None:
+def test_claude_code_request_shape(hc: Session) -> None:
     body = hc.body("anthropic", "calculator", stream=True)
     body["system"] = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli;"},
                       {"type": "text", "text": body["system"], "cache_control": {"type": "ephemeral"}}]
@@ -52,7 +52,7 @@ def test_claude_code_request_shape(hc: Harness) -> None:
 
 
 @pytest.mark.check("CH-REQ-001")
-def test_chat_agent_hints(hc: Harness) -> None:
+def test_chat_agent_hints(hc: Session) -> None:
     body = hc.body("chat", "plain_text", stream=False)
     body["nvext"] = {"agent_hints": {"priority": 1, "osl": 256, "speculative_prefill": True,
                                      "latency_sensitivity": 0.5}}
@@ -61,7 +61,7 @@ def test_chat_agent_hints(hc: Harness) -> None:
 
 
 @pytest.mark.check("RS-REQ-001")
-def test_codex_request_shape(hc: Harness) -> None:
+def test_codex_request_shape(hc: Session) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body("responses", "calculator", stream=True)
     instructions = body.pop("instructions", "")

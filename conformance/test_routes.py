@@ -12,11 +12,11 @@ from urllib.parse import quote
 import pytest
 
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
 
 
-def _slash_model(hc: Harness) -> str:
+def _slash_model(hc: Session) -> str:
     if "/" in hc.endpoint.model:
         return hc.endpoint.model
     listed = hc.get("chat", "/v1/models", label="list models").json_body() or {}
@@ -35,7 +35,7 @@ def _api_error_shape(body: object) -> bool:
     return anthropic_shape or openai_shape
 
 
-def _no_retrieve_route(hc: Harness, answer: object) -> str | None:
+def _no_retrieve_route(hc: Session, answer: object) -> str | None:
     """Why the endpoint has no GET /v1/models/{id} route, or None: a bare 404 (not an API error) that
     an id which cannot exist gets too."""
     t = answer  # the answer for the real id
@@ -49,7 +49,7 @@ def _no_retrieve_route(hc: Harness, answer: object) -> str | None:
 
 
 @pytest.mark.check("AN-ROUTE-001")
-def test_models_list_anthropic_shape(hc: Harness) -> None:
+def test_models_list_anthropic_shape(hc: Session) -> None:
     t = hc.get("anthropic", "/v1/models", label="list models (anthropic-version)")
     ok_response(t, "GET /v1/models")
     body = t.json_body() or {}
@@ -64,7 +64,7 @@ def test_models_list_anthropic_shape(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-ROUTE-002")
-def test_model_by_id_with_raw_slash(hc: Harness) -> None:
+def test_model_by_id_with_raw_slash(hc: Session) -> None:
     model = _slash_model(hc)
     t = hc.get("anthropic", f"/v1/models/{model}", label="get model (raw '/')")
     if (absent := _no_retrieve_route(hc, t)) is not None:
@@ -75,7 +75,7 @@ def test_model_by_id_with_raw_slash(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-ROUTE-003")
-def test_model_by_id_percent_encoded(hc: Harness) -> None:
+def test_model_by_id_percent_encoded(hc: Session) -> None:
     model = _slash_model(hc)
     t = hc.get("anthropic", f"/v1/models/{quote(model, safe='')}", label="get model (%2F)")
     if (absent := _no_retrieve_route(hc, t)) is not None:
@@ -86,7 +86,7 @@ def test_model_by_id_percent_encoded(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-ERR-002")
-def test_unknown_model_404_in_shape(hc: Harness) -> None:
+def test_unknown_model_404_in_shape(hc: Session) -> None:
     t = hc.get("anthropic", "/v1/models/no-such-org/no-such-model-harnesscheck", label="get unknown model")
     if _no_retrieve_route(hc, t) is not None:  # judge the unknown model where the endpoint takes one
         body = hc.body("anthropic", "plain_text", stream=False)

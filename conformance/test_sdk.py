@@ -21,18 +21,18 @@ import openai
 import pytest
 
 from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail
 
 SCENARIOS = ["plain_text", "calculator", "interleaved", "parallel_tools"]
 
 
-def _anthropic_client(hc: Harness) -> anthropic.Anthropic:
+def _anthropic_client(hc: Session) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=hc.endpoint.url, api_key=hc.endpoint.api_key or "harnesscheck",
                                timeout=hc.endpoint.timeout, max_retries=0)
 
 
-def _openai_client(hc: Harness) -> openai.OpenAI:
+def _openai_client(hc: Session) -> openai.OpenAI:
     return openai.OpenAI(base_url=hc.endpoint.url.rstrip("/") + "/v1", api_key=hc.endpoint.api_key or "harnesscheck",
                          timeout=hc.endpoint.timeout, max_retries=0)
 
@@ -60,7 +60,7 @@ def _an_shape(content: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
-def _oracle_failure(hc: Harness, api: str, scenario: str, turn: int, what: str, rule: str) -> None:
+def _oracle_failure(hc: Session, api: str, scenario: str, turn: int, what: str, rule: str) -> None:
     fail(f"{scenario} turn {turn}: {what}", transcript=hc.stream(api, scenario, turn=turn), rule=rule)
 
 
@@ -125,7 +125,7 @@ def _responses_stream(open_stream: Callable[..., Any]) -> Callable[[dict[str, An
     return run
 
 
-def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
+def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
             created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
             dump: Callable[[Any], dict[str, Any]]) -> None:
     """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
@@ -167,7 +167,7 @@ def _oracle(hc: Harness, api: str, check_id: str, streamed_answer: Callable[[dic
 
 
 @pytest.mark.check("AN-SDK-001")
-def test_anthropic_sdk_stream_matches_create(hc: Harness) -> None:
+def test_anthropic_sdk_stream_matches_create(hc: Session) -> None:
     client = _anthropic_client(hc)
     _oracle(hc, "anthropic", "AN-SDK-001", _with_stream(client.messages.stream, "get_final_message"),
             lambda p: client.messages.create(**p), lambda m: (_an_shape(m.content), m.stop_reason),
@@ -175,7 +175,7 @@ def test_anthropic_sdk_stream_matches_create(hc: Harness) -> None:
 
 
 @pytest.mark.check("CH-SDK-001")
-def test_openai_chat_stream_matches_create(hc: Harness) -> None:
+def test_openai_chat_stream_matches_create(hc: Session) -> None:
     client = _openai_client(hc)
     _oracle(hc, "chat", "CH-SDK-001", _with_stream(client.chat.completions.stream, "get_final_completion"),
             lambda p: client.chat.completions.create(**p),
@@ -183,7 +183,7 @@ def test_openai_chat_stream_matches_create(hc: Harness) -> None:
 
 
 @pytest.mark.check("RS-SDK-001")
-def test_openai_responses_stream_matches_create(hc: Harness) -> None:
+def test_openai_responses_stream_matches_create(hc: Session) -> None:
     client = _openai_client(hc)
     _oracle(hc, "responses", "RS-SDK-001", _responses_stream(client.responses.stream),
             lambda p: client.responses.create(**p), lambda r: _rs_shape(r.output),

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 from harnesscheck.conformance.wire.transcript import Transcript
 
 
 @pytest.mark.check("RS-STATE-001")
-def test_previous_response_id_continues(hc: Harness) -> None:
+def test_previous_response_id_continues(hc: Session) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body("responses", "calculator", stream=False)
     def turn1() -> Transcript:
@@ -42,7 +42,7 @@ def test_previous_response_id_continues(hc: Harness) -> None:
 
 
 @pytest.mark.check("RS-STATE-002")
-def test_encrypted_reasoning_when_included(hc: Harness) -> None:
+def test_encrypted_reasoning_when_included(hc: Session) -> None:
     body = hc.body("responses", "calculator", stream=False)
     def ask() -> Transcript:
         t = hc.post("responses", apis.responses.PATH, {**body, "store": False}, label="include reasoning.encrypted_content")
@@ -58,7 +58,7 @@ def test_encrypted_reasoning_when_included(hc: Harness) -> None:
 
 
 @pytest.mark.check("RS-REQ-002")
-def test_responses_fields_echoed(hc: Harness) -> None:
+def test_responses_fields_echoed(hc: Session) -> None:
     body = hc.body("responses", "plain_text", stream=False)
     body.update({"store": False, "parallel_tool_calls": False, "text": {"verbosity": "low"},
                  "metadata": {"harnesscheck": "1"}})

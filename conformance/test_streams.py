@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.verdict import Inconclusive, fail, no_findings, timed_out
 from harnesscheck.conformance.wire.transcript import Transcript
@@ -35,7 +35,7 @@ def _grammar_checks() -> list[object]:
 
 
 @pytest.mark.parametrize("check_id", _grammar_checks())
-def test_stream_grammar(hc: Harness, check_id: str) -> None:
+def test_stream_grammar(hc: Session, check_id: str) -> None:
     check = catalog.get(check_id)
     validate = importlib.import_module(GRAMMAR[check.api]).validate
     unjudged: list[tuple[str, str]] = []  # (cause, what): streams that could not be judged

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
 
@@ -25,7 +25,7 @@ def _counted(t: Transcript, form: str) -> list[int]:
     return tokens
 
 
-def _detokenized(hc: Harness, prefix: str, tokens: list[int]) -> tuple[str, Transcript]:
+def _detokenized(hc: Session, prefix: str, tokens: list[int]) -> tuple[str, Transcript]:
     back = hc.post("chat", f"{prefix}/detokenize", {"model": hc.endpoint.model, "tokens": tokens},
                    label=f"detokenize ({prefix or 'no /v1'})")
     ok_response(back, "detokenize")
@@ -33,7 +33,7 @@ def _detokenized(hc: Harness, prefix: str, tokens: list[int]) -> tuple[str, Tran
 
 
 @pytest.mark.check("CH-TOKENIZE-001")
-def test_tokenize_round_trip(hc: Harness) -> None:
+def test_tokenize_round_trip(hc: Session) -> None:
     offered = []
     for prefix in PREFIXES:
         where = f"{prefix}/tokenize"

@@ -13,7 +13,7 @@ import pytest
 
 from harnesscheck.conformance.grammar import anthropic as grammar
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.harness import Harness
+from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
 
 
@@ -22,7 +22,7 @@ def _total(usage: dict) -> int:
                                                 "cache_read_input_tokens"))
 
 
-def _start_and_final(hc: Harness, body: dict) -> tuple[dict, dict, object]:
+def _start_and_final(hc: Session, body: dict) -> tuple[dict, dict, object]:
     transcript = hc.post("anthropic", apis.anthropic.PATH, body, stream=True, label="usage stream")
     ok_response(transcript, "stream")
     start = next((f.json for f in transcript.events if isinstance(f.json, dict) and f.json.get("type") ==
@@ -33,7 +33,7 @@ def _start_and_final(hc: Harness, body: dict) -> tuple[dict, dict, object]:
     return start["message"].get("usage") or {}, final.get("usage") or {}, transcript
 
 
-def _fresh_body(hc: Harness) -> dict:
+def _fresh_body(hc: Session) -> dict:
     # A prompt no cache has seen: a random line up front.
     body = hc.body("anthropic", "calculator")
     body["system"] = f"session {uuid.uuid4().hex}\n" + body.get("system", "")
@@ -41,7 +41,7 @@ def _fresh_body(hc: Harness) -> dict:
 
 
 @pytest.mark.check("AN-USAGE-001")
-def test_message_start_total_equals_count_tokens(hc: Harness) -> None:
+def test_message_start_total_equals_count_tokens(hc: Session) -> None:
     body = _fresh_body(hc)
     counted = hc.post("anthropic", f"{apis.anthropic.PATH}/count_tokens",
                       {k: v for k, v in body.items() if k not in ("stream", "max_tokens")}, label="count_tokens")
@@ -63,7 +63,7 @@ def test_message_start_total_equals_count_tokens(hc: Harness) -> None:
              f"{' and '.join(agrees) + ' agrees' if agrees else 'neither agrees'} with it", transcript=transcript)
 
 
-def _tokenize_count(hc: Harness, body: dict) -> int | None:
+def _tokenize_count(hc: Session, body: dict) -> int | None:
     """The endpoint's own count of this prompt from its chat-form /tokenize (vLLM, Dynamo), if offered."""
     messages = [{"role": "system", "content": body["system"]}, *body["messages"]] if body.get("system") else \
         body["messages"]
@@ -77,7 +77,7 @@ def _tokenize_count(hc: Harness, body: dict) -> int | None:
 
 
 @pytest.mark.check("AN-USAGE-002")
-def test_message_start_total_equals_final(hc: Harness) -> None:
+def test_message_start_total_equals_final(hc: Session) -> None:
     start, final, transcript = _start_and_final(hc, _fresh_body(hc))
     if _total(start) != _total(final):
         fail(f"message_start prompt total {_total(start)} differs from the final usage total {_total(final)}",
@@ -85,7 +85,7 @@ def test_message_start_total_equals_final(hc: Harness) -> None:
 
 
 @pytest.mark.check("AN-USAGE-003")
-def test_uncached_input_tokens_not_zero(hc: Harness) -> None:
+def test_uncached_input_tokens_not_zero(hc: Session) -> None:
     start, _, transcript = _start_and_final(hc, _fresh_body(hc))
     if not start.get("input_tokens"):
         fail(f"message_start usage.input_tokens is {start.get('input_tokens')!r} for a prompt no cache has seen",

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.harness import Harness, final_answer
+from harnesscheck.conformance.session import Session, final_answer
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
@@ -51,13 +51,13 @@ class WitnessUnavailable(Exception):
 
 # -- shared pieces ---------------------------------------------------------------------------------
 
-def fresh_first(hc: Harness, api: str, scenario: str) -> dict[str, Any]:
+def fresh_first(hc: Session, api: str, scenario: str) -> dict[str, Any]:
     """Turn 1 with a unique first system line, so no other request warmed its cache."""
     body = apis.get(api).first(hc.scenario(scenario), hc.endpoint.model)
     return apis.get(api).with_system_prefix(body, f"[session {uuid.uuid4().hex}]\n")
 
 
-def run_turn1(hc: Harness, api: str, scenario: str) -> tuple[dict[str, Any], dict[str, Any], Transcript]:
+def run_turn1(hc: Session, api: str, scenario: str) -> tuple[dict[str, Any], dict[str, Any], Transcript]:
     body = fresh_first(hc, api, scenario)
     t = hc.post(api, apis.get(api).PATH, body, stream=True, label="turn 1")
     ok_response(t, "turn 1")
@@ -87,7 +87,7 @@ def rewritten(api: str, answer: dict[str, Any]) -> dict[str, Any]:
     return edited
 
 
-def _second(hc: Harness, api: str, body: dict[str, Any], *, label: str, max_tokens: int | None = None) -> Transcript:
+def _second(hc: Session, api: str, body: dict[str, Any], *, label: str, max_tokens: int | None = None) -> Transcript:
     body = copy.deepcopy(body)
     body["stream"] = False
     body.pop("stream_options", None)
@@ -100,7 +100,7 @@ def _second(hc: Harness, api: str, body: dict[str, Any], *, label: str, max_toke
 
 # -- witnesses -------------------------------------------------------------------------------------
 
-def _rendered(hc: Harness, api: str, body: dict[str, Any], *, add_generation_prompt: bool) -> str:
+def _rendered(hc: Session, api: str, body: dict[str, Any], *, add_generation_prompt: bool) -> str:
     payload: dict[str, Any] = {"model": hc.endpoint.model, "add_generation_prompt": add_generation_prompt,
                                "tools": body.get("tools")}
     if _thinking_asked(body):  # the template renders as the request would (vLLM's chat_template_kwargs)
@@ -123,7 +123,7 @@ def _rendered(hc: Harness, api: str, body: dict[str, Any], *, add_generation_pro
     return (back.json_body() or {}).get("prompt", "")
 
 
-def tokenize_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+def tokenize_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
     body, answer = turn1
     parts = parts_of(api, answer)
     before = _rendered(hc, api, body, add_generation_prompt=True)
@@ -143,7 +143,7 @@ def tokenize_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None
         cursor = at + len(text.strip())
 
 
-def cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+def cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
     body, answer = turn1
     prompt1, output1, _ = usage_of(api, answer)
     follow = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
@@ -167,7 +167,7 @@ def _ttft_ms(t: Transcript) -> float:
     return t.timings.end_ns / 1e6
 
 
-def timing_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+def timing_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
     """Per session: turn 2 as returned (first time), the same again (now fully cached), and turn 2
     with its reasoning rewritten at the start (everything from there recomputed). If the history
     came back verbatim, the first turn 2 costs about what the repeat costs: only the new tail
@@ -193,11 +193,11 @@ def timing_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
              "rewrite's recompute, so the returned history was not reused verbatim", transcript=hc.attached[-3][1])
 
 
-Runner = Callable[[Harness, str, str, Turn1], None]
+Runner = Callable[[Session, str, str, Turn1], None]
 RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": cache_witness, "timing": timing_witness}
 
 
-def judge(hc: Harness, api: str, scenario: str, turn1: Turn1, *, witnesses: tuple[str, ...] = WITNESSES,
+def judge(hc: Session, api: str, scenario: str, turn1: Turn1, *, witnesses: tuple[str, ...] = WITNESSES,
           runners: dict[str, Runner] = RUNNERS) -> tuple[str, list[str]]:
     """Run the forced witness, or the strongest available one, on turn 1; return the witness used
     ("" when none could be used) and why each other one could not."""
@@ -216,7 +216,7 @@ def judge(hc: Harness, api: str, scenario: str, turn1: Turn1, *, witnesses: tupl
     return "", reasons
 
 
-def model_turn(hc: Harness, api: str, scenario: str, path: str) -> Turn1 | None:
+def model_turn(hc: Session, api: str, scenario: str, path: str) -> Turn1 | None:
     """Turn 1 as the model answers it, sampled up to --tries times until it takes `path`; None if never."""
     (body, answer, _), taken = hc.until_taken((path,), lambda: run_turn1(hc, api, scenario))
     return (body, answer) if taken else None
@@ -227,7 +227,7 @@ def model_turn(hc: Harness, api: str, scenario: str, path: str) -> Turn1 | None:
 SIGNED = "interleaved"  # a scenario whose shared stream holds thinking blocks (the grammar checks judge it too)
 
 
-def issued_signature(hc: Harness, api: str, scenario: str) -> str:
+def issued_signature(hc: Session, api: str, scenario: str) -> str:
     """A thinking signature the endpoint issued (from the scenario's shared stream), else ""."""
     if not apis.get(api).SIGNS_THINKING:
         return ""
@@ -242,7 +242,7 @@ def kit_answer(api: str, scenario: Any, *, signature: str = "") -> dict[str, Any
     return apis.get(api).kit_answer(scenario, signature=signature)
 
 
-def kit_cache_witness(hc: Harness, api: str, scenario: str, turn1: Turn1) -> None:
+def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
     """The kit's turn, resumed (X), then X with the answer and one more user turn (Y): Y must read X's
     whole prompt from the cache, or the endpoint renders the kit's turn differently once a later turn
     follows it (past agent reasoning dropped or reformatted)."""
@@ -279,7 +279,7 @@ def _thinking_asked(body: dict[str, Any]) -> bool:
 KIT_RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": kit_cache_witness}
 
 
-def judge_interleaved(hc: Harness, api: str, *, kit_scenario: str, model_scenario: str,
+def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenario: str,
                       witnesses: tuple[str, ...]) -> None:
     """Both cases of an interleaved-history check: the kit's own turn, then the model's (up to --tries
     samples). Fails on either; inconclusive (not-exercised) when neither could be judged."""
@@ -302,7 +302,7 @@ def judge_interleaved(hc: Harness, api: str, *, kit_scenario: str, model_scenari
         skip("no witness available: " + why)
 
 
-def judge_agent_turn(hc: Harness, api: str, scenario: str, *, witnesses: tuple[str, ...]) -> None:
+def judge_agent_turn(hc: Session, api: str, scenario: str, *, witnesses: tuple[str, ...]) -> None:
     """The verbatim-prefix check on the model's agent turn (reasoning, then a call), up to --tries samples."""
     turn1 = model_turn(hc, api, scenario, catalog.AGENT_TURN)
     if turn1 is None:

@@ -1,0 +1,267 @@
+"""The session object every check gets (`hc`): the endpoint, recorded exchanges, and a cache of
+scenario streams shared by the checks that judge the same stream (so the suite stays fast)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.wire import client
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.scenarios.loader import Scenario, get as get_scenario
+
+T = TypeVar("T")
+
+
+class Exchanges(list):  # type: ignore[type-arg]
+    """One check's recorded (label, transcript) exchanges, and the paths its answers took (catalog.PATHS):
+    cleared together, so the paths seen are always this check's. `recent` holds what the current try took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: set[str] = set()
+        self.recent: set[str] = set()
+
+    def clear(self) -> None:
+        super().clear()
+        self.paths.clear()
+        self.recent.clear()
+
+
+@dataclass(slots=True)
+class Endpoint:
+    url: str
+    model: str
+    api_key: str | None = None
+    apis: tuple[str, ...] = apis.NAMES
+    tries: int = 3
+    timeout: float = 30.0
+    expect: frozenset[str] = frozenset()
+    embedded: bool = False
+    server_args: tuple[str, ...] = ()
+    witness: str = "auto"  # history checks: auto | tokenize | cache | timing
+
+    def headers(self, api: str) -> dict[str, str]:
+        return apis.get(api).headers(self.api_key)
+
+
+def discover_model(url: str, api_key: str | None, timeout: float) -> str:
+    headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key} if api_key else {}
+    answer = httpx.get(url.rstrip("/") + "/v1/models", headers=headers, timeout=timeout)
+    answer.raise_for_status()
+    return answer.json()["data"][0]["id"]
+
+
+@dataclass(slots=True)
+class Session:
+    """One test session against an endpoint (the `hc` fixture): posts and records exchanges, shares
+    scenario streams between checks, and notes a stalled endpoint. (Not a harness: in the kit a harness
+    is an agent client such as Claude Code or Codex.)"""
+
+    endpoint: Endpoint
+    attached: Exchanges = field(default_factory=Exchanges)  # this test's exchanges and the paths they took
+    stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
+    _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
+
+    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
+        """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
+        ran out of time, and a short probe answer does not complete either. (A slow answer that keeps
+        sending, one that never started, or one whose endpoint holds back part of it, e.g. a buffered
+        tool call, while a short answer still completes, is only slow.)"""
+        deadline_ns = int(self.endpoint.timeout * 1e9)
+        for label, t in exchanges:
+            if t.error_kind not in ("deadline", "read_timeout") or not t.chunks:
+                continue
+            end_ns = t.timings.end_ns or deadline_ns
+            silent_ns = end_ns - t.chunks[-1].t_ns
+            if silent_ns < deadline_ns // 2:
+                continue
+            probe = self._probe_answer()
+            if probe is None or probe.error is None:
+                return  # the endpoint still completes a short answer: this one was only slow
+            self.stalled = (f"{label}: no data for {silent_ns / 1e9:.1f} s after {len(t.chunks)} reads, until the "
+                            f"{self.endpoint.timeout:g} s deadline, and a short probe answer did not complete "
+                            f"either ({probe.error})")
+            return
+
+    def _probe_answer(self) -> Transcript | None:
+        """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""
+        api = next((a for a in apis.NAMES if a in self.endpoint.apis), None)
+        if api is None:
+            return None
+        body = apis.get(api).first(self.scenario("plain_text"), self.endpoint.model)
+        body[apis.get(api).MAX_TOKENS_FIELD] = 16
+        limit = min(self.endpoint.timeout, 15.0)
+        return client.stream_request(self._url(apis.get(api).PATH), headers=self.endpoint.headers(api),
+                                     json_body=body, timeout=limit, api=api, read_timeout=limit)
+
+    # -- plain exchanges, recorded ------------------------------------------------------------
+    def _url(self, path: str) -> str:
+        return self.endpoint.url.rstrip("/") + path
+
+    def _secret_headers(self) -> list[str]:
+        return ["x-api-key", "authorization"]
+
+    def _refuse_if_stalled(self) -> None:
+        if self.stalled:
+            from harnesscheck.conformance.verdict import Inconclusive
+
+            raise Inconclusive(f"endpoint stalled earlier in the run: {self.stalled}", cause="stalled")
+
+    def post(self, api: str, path: str, body: Any = None, *, stream: bool = False,
+             headers: dict[str, str] | None = None, content: bytes | None = None, label: str = "") -> Transcript:
+        self._refuse_if_stalled()
+        merged = {**self.endpoint.headers(api), **(headers or {})}
+        call = client.stream_request if stream else client.post_json
+        transcript = call(self._url(path), headers=merged, json_body=None if content is not None else body,
+                          content=content, timeout=self.endpoint.timeout, api=api,
+                          read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
+        self.attach(label or f"POST {path}", transcript)
+        self.note_stall([(label or f"POST {path}", transcript)])
+        return transcript
+
+    def get(self, api: str, path: str, *, headers: dict[str, str] | None = None, label: str = "") -> Transcript:
+        self._refuse_if_stalled()
+        merged = {**self.endpoint.headers(api), **(headers or {})}
+        merged.pop("content-type", None)
+        transcript = client.get(self._url(path), headers=merged, timeout=self.endpoint.timeout, api=api)
+        self.attach(label or f"GET {path}", transcript)
+        return transcript
+
+    def attach(self, label: str, transcript: Transcript) -> None:
+        self.attached.append((label, transcript))
+        self.saw(*paths_in(transcript))
+
+    # -- coverage: the paths this check saw, and retries of scenarios that depend on them ------------
+    @property
+    def exercised(self) -> frozenset[str]:
+        """The paths (catalog.PATHS) the current check's answers took, or the check marked."""
+        return frozenset(self.attached.paths)
+
+    def saw(self, *paths: str) -> None:
+        self.attached.paths.update(paths)
+        self.attached.recent.update(paths)
+
+    def require_exercised(self, check_id: str) -> None:
+        """Inconclusive (not-exercised) when one of the check's rules saw none of the paths it needs."""
+        from harnesscheck.conformance.verdict import Inconclusive
+
+        check = catalog.get(check_id)
+        if catalog.unexercised(check, self.exercised):
+            raise Inconclusive(catalog.not_exercised_reason(check, self.exercised), cause="not-exercised")
+
+    def until_taken(self, paths: Iterable[str], attempt: Callable[[], T]) -> tuple[T, bool]:
+        """Run a scenario that depends on the model taking one of `paths` up to --tries times; return
+        the first try that took one (True), else the last try (False). Every try is recorded, so a
+        check judges each one: a broken contract on any try is a failure, a path never taken is not."""
+        wanted = set(paths)
+        for _ in range(max(1, self.endpoint.tries)):
+            self.attached.recent = set()
+            result = attempt()
+            if self.attached.recent & wanted:
+                return result, True
+        return result, False
+
+    def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:
+        """The shared stream of a scenario's turn 0, then fresh ones, up to --tries in all, until one
+        takes one of `paths`; the newest becomes the shared stream (the one that took the path, if one
+        did). Returns every stream tried (post records each, and the paths it took)."""
+        tried: list[Transcript] = []
+
+        def attempt() -> Transcript:
+            key = (api, scenario_id, 0)
+            if tried:  # the shared stream did not take the path: a new sample of the same request
+                body = self.request_for(api, scenario_id, 0)
+                self._streams[key] = self.post(api, apis.get(api).PATH, body, stream=True, label=f"{scenario_id} turn 0 "
+                                               f"(try {len(tried) + 1})")
+                for later in [k for k in self._streams if k[:2] == (api, scenario_id) and k[2] > 0]:
+                    del self._streams[later]  # built on the old answer
+            else:
+                self.stream(api, scenario_id)
+            tried.append(self._streams[key])
+            return self._streams[key]
+
+        self.until_taken(paths, attempt)
+        return tried
+
+    # -- scenario streams, shared between checks ------------------------------------------------
+    def scenario(self, scenario_id: str) -> Scenario:
+        return get_scenario(scenario_id)
+
+    def body(self, api: str, scenario_id: str, *, stream: bool = True) -> dict[str, Any]:
+        return apis.get(api).first(self.scenario(scenario_id), self.endpoint.model, stream=stream)
+
+    def stream(self, api: str, scenario_id: str, *, turn: int = 0) -> Transcript:
+        """The streamed answer to a scenario's turn (history from the endpoint's own answers)."""
+        key = (api, scenario_id, turn)
+        if key not in self._streams:
+            body = self.request_for(api, scenario_id, turn)
+            self._streams[key] = self.post(api, apis.get(api).PATH, body, stream=True,
+                                           label=f"{scenario_id} turn {turn}")
+        transcript = self._streams[key]
+        self.attach(f"{scenario_id} turn {turn}", transcript)
+        return transcript
+
+    def request_for(self, api: str, scenario_id: str, turn: int) -> dict[str, Any]:
+        scenario = self.scenario(scenario_id)
+        body = apis.get(api).first(scenario, self.endpoint.model)
+        for k in range(1, turn + 1):
+            answer = final_answer(api, self.stream(api, scenario_id, turn=k - 1))
+            if answer is None:
+                return body
+            body = apis.get(api).follow(body, answer, scenario, k)
+        return body
+
+
+def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:
+    """The answer folded from a stream, in the shape of the API's non-stream response."""
+    return apis.get(api).final_answer(transcript)
+
+
+def paths_in(transcript: Transcript) -> set[str]:
+    """The paths (catalog.PATHS) a generation answer took: tool use, parallel calls, thinking,
+    interleaving (reasoning, call, reasoning, call), an agent turn (reasoning before a call), cache hits."""
+    api = transcript.api
+    if api not in apis.APIS or not transcript.ok or not transcript.url.split("?")[0].endswith(apis.get(api).PATH):
+        return set()
+    try:
+        answer = final_answer(api, transcript) if transcript.frames else transcript.json_body()
+    except Exception:  # an answer that does not fold took no path the kit can name; the grammar judges it
+        return set()
+    if not isinstance(answer, dict):
+        return set()
+    kinds = answer_kinds(api, answer)
+    seen = set()
+    if "tool" in kinds:
+        seen.add(catalog.TOOL_USE)
+    if kinds.count("tool") >= 2:
+        seen.add(catalog.PARALLEL)
+    if "reasoning" in kinds:
+        seen.add(catalog.THINKING)
+        if "tool" in kinds[kinds.index("reasoning"):]:
+            seen.add(catalog.AGENT_TURN)
+    if _in_order(kinds, ("reasoning", "tool", "reasoning", "tool")):
+        seen.add(catalog.INTERLEAVING)
+    if apis.get(api).usage_tokens(answer)[2] > 0:
+        seen.add(catalog.CACHE_HIT)
+    return seen
+
+
+def _in_order(kinds: list[str], pattern: tuple[str, ...]) -> bool:
+    """True when `pattern` occurs in `kinds` as a subsequence (in order, gaps allowed)."""
+    rest = iter(kinds)
+    return all(any(k == want for k in rest) for want in pattern)
+
+
+def answer_kinds(api: str, answer: dict[str, Any]) -> list[str]:
+    """The kinds of an answer's parts in model order: "reasoning", "tool" or "text"."""
+    return ["tool" if kind == "tool_call" else kind for kind, _ in apis.get(api).parts(answer)]
+
+
+def api_key_from_env(value: str | None) -> str | None:
+    return value or os.environ.get("HARNESSCHECK_API_KEY") or None
