@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from harnesscheck.agents.rollouts import (
     detect_format,
     load_run_dir,
@@ -18,17 +20,51 @@ from harnesscheck.agents.rollouts import (
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def test_codex_rollout() -> None:
-    s = parse_file(FIXTURES / "codex_rollout.jsonl")
-    assert s.format == "codex-rollout"
+#: fixture -> (format, calls by tool, turns, (input, cached input, output) tokens, model)
+FORMATS = {
     # shell x3 (the replayed call_7Yq6 once), update_plan, apply_patch (custom), local_shell;
     # the *_output records are not calls
-    assert s.by_tool == {"shell": 3, "update_plan": 1, "apply_patch": 1, "local_shell": 1}
-    assert s.tool_calls == 6
-    assert s.turns == 1
-    assert (s.input_tokens, s.cached_input_tokens, s.output_tokens) == (38544, 27008, 1190)
-    assert s.model == "gpt-5.5"
-    assert s.session_id == "0199e0a1-7c3b-7d10-9a1e-2f4c8b6d5e01"
+    "codex_rollout.jsonl": (
+        "codex-rollout",
+        {"shell": 3, "update_plan": 1, "apply_patch": 1, "local_shell": 1},
+        1,
+        (38544, 27008, 1190),
+        "gpt-5.5",
+    ),
+    # item.completed of command_execution x2 (a failed command is still a call), file_change,
+    # mcp_tool_call, web_search; not reasoning, todo_list, agent_message, nor item.started
+    "codex_exec.jsonl": (
+        "codex-exec",
+        {"command_execution": 2, "file_change": 1, "mcp:docs/search": 1, "web_search": 1},
+        2,
+        (25763, 24948, 142),
+        None,
+    ),
+    # input normalised to include cache creation and reads: 22 + 6470 + 59968
+    "claude_stream.jsonl": (
+        "claude-stream",
+        {"Read": 1, "Grep": 1, "Edit": 1, "Bash": 1},
+        5,
+        (66460, 59968, 543),
+        "claude-sonnet-4-5",
+    ),
+}
+
+
+@pytest.mark.parametrize("fixture", FORMATS)
+def test_format_counts(fixture: str) -> None:
+    fmt, by_tool, turns, tokens, model = FORMATS[fixture]
+    s = parse_file(FIXTURES / fixture)
+    assert s.format == fmt
+    assert s.by_tool == by_tool
+    assert s.tool_calls == sum(by_tool.values())
+    assert s.turns == turns
+    assert (s.input_tokens, s.cached_input_tokens, s.output_tokens) == tokens
+    assert s.model == model
+
+
+def test_codex_rollout_session_id() -> None:
+    assert parse_file(FIXTURES / "codex_rollout.jsonl").session_id == "0199e0a1-7c3b-7d10-9a1e-2f4c8b6d5e01"
 
 
 def test_codex_rollout_legacy_layout(tmp_path: Path) -> None:
@@ -44,27 +80,6 @@ def test_codex_rollout_legacy_layout(tmp_path: Path) -> None:
     s = parse_file(p)
     assert s.format == "codex-rollout"
     assert s.by_tool == {"shell": 1, "local_shell": 1}
-
-
-def test_codex_exec_stream() -> None:
-    s = parse_file(FIXTURES / "codex_exec.jsonl")
-    assert s.format == "codex-exec"
-    # item.completed of command_execution x2 (a failed command is still a call), file_change,
-    # mcp_tool_call, web_search; not reasoning, todo_list, agent_message, nor item.started
-    assert s.by_tool == {"command_execution": 2, "file_change": 1, "mcp:docs/search": 1, "web_search": 1}
-    assert s.tool_calls == 5
-    assert s.turns == 2
-    assert (s.input_tokens, s.cached_input_tokens, s.output_tokens) == (25763, 24948, 142)
-
-
-def test_claude_stream_json() -> None:
-    s = parse_file(FIXTURES / "claude_stream.jsonl")
-    assert s.format == "claude-stream"
-    assert s.by_tool == {"Read": 1, "Grep": 1, "Edit": 1, "Bash": 1}
-    assert s.turns == 5
-    # input normalised to include cache creation and reads: 22 + 6470 + 59968
-    assert (s.input_tokens, s.cached_input_tokens, s.output_tokens) == (66460, 59968, 543)
-    assert s.model == "claude-sonnet-4-5"
 
 
 def test_claude_without_result_record(tmp_path: Path) -> None:
