@@ -18,16 +18,16 @@ matplotlib and the HTML templates to write one.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from harnesscheck.lazy import lazy_exports
 
 # public name -> the module that defines it
-_EXPORTS = {
-    "SCHEMA_NAME": "schema", "SCHEMA_VERSION": "schema", "ResultsError": "schema", "load_results": "schema",
-    "validate_results": "schema", "GateReport": "gate", "format_gate": "gate",
-    "render_report": "html", "write_report": "html", "merge_results": "merge", "format_summary": "summary",
-    "summarize": "summary",
-}
+_EXPORTS = {name: f"harnesscheck.reports.{module}" for module, names in {
+    "schema": ("SCHEMA_NAME", "SCHEMA_VERSION", "ResultsError", "load_results", "validate_results"),
+    "gate": ("GateReport", "format_gate"),
+    "html": ("render_report", "write_report"),
+    "merge": ("merge_results",),
+    "summary": ("format_summary", "summarize"),
+}.items() for name in names}
 
 __all__ = [
     "SCHEMA_NAME",
@@ -45,10 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -145,5 +145,5 @@ def test_the_package_face_loads_its_modules_on_first_use():
 
     assert sorted(reports.__all__) == sorted(reports._EXPORTS)
     for name in reports.__all__:
-        module = importlib.import_module(f"harnesscheck.reports.{reports._EXPORTS[name]}")
+        module = importlib.import_module(reports._EXPORTS[name])
         assert getattr(reports, name) is getattr(module, name), name
