@@ -33,8 +33,8 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict, Unpack
 
 import httpx
 
@@ -252,39 +252,73 @@ def _prepare_headers(headers: Mapping[str, str] | None, expect_stream: bool) -> 
 _RECOVERABLE = (httpx.HTTPError, FrameTooLarge, _Deadline, OSError, asyncio.TimeoutError)
 
 
-def _exchange(
-    method: str,
-    url: str,
-    *,
-    headers: Mapping[str, str] | None,
-    json_body: Any,
-    content: bytes | None,
-    timeout: float,
-    read_timeout: float | None,
-    api: str,
-    max_frame_bytes: int,
-    max_body_bytes: int,
-    expect_stream: bool,
-    client: httpx.Client | None,
-    secret_headers: Iterable[str],
-) -> Transcript:
-    hdrs = _prepare_headers(headers, expect_stream)
+class RequestOptions(TypedDict, total=False):
+    """What every recording call takes besides the URL and the client (defaults: ``_Request``'s)."""
+
+    headers: Mapping[str, str] | None
+    json_body: Any
+    content: bytes | None
+    timeout: float
+    read_timeout: float | None
+    api: str
+    method: str
+    max_frame_bytes: int
+    max_body_bytes: int
+    secret_headers: Iterable[str]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One exchange to make and record: the request and the limits its recording keeps to."""
+
+    url: str
+    expect_stream: bool
+    method: str
+    timeout: float
+    headers: Mapping[str, str] | None = None
+    json_body: Any = None
+    content: bytes | None = None
+    read_timeout: float | None = None
+    api: str = ""
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    secret_headers: Iterable[str] = ()
+
+
+_STREAM: dict[str, Any] = {"expect_stream": True, "method": "POST", "timeout": 60.0}
+_POST: dict[str, Any] = {"expect_stream": False, "method": "POST", "timeout": 60.0}
+_GET: dict[str, Any] = {"expect_stream": False, "method": "GET", "timeout": 30.0}
+
+
+def _request(url: str, kind: dict[str, Any], options: RequestOptions) -> _Request:
+    """The exchange a public call asks for: its kind's defaults, overridden by the caller's options."""
+    return _Request(url=url, **{**kind, **options})
+
+
+def _start(req: _Request) -> tuple[_Recording, dict[str, Any]]:
+    """The recording both clients begin an exchange with, and the arguments for httpx's ``stream``."""
+    hdrs = _prepare_headers(req.headers, req.expect_stream)
     rec = _Recording(
-        api=api, method=method, url=url, headers=hdrs, json_body=json_body, timeout=timeout,
-        max_frame_bytes=max_frame_bytes, max_body_bytes=max_body_bytes, expect_stream=expect_stream,
-        secret_headers=secret_headers,
+        api=req.api, method=req.method, url=req.url, headers=hdrs, json_body=req.json_body,
+        timeout=req.timeout, max_frame_bytes=req.max_frame_bytes, max_body_bytes=req.max_body_bytes,
+        expect_stream=req.expect_stream, secret_headers=req.secret_headers,
     )
+    kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(req.timeout, req.read_timeout)}
+    if req.content is not None:
+        kwargs["content"] = req.content
+    elif req.json_body is not None:
+        kwargs["json"] = req.json_body
+    return rec, kwargs
+
+
+def _exchange(req: _Request, client: httpx.Client | None) -> Transcript:
+    rec, kwargs = _start(req)
     own = client is None
     c = client if client is not None else new_client()
     guard = _SocketDeadline(rec.remaining())
     try:
-        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout),
-                                  "extensions": {"trace": guard.trace}}
-        if content is not None:
-            kwargs["content"] = content
-        elif json_body is not None:
-            kwargs["json"] = json_body
-        with c.stream(method, url, **kwargs) as resp:
+        kwargs["extensions"] = {"trace": guard.trace}
+        with c.stream(req.method, req.url, **kwargs) as resp:
             rec.on_headers(resp)
             for chunk in resp.iter_bytes():
                 rec.on_chunk(chunk)
@@ -341,44 +375,19 @@ class _SocketDeadline:
         self._timer.cancel()
 
 
-async def _aexchange(
-    method: str,
-    url: str,
-    *,
-    headers: Mapping[str, str] | None,
-    json_body: Any,
-    content: bytes | None,
-    timeout: float,
-    read_timeout: float | None,
-    api: str,
-    max_frame_bytes: int,
-    max_body_bytes: int,
-    expect_stream: bool,
-    client: httpx.AsyncClient | None,
-    secret_headers: Iterable[str],
-) -> Transcript:
-    hdrs = _prepare_headers(headers, expect_stream)
-    rec = _Recording(
-        api=api, method=method, url=url, headers=hdrs, json_body=json_body, timeout=timeout,
-        max_frame_bytes=max_frame_bytes, max_body_bytes=max_body_bytes, expect_stream=expect_stream,
-        secret_headers=secret_headers,
-    )
+async def _aexchange(req: _Request, client: httpx.AsyncClient | None) -> Transcript:
+    rec, kwargs = _start(req)
     own = client is None
     c = client if client is not None else httpx.AsyncClient(verify=tls_context())
 
     async def run() -> None:
-        kwargs: dict[str, Any] = {"headers": hdrs, "timeout": _httpx_timeout(timeout, read_timeout)}
-        if content is not None:
-            kwargs["content"] = content
-        elif json_body is not None:
-            kwargs["json"] = json_body
-        async with c.stream(method, url, **kwargs) as resp:
+        async with c.stream(req.method, req.url, **kwargs) as resp:
             rec.on_headers(resp)
             async for chunk in resp.aiter_bytes():
                 rec.on_chunk(chunk)
 
     try:
-        await asyncio.wait_for(run(), timeout=timeout)
+        await asyncio.wait_for(run(), timeout=req.timeout)
     except _RECOVERABLE as exc:
         rec.fail_exc(exc)
     finally:
@@ -388,129 +397,38 @@ async def _aexchange(
 
 
 def stream_request(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    json_body: Any = None,
-    timeout: float = 60.0,
-    api: str = "",
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    read_timeout: float | None = None,
-    method: str = "POST",
-    content: bytes | None = None,
-    client: httpx.Client | None = None,
-    secret_headers: Iterable[str] = (),
+    url: str, *, client: httpx.Client | None = None, **options: Unpack[RequestOptions]
 ) -> Transcript:
-    """Send a request whose answer should be ``text/event-stream`` and record it."""
-    return _exchange(
-        method, url, headers=headers, json_body=json_body, content=content, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
-        max_body_bytes=DEFAULT_MAX_BODY_BYTES, expect_stream=True, client=client,
-        secret_headers=secret_headers,
-    )
+    """Send a request (POST unless ``method``) whose answer should be ``text/event-stream``; record it."""
+    return _exchange(_request(url, _STREAM, options), client)
 
 
-def post_json(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    json_body: Any = None,
-    timeout: float = 60.0,
-    api: str = "",
-    read_timeout: float | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    content: bytes | None = None,
-    client: httpx.Client | None = None,
-    secret_headers: Iterable[str] = (),
-) -> Transcript:
+def post_json(url: str, *, client: httpx.Client | None = None, **options: Unpack[RequestOptions]) -> Transcript:
     """A non-streaming POST; the body is kept in ``Transcript.body`` (frames if the server streams)."""
-    return _exchange(
-        "POST", url, headers=headers, json_body=json_body, content=content, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
-        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
-    )
+    return _exchange(_request(url, _POST, options), client)
 
 
-def get(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-    api: str = "",
-    read_timeout: float | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    method: str = "GET",
-    client: httpx.Client | None = None,
-    secret_headers: Iterable[str] = (),
-) -> Transcript:
-    """A GET (or another body-less method such as HEAD) recorded as a Transcript."""
-    return _exchange(
-        method, url, headers=headers, json_body=None, content=None, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
-        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
-    )
+def get(url: str, *, client: httpx.Client | None = None, **options: Unpack[RequestOptions]) -> Transcript:
+    """A GET (or another body-less method such as HEAD) recorded as a Transcript (deadline 30 s)."""
+    return _exchange(_request(url, _GET, options), client)
 
 
 async def astream_request(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    json_body: Any = None,
-    timeout: float = 60.0,
-    api: str = "",
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    read_timeout: float | None = None,
-    method: str = "POST",
-    content: bytes | None = None,
-    client: httpx.AsyncClient | None = None,
-    secret_headers: Iterable[str] = (),
+    url: str, *, client: httpx.AsyncClient | None = None, **options: Unpack[RequestOptions]
 ) -> Transcript:
     """Async twin of ``stream_request`` (the deadline is exact)."""
-    return await _aexchange(
-        method, url, headers=headers, json_body=json_body, content=content, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=max_frame_bytes,
-        max_body_bytes=DEFAULT_MAX_BODY_BYTES, expect_stream=True, client=client,
-        secret_headers=secret_headers,
-    )
+    return await _aexchange(_request(url, _STREAM, options), client)
 
 
 async def apost_json(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    json_body: Any = None,
-    timeout: float = 60.0,
-    api: str = "",
-    read_timeout: float | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    content: bytes | None = None,
-    client: httpx.AsyncClient | None = None,
-    secret_headers: Iterable[str] = (),
+    url: str, *, client: httpx.AsyncClient | None = None, **options: Unpack[RequestOptions]
 ) -> Transcript:
     """Async twin of ``post_json``."""
-    return await _aexchange(
-        "POST", url, headers=headers, json_body=json_body, content=content, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
-        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
-    )
+    return await _aexchange(_request(url, _POST, options), client)
 
 
 async def aget(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-    api: str = "",
-    read_timeout: float | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    method: str = "GET",
-    client: httpx.AsyncClient | None = None,
-    secret_headers: Iterable[str] = (),
+    url: str, *, client: httpx.AsyncClient | None = None, **options: Unpack[RequestOptions]
 ) -> Transcript:
     """Async twin of ``get``."""
-    return await _aexchange(
-        method, url, headers=headers, json_body=None, content=None, timeout=timeout,
-        read_timeout=read_timeout, api=api, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES,
-        max_body_bytes=max_body_bytes, expect_stream=False, client=client, secret_headers=secret_headers,
-    )
+    return await _aexchange(_request(url, _GET, options), client)
