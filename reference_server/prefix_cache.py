@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 
@@ -31,6 +31,12 @@ class CacheStats:
     pinned_blocks: int = 0
     evictions: int = 0
 
+    def count_query(self, prompt_tokens: int, hit_tokens: int) -> None:
+        """Count one lookup: the prompt's length and how many of its tokens were found cached."""
+        self.queries += 1
+        self.query_tokens += prompt_tokens
+        self.hit_tokens += hit_tokens
+
 
 def block_keys(ids: Sequence[int], block_size: int) -> list[bytes]:
     keys = []
@@ -40,6 +46,42 @@ def block_keys(ids: Sequence[int], block_size: int) -> list[bytes]:
         prev = hashlib.blake2b(prev + b"".join(i.to_bytes(4, "little") for i in block), digest_size=16).digest()
         keys.append(prev)
     return keys
+
+
+def cached_chain(ids: Sequence[int], block_size: int, cached: Container[bytes]) -> list[bytes]:
+    """The keys of a prompt's leading blocks that ``cached`` holds: full blocks only, and at least one
+    token is left to compute (the last prompt position's logits are needed)."""
+    hit: list[bytes] = []
+    for key in block_keys(ids[: max(len(ids) - 1, 0)], block_size):
+        if key not in cached:
+            break
+        hit.append(key)
+    return hit
+
+
+class PinCounts:
+    """How many running requests pin each block; a block no request pins is absent."""
+
+    def __init__(self) -> None:
+        self._counts: dict[bytes, int] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._counts
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def pin(self, keys: Sequence[bytes]) -> None:
+        for key in keys:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def unpin(self, keys: Sequence[bytes]) -> None:
+        for key in keys:
+            left = self._counts.get(key, 0) - 1
+            if left > 0:
+                self._counts[key] = left
+            else:
+                self._counts.pop(key, None)
 
 
 class PrefixCache:
@@ -53,7 +95,7 @@ class PrefixCache:
         self.capacity = capacity_blocks
         self._lru: OrderedDict[bytes, bytes | None] = OrderedDict()  # key -> parent key; oldest first
         self._children: dict[bytes, int] = {}  # key -> cached blocks whose parent it is (absent: 0)
-        self._pins: dict[bytes, int] = {}
+        self._pins = PinCounts()
         self.stats = CacheStats()
 
     def __contains__(self, key: bytes) -> bool:
@@ -64,30 +106,17 @@ class PrefixCache:
 
     def match(self, ids: Sequence[int]) -> tuple[int, list[bytes]]:
         """Cached tokens for this prompt (full blocks, leaving at least one token to compute)."""
-        keys = block_keys(ids[: max(len(ids) - 1, 0)], self.block_size)
-        hit: list[bytes] = []
-        for key in keys:
-            if key not in self._lru:
-                break
-            hit.append(key)
+        hit = cached_chain(ids, self.block_size, self._lru)
         self._touch(hit)
-        self.stats.queries += 1
-        self.stats.query_tokens += len(ids)
-        self.stats.hit_tokens += len(hit) * self.block_size
+        self.stats.count_query(len(ids), len(hit) * self.block_size)
         return len(hit) * self.block_size, hit
 
     def pin(self, keys: Sequence[bytes]) -> None:
-        for key in keys:
-            self._pins[key] = self._pins.get(key, 0) + 1
+        self._pins.pin(keys)
         self.stats.pinned_blocks = len(self._pins)
 
     def unpin(self, keys: Sequence[bytes]) -> None:
-        for key in keys:
-            left = self._pins.get(key, 0) - 1
-            if left > 0:
-                self._pins[key] = left
-            else:
-                self._pins.pop(key, None)
+        self._pins.unpin(keys)
         self.stats.pinned_blocks = len(self._pins)
 
     def insert(self, ids: Sequence[int]) -> None:

@@ -24,19 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.reference_server.prefix_cache import block_keys
+from harnesscheck.reference_server.prefix_cache import CacheStats, PinCounts, block_keys, cached_chain
 
 LayerKV = tuple[Any, Any]  # (keys, values) torch tensors, [1, kv_heads, tokens, head_dim]
 
 
 @dataclass(slots=True)
-class KVStats:
-    queries: int = 0
-    query_tokens: int = 0
-    hit_tokens: int = 0
-    blocks: int = 0
-    pinned_blocks: int = 0
-    evictions: int = 0
+class KVStats(CacheStats):
+    """The prefix cache's counts, and the blocks inserted and the bytes held."""
+
     inserted_blocks: int = 0
     bytes: int = 0
 
@@ -48,7 +44,7 @@ class KVBlockStore:
         self.block_size = block_size
         self.capacity = capacity_blocks
         self._blocks: OrderedDict[bytes, tuple[LayerKV, ...]] = OrderedDict()
-        self._pins: dict[bytes, int] = {}
+        self._pins = PinCounts()
         self._lock = threading.Lock()
         self.stats = KVStats()
         self._block_bytes = 0
@@ -62,33 +58,20 @@ class KVBlockStore:
     def match(self, ids: Sequence[int]) -> tuple[int, list[bytes]]:
         """Tokens of this prompt whose KV is stored (full blocks; at least one token is left to compute,
         since the last prompt position's logits are needed), and the keys of those blocks."""
-        keys = block_keys(ids[: max(len(ids) - 1, 0)], self.block_size)
         with self._lock:
-            hit: list[bytes] = []
-            for key in keys:
-                if key not in self._blocks:
-                    break
-                hit.append(key)
+            hit = cached_chain(ids, self.block_size, self._blocks)
             self._touch(hit)
-            self.stats.queries += 1
-            self.stats.query_tokens += len(ids)
-            self.stats.hit_tokens += len(hit) * self.block_size
+            self.stats.count_query(len(ids), len(hit) * self.block_size)
         return len(hit) * self.block_size, hit
 
     def pin(self, keys: Sequence[bytes]) -> None:
         with self._lock:
-            for key in keys:
-                self._pins[key] = self._pins.get(key, 0) + 1
+            self._pins.pin(keys)
             self.stats.pinned_blocks = len(self._pins)
 
     def unpin(self, keys: Sequence[bytes]) -> None:
         with self._lock:
-            for key in keys:
-                left = self._pins.get(key, 0) - 1
-                if left > 0:
-                    self._pins[key] = left
-                else:
-                    self._pins.pop(key, None)
+            self._pins.unpin(keys)
             self.stats.pinned_blocks = len(self._pins)
             self._evict()
 
