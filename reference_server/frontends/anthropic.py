@@ -20,7 +20,8 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
                                      ToolCallEnd, ToolCallStart, Usage)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.common import (ApiError, anthropic_error_body, engine_stop_error, expect,
-                                                            has_cache_control, int_in, json_str, number_in, sse)
+                                                            has_cache_control, int_in, json_str, number_in, sse,
+                                                            tool_array)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import sign
 
@@ -136,12 +137,8 @@ def messages_of(raw_messages: Any, faults: Faults) -> list[Message]:
 
 
 def tools_of(raw: Any) -> list[ToolSpec]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ApiError(400, "tools: expected an array", param="tools")
     tools = []
-    for n, tool in enumerate(raw):
+    for n, tool in enumerate(tool_array(raw)):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
             raise ApiError(400, f"tools.{n}.name: field required", param="tools")
         schema = tool.get("input_schema", {"type": "object", "properties": {}})

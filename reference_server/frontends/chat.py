@@ -20,8 +20,9 @@ from harnesscheck.reference_server.conversation import Conversation, Message, To
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, engine_stop_error, expect, int_in,
-                                                            number_in, openai_error_body, positive_int, sse)
+from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, add_tool_result, engine_stop_error,
+                                                            expect, function_parameters, int_in, number_in,
+                                                            openai_error_body, positive_int, sse, tool_array)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 
 
@@ -92,11 +93,8 @@ def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
             messages.append(_assistant(raw, where))
         elif role == "tool":
             call_id = expect(raw, "tool_call_id", str, required=True, where=f"{where}.")
-            result = ToolResult(call_id=call_id, content=_content_text(raw.get("content"), f"{where}.content"))
-            if messages and messages[-1].role == "tool":
-                messages[-1].results.append(result)
-            else:
-                messages.append(Message(role="tool", results=[result]))
+            add_tool_result(messages, ToolResult(call_id=call_id,
+                                                 content=_content_text(raw.get("content"), f"{where}.content")))
         else:
             raise ApiError(400, f"{where}.role: expected system, developer, user, assistant or tool, got {role!r}",
                            param=f"{where}.role")
@@ -104,18 +102,12 @@ def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
 
 
 def tools_of(raw: Any) -> list[ToolSpec]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ApiError(400, "tools: expected an array", param="tools")
     tools = []
-    for n, tool in enumerate(raw):
+    for n, tool in enumerate(tool_array(raw)):
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise ApiError(400, f"tools[{n}].function.name: field required", param="tools")
-        params = fn.get("parameters") or {"type": "object", "properties": {}}
-        if not isinstance(params, dict):
-            raise ApiError(400, f"tools[{n}].function.parameters: expected an object", param="tools")
+        params = function_parameters(fn.get("parameters"), f"tools[{n}].function.parameters")
         tools.append(ToolSpec(name=fn["name"], description=str(fn.get("description") or ""), parameters=params))
     return tools
 

@@ -21,6 +21,7 @@ import zstandard
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from harnesscheck.reference_server.conversation import Message, ToolResult
 from harnesscheck.reference_server.faults import Faults
 
 ApiKind = Literal["anthropic", "openai"]
@@ -283,6 +284,31 @@ def number_in(body: dict[str, Any], key: str, low: float, high: float, *, where:
         raise ApiError(400, f"Invalid '{name}': decimal {side} value. Expected a value between {low} and "
                             f"{high}, but got {value} instead.", param=name, code=code)
     return value
+
+
+def tool_array(raw: Any) -> list[Any]:
+    """A request's ``tools`` field as a list (absent: empty); anything but an array is a 400."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ApiError(400, "tools: expected an array", param="tools")
+    return raw
+
+
+def function_parameters(raw: Any, where: str) -> dict[str, Any]:
+    """An OpenAI function tool's JSON Schema (absent or empty: an object with no properties)."""
+    params = raw or {"type": "object", "properties": {}}
+    if not isinstance(params, dict):
+        raise ApiError(400, f"{where}: expected an object", param="tools")
+    return params
+
+
+def add_tool_result(messages: list[Message], result: ToolResult) -> None:
+    """Append a tool's result: consecutive results join one tool message."""
+    if messages and messages[-1].role == "tool":
+        messages[-1].results.append(result)
+    else:
+        messages.append(Message(role="tool", results=[result]))
 
 
 def has_cache_control(obj: Any) -> bool:

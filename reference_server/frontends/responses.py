@@ -26,8 +26,9 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.chat import tool_choice_of
-from harnesscheck.reference_server.frontends.common import (ApiError, engine_stop_error, error_response, expect, int_in,
-                                                            json_str, number_in, sse)
+from harnesscheck.reference_server.frontends.common import (ApiError, add_tool_result, engine_stop_error, error_response,
+                                                            expect, function_parameters, int_in, json_str, number_in,
+                                                            sse, tool_array)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import pack_reasoning, unpack_reasoning
 
@@ -239,11 +240,8 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = expect(item, "call_id", str, required=True, where=f"{where}.")
             output = item.get("output", "")
-            result = ToolResult(call_id=call_id, content=output if isinstance(output, str) else _text(output, where))
-            if messages and messages[-1].role == "tool":
-                messages[-1].results.append(result)
-            else:
-                messages.append(Message(role="tool", results=[result]))
+            add_tool_result(messages, ToolResult(call_id=call_id,
+                                                 content=output if isinstance(output, str) else _text(output, where)))
         elif kind is None:
             raise ApiError(400, f"{where}.type: field required", param=where)
         elif kind not in INPUT_ITEM_TYPES:
@@ -254,19 +252,13 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
 
 
 def tools_of(raw: Any) -> list[ToolSpec]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ApiError(400, "tools: expected an array", param="tools")
     tools = []
-    for n, tool in enumerate(raw):
+    for n, tool in enumerate(tool_array(raw)):
         if not isinstance(tool, dict):
             raise ApiError(400, f"tools[{n}]: expected an object", param="tools")
         if tool.get("type") == "function":
             name = expect(tool, "name", str, required=True, where=f"tools[{n}].")
-            params = tool.get("parameters") or {"type": "object", "properties": {}}
-            if not isinstance(params, dict):
-                raise ApiError(400, f"tools[{n}].parameters: expected an object", param="tools")
+            params = function_parameters(tool.get("parameters"), f"tools[{n}].parameters")
             tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""), parameters=params))
         elif tool.get("type") == "custom" and isinstance(tool.get("name"), str):
             tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description") or ""),
