@@ -228,7 +228,7 @@ INFORMATIONAL = frozenset({"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-ERROR-EVENT",
 
 # The paths a rule needs the endpoint to take before a pass means anything (any one of them; a rule
 # not named needs none): a rule that saw none of its paths is inconclusive, never a pass. Paths are
-# seen in the answers of one check (harness.paths_in) or marked by the check (kit-interleaving: the
+# seen in the answers of one check (session.paths_in) or marked by the check (kit-interleaving: the
 # kit built the interleaved turn itself).
 TOOL_USE, PARALLEL, THINKING = "tool-use", "parallel-calls", "thinking"
 INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-interleaving", "agent-turn",

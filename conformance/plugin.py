@@ -1,6 +1,6 @@
 """The pytest plugin (entry point `pytest11`): options, the `hc` fixture, the `check` marker, and
 the mapping from a test's result to a check outcome. Hooks and fixtures only; the logic lives in
-harness.py, results.py and the suites.
+session.py, results.py and the suites.
 
     pytest --pyargs harnesscheck.conformance --hc-endpoint http://localhost:8000 --hc-model my/model [-n 4]
 
@@ -26,12 +26,18 @@ from typing import Any
 import pytest
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance.harness import Endpoint, Harness, api_key_from_env, discover_model
-from harnesscheck.conformance.options import (EMBEDDED_SERVER_ARGS, PYTEST_PREFIX, add_options, embedded_features,
-                                              split_apis, validate_options)
+from harnesscheck.conformance.options import (
+    EMBEDDED_SERVER_ARGS,
+    PYTEST_PREFIX,
+    add_options,
+    embedded_features,
+    split_apis,
+    validate_options,
+)
 from harnesscheck.conformance.outcome import Outcome
 from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
+from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_out
 from harnesscheck.conformance.wire.server_info import server_info
 
@@ -43,7 +49,7 @@ WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock f
 # Every other check judges content or order, which concurrent requests do not change (the dispatch
 # checks judge frame order, not the clock: test_dispatch.py).
 TIMING_SENSITIVE = {
-    # conformance/history.py timing_witness: turn 2's time to the last token, as returned vs cached
+    # conformance/witnesses.py timing_witness: turn 2's time to the last token, as returned vs cached
     # vs rewritten, median of 8 sessions (taken when --witness timing, or auto without tokenize/cache).
     "AN-HIST-001": "timing witness", "RS-HIST-001": "timing witness", "AN-HIST-002": "timing witness",
     "CH-HIST-002": "timing witness", "RS-HIST-002": "timing witness",
@@ -257,12 +263,12 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
 
 
 @pytest.fixture(scope="session")
-def hc_session(hc_endpoint: Endpoint) -> Harness:
-    return Harness(endpoint=hc_endpoint)
+def hc_session(hc_endpoint: Endpoint) -> Session:
+    return Session(endpoint=hc_endpoint)
 
 
 @pytest.fixture()
-def hc(hc_session: Harness, request: pytest.FixtureRequest) -> Iterator[Harness]:
+def hc(hc_session: Session, request: pytest.FixtureRequest) -> Iterator[Session]:
     hc_session.attached.clear()
     if hc_session.stalled:  # judged already: every later check would wait out its deadline for nothing
         raise Inconclusive(f"endpoint stalled earlier in the run: {hc_session.stalled}", cause="stalled")
@@ -307,8 +313,8 @@ def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
         report.wasxfail = f"SHOULD failed: {result.message}"
 
 
-def _attached(item: pytest.Item) -> tuple[Harness | None, list[tuple[str, Any]]]:
-    hc: Harness | None = item.funcargs.get("hc") if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
+def _attached(item: pytest.Item) -> tuple[Session | None, list[tuple[str, Any]]]:
+    hc: Session | None = item.funcargs.get("hc") if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
     return hc, (list(hc.attached) if hc else [])
 
 
@@ -358,7 +364,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     return result
 
 
-def _longer(hc: Harness | None) -> str:
+def _longer(hc: Session | None) -> str:
     return f"{max(4 * (hc.endpoint.timeout if hc else 30.0), 60.0):g}"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.harness import paths_in
+from harnesscheck.conformance.session import paths_in
 from harnesscheck.conformance.wire.transcript import Transcript
 
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from starlette.responses import JSONResponse
 
-from harnesscheck.conformance.requests import first
+from harnesscheck.conformance import apis
 from harnesscheck.reference_server.frontends.http import json_bytes
 from harnesscheck.reference_server.launch import ServerProcess
 from harnesscheck.reference_server.service import LARGE_NICE, CpuPool, encode_text
@@ -44,7 +44,7 @@ async def _stream_during_count(url: str, large: bytes) -> tuple[list[float], flo
     frames: list[float] = []
     counted = asyncio.Event()
     out: dict = {}
-    body = {**first("chat", get("long_reasoning"), MODEL), "stream": True}
+    body = {**apis.chat.first(get("long_reasoning"), MODEL), "stream": True}
     async with httpx.AsyncClient(timeout=120) as client:
         async def stream() -> None:
             async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
