@@ -2,8 +2,8 @@
 
 The stream fold itself lives in ``conformance.apis`` (one pure ``accumulate(event, snapshot)`` per API);
 replay only adds timestamps. This module holds what the replay client, the streaming executor and the
-dispatch benchmark read from a snapshot that the API modules do not (yet) offer, as one ``View`` per API
-in ``VIEWS`` (keyed by API name): the answer in history form (what a next request carries), its
+dispatch benchmark read from a snapshot, as one ``View`` per API in ``VIEWS`` (keyed by API name), each
+made of its API module's ``stream_*`` members: the answer in history form (what a next request carries), its
 structure (part kinds in order, tool names, stop), usage, stop reason, whether the stream ended, and
 the error text of an error event. ``CallWatch`` follows a stream's tool calls across snapshots: which
 appeared and when each became complete (by the API's rule, or earlier by a parse of its arguments
@@ -29,200 +29,6 @@ __all__ = ["DISPATCH_EVENT", "VIEWS", "CallWatch", "View", "parse_arguments", "v
 Snapshot = dict[str, Any] | None
 
 
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-# -- Anthropic Messages ---------------------------------------------------------------------
-
-def _an_history(snap: Snapshot) -> list[Any]:
-    content: list[dict[str, Any]] = []
-    for b in (snap or {}).get("content") or ():
-        kind = b.get("type")
-        if kind == "text":
-            content.append({"type": "text", "text": _s(b.get("text"))})
-        elif kind == "thinking":
-            content.append({"type": "thinking", "thinking": _s(b.get("thinking")),
-                            "signature": _s(b.get("signature"))})
-        elif kind == "tool_use":  # a call whose block never stopped goes back with an empty input
-            content.append({"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", ""),
-                            "input": {} if "_partial_json" in b else b.get("input", {})})
-        else:
-            content.append({k: v for k, v in b.items() if not k.startswith("_") and (k != "citations" or v)})
-    return [{"role": "assistant", "content": content}]
-
-
-def _an_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
-    blocks = (snap or {}).get("content") or ()
-    return {"blocks": [b.get("type") for b in blocks],
-            "tool_calls": [b.get("name") for b in blocks if b.get("type") == "tool_use"],
-            "stop": _an_stop(snap)}
-
-
-def _an_stop(snap: Snapshot) -> str | None:
-    return (snap or {}).get("stop_reason")
-
-
-def _an_text(answer: list[Any] | None) -> str:
-    out: list[str] = []
-    for item in answer or ():
-        for block in item.get("content") or ():
-            kind = block.get("type")
-            if kind in ("text", "thinking"):
-                out.append(block.get(kind) or "")
-            elif kind == "tool_use":
-                out += [block.get("name") or "", json.dumps(block.get("input"), ensure_ascii=False)]
-    return "".join(out)
-
-
-def _an_call_ids(answer: list[Any] | None) -> list[str]:
-    return [str(b.get("id", "")) for entry in answer or () if isinstance(entry, dict)
-            and isinstance(entry.get("content"), list)
-            for b in entry["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
-
-
-def _an_error(event: Any) -> str | None:
-    msg = apis.anthropic.error_of(event)
-    return None if msg is None else f"error event: {msg}"
-
-
-# -- Chat Completions -------------------------------------------------------------------------
-
-_NO_CHOICE: dict[str, Any] = {"content": None, "reasoning_content": None, "tool_calls": {},
-                              "finish_reason": None}
-
-
-def _choice0(snap: Snapshot) -> dict[str, Any]:
-    return ((snap or {}).get("choices") or {}).get(0) or _NO_CHOICE
-
-
-def _ch_history(snap: Snapshot) -> list[Any]:
-    ch = _choice0(snap)
-    msg: dict[str, Any] = {"role": "assistant", "content": ch.get("content") or None}
-    if ch.get("reasoning_content"):
-        msg["reasoning_content"] = ch["reasoning_content"]
-    calls = ch.get("tool_calls") or {}
-    if calls:
-        msg["tool_calls"] = [{"id": calls[k].get("id") or "", "type": "function",
-                              "function": {"name": calls[k]["function"].get("name") or "",
-                                           "arguments": calls[k]["function"].get("arguments") or ""}}
-                             for k in sorted(calls)]
-    return [msg]
-
-
-def _ch_grown(before: Snapshot, after: Snapshot, kinds: list[str]) -> None:
-    """Log the part kinds one chunk extended, in arrival order: a run of reasoning or text is one
-    kind, each new tool call one more (a Chat message keeps no order of its own)."""
-    a, b = _choice0(before), _choice0(after)
-    for key, kind in (("reasoning_content", "reasoning"), ("content", "text")):
-        was, now = a.get(key), b.get(key)
-        if now is not was and len(now or "") > len(was or "") and (not kinds or kinds[-1] != kind):
-            kinds.append(kind)
-    new_calls = len(b.get("tool_calls") or ()) - len(a.get("tool_calls") or ())
-    if new_calls > 0:
-        kinds.extend(["tool_call"] * new_calls)
-
-
-def _ch_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
-    calls = _choice0(snap).get("tool_calls") or {}
-    return {"blocks": list(kinds), "tool_calls": [calls[k]["function"].get("name") or "" for k in sorted(calls)],
-            "stop": _ch_stop(snap)}
-
-
-def _ch_stop(snap: Snapshot) -> str | None:
-    return _choice0(snap).get("finish_reason")
-
-
-def _ch_ended(snap: Snapshot) -> bool:
-    # [DONE] after the finish_reason is customary, but no client needs it
-    return bool((snap or {}).get("_end")) or bool(_ch_stop(snap))
-
-
-def _ch_text(answer: list[Any] | None) -> str:
-    out: list[str] = []
-    for item in answer or ():
-        out += [item.get("reasoning_content") or "", item.get("content") or ""]
-        for call in item.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            out += [fn.get("name") or "", fn.get("arguments") or ""]
-    return "".join(out)
-
-
-def _ch_call_ids(answer: list[Any] | None) -> list[str]:
-    return [str(c.get("id", "")) for entry in answer or () if isinstance(entry, dict)
-            for c in entry.get("tool_calls") or () if isinstance(c, dict)]
-
-
-def _ch_error(event: Any) -> str | None:
-    msg = apis.chat.error_of(event)
-    return None if msg is None else f"error chunk: {msg}"
-
-
-# -- Responses --------------------------------------------------------------------------------
-
-def _rs_items(snap: Snapshot) -> list[dict[str, Any]]:
-    """The output items by output_index; the terminal response's own output fills any never streamed."""
-    output = dict((snap or {}).get("output") or {})
-    if (snap or {}).get("_end"):
-        for n, item in enumerate(((snap or {}).get("response") or {}).get("output") or ()):
-            output.setdefault(n, item)
-    return [output[k] for k in sorted(output)]
-
-
-def _rs_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
-    items = _rs_items(snap)
-    return {"blocks": [it.get("type") for it in items],
-            "tool_calls": [it.get("name") for it in items if it.get("type") == "function_call"],
-            "stop": _rs_stop(snap)}
-
-
-def _rs_final(snap: Snapshot) -> dict[str, Any]:
-    return ((snap or {}).get("response") or {}) if (snap or {}).get("_end") else {}
-
-
-def _rs_stop(snap: Snapshot) -> str | None:
-    return _rs_final(snap).get("status")
-
-
-def _rs_ended(snap: Snapshot) -> bool:
-    # response.incomplete (max_output_tokens, content filter) is the stream's end too: a whole stream
-    # whose status says why it stopped; response.failed is an error, not an end
-    return bool((snap or {}).get("_end")) and _rs_final(snap).get("status") != "failed"
-
-
-def _rs_text(answer: list[Any] | None) -> str:
-    out: list[str] = []
-    for item in answer or ():
-        if item.get("type") == "function_call":
-            out += [item.get("name") or "", item.get("arguments") or ""]
-        for part in (item.get("content") or []) + (item.get("summary") or []):
-            if isinstance(part, dict):
-                out.append(part.get("text") or "")
-    return "".join(out)
-
-
-def _rs_call_ids(answer: list[Any] | None) -> list[str]:
-    return [str(entry.get("call_id", "")) for entry in answer or ()
-            if isinstance(entry, dict) and entry.get("type") == "function_call"]
-
-
-def _rs_error(event: Any) -> str | None:
-    msg = apis.responses.error_of(event)
-    if msg is None or msg.startswith("response.failed"):
-        return msg
-    return f"error event: {msg}"
-
-
-# -- the table --------------------------------------------------------------------------------
-
-def _ended(snap: Snapshot) -> bool:
-    return bool((snap or {}).get("_end"))
-
-
-def _usage(snap: Snapshot) -> dict[str, Any]:
-    return dict((snap or {}).get("usage") or {})
-
-
 @dataclass(frozen=True, slots=True)
 class View:
     """What replay reads from one API's snapshot (``None`` before the stream's first event)."""
@@ -240,14 +46,12 @@ class View:
     per_call_end: bool = True  # the API marks each tool call's end on the wire
 
 
-VIEWS: dict[str, View] = {
-    "anthropic": View(_an_history, _an_structure, _usage, _an_stop, _ended, _an_error, _an_text,
-                      _an_call_ids),
-    "chat": View(_ch_history, _ch_structure, _usage, _ch_stop, _ch_ended, _ch_error, _ch_text, _ch_call_ids,
-                 _ch_grown, per_call_end=False),
-    "responses": View(_rs_items, _rs_structure, lambda s: dict(_rs_final(s).get("usage") or {}),
-                      _rs_stop, _rs_ended, _rs_error, _rs_text, _rs_call_ids),
-}
+def _view(api: Any) -> View:
+    return View(api.stream_history, api.stream_structure, api.stream_usage, api.stream_stop, api.stream_ended,
+                api.stream_error, api.answer_text, api.answer_call_ids, api.stream_grown, api.PER_CALL_END)
+
+
+VIEWS: dict[str, View] = {name: _view(module) for name, module in apis.APIS.items()}
 
 
 def view(api: str) -> View:

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.apis.base import ToolCall, is_int, public, text
+from harnesscheck.conformance.apis.base import Snapshot, ToolCall, is_int, public, text
 from harnesscheck.scenarios.loader import Scenario
 
 NAME = "anthropic"
@@ -301,3 +301,64 @@ def is_error_body(body: Any) -> bool:
     error = body.get("error")
     return body.get("type") == "error" and isinstance(error, dict) and isinstance(error.get("type"), str) \
         and isinstance(error.get("message"), str)
+
+# -- what the replay client reads from a stream's snapshot ------------------------------------
+# (the answer in history form, its structure, usage, stop, end, the error of an error event; the
+# content and call ids of a history-form answer: replay.fold.View)
+
+
+def stream_history(snap: Snapshot) -> list[Any]:
+    content: list[dict[str, Any]] = []
+    for b in (snap or {}).get("content") or ():
+        kind = b.get("type")
+        if kind == "text":
+            content.append({"type": "text", "text": text(b.get("text"))})
+        elif kind == "thinking":
+            content.append({"type": "thinking", "thinking": text(b.get("thinking")),
+                            "signature": text(b.get("signature"))})
+        elif kind == "tool_use":  # a call whose block never stopped goes back with an empty input
+            content.append({"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", ""),
+                            "input": {} if "_partial_json" in b else b.get("input", {})})
+        else:
+            content.append({k: v for k, v in b.items() if not k.startswith("_") and (k != "citations" or v)})
+    return [{"role": "assistant", "content": content}]
+
+
+def stream_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
+    blocks = (snap or {}).get("content") or ()
+    return {"blocks": [b.get("type") for b in blocks],
+            "tool_calls": [b.get("name") for b in blocks if b.get("type") == "tool_use"],
+            "stop": stream_stop(snap)}
+
+
+def stream_stop(snap: Snapshot) -> str | None:
+    return (snap or {}).get("stop_reason")
+
+
+def answer_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        for block in item.get("content") or ():
+            kind = block.get("type")
+            if kind in ("text", "thinking"):
+                out.append(block.get(kind) or "")
+            elif kind == "tool_use":
+                out += [block.get("name") or "", json.dumps(block.get("input"), ensure_ascii=False)]
+    return "".join(out)
+
+
+def answer_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(b.get("id", "")) for entry in answer or () if isinstance(entry, dict)
+            and isinstance(entry.get("content"), list)
+            for b in entry["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def stream_error(event: Any) -> str | None:
+    msg = error_of(event)
+    return None if msg is None else f"error event: {msg}"
+
+
+stream_usage = base.snapshot_usage
+stream_ended = base.snapshot_ended
+stream_grown = None  # blocks keep their own order
+PER_CALL_END = True  # content_block_stop ends each call

@@ -20,6 +20,7 @@ from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario
 
 ANTHROPIC_VERSION = "2023-06-01"
+Snapshot = dict[str, Any] | None  # a stream's fold so far (None before its first event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +179,13 @@ def output_budget(scenario: Scenario) -> int:
 def next_user(scenario: Scenario, turn: int) -> str | None:
     """The user text of ``turn``, if the scenario has one."""
     return scenario.turns[turn].user if turn < len(scenario.turns) else None
+
+
+def snapshot_usage(snap: Snapshot) -> dict[str, Any]:
+    """The usage a stream's snapshot holds so far."""
+    return dict((snap or {}).get("usage") or {})
+
+
+def snapshot_ended(snap: Snapshot) -> bool:
+    """The API's end event arrived (the stream is whole)."""
+    return bool((snap or {}).get("_end"))

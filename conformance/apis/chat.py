@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.apis.base import ToolCall, is_int, text
+from harnesscheck.conformance.apis.base import Snapshot, ToolCall, is_int, text
 from harnesscheck.scenarios.loader import Scenario
 
 NAME = "chat"
@@ -221,7 +221,6 @@ def error_of(chunk: Any) -> str | None:
     return None
 
 
-
 # -- answers and requests as the history witnesses see them -----------------------------------
 
 SDK = "openai"  # the official SDK that speaks this API
@@ -305,3 +304,80 @@ def tokenize_fields(body: dict[str, Any]) -> dict[str, Any]:
 
 
 is_error_body = base.is_openai_error  # the body is OpenAI's error shape
+
+# -- what the replay client reads from a stream's snapshot ------------------------------------
+# (the answer in history form, its structure, usage, stop, end, the error of an error event; the
+# content and call ids of a history-form answer: replay.fold.View)
+
+_NO_CHOICE: dict[str, Any] = {"content": None, "reasoning_content": None, "tool_calls": {},
+                              "finish_reason": None}
+
+
+def _choice0(snap: Snapshot) -> dict[str, Any]:
+    return ((snap or {}).get("choices") or {}).get(0) or _NO_CHOICE
+
+
+def stream_history(snap: Snapshot) -> list[Any]:
+    ch = _choice0(snap)
+    msg: dict[str, Any] = {"role": "assistant", "content": ch.get("content") or None}
+    if ch.get("reasoning_content"):
+        msg["reasoning_content"] = ch["reasoning_content"]
+    calls = ch.get("tool_calls") or {}
+    if calls:
+        msg["tool_calls"] = [{"id": calls[k].get("id") or "", "type": "function",
+                              "function": {"name": calls[k]["function"].get("name") or "",
+                                           "arguments": calls[k]["function"].get("arguments") or ""}}
+                             for k in sorted(calls)]
+    return [msg]
+
+
+def stream_grown(before: Snapshot, after: Snapshot, kinds: list[str]) -> None:
+    """Log the part kinds one chunk extended, in arrival order: a run of reasoning or text is one
+    kind, each new tool call one more (a Chat message keeps no order of its own)."""
+    a, b = _choice0(before), _choice0(after)
+    for key, kind in (("reasoning_content", "reasoning"), ("content", "text")):
+        was, now = a.get(key), b.get(key)
+        if now is not was and len(now or "") > len(was or "") and (not kinds or kinds[-1] != kind):
+            kinds.append(kind)
+    new_calls = len(b.get("tool_calls") or ()) - len(a.get("tool_calls") or ())
+    if new_calls > 0:
+        kinds.extend(["tool_call"] * new_calls)
+
+
+def stream_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
+    calls = _choice0(snap).get("tool_calls") or {}
+    return {"blocks": list(kinds), "tool_calls": [calls[k]["function"].get("name") or "" for k in sorted(calls)],
+            "stop": stream_stop(snap)}
+
+
+def stream_stop(snap: Snapshot) -> str | None:
+    return _choice0(snap).get("finish_reason")
+
+
+def stream_ended(snap: Snapshot) -> bool:
+    # [DONE] after the finish_reason is customary, but no client needs it
+    return bool((snap or {}).get("_end")) or bool(stream_stop(snap))
+
+
+def answer_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        out += [item.get("reasoning_content") or "", item.get("content") or ""]
+        for call in item.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out += [fn.get("name") or "", fn.get("arguments") or ""]
+    return "".join(out)
+
+
+def answer_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(c.get("id", "")) for entry in answer or () if isinstance(entry, dict)
+            for c in entry.get("tool_calls") or () if isinstance(c, dict)]
+
+
+def stream_error(event: Any) -> str | None:
+    msg = error_of(event)
+    return None if msg is None else f"error chunk: {msg}"
+
+
+stream_usage = base.snapshot_usage
+PER_CALL_END = False  # no per-call end on the wire: the next index or finish_reason ends a call

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.apis.base import ToolCall, is_int, text
+from harnesscheck.conformance.apis.base import Snapshot, ToolCall, is_int, text
 from harnesscheck.scenarios.loader import Scenario
 
 NAME = "responses"
@@ -305,3 +305,68 @@ def tokenize_fields(body: dict[str, Any]) -> dict[str, Any]:
 
 
 is_error_body = base.is_openai_error  # the body is OpenAI's error shape
+
+# -- what the replay client reads from a stream's snapshot ------------------------------------
+# (the answer in history form, its structure, usage, stop, end, the error of an error event; the
+# content and call ids of a history-form answer: replay.fold.View)
+
+
+def stream_history(snap: Snapshot) -> list[dict[str, Any]]:
+    """The output items by output_index; the terminal response's own output fills any never streamed."""
+    output = dict((snap or {}).get("output") or {})
+    if (snap or {}).get("_end"):
+        for n, item in enumerate(((snap or {}).get("response") or {}).get("output") or ()):
+            output.setdefault(n, item)
+    return [output[k] for k in sorted(output)]
+
+
+def stream_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
+    items = stream_history(snap)
+    return {"blocks": [it.get("type") for it in items],
+            "tool_calls": [it.get("name") for it in items if it.get("type") == "function_call"],
+            "stop": stream_stop(snap)}
+
+
+def _stream_final(snap: Snapshot) -> dict[str, Any]:
+    return ((snap or {}).get("response") or {}) if (snap or {}).get("_end") else {}
+
+
+def stream_stop(snap: Snapshot) -> str | None:
+    return _stream_final(snap).get("status")
+
+
+def stream_ended(snap: Snapshot) -> bool:
+    # response.incomplete (max_output_tokens, content filter) is the stream's end too: a whole stream
+    # whose status says why it stopped; response.failed is an error, not an end
+    return bool((snap or {}).get("_end")) and _stream_final(snap).get("status") != "failed"
+
+
+def answer_text(answer: list[Any] | None) -> str:
+    out: list[str] = []
+    for item in answer or ():
+        if item.get("type") == "function_call":
+            out += [item.get("name") or "", item.get("arguments") or ""]
+        for part in (item.get("content") or []) + (item.get("summary") or []):
+            if isinstance(part, dict):
+                out.append(part.get("text") or "")
+    return "".join(out)
+
+
+def answer_call_ids(answer: list[Any] | None) -> list[str]:
+    return [str(entry.get("call_id", "")) for entry in answer or ()
+            if isinstance(entry, dict) and entry.get("type") == "function_call"]
+
+
+def stream_error(event: Any) -> str | None:
+    msg = error_of(event)
+    if msg is None or msg.startswith("response.failed"):
+        return msg
+    return f"error event: {msg}"
+
+
+def stream_usage(snap: Snapshot) -> dict[str, Any]:
+    return dict(_stream_final(snap).get("usage") or {})
+
+
+stream_grown = None  # items keep their own order
+PER_CALL_END = True  # function_call_arguments.done / output_item.done end each call
