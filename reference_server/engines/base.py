@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from harnesscheck.reference_server.tokenizer import Tokenizer
@@ -32,12 +32,21 @@ class Generation(ABC):
     cached_tokens: int
     finish_reason: Literal["stop", "length"] | None = None
     output_ids: list[int]
+    _closed: bool = False
 
     @abstractmethod
     def __aiter__(self) -> AsyncIterator[list[int]]: ...
 
+    async def close(self) -> None:
+        """End the generation: free what it holds, once (the stream's end and a hang-up may both call it)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+
     @abstractmethod
-    async def close(self) -> None: ...
+    def _release(self) -> None:
+        """Free the engine slot and the cache pins (and keep what the cache should keep)."""
 
 
 class EngineStopped(RuntimeError):
@@ -77,6 +86,28 @@ class Engine(ABC):
 
     def cache_stats(self) -> dict[str, Any]:
         return {}
+
+
+class SlottedEngine(Engine):
+    """An engine whose requests take one of its `Slots` and pin their cached prefix blocks in `cache`
+    (a `PrefixCache` or a `KVBlockStore`: match, pin, unpin, stats, block_size)."""
+
+    slots: Slots
+    cache: Any
+
+    async def start(self, request: GenerateRequest) -> Generation:
+        cached, keys = await self.slots.admit(self.cache, request.prompt_ids)
+        return self._generation(request, cached, keys)
+
+    @abstractmethod
+    def _generation(self, request: GenerateRequest, cached: int, keys: list[bytes]) -> Generation:
+        """The admitted request's generation: `cached` prompt tokens reused, from the blocks `keys`."""
+
+    def active_requests(self) -> int:
+        return self.slots.active
+
+    def cache_stats(self) -> dict[str, Any]:
+        return asdict(self.cache.stats) | {"block_size": self.cache.block_size}
 
 
 class Slots:

@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harnesscheck.reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation, Slots, clip
+from harnesscheck.reference_server.engines.base import (EngineStopped, GenerateRequest, Generation, SlottedEngine, Slots,
+                                                       clip)
 from harnesscheck.reference_server.prefix_cache import PrefixCache
 from harnesscheck.reference_server.tokenizer import Tokenizer
 
@@ -44,7 +45,6 @@ class _ScriptedGeneration(Generation):
         self.cached_tokens = cached
         self._keys = keys
         self.output_ids = []
-        self._closed = False
         script = engine.tokenizer.encode(request.script_text or "") + [request.eos_id]
         self._script, cut = clip(script, request.max_tokens)
         self.finish_reason = "length" if cut else "stop"
@@ -71,16 +71,13 @@ class _ScriptedGeneration(Generation):
         finally:
             await self.close()
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
         # Generated tokens join the cache, so a next turn that repeats them verbatim reuses them.
         self.engine.cache.insert(self.request.prompt_ids + self.output_ids)
         self.engine.slots.release(self.engine.cache, self._keys)
 
 
-class ScriptedEngine(Engine):
+class ScriptedEngine(SlottedEngine):
     name = "scripted"
     device = "cpu"
     timing = "scripted-model"
@@ -95,15 +92,8 @@ class ScriptedEngine(Engine):
         self.max_concurrency = max_concurrency
         self.slots = Slots(max_concurrency)
 
-    async def start(self, request: GenerateRequest) -> Generation:
-        cached, keys = await self.slots.admit(self.cache, request.prompt_ids)
+    def _generation(self, request: GenerateRequest, cached: int, keys: list[bytes]) -> Generation:
         return _ScriptedGeneration(self, request, cached, keys)
-
-    def active_requests(self) -> int:
-        return self.slots.active
-
-    def cache_stats(self) -> dict[str, Any]:
-        return asdict(self.cache.stats) | {"block_size": self.cache.block_size}
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "device": self.device, "timing": self.timing,

@@ -48,11 +48,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation, Slots, clip, stops
+from harnesscheck.reference_server.engines.base import (GenerateRequest, Generation, SlottedEngine, Slots, clip,
+                                                       stops)
 from harnesscheck.reference_server.engines.kv_store import KVBlockStore, LayerKV
 from harnesscheck.reference_server.tokenizer import Tokenizer
 
@@ -91,7 +91,6 @@ class _TorchGeneration(Generation):
         self.output_ids = []
         self.finish_reason = None
         self._keys = keys
-        self._closed = False
         self._cache: Any = None
         self._kv_ids: list[int] = []  # token ids whose KV is in self._cache, in order
         self._stored = 0  # tokens of _kv_ids already offered to the store
@@ -110,7 +109,7 @@ class _TorchGeneration(Generation):
         t0 = time.perf_counter()
         cache = eng.new_cache()
         if self._keys:
-            for i, (k, v) in enumerate(eng.store.gather(self._keys)):
+            for i, (k, v) in enumerate(eng.cache.gather(self._keys)):
                 cache.update(k, v, i)
         t1 = time.perf_counter()
         ids = self.request.prompt_ids or [self.request.eos_id]  # an empty prompt still gets a forward pass
@@ -134,7 +133,7 @@ class _TorchGeneration(Generation):
 
     def _store(self) -> None:
         """Offer the computed KV (prompt, then the output fed so far) to the store."""
-        if self._cache is None or len(self._kv_ids) < self._stored + self.engine.store.block_size:
+        if self._cache is None or len(self._kv_ids) < self._stored + self.engine.cache.block_size:
             return
         cache = self._cache
         layers = [_layer_kv(cache, i) for i in range(_num_layers(cache))]
@@ -142,8 +141,8 @@ class _TorchGeneration(Generation):
             # A sliding-window layer (Gemma 3: 512 tokens) keeps only its last positions: its blocks
             # would be stored under the wrong positions, so nothing past the window is stored.
             return
-        self.engine.store.insert(self._kv_ids, layers)
-        self._stored = len(self._kv_ids) // self.engine.store.block_size * self.engine.store.block_size
+        self.engine.cache.insert(self._kv_ids, layers)
+        self._stored = len(self._kv_ids) // self.engine.cache.block_size * self.engine.cache.block_size
 
     def _finish_compute(self, last: int | None) -> None:
         """After the last emitted token: feed it (its KV joins the cache for the next turn), store."""
@@ -195,18 +194,15 @@ class _TorchGeneration(Generation):
         finally:
             await self.close()
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
         # Store what was computed (also when the client went away mid-stream), on the compute thread,
         # after any step of this request still running there; the slot is free at once.
         if self._cache is not None:
             self.engine.submit(self._release_compute)
-        self.engine.slots.release(self.engine.store, self._keys)
+        self.engine.slots.release(self.engine.cache, self._keys)
 
 
-class TransformersEngine(Engine):
+class TransformersEngine(SlottedEngine):
     name = "transformers"
     timing = "real-compute"
 
@@ -246,7 +242,7 @@ class TransformersEngine(Engine):
         self.block_bytes = 2 * cfg.num_hidden_layers * kv_heads * head_dim * block_size * elem
         if cache_blocks is None:
             cache_blocks = max(1, int(cache_mb * 2**20 // self.block_bytes))
-        self.store = KVBlockStore(block_size=block_size, capacity_blocks=cache_blocks)
+        self.cache = KVBlockStore(block_size=block_size, capacity_blocks=cache_blocks)
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
         params = inspect.signature(model.forward).parameters
         # transformers 5.x renamed past_key_values to `cache` (the old name is deprecated until 5.40).
@@ -345,7 +341,7 @@ class TransformersEngine(Engine):
                             "tokenizer": opts.get("tokenizer", "server"),
                             "transformers": transformers.__version__, "torch": torch.__version__})
         if cache_blocks is None and cache_blocks_default is not None:
-            engine.store.capacity = min(engine.store.capacity, cache_blocks_default)
+            engine.cache.capacity = min(engine.cache.capacity, cache_blocks_default)
         if mode == "free" and not manifest.get("created_by", "").startswith("harnesscheck") \
                 and opts.get("tokenizer", "server") == "server" and (model_dir / "tokenizer.json").is_file() \
                 and not _same_vocab(tokenizer, model_dir / "tokenizer.json"):
@@ -417,16 +413,11 @@ class TransformersEngine(Engine):
 
     # --- Engine interface -----------------------------------------------------------------------
 
-    async def start(self, request: GenerateRequest) -> Generation:
-        cached, keys = await self.slots.admit(self.store, request.prompt_ids)
+    def _generation(self, request: GenerateRequest, cached: int, keys: list[bytes]) -> Generation:
         return _TorchGeneration(self, request, cached, keys)
 
-    def active_requests(self) -> int:
-        return self.slots.active
-
     def cache_stats(self) -> dict[str, Any]:
-        return asdict(self.store.stats) | {"block_size": self.store.block_size,
-                                           "capacity_blocks": self.store.capacity}
+        return super().cache_stats() | {"capacity_blocks": self.cache.capacity}
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config
@@ -435,7 +426,7 @@ class TransformersEngine(Engine):
             "mode": self.mode, "model_path": self.model_path, "model_type": getattr(cfg, "model_type", None),
             "params": self.params, "layers": getattr(cfg, "num_hidden_layers", None),
             "hidden": getattr(cfg, "hidden_size", None), "vocab_size": getattr(cfg, "vocab_size", None),
-            "block_size": self.store.block_size, "cache_capacity_blocks": self.store.capacity,
+            "block_size": self.cache.block_size, "cache_capacity_blocks": self.cache.capacity,
             "cache_block_bytes": self.block_bytes, "prefill_chunk": self.prefill_chunk,
             "max_active": self.max_active, "temperature": self.temperature,
             "threads": self.prefill_threads if self.device == "cpu" else None,

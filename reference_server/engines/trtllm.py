@@ -65,7 +65,6 @@ class _TrtGeneration(Generation):
         self._stream = result.__aiter__()
         self._first: list[int] | None = None
         self._done = False
-        self._closed = False
 
     async def _admit(self) -> None:
         """Wait for the first response: it carries the first token(s) and the cache-hit count."""
@@ -110,10 +109,7 @@ class _TrtGeneration(Generation):
         finally:
             await self.close()
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
         if not self._done:  # the client went away: cancel the request in the engine
             abort = getattr(self._result, "abort", None)
             if abort is not None:

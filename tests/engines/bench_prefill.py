@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in lengths:
             cold, warm = [], []
             for r in range(args.repeat):
-                engine.store.clear()
+                engine.cache.clear()
                 shift = 7 * (r + 1)  # a fresh prefix per repeat
                 base = corpus[shift : shift + n]
                 t, cached = await ttft(base)

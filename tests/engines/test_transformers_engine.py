@@ -125,8 +125,8 @@ def test_lru_store_is_bounded(tiny_model_dir: Path) -> None:
     eng = engine(tiny_model_dir, cache_blocks=8)
     for n in range(4):
         asyncio.run(drain(eng, request(prompt_ids(70, seed=f"prompt {n}: "))))  # 4 blocks + output each
-        assert len(eng.store) <= 8
-    assert eng.store.stats.evictions > 0
+        assert len(eng.cache) <= 8
+    assert eng.cache.stats.evictions > 0
     last = prompt_ids(70, seed="prompt 3: ")
     again, _ = asyncio.run(drain(eng, request(last)))
     assert again.cached_tokens == 64  # the newest prompt survived
@@ -173,7 +173,7 @@ def test_close_mid_stream_frees_the_slot(tiny_model_dir: Path) -> None:
         await eng.run(lambda: None)
 
     asyncio.run(scenario())
-    assert eng.store.stats.pinned_blocks == 0
+    assert eng.cache.stats.pinned_blocks == 0
 
 
 def test_free_mode_stops_at_max_tokens(tiny_model_dir: Path) -> None:
