@@ -25,6 +25,10 @@ MAX_TOKENS_FIELD = "max_tokens"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")
 _CONTENT_DELTAS = frozenset({"text_delta", "thinking_delta", "input_json_delta"})
 
+FORM = base.Form("messages", "system", False, "text", ("x-api-key", "{key}"), roles=("user", "assistant"),
+                 required_max_tokens=1024, version_headers={"anthropic-version": base.ANTHROPIC_VERSION},
+                 call_id_prefix="toolu")
+
 
 def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key, {"anthropic-version": base.ANTHROPIC_VERSION})

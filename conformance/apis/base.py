@@ -12,7 +12,7 @@ history witnesses) asks the API module, so a fourth API is one new module.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harnesscheck.conformance.wire.sse import SSEFrame
@@ -40,6 +40,31 @@ class ToolCall:
     arguments: str
     complete: bool = True
     source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """One API's request shape as replay builds and reads it (traces, capture, import, replay)."""
+
+    history_key: str  # the request field that holds the conversation
+    system_field: str | None  # the top-level field of a system prompt; None: a leading system message
+    system_field_text_only: bool  # the field takes a string only (a block list goes in as a system message)
+    text_part: str  # the type of a text content part in a request
+    key_header: tuple[str, str]  # the header a replay sends the API key in, and its value ({key}: the key)
+    roles: tuple[str, ...] | None = None  # the message roles the history admits (None: any)
+    stream_fields: dict[str, Any] = field(default_factory=dict)  # what a streamed request adds
+    required_max_tokens: int | None = None  # the token limit put in when a trace gives none (a required field)
+    model_items: frozenset[str] = frozenset()  # history item types that are the model's output (besides assistant)
+    one_answer_entry: bool = True  # an answer is one history entry (an assistant message)
+    chat_messages: bool = False  # the history is OpenAI chat messages
+    version_headers: dict[str, str] = field(default_factory=dict)  # headers the API requires on every request
+    call_id_prefix: str = "call"  # how the API's tool call ids start
+
+    def model_entry(self, entry: Any) -> bool:
+        """The history entry is the model's output (part of an answer)."""
+        return isinstance(entry, dict) and (entry.get("role") == "assistant"
+                                            or entry.get("type") in self.model_items)
+
 
 
 class Api(Protocol):

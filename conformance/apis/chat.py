@@ -24,6 +24,9 @@ MIN_OUTPUT_TOKENS = 1  # `max_completion_tokens` / `max_tokens` minimum
 MAX_TOKENS_FIELD = "max_tokens"
 DISPATCH_EVENT = "tool_call_dispatch"
 
+FORM = base.Form("messages", None, False, "text", ("authorization", "Bearer {key}"),
+                 stream_fields={"stream_options": {"include_usage": True}}, chat_messages=True)
+
 
 def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key)

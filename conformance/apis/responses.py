@@ -34,6 +34,10 @@ _TEXT_STREAMS = {
     "response.reasoning_text": ("content_index", "text"),
 }
 
+FORM = base.Form("input", "instructions", True, "input_text", ("authorization", "Bearer {key}"),
+                 model_items=frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call"}),
+                 one_answer_entry=False)
+
 
 def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key)
