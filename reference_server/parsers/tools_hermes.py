@@ -29,14 +29,8 @@ from collections.abc import Callable
 
 from harnesscheck.reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
 from harnesscheck.reference_server.parsers import register_tool_parser
-from harnesscheck.reference_server.parsers.base import (
-    DONE,
-    MORE,
-    NOT_A_CALL,
-    CallScanner,
-    TaggedToolParser,
-    is_prefix_at,
-)
+from harnesscheck.reference_server.parsers.base import (DONE, MORE, NOT_A_CALL, CallScanner, TaggedToolParser,
+                                                        is_prefix_at)
 
 _WS = " \t\r\n"
 _ARG_KEYS = ("arguments", "parameters")
@@ -128,12 +122,8 @@ class _HermesCall(CallScanner):
         rest = self.raw[self.p + len(self.close_tag) :]
         if self.phase == "tail":
             return DONE, rest
-        if not self.started:
+        if not self._end_here(out):
             return NOT_A_CALL, ""
-        if not self.ended:
-            if self.args_open:
-                self._stream_args(out, self.raw[self.v0 : self.p])
-            self._end(out)
         return DONE, rest
 
     def _step(self, c: str, out: list[ParsedEvent]) -> bool:
@@ -254,15 +244,22 @@ class _HermesCall(CallScanner):
         return True
 
     def _malformed(self, out: list[ParsedEvent]) -> tuple[str, str] | None:
-        if not self.started:
+        if not self._end_here(out):
             return NOT_A_CALL, ""
+        self.kind = ""
+        self.phase = "skip"
+        return None
+
+    def _end_here(self, out: list[ParsedEvent]) -> bool:
+        """End a started call at self.p with the arguments streamed so far (a premature `</tool_call>`
+        or a malformed body); False when the call had not started, so its body is text after all."""
+        if not self.started:
+            return False
         if not self.ended:
             if self.args_open:
                 self._stream_args(out, self.raw[self.v0 : self.p])
             self._end(out)
-        self.kind = ""
-        self.phase = "skip"
-        return None
+        return True
 
     # -- events ----------------------------------------------------------------------------------------
 

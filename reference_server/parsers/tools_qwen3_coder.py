@@ -42,14 +42,8 @@ from typing import Any
 from harnesscheck.reference_server.conversation import ToolSpec
 from harnesscheck.reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
 from harnesscheck.reference_server.parsers import register_tool_parser
-from harnesscheck.reference_server.parsers.base import (
-    DONE,
-    MORE,
-    NOT_A_CALL,
-    CallScanner,
-    TaggedToolParser,
-    is_prefix_at,
-)
+from harnesscheck.reference_server.parsers.base import (DONE, MORE, NOT_A_CALL, CallScanner, TaggedToolParser,
+                                                        is_prefix_at)
 
 _WS = " \t\r\n"
 FUNC = "<function="
