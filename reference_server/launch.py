@@ -19,6 +19,17 @@ import httpx
 _LISTEN = re.compile(r"listening on (http://\S+)")
 
 
+def wait_healthy(url: str, deadline: float) -> bool:
+    """Poll a server's /health until it answers 200 (True) or ``deadline`` (time.monotonic) passes."""
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return False
+
+
 class ServerProcess:
     """`with ServerProcess(["--fault", "x"]) as server: server.url`"""
 
@@ -59,12 +70,8 @@ class ServerProcess:
             raise RuntimeError("reference server did not start:\n" + "".join(self.output))
         # Keep draining its output so a chatty server never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        if wait_healthy(self.url, deadline):
+            return self
         raise RuntimeError("reference server did not answer /health:\n" + "".join(self.output))
 
     def _drain(self) -> None:

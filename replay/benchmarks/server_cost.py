@@ -100,7 +100,7 @@ class _Server:
         self.output: list[str] = []
 
     def __enter__(self) -> _Server:
-        import httpx
+        from harnesscheck.reference_server.launch import wait_healthy
 
         pre = ["-m", "cProfile", "-o", self.profile_path] if self.profile_path else []
         cmd = [sys.executable, *pre, "-m", "harnesscheck", "serve", "--port", "0", *self.args]
@@ -119,12 +119,8 @@ class _Server:
             self.__exit__()
             raise RuntimeError("reference server did not start:\n" + "".join(self.output))
         threading.Thread(target=lambda: [self.output.append(x) for x in self.proc.stdout], daemon=True).start()
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        if wait_healthy(self.url, deadline):
+            return self
         self.__exit__()
         raise RuntimeError("reference server did not answer /health")
 
