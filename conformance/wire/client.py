@@ -403,7 +403,9 @@ def stream_request(
     return _exchange(_request(url, _STREAM, options), client)
 
 
-def post_json(url: str, *, client: httpx.Client | None = None, **options: Unpack[RequestOptions]) -> Transcript:
+def post_json(
+    url: str, *, client: httpx.Client | None = None, **options: Unpack[RequestOptions]
+) -> Transcript:
     """A non-streaming POST; the body is kept in ``Transcript.body`` (frames if the server streams)."""
     return _exchange(_request(url, _POST, options), client)
 

@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harnesscheck.reference_server.engines.base import (EngineStopped, GenerateRequest, Generation, SlottedEngine, Slots,
-                                                       clip)
+from harnesscheck.reference_server.engines.base import (
+    EngineStopped, GenerateRequest, Generation, SlottedEngine, Slots, clip,
+)
 from harnesscheck.reference_server.prefix_cache import PrefixCache
 from harnesscheck.reference_server.tokenizer import Tokenizer
 

@@ -51,8 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harnesscheck.reference_server.engines.base import (GenerateRequest, Generation, SlottedEngine, Slots, clip,
-                                                       stops)
+from harnesscheck.reference_server.engines.base import (
+    GenerateRequest, Generation, SlottedEngine, Slots, clip, stops,
+)
 from harnesscheck.reference_server.engines.kv_store import KVBlockStore, LayerKV
 from harnesscheck.reference_server.tokenizer import Tokenizer
 

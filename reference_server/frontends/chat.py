@@ -20,21 +20,19 @@ from harnesscheck.reference_server.conversation import Conversation, Message, To
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, SSETemplate, add_tool_result, engine_stop_error,
-                                                            expect, function_parameters, int_in, number_in,
-                                                            openai_error_body, positive_int, sse, tool_array)
+from harnesscheck.reference_server.frontends.common import (
+    ApiError, SSETemplate, add_tool_result, engine_stop_error, expect, function_parameters, int_in, number_in,
+    openai_error_body, positive_int, sse, text_or_parts, tool_array,
+)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 
 
 def _content_text(content: Any, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ApiError(400, f"{where}: expected a string or an array of content parts", param=where)
+    parts = text_or_parts(content, where)
+    if isinstance(parts, str):
+        return parts
     texts = []
-    for n, part in enumerate(content):
+    for n, part in enumerate(parts):
         if not isinstance(part, dict):
             raise ApiError(400, f"{where}[{n}]: expected a content part object", param=where)
         if isinstance(part.get("text"), str):
@@ -93,8 +91,8 @@ def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
             messages.append(_assistant(raw, where))
         elif role == "tool":
             call_id = expect(raw, "tool_call_id", str, required=True, where=f"{where}.")
-            add_tool_result(messages, ToolResult(call_id=call_id,
-                                                 content=_content_text(raw.get("content"), f"{where}.content")))
+            content = _content_text(raw.get("content"), f"{where}.content")
+            add_tool_result(messages, ToolResult(call_id=call_id, content=content))
         else:
             raise ApiError(400, f"{where}.role: expected system, developer, user, assistant or tool, got {role!r}",
                            param=f"{where}.role")

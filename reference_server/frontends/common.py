@@ -286,6 +286,18 @@ def number_in(body: dict[str, Any], key: str, low: float, high: float, *, where:
     return value
 
 
+def text_or_parts(content: Any, where: str) -> str | list[Any]:
+    """An OpenAI message's content: its text when it is a string (absent: ""), else its array of
+    content parts; anything else is a 400."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}: expected a string or an array of content parts", param=where)
+    return content
+
+
 def tool_array(raw: Any) -> list[Any]:
     """A request's ``tools`` field as a list (absent: empty); anything but an array is a 400."""
     if raw is None:

@@ -26,9 +26,10 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.chat import tool_choice_of
-from harnesscheck.reference_server.frontends.common import (ApiError, add_tool_result, engine_stop_error, error_response,
-                                                            expect, function_parameters, int_in, json_str, number_in,
-                                                            sse, tool_array)
+from harnesscheck.reference_server.frontends.common import (
+    ApiError, add_tool_result, engine_stop_error, error_response, expect, function_parameters, int_in,
+    json_str, number_in, sse, text_or_parts, tool_array,
+)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import pack_reasoning, unpack_reasoning
 
@@ -163,14 +164,11 @@ def approx_bytes(messages: tuple[Message, ...] | list[Message]) -> int:
 
 
 def _text(content: Any, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ApiError(400, f"{where}: expected a string or an array of content parts", param=where)
+    parts = text_or_parts(content, where)
+    if isinstance(parts, str):
+        return parts
     out = []
-    for part in content:
+    for part in parts:
         if isinstance(part, dict) and isinstance(part.get("text"), str):
             out.append(part["text"])
         elif isinstance(part, dict) and part.get("type") in ("input_image", "input_file"):
@@ -240,8 +238,8 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = expect(item, "call_id", str, required=True, where=f"{where}.")
             output = item.get("output", "")
-            add_tool_result(messages, ToolResult(call_id=call_id,
-                                                 content=output if isinstance(output, str) else _text(output, where)))
+            content = output if isinstance(output, str) else _text(output, where)
+            add_tool_result(messages, ToolResult(call_id=call_id, content=content))
         elif kind is None:
             raise ApiError(400, f"{where}.type: field required", param=where)
         elif kind not in INPUT_ITEM_TYPES:

@@ -70,10 +70,7 @@ class _HermesCall(CallScanner):
 
     def close(self) -> list[ParsedEvent]:
         out: list[ParsedEvent] = []
-        if not self.ended:
-            if self.args_open:
-                self._stream_args(out, self.raw[self.v0 : self.p])
-            self._end(out)
+        self._end_here(out)
         return out
 
     def _scan(self, out: list[ParsedEvent]) -> tuple[str, str]:
