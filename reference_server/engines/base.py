@@ -34,6 +34,12 @@ class Generation(ABC):
     output_ids: list[int]
     _closed: bool = False
 
+    def __init__(self, request: GenerateRequest, cached_tokens: int) -> None:
+        self.request = request
+        self.prompt_tokens = len(request.prompt_ids)
+        self.cached_tokens = cached_tokens
+        self.output_ids = []
+
     @abstractmethod
     def __aiter__(self) -> AsyncIterator[list[int]]: ...
 

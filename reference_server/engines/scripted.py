@@ -40,12 +40,9 @@ class TimingModel:
 
 class _ScriptedGeneration(Generation):
     def __init__(self, engine: ScriptedEngine, request: GenerateRequest, cached: int, keys: list[bytes]) -> None:
+        super().__init__(request, cached)
         self.engine = engine
-        self.request = request
-        self.prompt_tokens = len(request.prompt_ids)
-        self.cached_tokens = cached
         self._keys = keys
-        self.output_ids = []
         script = engine.tokenizer.encode(request.script_text or "") + [request.eos_id]
         self._script, cut = clip(script, request.max_tokens)
         self.finish_reason = "length" if cut else "stop"

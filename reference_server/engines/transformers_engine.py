@@ -85,11 +85,8 @@ def _num_layers(cache: Any) -> int:
 
 class _TorchGeneration(Generation):
     def __init__(self, engine: TransformersEngine, request: GenerateRequest, cached: int, keys: list[bytes]) -> None:
+        super().__init__(request, cached)
         self.engine = engine
-        self.request = request
-        self.prompt_tokens = len(request.prompt_ids)
-        self.cached_tokens = cached
-        self.output_ids = []
         self.finish_reason = None
         self._keys = keys
         self._cache: Any = None

@@ -55,11 +55,8 @@ def _int(opts: dict[str, str], key: str) -> int | None:
 
 class _TrtGeneration(Generation):
     def __init__(self, engine: TrtllmEngine, request: GenerateRequest, result: Any) -> None:
+        super().__init__(request, 0)
         self.engine = engine
-        self.request = request
-        self.prompt_tokens = len(request.prompt_ids)
-        self.cached_tokens = 0
-        self.output_ids = []
         self.finish_reason = None
         self._result = result
         self._stream = result.__aiter__()
