@@ -23,47 +23,44 @@ from harnesscheck.reference_server.conversation import ToolSpec
 from harnesscheck.reference_server.events import ParsedEvent, TextDelta, ToolCall, ToolCallStart
 
 
-class ReasoningParser(ABC):
+class _TextSplitter(ABC):
+    """Model text fed piece by piece (`feed`) turned into events; `finish` releases what is held back
+    when the stream ends."""
+
+    name: str = ""
+
+    @abstractmethod
+    def feed(self, text: str) -> list[ParsedEvent]: ...
+
+    @abstractmethod
+    def finish(self) -> list[ParsedEvent]: ...
+
+
+class ReasoningParser(_TextSplitter):
     """Splits model text into ReasoningDelta and TextDelta events.
 
     `start_in_reasoning`: the chat template's generation prompt already opened the reasoning
     section (e.g. DeepSeek-R1 ends it with `<think>\\n`), so output begins inside reasoning.
     """
 
-    name: str = ""
-
     def __init__(self, *, start_in_reasoning: bool = False) -> None:
         self.start_in_reasoning = start_in_reasoning
-
-    @abstractmethod
-    def feed(self, text: str) -> list[ParsedEvent]: ...
-
-    @abstractmethod
-    def finish(self) -> list[ParsedEvent]: ...
 
     @abstractmethod
     def render(self, reasoning: str) -> str:
         """Raw model text for one reasoning segment, separators included."""
 
 
-class ToolParser(ABC):
+class ToolParser(_TextSplitter):
     """Splits the non-reasoning text into TextDelta and ToolCallStart/ArgsDelta/End events.
 
     `tools` gives parameter types (qwen3_coder needs them to turn raw values into JSON);
     `id_factory(index)` makes the call id, so ids are deterministic per request.
     """
 
-    name: str = ""
-
     def __init__(self, *, tools: Sequence[ToolSpec] = (), id_factory: Callable[[int], str]) -> None:
         self.tools = {t.name: t for t in tools}
         self.id_factory = id_factory
-
-    @abstractmethod
-    def feed(self, text: str) -> list[ParsedEvent]: ...
-
-    @abstractmethod
-    def finish(self) -> list[ParsedEvent]: ...
 
     @abstractmethod
     def render(self, call: ToolCall) -> str:
