@@ -320,9 +320,15 @@ def test_interleaved_thinking_lifts_the_budget_rule() -> None:
     assert frontend.to_conversation(body, Faults(), betas=betas).thinking is True
 
 
-@pytest.mark.parametrize(("name", "body", "param"), CHAT_REJECTED, ids=[c[0] for c in CHAT_REJECTED])
-def test_chat_rules_rejected(reference_server: str, name: str, body: dict[str, Any], param: str) -> None:
-    response = send(reference_server, "/v1/chat/completions", body)
+OPENAI_REJECTED = ([("/v1/chat/completions", *c) for c in CHAT_REJECTED]
+                   + [("/v1/responses", *c) for c in RESPONSES_REJECTED])
+
+
+@pytest.mark.parametrize(("path", "name", "body", "param"), OPENAI_REJECTED,
+                         ids=[f"{c[0].rsplit('/', 1)[-1]}-{c[1]}" for c in OPENAI_REJECTED])
+def test_openai_rules_rejected(reference_server: str, path: str, name: str, body: dict[str, Any],
+                               param: str) -> None:
+    response = send(reference_server, path, body)
     check_shape(response, "openai", 400)
     check_param(response, param)
     assert response.json()["error"]["type"] == "invalid_request_error"
@@ -342,15 +348,6 @@ def test_chat_stream_options_with_stream(reference_server: str) -> None:
     chunks = [json.loads(line[6:]) for line in response.text.splitlines()
               if line.startswith("data: {")]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
-
-
-@pytest.mark.parametrize(("name", "body", "param"), RESPONSES_REJECTED,
-                         ids=[c[0] for c in RESPONSES_REJECTED])
-def test_responses_rules_rejected(reference_server: str, name: str, body: dict[str, Any], param: str) -> None:
-    response = send(reference_server, "/v1/responses", body)
-    check_shape(response, "openai", 400)
-    check_param(response, param)
-    assert response.json()["error"]["type"] == "invalid_request_error"
 
 
 @pytest.mark.parametrize(("name", "body"), RESPONSES_ACCEPTED, ids=[c[0] for c in RESPONSES_ACCEPTED])
