@@ -334,3 +334,17 @@ def test_routes_and_names() -> None:
     assert "anthropic-version" not in apis.chat.headers(None)
     with pytest.raises(KeyError):
         apis.get("gemini")
+
+
+def test_every_api_module_has_every_member_of_the_protocol() -> None:
+    """A fourth API is one new module: the protocol says what it must hold, and this says when it does not."""
+    import typing
+
+    from harnesscheck.conformance.apis.base import Api
+
+    members = set(typing.get_type_hints(Api)) | {n for n, v in vars(Api).items() if callable(v) and not n.startswith("_")}
+    members -= {n for n in vars(typing.Protocol)}
+    for name, module in apis.APIS.items():
+        missing = sorted(m for m in members if not hasattr(module, m))
+        assert not missing, f"{name}: {missing}"
+    assert {"accumulate", "FORM", "stream_history", "PATH"} <= members
