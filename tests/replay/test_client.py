@@ -11,7 +11,7 @@ import pytest
 from harnesscheck.conformance.wire.sse import decode_all
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 from harnesscheck.reference_server.launch import ServerProcess
-from harnesscheck.replay.client import FastSSE, parse_events
+from harnesscheck.replay.client import FastSSE, loads, parse_events
 from harnesscheck.replay.replayer import CSV_COLUMNS, ReplayOptions, percentile, replay
 from harnesscheck.replay.workloads import agent_coding
 
@@ -21,6 +21,30 @@ def _stream(eol: bytes = b"\n") -> bytes:
               b"data: {\"a\": \"caf\xc3\xa9 \xe2\x9c\x93\"}", b"data: line1\ndata: line2",
               b"event: x\nid: 7\nretry: 10\ndata:nospace", b"data", b"event: only-event", b"data: [DONE]"]
     return b"".join(f.replace(b"\n", eol) + eol + eol for f in frames)
+
+
+@pytest.mark.parametrize("data", [
+    '{"a": [1, 2.5, -0.0, 1e300, true, null], "b": "\\u00e9\\n"}', '{"k": 1, "k": 2}',
+    '[NaN, Infinity, -Infinity]', '18446744073709551615', '-9223372036854775808', '"\\ud800"', '"\\u0000"',
+])
+def test_loads_decodes_as_json_loads(data: str) -> None:
+    """What orjson alone refuses (NaN, a lone surrogate) comes out as the standard library reads
+    it, and so do the 64-bit integer limits."""
+    got, want = loads(data), json.loads(data)
+    assert repr(got) == repr(want)
+
+
+def test_loads_reads_an_integer_past_64_bits_as_the_nearest_float() -> None:
+    """The one documented difference from json.loads (orjson's)."""
+    assert loads("123456789012345678901234567890") == float(123456789012345678901234567890)
+
+
+@pytest.mark.parametrize("data", ["", "{", "[1,]", "{'a': 1}", "nul"])
+def test_loads_refuses_what_json_loads_refuses(data: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(data)
+    with pytest.raises(ValueError):
+        loads(data)
 
 
 def _reference(data: bytes) -> list[tuple[str | None, str]]:
