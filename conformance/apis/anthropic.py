@@ -34,9 +34,34 @@ def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key, {"anthropic-version": base.ANTHROPIC_VERSION})
 
 
+def tool(spec: dict[str, Any], *, strict: bool | None = None) -> dict[str, Any]:
+    """One tool as Messages declares it (``spec``: name, description, parameters), with ``strict`` when given
+    (SDK ToolParam.strict: "When true, guarantees schema validation on tool names and inputs")."""
+    out = {"name": spec["name"], "description": spec.get("description", ""),
+           "input_schema": spec["parameters"]}
+    return out if strict is None else {**out, "strict": strict}
+
+
 def tools(scenario: Scenario) -> list[dict[str, Any]]:
-    return [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
-            for t in scenario.tools]
+    return [tool(t) for t in scenario.tools]
+
+
+def tool_choice(mode: str, name: str = "") -> dict[str, Any]:
+    """``tool_choice`` for one of the kit's modes (auto, required, named, none): Messages calls a required
+    call ``any`` and a named one ``tool`` (SDK ToolChoiceParam)."""
+    if mode == "named":
+        return {"type": "tool", "name": name}
+    return {"type": "any" if mode == "required" else mode}
+
+
+def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with parallel tool use off: ``disable_parallel_tool_use`` on its tool_choice (auto if
+    none is set)."""
+    choice = body.get("tool_choice") or {"type": "auto"}
+    return {**body, "tool_choice": {**choice, "disable_parallel_tool_use": True}}
+
+
+LENGTH_STOP = "max_tokens"  # the stop_reason of an answer cut by its output limit
 
 
 def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:

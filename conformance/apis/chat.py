@@ -32,9 +32,29 @@ def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key)
 
 
+def tool(spec: dict[str, Any], *, strict: bool | None = None) -> dict[str, Any]:
+    """One function tool (``spec``: name, description, parameters), with ``function.strict`` when given
+    (FunctionDefinition.strict: "the model will follow the exact schema defined in the parameters field")."""
+    fn = {"name": spec["name"], "description": spec.get("description", ""), "parameters": spec["parameters"]}
+    return {"type": "function", "function": fn if strict is None else {**fn, "strict": strict}}
+
+
 def tools(scenario: Scenario) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                              "parameters": t["parameters"]}} for t in scenario.tools]
+    return [tool(t) for t in scenario.tools]
+
+
+def tool_choice(mode: str, name: str = "") -> Any:
+    """``tool_choice`` for one of the kit's modes (auto, required, named, none): a string, or the named
+    function's object (ChatCompletionNamedToolChoiceParam)."""
+    return {"type": "function", "function": {"name": name}} if mode == "named" else mode
+
+
+def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with parallel function calling off (``parallel_tool_calls: false``)."""
+    return {**body, "parallel_tool_calls": False}
+
+
+LENGTH_STOP = "length"  # the finish_reason of an answer cut by its output limit
 
 
 def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:

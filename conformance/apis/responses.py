@@ -43,9 +43,33 @@ def headers(api_key: str | None = None) -> dict[str, str]:
     return base.headers(api_key)
 
 
+def tool(spec: dict[str, Any], *, strict: bool | None = None) -> dict[str, Any]:
+    """One function tool (``spec``: name, description, parameters), with ``strict`` when given (the API's
+    default is strict: it normalizes an unmarked schema into strict mode; function calling guide)."""
+    out = {"type": "function", "name": spec["name"], "description": spec.get("description", ""),
+           "parameters": spec["parameters"]}
+    return out if strict is None else {**out, "strict": strict}
+
+
 def tools(scenario: Scenario) -> list[dict[str, Any]]:
-    return [{"type": "function", "name": t["name"], "description": t.get("description", ""),
-             "parameters": t["parameters"]} for t in scenario.tools]
+    """The scenario's tools with ``strict: false``, as Codex sends its function tools: the scenarios'
+    schemas are not written for strict mode, and an unmarked tool would be made strict (optional
+    properties required) by the API; openai-python's FunctionToolParam marks ``strict`` Required."""
+    return [tool(t, strict=False) for t in scenario.tools]
+
+
+def tool_choice(mode: str, name: str = "") -> Any:
+    """``tool_choice`` for one of the kit's modes (auto, required, named, none): a string
+    (ToolChoiceOptions), or the named function's object (ToolChoiceFunctionParam)."""
+    return {"type": "function", "name": name} if mode == "named" else mode
+
+
+def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with parallel tool calls off (``parallel_tool_calls: false``)."""
+    return {**body, "parallel_tool_calls": False}
+
+
+LENGTH_STOP = "max_output_tokens"  # stop_reason() of an answer cut by its output limit (incomplete_details)
 
 
 def first(scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]:
