@@ -32,9 +32,10 @@ PYTEST_PREFIX = "--hc-"  # the plugin's options: one prefix, so no bare name is 
 CLI_PREFIX = "--"
 
 
-def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX) -> None:
+def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX, files: bool = True) -> None:
     """Add every option as `PREFIX + NAME` (dest `hc_NAME` either way): `--endpoint` in the CLI,
-    `--hc-endpoint` in pytest (prefix PYTEST_PREFIX)."""
+    `--hc-endpoint` in pytest (prefix PYTEST_PREFIX). `files=False` leaves out where the results and
+    transcripts go (the CLI's commands have one `--out` folder for both)."""
     _add = add
 
     def add(flag: str, **kwargs: Any) -> None:  # noqa: F811 - wraps the caller's add
@@ -55,10 +56,11 @@ def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX) -> None:
     add("--timeout", type=float, default=30.0, metavar="SECONDS",
         help="deadline for each request, streams included: a hung or trickling endpoint fails its check "
              "(default: 30)")
-    add("--transcripts", default=None, metavar="DIR",
-        help="write every check's transcript here, with index.json, within a size budget (failing checks first; "
-             "docs/results-schema.md); default: transcripts/ beside the results file")
-    add("--results", default=None, metavar="FILE", help="write results JSON (harnesscheck.results schema) here")
+    if files:
+        add("--transcripts", default=None, metavar="DIR",
+            help="write every check's transcript here, with index.json, within a size budget (failing checks "
+                 "first; docs/results-schema.md); default: transcripts/ beside the results file")
+        add("--results", default=None, metavar="FILE", help="write results JSON (harnesscheck.results schema) here")
     add("--expect", action="append", default=[], metavar="FEATURE",
         help=f"declare an optional feature the endpoint offers, so its absence fails instead of skipping; "
              f"repeatable: {', '.join(FEATURES)}")

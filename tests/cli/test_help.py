@@ -65,6 +65,15 @@ def test_shared_options_are_spelled_one_way() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_no_option_is_taken_and_ignored() -> None:
+    """`check` and `run` write results and transcripts under --out only; the plugin's own file
+    options (--hc-results, --hc-transcripts) are not offered where nothing would read them."""
+    offered = {flag for path, parser in _parsers() if path[:1] in (("check",), ("run",))
+               for action in parser._actions for flag in action.option_strings}
+    assert "--out" in offered
+    assert not offered & {"--results", "--transcripts"}
+
+
 @pytest.mark.parametrize("path", [p for p, _ in _parsers() if p], ids=lambda p: " ".join(p))
 def test_help_prints_and_exits_0(path: tuple[str, ...]) -> None:
     proc = subprocess.run([sys.executable, "-m", "harnesscheck", *path, "--help"], capture_output=True, text=True,

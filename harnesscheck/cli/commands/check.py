@@ -35,7 +35,7 @@ INTERRUPTED = 130
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     from harnesscheck.conformance.options import add_options
 
-    add_options(parser.add_argument)
+    add_options(parser.add_argument, files=False)
     parser.add_argument("--out", default="harnesscheck-results", metavar="DIR",
                         help="output folder for results.json and transcripts (default: harnesscheck-results)")
     parser.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
