@@ -175,6 +175,29 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "RS-ERR-001": _r(MUST, "reference: OpenAI errors ({error: {message, type, param, code}}, 4xx)"),
     "RS-ERR-001:allowed": _r(SHOULD, "none: the reference documents `input` as optional; no measured client sends "
                                      "a request without it"),
+    # usage field by field (test_usage.py) and the non-streamed answer's shape (test_shape.py)
+    "AN-USAGE-004": _r(SHOULD, "none: message_delta usage is cumulative (Anthropic streaming docs), and "
+                               "anthropic-sdk-python accumulate_event overwrites message_start's split with it; a "
+                               "client reading usage at message_start gets another split (vLLM 0.32 measured)"),
+    "CH-USAGE-001": _r(MUST, "reference: OpenAI Chat CompletionUsage (openai-python types/completion_usage.py, from "
+                             "the OpenAPI spec): total_tokens is 'prompt + completion'"),
+    "CH-USAGE-001:cached": _r(MUST, "reference: OpenAI Chat CompletionUsage: prompt_tokens_details is a breakdown of "
+                                    "the prompt tokens; cached_tokens are 'cached tokens present in the prompt'"),
+    "RS-USAGE-001": _r(SHOULD, "none: the Responses reference calls total_tokens 'the total number of tokens used' "
+                               "without a formula (Chat's is prompt + completion); Codex reads it (API_FACTS)"),
+    "RS-USAGE-001:cached": _r(MUST, "reference: OpenAI Responses ResponseUsage: input_tokens_details is 'a detailed "
+                                    "breakdown of the input tokens', cached_tokens among them"),
+    "AN-SHAPE-001": _r(MUST, "reference: Anthropic Messages API, Message requiredProperties (id, type, role, content, "
+                             "model, usage), required in anthropic-sdk-python types/message.py and usage.py too"),
+    "AN-SHAPE-001:stop": _r(SHOULD, "none: the reference requires stop_reason (never null when not streaming) and "
+                                    "stop_sequence (nullable), but anthropic-sdk-python types/message.py defaults both "
+                                    "to None, so a message without them parses; no measured client reads them"),
+    "CH-SHAPE-001": _r(MUST, "reference: OpenAI ChatCompletion (id, object, created, model, choices with index, "
+                             "message, finish_reason), required in openai-python types/chat/chat_completion.py too"),
+    "RS-SHAPE-001": _r(MUST, "reference: OpenAI Responses Response (id, object, created_at, model, output and each "
+                             "item's fields), required in openai-python types/responses/response.py too"),
+    "RS-SHAPE-001:status": _r(SHOULD, "none: openai-python types/responses/response.py makes status and usage "
+                                      "optional, so a response without them parses; Codex reads usage (API_FACTS)"),
 }
 
 RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}
@@ -234,10 +257,11 @@ TOOL_USE, PARALLEL, THINKING = "tool-use", "parallel-calls", "thinking"
 INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-interleaving", "agent-turn",
                                                          "cache-hit")
 DETERMINISTIC = "deterministic"  # two answers to one request at temperature 0 can be compared
+CACHE_WRITE = "cache-write"  # marked by test_usage.py: the usage reported prompt tokens written to the cache
 # marked by test_dispatch.py: a streamed tool call completed before reasoning or text the model said after it
 OUTPUT_AFTER_CALL = "output-after-call"
 PATHS = (TOOL_USE, PARALLEL, THINKING, INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT, DETERMINISTIC,
-         OUTPUT_AFTER_CALL)
+         OUTPUT_AFTER_CALL, CACHE_WRITE)
 RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{r: (TOOL_USE,) for r in ("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON", "AN-GRAMMAR-STOP-TOOL-USE",
                                 "CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-ARGS",
@@ -250,6 +274,8 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     # a streamed and a separate non-streamed answer are compared only where the endpoint answers one
     # request the same way twice (test_sdk.py); a sampling endpoint leaves these rules unjudged
     **{f"{c}:nonstream": (DETERMINISTIC,) for c in ("AN-SDK-001", "CH-SDK-001", "RS-SDK-001")},
+    # usage field by field: only a reported cache read (or write) tells the fields apart
+    "AN-USAGE-004": (CACHE_HIT, CACHE_WRITE), "CH-USAGE-001:cached": (CACHE_HIT,), "RS-USAGE-001:cached": (CACHE_HIT,),
     # a later tool call proves nothing: calls held to the end of the turn still stream one after the other
     **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in ("AN", "CH", "RS")},
 }
@@ -258,6 +284,7 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
               INTERLEAVING: "the model did not interleave reasoning and tool calls",
               KIT_INTERLEAVING: "the kit's interleaved turn was not judged",
               AGENT_TURN: "the model did not reason before a tool call", CACHE_HIT: "no prompt tokens came from the cache",
+              CACHE_WRITE: "no prompt tokens were written to the cache",
               DETERMINISTIC: "the endpoint answered the same request differently each time",
               OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text"}
 
@@ -523,6 +550,26 @@ CHECKS: list[Check] = [
        "only instructions (input is optional) is answered", MUST, "API_FACTS: errors; request validation",
        "validate input items as the reference does; accept a request without input",
        ("bad-input-500", "wrong-error-shape", "rs-require-input")),
+    # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
+    _c("AN-USAGE-004", "anthropic", "message_start splits the prompt into input, cache read and cache creation "
+       "tokens as the final usage does", SHOULD, "API_FACTS: message_delta usage is cumulative; the split of "
+       "message_start", "report the cached part in message_start too (the cache lookup precedes the first token)",
+       "usage-cache-only-in-final", witness="cache usage"),
+    _c("CH-USAGE-001", "chat", "Usage adds up: cached tokens within prompt_tokens, total_tokens = prompt + completion",
+       MUST, "API_FACTS: CompletionUsage", "count cached tokens inside prompt_tokens",
+       "usage-cached-outside-prompt", witness="cache usage"),
+    _c("RS-USAGE-001", "responses", "Usage adds up: cached tokens within input_tokens, total_tokens = input + output",
+       MUST, "API_FACTS: ResponseUsage", "count cached tokens inside input_tokens", "usage-cached-outside-prompt",
+       witness="cache usage"),
+    _c("AN-SHAPE-001", "anthropic", "The non-streamed message has the fields the reference requires (stop_sequence "
+       "too, null allowed)", MUST, "API_FACTS: the non-streamed answer", "send null fields as null (no "
+       "exclude_none)", "nonstream-no-stop-sequence"),
+    _c("CH-SHAPE-001", "chat", "The non-streamed chat.completion has id, object, created, model and choices with "
+       "index, message and finish_reason", MUST, "API_FACTS: the non-streamed answer", "send every required field",
+       "nonstream-no-object"),
+    _c("RS-SHAPE-001", "responses", "The non-streamed response has id, object, created_at, model, complete output "
+       "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
+       ("nonstream-no-object", "rs-missing-call-id")),
 ]
 
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}
@@ -589,6 +636,10 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "rs-fields-dropped": ("RS-REQ-002",),
     "rs-require-input": ("RS-ERR-001:allowed",),
     "reject-compressed-body": ("RS-REQ-001:zstd",),
+    "usage-cache-only-in-final": ("AN-USAGE-004",),
+    "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
+    "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
+    "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
 }
 
 

@@ -1,9 +1,14 @@
 """Usage in message_start is real (Anthropic accounting): input_tokens + cache_read + cache_creation
-is the prompt total, equal to count_tokens and to the final usage, never 0 or an estimate.
+is the prompt total, equal to count_tokens and to the final usage, never 0 or an estimate, and split
+between its three fields as the final usage splits it (AN-USAGE-004). In Chat and Responses, usage
+arrives once, at the end: cached tokens are part of the prompt tokens, and the total adds up
+(CH-USAGE-001, RS-USAGE-001).
 
 count_tokens is itself documented as an estimate, so AN-USAGE-001 never takes it as the truth:
 on a mismatch it says both numbers and which of them the final usage (and, where offered, the
-endpoint's own chat-form /tokenize) agrees with."""
+endpoint's own chat-form /tokenize) agrees with. The split and the cached counts are judged on a
+prompt sent twice, so a prefix cache can hit; where no cache field is ever reported they are not
+exercised (inconclusive)."""
 
 from __future__ import annotations
 
@@ -12,9 +17,9 @@ import uuid
 import pytest
 
 from harnesscheck.conformance.grammar import anthropic as grammar
-from harnesscheck.conformance import apis
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 
 
 def _total(usage: dict) -> int:
@@ -22,8 +27,8 @@ def _total(usage: dict) -> int:
                                                 "cache_read_input_tokens"))
 
 
-def _start_and_final(hc: Session, body: dict) -> tuple[dict, dict, object]:
-    transcript = hc.post("anthropic", apis.anthropic.PATH, body, stream=True, label="usage stream")
+def _start_and_final(hc: Session, body: dict, label: str = "usage stream") -> tuple[dict, dict, object]:
+    transcript = hc.post("anthropic", apis.anthropic.PATH, body, stream=True, label=label)
     ok_response(transcript, "stream")
     start = next((f.json for f in transcript.events if isinstance(f.json, dict) and f.json.get("type") ==
                   "message_start"), None)
@@ -90,3 +95,83 @@ def test_uncached_input_tokens_not_zero(hc: Session) -> None:
     if not start.get("input_tokens"):
         fail(f"message_start usage.input_tokens is {start.get('input_tokens')!r} for a prompt no cache has seen",
              transcript=transcript)
+
+
+SPLIT = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def split_differences(start: dict, final: dict) -> list[str]:
+    """The prompt fields whose message_start value differs from the final usage's (an absent field
+    counts 0). message_delta usage is cumulative (streaming docs), so the final usage is the message's
+    own count and message_start's must already agree with it, field by field."""
+    return [f"{k} {start.get(k, '(absent)')} at message_start but {final.get(k, '(absent)')} in the final usage"
+            for k in SPLIT if int(start.get(k) or 0) != int(final.get(k) or 0)]
+
+
+@pytest.mark.check("AN-USAGE-004")
+def test_message_start_split_equals_final(hc: Session) -> None:
+    body = _fresh_body(hc)
+
+    def twice() -> None:  # the same prompt again: a prefix cache can hit on the second
+        for label in ("usage split", "usage split (same prompt again)"):
+            start, final, transcript = _start_and_final(hc, body, label)
+            if any(int(u.get("cache_read_input_tokens") or 0) for u in (start, final)):
+                hc.saw(catalog.CACHE_HIT)
+            if any(int(u.get("cache_creation_input_tokens") or 0) for u in (start, final)):
+                hc.saw(catalog.CACHE_WRITE)
+            differences = split_differences(start, final)
+            if differences:
+                fail(f"message_start splits the prompt differently from the final usage: {'; '.join(differences)} "
+                     f"(a client reading usage at message_start counts {start.get('input_tokens')} uncached "
+                     f"tokens)", transcript=transcript)
+
+    hc.until_taken((catalog.CACHE_HIT, catalog.CACHE_WRITE), twice)
+    hc.require_exercised("AN-USAGE-004")
+
+
+def usage_problems(prompt: int, completion: int, total: int | None, cached: int) -> list[tuple[str, str]]:
+    """(part, problem) for an OpenAI usage object's counts: "cached" when the cached tokens exceed the
+    prompt tokens they are part of, "total" when total_tokens is not prompt + output."""
+    out = []
+    if cached > prompt:
+        out.append(("cached", f"{cached} cached tokens but only {prompt} prompt tokens (cached tokens are part of "
+                              "the prompt tokens)"))
+    if total is not None and total != prompt + completion:
+        out.append(("total", f"total_tokens {total} is not prompt {prompt} + output {completion}"))
+    return out
+
+
+def _openai_usage(hc: Session, api: str, check_id: str) -> None:
+    body = apis.get(api).with_system_prefix(hc.body(api, "calculator"), f"session {uuid.uuid4().hex}\n")
+    reported: list[bool] = []
+
+    def twice() -> None:
+        for label in ("usage", "usage (same prompt again)"):
+            transcript = hc.post(api, apis.get(api).PATH, body, stream=True, label=label)
+            ok_response(transcript, label)
+            answer = apis.get(api).final_answer(transcript) or {}
+            usage = apis.get(api).usage(answer)
+            if not usage:
+                continue
+            reported.append(True)
+            prompt, completion, cached = apis.get(api).usage_tokens(answer)
+            total = usage.get("total_tokens")
+            for part, problem in usage_problems(prompt, completion, total if isinstance(total, int) else None,
+                                                cached):
+                fail(f"{label}: {problem}", transcript=transcript,
+                     rule=f"{check_id}:cached" if part == "cached" else check_id)
+
+    hc.until_taken((catalog.CACHE_HIT,), twice)
+    if not reported:
+        inconclusive("not exercised: the endpoint reported no usage (the stream checks judge its absence)")
+    hc.require_exercised(check_id)
+
+
+@pytest.mark.check("CH-USAGE-001")
+def test_chat_usage_adds_up(hc: Session) -> None:
+    _openai_usage(hc, "chat", "CH-USAGE-001")
+
+
+@pytest.mark.check("RS-USAGE-001")
+def test_responses_usage_adds_up(hc: Session) -> None:
+    _openai_usage(hc, "responses", "RS-USAGE-001")

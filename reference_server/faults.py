@@ -42,6 +42,18 @@ _ALL = [
           "API_FACTS: total prompt must not be an estimate", apis=('anthropic',)),
     Fault("count-tokens-mismatch", "count_tokens answers a different count than usage",
           "API_FACTS: count_tokens must agree with message_start", apis=('anthropic',)),
+    Fault("usage-cache-only-in-final", "message_start reports the whole prompt as input_tokens and no cache "
+          "fields; only message_delta splits out cache_read_input_tokens",
+          "docs/peers/vllm-0.32.md: vLLM 0.32's Anthropic route (measured)", apis=('anthropic',)),
+    Fault("usage-cached-outside-prompt", "prompt_tokens / input_tokens count only the uncached part (Anthropic's "
+          "accounting in OpenAI's fields) while total_tokens counts the whole prompt",
+          "API_FACTS: cached tokens are part of the prompt tokens", apis=('chat', 'responses')),
+    # Non-streamed answer shape.
+    Fault("nonstream-no-stop-sequence", "the non-streamed message omits its null fields (stop_sequence), as a "
+          "server serialising with exclude_none does", "docs/peers/vllm-0.32.md: vLLM 0.32 (measured)",
+          apis=('anthropic',)),
+    Fault("nonstream-no-object", "the non-streamed answer lacks `object` (chat.completion / response)",
+          "API_FACTS: the non-streamed answer shape", apis=('chat', 'responses')),
     # Routes and request acceptance.
     Fault("model-slash-404", "GET /v1/models/{id} answers 404 for ids containing '/'",
           "article 1: GET /v1/models/nvidia/... 404"),

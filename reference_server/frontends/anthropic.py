@@ -271,6 +271,8 @@ class AnthropicStream:
         elif self.faults.on("message-start-estimated-input-tokens"):
             usage["input_tokens"] = max(1, int(self.start_usage.prompt_tokens * 0.8))
             usage["cache_read_input_tokens"] = 0
+        elif self.faults.on("usage-cache-only-in-final"):  # vLLM 0.32: the split only in message_delta
+            usage = {"input_tokens": self.start_usage.prompt_tokens, "output_tokens": 1}
         message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}
         return [sse("message_start", {"type": "message_start", "message": message}),
@@ -400,7 +402,10 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         adapter.start()
         async for event in turn.events():
             adapter.feed(event)
-        return JSONResponse(adapter.message())
+        message = adapter.message()
+        if faults.on("nonstream-no-stop-sequence"):  # vLLM 0.32 serialises with exclude_none
+            message = {k: v for k, v in message.items() if v is not None}
+        return JSONResponse(message)
 
     async def count_tokens(request: Request) -> Response:
         enabled()

@@ -260,6 +260,8 @@ class ChatStream:
                 reason = "stop"
             self.finish_reason = reason
             self.usage = usage_json(event.usage)
+            if self.faults.on("usage-cached-outside-prompt"):
+                self.usage["prompt_tokens"] -= event.usage.cached_tokens
             out = [self._chunk({}, finish=reason)]
             if self.include_usage and not self.faults.on("chat-no-usage-chunk"):
                 out.append(sse(None, {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
@@ -304,6 +306,9 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
             return ctx.stream(adapter, turn)
         async for event in turn.events():
             adapter.feed(event)
-        return JSONResponse(adapter.completion())
+        completion = adapter.completion()
+        if faults.on("nonstream-no-object"):
+            del completion["object"]
+        return JSONResponse(completion)
 
     return [Route("/v1/chat/completions", ctx.handler("openai", chat_completions), methods=["POST"])]

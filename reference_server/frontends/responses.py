@@ -459,6 +459,8 @@ class ResponsesStream:
                           "output_tokens": u.completion_tokens,
                           "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
                           "total_tokens": u.prompt_tokens + u.completion_tokens}
+            if self.faults.on("usage-cached-outside-prompt"):
+                self.usage["input_tokens"] -= u.cached_tokens
             if event.reason == "length":
                 self.status = "incomplete"
                 self.incomplete = {"reason": "max_output_tokens"}
@@ -514,7 +516,10 @@ def routes(ctx: ApiContext, store: ResponseStore) -> list[BaseRoute]:
         async for event in turn.events():
             adapter.feed(event)
         remember()
-        return JSONResponse(adapter.response())
+        answer = adapter.response()
+        if faults.on("nonstream-no-object"):
+            del answer["object"]
+        return JSONResponse(answer)
 
     async def responses_get(request: Request) -> Response:
         # Codex tries a WebSocket upgrade first. Measured with Codex 0.171.0 (docs/clients.md): 426
