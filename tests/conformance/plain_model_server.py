@@ -16,7 +16,12 @@ earlier prompt plus its output. `--mode` plants one history or stream bug:
 - parallel-same-index: two calls in one turn are streamed under one index (Chat tool_calls[].index,
   Anthropic content block index);
 - sampling: no bug, but every answer carries a random number (in its reasoning, text and tool
-  arguments), as a sampling model answers one request differently each time.
+  arguments), as a sampling model answers one request differently each time;
+- buffer-tool-calls: streamed tool calls are held back to the end of the turn (after the reasoning
+  and text the model said after them); non-streamed answers keep the model's order.
+
+Streams otherwise carry the parts in the model's order (Chat too: reasoning, tool-call and content
+deltas as they were generated).
 
     python -m tests.conformance.plain_model_server --port P [--mode M] [--one-in N]
 """
@@ -42,7 +47,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 MODEL = "plain/tiny-model"
-MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling")
+MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling",
+         "buffer-tool-calls")
 BLOCK = 16
 ASK = "in this one turn"
 
@@ -251,12 +257,13 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
         stop = "tool_use" if any(p.kind == "call" for p in parts) else "end_turn"
         u = {"input_tokens": usage["prompt"] - usage["cached"], "cache_read_input_tokens": usage["cached"],
              "cache_creation_input_tokens": 0, "output_tokens": usage["output"]}
-        blocks = [_an_block(p) for p in parts]
         msg_id = f"msg_{uuid.uuid4().hex[:16]}"
         if not body.get("stream"):
             return JSONResponse({"id": msg_id, "type": "message", "role": "assistant", "model": MODEL,
-                                 "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": u})
-        return StreamingResponse(_an_stream(msg_id, parts, blocks, stop, u, mode), media_type="text/event-stream")
+                                 "content": [_an_block(p) for p in parts], "stop_reason": stop, "stop_sequence": None,
+                                 "usage": u})
+        blocks = [_an_block(p) for p in _streamed(parts, mode)]
+        return StreamingResponse(_an_stream(msg_id, blocks, stop, u, mode), media_type="text/event-stream")
 
     async def chat_route(request: Request) -> Response:
         body = await request.json()
@@ -276,7 +283,7 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
             return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": MODEL,
                                  "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": u})
         usage_chunk = u if (body.get("stream_options") or {}).get("include_usage") else None
-        return StreamingResponse(_chat_stream(cid, created, reasoning, content, calls, finish, usage_chunk, mode),
+        return StreamingResponse(_chat_stream(cid, created, _streamed(parts, mode), finish, usage_chunk, mode),
                                  media_type="text/event-stream")
 
     async def tokenize_route(request: Request) -> Response:
@@ -302,6 +309,13 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
                              Route("/detokenize", detokenize_route, methods=["POST"])])
 
 
+def _streamed(parts: list[Part], mode: str) -> list[Part]:
+    """The parts in the order a stream sends them: the model's, or calls last when they are buffered."""
+    if mode != "buffer-tool-calls":
+        return parts
+    return [p for p in parts if p.kind != "call"] + [p for p in parts if p.kind == "call"]
+
+
 def _an_block(p: Part) -> dict[str, Any]:
     if p.kind == "reasoning":
         return {"type": "thinking", "thinking": p.text, "signature": hashlib.sha256(p.text.encode()).hexdigest()}
@@ -310,7 +324,7 @@ def _an_block(p: Part) -> dict[str, Any]:
     return {"type": "text", "text": p.text}
 
 
-def _an_stream(msg_id: str, parts: list[Part], blocks: list[dict[str, Any]], stop: str, usage: dict[str, int],
+def _an_stream(msg_id: str, blocks: list[dict[str, Any]], stop: str, usage: dict[str, int],
                mode: str) -> Iterator[bytes]:
     start_usage = {**usage, "output_tokens": 1}
     yield _sse("message_start", {"type": "message_start", "message": {
@@ -342,23 +356,32 @@ def _an_stream(msg_id: str, parts: list[Part], blocks: list[dict[str, Any]], sto
     yield _sse("message_stop", {"type": "message_stop"})
 
 
-def _chat_stream(cid: str, created: int, reasoning: str | None, content: str | None, calls: list[Part], finish: str,
-                 usage: dict[str, Any] | None, mode: str) -> Iterator[bytes]:
+def _chat_stream(cid: str, created: int, parts: list[Part], finish: str, usage: dict[str, Any] | None,
+                 mode: str) -> Iterator[bytes]:
+    """Deltas in the parts' order; reasoning parts joined by a space and text parts by nothing, as the
+    non-streamed message joins them."""
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         return _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL,
                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
 
     yield chunk({"role": "assistant", "content": ""})
-    for piece in _pieces(reasoning or "") if reasoning else []:
-        yield chunk({"reasoning_content": piece})
-    for piece in _pieces(content or "") if content else []:
-        yield chunk({"content": piece})
-    for n, call in enumerate(calls):
-        index = 0 if mode == "parallel-same-index" else n
-        yield chunk({"tool_calls": [{"index": index, "id": call.call_id, "type": "function",
-                                     "function": {"name": call.name, "arguments": ""}}]})
-        for piece in _pieces(call.arguments, 5):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    calls = 0
+    said_reasoning = False
+    for part in parts:
+        if part.kind == "reasoning":
+            for piece in _pieces((" " if said_reasoning else "") + part.text):
+                yield chunk({"reasoning_content": piece})
+            said_reasoning = True
+        elif part.kind == "text" and part.text:
+            for piece in _pieces(part.text):
+                yield chunk({"content": piece})
+        elif part.kind == "call":
+            index = 0 if mode == "parallel-same-index" else calls
+            calls += 1
+            yield chunk({"tool_calls": [{"index": index, "id": part.call_id, "type": "function",
+                                         "function": {"name": part.name, "arguments": ""}}]})
+            for piece in _pieces(part.arguments, 5):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, finish)
     if usage is not None:
         yield _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL,

@@ -1,7 +1,7 @@
 """Issue 23's proofs against an independent endpoint whose model takes a path only when asked plainly
 (tests/conformance/plain_model_server.py), through the real suite (run_suite in a subprocess):
 
-- its clean mode passes the history, stream and tokenize checks;
+- its clean mode passes the history, stream, tokenize and dispatch checks;
 - a flattened history, a flattened /tokenize rendering, reasoning dropped from tool-call turns and
   two parallel calls under one index are each a MUST failure;
 - with `--one-in 3` (the path taken on every third ask only), `--tries 3` gives pass, and
@@ -21,7 +21,8 @@ from harnesscheck.conformance.runner import SuiteOptions, run_suite
 from tests.processes import http_process
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKS = "AN-HIST-001 or AN-HIST-002 or CH-HIST-002 or AN-STREAM or CH-STREAM or CH-TOKENIZE-001"
+CHECKS = ("AN-HIST-001 or AN-HIST-002 or CH-HIST-002 or AN-STREAM or CH-STREAM or CH-TOKENIZE-001 or AN-DISPATCH-001 "
+          "or CH-DISPATCH-001")
 
 
 @contextmanager
@@ -45,7 +46,7 @@ def _brief(checks: dict[str, dict]) -> dict[str, str]:
 def test_clean_mode_passes(tmp_path: Path) -> None:
     with plain_server() as url:
         checks = _run(url, tmp_path, CHECKS)
-    assert len(checks) == 18, sorted(checks)  # 9 AN-STREAM, 5 CH-STREAM, 3 history, 1 tokenize
+    assert len(checks) == 20, sorted(checks)  # 9 AN-STREAM, 5 CH-STREAM, 3 history, 1 tokenize, 2 dispatch
     assert all(c["outcome"] == "pass" for c in checks.values()), _brief(checks)
 
 
