@@ -27,7 +27,7 @@ from harnesscheck.reference_server.config import ServerConfig
 from harnesscheck.reference_server.conversation import Conversation
 from harnesscheck.reference_server.director import next_turn
 from harnesscheck.reference_server.engines import build_engine
-from harnesscheck.reference_server.engines.base import Engine, GenerateRequest, Generation
+from harnesscheck.reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation
 from harnesscheck.reference_server.events import Event, Finish, ParsedEvent, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.parsers.stream import StreamParser
@@ -40,8 +40,12 @@ from harnesscheck.reference_server.tokenizer import SPECIAL_TOKENS, IncrementalD
 from harnesscheck.reference_server.tokenizer import load as load_tokenizer
 
 T = TypeVar("T")
+STEP_CHUNKS = 16  # most engine chunks in one step (one write), as hyper queues at most 16 buffers per writev
 LARGE_CHARS = 64 * 1024  # a job over this much text (~20K tokens, tens of ms) takes the large lane
 INLINE_CHARS = 8 * 1024  # up to this much text (~2K tokens, about a millisecond) runs on the event loop
+
+
+_CALL_EVENTS = (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)
 
 
 class UnknownModel(LookupError):
@@ -200,28 +204,59 @@ class Turn:
                 yield event
 
     async def steps(self) -> AsyncIterator[list[Event]]:
-        """The turn's events grouped by the moment they became ready: one list per engine step (the
-        tokens the engine yielded at once), then one for the end (held-back text, buffered calls,
-        Finish). A stream writes each list in one go; a list may be empty."""
+        """The turn's events grouped by the moment they became ready: one list per step, then one for
+        the end (held-back text, buffered calls, Finish). A stream writes each list in one go; a list
+        may be empty.
+
+        A step is what the engine had ready at once: one chunk (the tokens the engine yielded
+        together), or, with an engine that can tell (`ready()`: its next chunk is due already), the
+        chunks that were due together, at most STEP_CHUNKS of them. Each chunk is parsed on its own,
+        so it still makes its own events (frames): nothing is merged across chunks. The first chunk
+        that makes an event, and one that ends a tool call, end their step at once; after a step
+        that ended while the next chunk was due, the loop runs the other streams first.
+        """
         held: list[ParsedEvent] = []  # the buffer-tool-calls fault holds calls to the end
         buffer = self.faults.on("buffer-tool-calls")
         bend = self.faults.on("invalid-tool-json")
         end_ids, push, feed = self.end_ids, self.decoder.push, self.parser.feed
+        ready = getattr(self.generation, "ready", None)
         saw_call = False
+        step: list[Event] = []
+        taken = 0  # chunks in this step
+        sent = False  # a step with events went out
         try:
-            async for ids in self.generation:
-                events = feed(push([i for i in ids if i not in end_ids] if not end_ids.isdisjoint(ids) else ids))
-                if not events:
-                    continue
-                if bend:
-                    events = self._bend(events)
-                if buffer:
-                    held.extend(e for e in events if isinstance(e, ToolCallStart | ToolCallArgsDelta | ToolCallEnd))
-                    events = [e for e in events if not isinstance(e, ToolCallStart | ToolCallArgsDelta | ToolCallEnd)]
-                saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in events)
-                yield events  # type: ignore[misc]
+            try:
+                async for ids in self.generation:
+                    events = feed(push([i for i in ids if i not in end_ids] if not end_ids.isdisjoint(ids) else ids))
+                    taken += 1
+                    closes = False
+                    if events:
+                        if bend:
+                            events = self._bend(events)
+                        if buffer:
+                            held.extend(e for e in events if isinstance(e, _CALL_EVENTS))
+                            events = [e for e in events if not isinstance(e, _CALL_EVENTS)]
+                        for event in events:
+                            kind = type(event)
+                            if kind is ToolCallEnd:
+                                closes = True
+                            elif kind is ToolCallStart:
+                                saw_call = True
+                        step += events
+                    if ready is not None and taken < STEP_CHUNKS and (sent or not step) and not closes and ready():
+                        continue
+                    if step:
+                        yield step
+                        step, sent = [], True
+                    taken = 0
+                    if ready is not None and ready():
+                        await asyncio.sleep(0)  # the next chunk is due: the other streams' turn first
+            except EngineStopped:
+                if step:  # what the engine gave before it stopped still goes out
+                    yield step
+                raise
             tail = self.parser.finish()
-            last: list[Event] = [*(self._bend(tail) if bend else tail), *held]
+            last: list[Event] = [*step, *(self._bend(tail) if bend else tail), *held]
             saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in last)
         finally:
             await self.generation.close()
@@ -375,7 +410,7 @@ class Service:
         digest = hashlib.blake2b(prompt.text.encode(), digest_size=8).hexdigest()
         call_ids.seal(digest)
         request_id = f"{digest}{next(self._ids):06d}"
-        parts = next_turn(conv, thinking=plan.reasoning_on)
+        parts = next_turn(conv, thinking=plan.reasoning_on, faults=self.faults)
         script = "".join(render(p, plan) for p in parts)
         opens = plan.profile.chat_template.traits.opens_reasoning
         if opens and plan.thinking and script.startswith("<think>\n"):

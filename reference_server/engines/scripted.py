@@ -46,25 +46,37 @@ class _ScriptedGeneration(Generation):
         script = engine.tokenizer.encode(request.script_text or "") + [request.eos_id]
         self._script, cut = clip(script, request.max_tokens)
         self.finish_reason = "length" if cut else "stop"
+        self._yielded = self._chunks = 0  # chunks given out so far, of how many (known once the first is due)
+        self._first_due = self._decode_s = 0.0
+
+    def ready(self) -> bool:
+        """Whether the next chunk is due already, so taking it does not wait (`Turn.steps` takes the
+        chunks that are ready at once as one step). False before the first token and at the end."""
+        n = self._yielded
+        return 0 < n < self._chunks and self._first_due + n * self._decode_s <= time.monotonic()
 
     async def __aiter__(self) -> AsyncIterator[list[int]]:
         timing = self.engine.timing_model
         try:
             t0 = time.monotonic()
-            await asyncio.sleep(timing.ttft_s(self.prompt_tokens - self.cached_tokens))
+            ttft = timing.ttft_s(self.prompt_tokens - self.cached_tokens)
+            await asyncio.sleep(ttft)
             self.engine.cache.insert(self.request.prompt_ids)
             step = max(1, timing.tokens_per_chunk)
+            self._first_due, self._decode_s = t0 + ttft, timing.decode_ms / 1000
+            self._chunks = -(-len(self._script) // step)
             stop = self.engine.stop
             for n, start in enumerate(range(0, len(self._script), step)):
                 if stop is not None and len(self.output_ids) >= stop[1]:
                     raise EngineStopped(stop[0], f"the scripted engine's test switch: stop={stop[0]} after "
                                                  f"{stop[1]} tokens")
-                if n:
-                    due = t0 + timing.ttft_s(self.prompt_tokens - self.cached_tokens) + n * timing.decode_ms / 1000
-                    delay = due - time.monotonic()
-                    await asyncio.sleep(delay if delay > 0 else 0)
+                if n:  # a chunk that is due already is taken at once (the consumer lets the loop run)
+                    delay = self._first_due + n * self._decode_s - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
                 chunk = self._script[start : start + step]
                 self.output_ids.extend(chunk)
+                self._yielded = n + 1
                 yield chunk
         finally:
             await self.close()

@@ -73,7 +73,8 @@ class ToolParser(_TextSplitter):
     def end_text_segment(self) -> list[ParsedEvent]:
         """The text fed so far was cut off by something this parser does not see (a reasoning
         segment): release a held-back partial tag as text and close the text segment. Inside a
-        tool call it does nothing. The stream parser calls it before passing a ReasoningDelta on.
+        tool call it does nothing. The stream parser calls it before passing a ReasoningDelta on, once
+        per cut: not again until text was fed (a second call would have nothing left to do).
         """
         return []
 
@@ -208,8 +209,11 @@ class TaggedToolParser(ToolParser):
         return ToolCallStart(index=index, id=self.id_factory(index), name=name)
 
     def feed(self, text: str) -> list[ParsedEvent]:
-        self._buf += text
         out: list[ParsedEvent] = []
+        if self._call is None and not self._buf and "<" not in text:
+            self._emit_text(out, text)  # outside a call, no tag can start here: all text (as `_run` finds)
+            return out
+        self._buf += text
         self._run(out)
         return out
 

@@ -55,8 +55,17 @@ class ThinkTagReasoningParser(ReasoningParser):
     # -- streaming ---------------------------------------------------------------------------------
 
     def feed(self, text: str) -> list[ParsedEvent]:
-        self._buf += text
         out: list[ParsedEvent] = []
+        if not self._buf and not self._opening and "<" not in text:
+            # No tag can start in this piece and nothing is held back: it is all of the current kind
+            # (what `_run` finds the slow way). Nearly every token of a long turn takes this path.
+            if not self._in_reasoning:
+                self._emit_text(out, text)
+                return out
+            if not self._implicit or self.unterminated_is_reasoning:
+                self._emit_reasoning(out, text)
+                return out
+        self._buf += text
         self._run(out, final=False)
         return out
 

@@ -7,7 +7,7 @@
 The reasoning parser sees the raw model text; its TextDelta output goes through the tool parser,
 its ReasoningDelta passes straight through (so a `<tool_call>` inside reasoning is reasoning).
 Before a ReasoningDelta goes out, the tool parser is told that its text was cut off
-(`ToolParser.end_text_segment`), so a held-back partial tag or trailing whitespace does not leak
+(`ToolParser.end_text_segment`, once until it is fed text again), so a held-back partial tag or trailing whitespace does not leak
 past the reasoning. With no tool parser the text still follows the whitespace rule of base.py.
 Adjacent deltas of one kind from one call are merged.
 
@@ -43,6 +43,9 @@ class StreamParser:
         self.tool_parser = tool_parser
         self._text = TrimmedSegment()  # used only when neither parser trims text
         self._finished = False
+        # The tool parser was told its text was cut off and has been fed nothing since: telling it
+        # again (`end_text_segment`) would do nothing, so the next reasoning passes straight through.
+        self._cut = tool_parser is None
 
     def feed(self, text: str) -> list[ParsedEvent]:
         if self._finished:
@@ -51,7 +54,10 @@ class StreamParser:
             return []
         if self.reasoning_parser is None:
             return _merge(self._text_out(text))
-        return _merge(self._route(self.reasoning_parser.feed(text)))
+        events = self.reasoning_parser.feed(text)
+        if self._cut and len(events) == 1 and type(events[0]) is ReasoningDelta:
+            return events  # the usual token inside reasoning: what _route and _merge would give
+        return _merge(self._route(events))
 
     def finish(self) -> list[ParsedEvent]:
         if self._finished:
@@ -70,9 +76,11 @@ class StreamParser:
         for event in events:
             if isinstance(event, TextDelta):
                 out += self._text_out(event.text)
+                self._cut = self.tool_parser is None
             else:
-                if self.tool_parser is not None:
-                    out += self.tool_parser.end_text_segment()
+                if not self._cut:
+                    out += self.tool_parser.end_text_segment()  # type: ignore[union-attr]
+                    self._cut = True
                 out.append(event)
         return out
 
