@@ -175,6 +175,54 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "RS-ERR-001": _r(MUST, "reference: OpenAI errors ({error: {message, type, param, code}}, 4xx)"),
     "RS-ERR-001:allowed": _r(SHOULD, "none: the reference documents `input` as optional; no measured client sends "
                                      "a request without it"),
+    # tool_choice, parallel tool use off, strict arguments, a forced call cut off (test_tool_choice.py)
+    "AN-TOOLS-001": _r(MUST, "reference: Anthropic Messages tool_choice is auto, any, tool or none "
+                             "(anthropic-sdk-python types/tool_choice_param.py, from the OpenAPI spec)"),
+    "AN-TOOLS-001:forced": _r(MUST, "reference: ToolChoiceAny 'The model will use any available tools'; "
+                                    "tool-use docs: with any or tool the assistant message is prefilled with "
+                                    "a tool use"),
+    "AN-TOOLS-001:named": _r(MUST, "reference: ToolChoiceTool 'The model will use the specified tool with "
+                                   "tool_choice.name'"),
+    "AN-TOOLS-002": _r(MUST, "reference: ToolChoiceNone 'The model will not be allowed to use tools'"),
+    "AN-TOOLS-003": _r(MUST, "reference: disable_parallel_tool_use 'If set to true, the model will output "
+                             "at most one tool use' (exactly one with any or tool)"),
+    "AN-TOOLS-004": _r(MUST, "reference: Anthropic ToolParam.strict 'When true, guarantees schema "
+                             "validation on tool names and inputs' (strict tool use docs)"),
+    "AN-TOOLS-005": _r(MUST, "reference: Anthropic stop_reason max_tokens: the request's max_tokens was "
+                             "reached"),
+    "CH-TOOLS-001": _r(MUST, "reference: OpenAI Chat tool_choice is none, auto, required or a named "
+                             "function (openai-python chat/completion_create_params.py, OpenAPI spec)"),
+    "CH-TOOLS-001:forced": _r(MUST, "reference: Chat tool_choice 'required means the model must call one "
+                                    "or more tools'"),
+    "CH-TOOLS-001:named": _r(MUST, "reference: Chat tool_choice 'Specifying a particular tool via "
+                                   "{\"type\": \"function\", ...} forces the model to call that tool'"),
+    "CH-TOOLS-002": _r(MUST, "reference: Chat tool_choice 'none means the model will not call any tool "
+                             "and instead generates a message'"),
+    "CH-TOOLS-003": _r(MUST, "reference: parallel_tool_calls (function calling guide: false ensures zero "
+                             "or one tool is called)"),
+    "CH-TOOLS-004": _r(MUST, "reference: FunctionDefinition.strict 'If set to true, the model will follow "
+                             "the exact schema defined in the parameters field'"),
+    "CH-TOOLS-005": _r(MUST, "reference: Chat finish_reason length: the maximum number of tokens "
+                             "specified in the request was reached"),
+    "RS-TOOLS-001": _r(MUST, "reference: OpenAI Responses tool_choice is none, auto, required "
+                             "(ToolChoiceOptions) or a function (ToolChoiceFunctionParam), openai-python"),
+    "RS-TOOLS-001:forced": _r(MUST, "reference: function calling guide, tool_choice required: call one or "
+                                    "more functions"),
+    "RS-TOOLS-001:named": _r(MUST, "reference: ToolChoiceFunctionParam 'Use this option to force the model "
+                                   "to call a specific function'"),
+    "RS-TOOLS-002": _r(MUST, "reference: function calling guide, tool_choice none: the model calls no "
+                             "function"),
+    "RS-TOOLS-003": _r(MUST, "reference: parallel_tool_calls 'Whether to allow the model to run tool calls "
+                             "in parallel' (function calling guide: false ensures zero or one call)"),
+    "RS-TOOLS-004": _r(MUST, "reference: FunctionToolParam.strict; function calling guide, strict mode: "
+                             "the arguments follow the schema (Responses makes an unmarked tool strict)"),
+    "RS-TOOLS-005": _r(MUST, "reference: Responses status incomplete with incomplete_details.reason "
+                             "max_output_tokens when the output limit cut the response"),
+    **{f"{p}-TOOLS-005:markup": _r(SHOULD, "none: the references define no form for a cut call; tool-call "
+                                           "markup as text reaches the user as the answer and differs from "
+                                           "the streamed tool deltas (vLLM 0.32, measured); no measured "
+                                           "client breaks on it")
+       for p in ("AN", "CH", "RS")},
     # usage field by field (test_usage.py) and the non-streamed answer's shape (test_shape.py)
     "AN-USAGE-004": _r(SHOULD, "none: message_delta usage is cumulative (Anthropic streaming docs), and "
                                "anthropic-sdk-python accumulate_event overwrites message_start's split with it; a "
@@ -257,11 +305,12 @@ TOOL_USE, PARALLEL, THINKING = "tool-use", "parallel-calls", "thinking"
 INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-interleaving", "agent-turn",
                                                          "cache-hit")
 DETERMINISTIC = "deterministic"  # two answers to one request at temperature 0 can be compared
+CUT_CALL = "cut-call"  # marked by test_tool_choice.py: a forced call's answer reached the output limit
 CACHE_WRITE = "cache-write"  # marked by test_usage.py: the usage reported prompt tokens written to the cache
 # marked by test_dispatch.py: a streamed tool call completed before reasoning or text the model said after it
 OUTPUT_AFTER_CALL = "output-after-call"
 PATHS = (TOOL_USE, PARALLEL, THINKING, INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT, DETERMINISTIC,
-         OUTPUT_AFTER_CALL, CACHE_WRITE)
+         OUTPUT_AFTER_CALL, CACHE_WRITE, CUT_CALL)
 RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{r: (TOOL_USE,) for r in ("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON", "AN-GRAMMAR-STOP-TOOL-USE",
                                 "CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-ARGS",
@@ -278,6 +327,11 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     "AN-USAGE-004": (CACHE_HIT, CACHE_WRITE), "CH-USAGE-001:cached": (CACHE_HIT,), "RS-USAGE-001:cached": (CACHE_HIT,),
     # a later tool call proves nothing: calls held to the end of the turn still stream one after the other
     **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in ("AN", "CH", "RS")},
+    # tool_choice none and parallel tool use off mean something only where the same request called (twice);
+    # strict arguments need a call; the cut-call rules an answer that reached the output limit
+    **{f"{a}-TOOLS-{n}": paths for a in ("AN", "CH", "RS")
+       for n, paths in (("002", (TOOL_USE,)), ("003", (PARALLEL,)), ("004", (TOOL_USE,)),
+                        ("005", (CUT_CALL,)), ("005:markup", (CUT_CALL,)))},
 }
 # What the model did instead, by the path it did not take (the inconclusive message's words).
 _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did not think",
@@ -286,7 +340,8 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
               AGENT_TURN: "the model did not reason before a tool call", CACHE_HIT: "no prompt tokens came from the cache",
               CACHE_WRITE: "no prompt tokens were written to the cache",
               DETERMINISTIC: "the endpoint answered the same request differently each time",
-              OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text"}
+              OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text",
+              CUT_CALL: "the forced call's answer ended before the output limit"}
 
 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
@@ -550,6 +605,23 @@ CHECKS: list[Check] = [
        "only instructions (input is optional) is answered", MUST, "API_FACTS: errors; request validation",
        "validate input items as the reference does; accept a request without input",
        ("bad-input-500", "wrong-error-shape", "rs-require-input")),
+    # --- tool_choice, parallel tool use off, strict arguments, a forced call cut off ---------------
+    *[c for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses")) for c in (
+        _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
+           "force the call", MUST, "API_FACTS: tool_choice",
+           "honour tool_choice (force the call by guided decoding, not the prompt)", "ignore-tool-choice"),
+        _c(f"{p}-TOOLS-002", api, "tool_choice none makes no tool call", MUST, "API_FACTS: tool_choice",
+           "parse no tool calls when tool_choice is none", "ignore-tool-choice"),
+        _c(f"{p}-TOOLS-003", api, "Parallel tool use turned off makes at most one call", MUST,
+           "API_FACTS: tool_choice, parallel tool use", "keep the first call when parallel tool use is off",
+           "parallel-calls-not-disabled"),
+        _c(f"{p}-TOOLS-004", api, "A strict tool's call arguments follow its JSON schema", MUST,
+           "API_FACTS: strict function arguments", "constrain the arguments of strict tools to their schema",
+           "strict-ignored", witness="jsonschema"),
+        _c(f"{p}-TOOLS-005", api, "A forced call cut off by the output limit says so and keeps its "
+           "structure (no tool-call markup as text), streamed and not", MUST,
+           "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
+           "in both forms", "forced-cut-raw-markup"))],
     # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
     _c("AN-USAGE-004", "anthropic", "message_start splits the prompt into input, cache read and cache creation "
        "tokens as the final usage does", SHOULD, "API_FACTS: message_delta usage is cumulative; the split of "
@@ -636,6 +708,11 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "rs-fields-dropped": ("RS-REQ-002",),
     "rs-require-input": ("RS-ERR-001:allowed",),
     "reject-compressed-body": ("RS-REQ-001:zstd",),
+    "ignore-tool-choice": tuple(f"{p}-TOOLS-{r}" for p in ("AN", "CH", "RS")
+                                for r in ("001:forced", "001:named", "002")),
+    "parallel-calls-not-disabled": ("AN-TOOLS-003", "CH-TOOLS-003", "RS-TOOLS-003"),
+    "strict-ignored": ("AN-TOOLS-004", "CH-TOOLS-004", "RS-TOOLS-004"),
+    "forced-cut-raw-markup": ("AN-TOOLS-005:markup", "CH-TOOLS-005:markup", "RS-TOOLS-005:markup"),
     "usage-cache-only-in-final": ("AN-USAGE-004",),
     "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),

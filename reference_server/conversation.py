@@ -38,6 +38,7 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False  # the client asked that the call's arguments follow the schema (`strict: true`)
 
 
 @dataclass(slots=True)

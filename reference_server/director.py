@@ -4,7 +4,13 @@ A conversation with a user message that starts a built-in scenario (the first su
 that scenario's turn k, where k counts the assistant turns after it; turns are decided by the whole history, never by
 "the last message is a user message" (OpenClaw appends user context after tool results, and
 Claude Code can end `messages` with a system entry). Anything else gets a default answer: short
-reasoning and "ok", or a tool call when tool_choice requires one or the user names a tool.
+reasoning and "ok", or a tool call when the user names a tool.
+
+`tool_choice` holds for every turn: `none` drops the calls; a forced choice (required / any, or a
+named tool) makes the turn its calls alone, a call of the named tool or of the first tool when the
+turn has none, with no text or reasoning before it (Anthropic's tool-use docs: with `any` or `tool`
+the assistant message is prefilled, so no natural language comes before the tool_use blocks). A
+strict tool's arguments follow its schema (the scripted arguments always do).
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import json
 import re
 from typing import Any
 
-from harnesscheck.reference_server.conversation import Conversation, ToolSpec
+from harnesscheck.reference_server.conversation import Conversation, ToolChoice, ToolSpec
 from harnesscheck.reference_server.events import Part, ToolCall
+from harnesscheck.reference_server.faults import Faults
 from harnesscheck.scenarios.loader import ModelPart, Scenario, find_by_user_text
 
 
@@ -42,7 +49,8 @@ def _to_parts(model: tuple[ModelPart, ...]) -> list[Part]:
     return parts
 
 
-def next_turn(conv: Conversation, *, thinking: bool) -> list[Part]:
+def next_turn(conv: Conversation, *, thinking: bool, faults: Faults = Faults()) -> list[Part]:
+    choice = ToolChoice() if faults.on("ignore-tool-choice") else conv.tool_choice
     start, scenario = _scenario_start(conv)
     if scenario is not None:
         k = sum(1 for m in conv.messages[start:] if m.role == "assistant")
@@ -54,12 +62,48 @@ def next_turn(conv: Conversation, *, thinking: bool) -> list[Part]:
         parts = _default_turn(conv)
     if not thinking:
         parts = [p for p in parts if p.kind != "reasoning"]
-    if conv.tool_choice.mode == "none":
+    if choice.mode == "none":
         parts = [p for p in parts if p.kind != "tool_call"] or [Part(kind="text", text="ok")]
-    if not conv.parallel_tool_calls:  # keep the first call only
+    elif choice.mode in ("required", "named"):
+        parts = _forced(conv, choice, parts)
+    if not conv.parallel_tool_calls and not faults.on("parallel-calls-not-disabled"):  # the first call only
         calls = [p for p in parts if p.kind == "tool_call"]
         parts = [p for p in parts if p.kind != "tool_call" or p is calls[0]]
+    if faults.on("strict-ignored"):
+        parts = [_off_schema(p) if _strict(conv, p) else p for p in parts]
     return parts
+
+
+def _strict(conv: Conversation, part: Part) -> bool:
+    return part.call is not None and any(t.strict and t.name == part.call.name for t in conv.tools)
+
+
+def _off_schema(part: Part) -> Part:
+    """A strict tool's call as an unconstrained model may write it (fault strict-ignored): its last
+    argument dropped, one the schema does not define added."""
+    assert part.call is not None
+    args = json.loads(part.call.arguments or "{}")
+    args = dict(list(args.items())[:-1]) | {"comment": "not in the schema"}
+    call = ToolCall(index=part.call.index, id=part.call.id, name=part.call.name, arguments=json.dumps(args))
+    return Part(kind="tool_call", call=call)
+
+
+def _forced(conv: Conversation, choice: ToolChoice, parts: list[Part]) -> list[Part]:
+    """A forced turn: the turn's calls that the choice allows, alone; else one call of the named tool
+    (of the first tool for `required`). A choice naming no tool of the request forces nothing."""
+    tools = {t.name: t for t in conv.tools}
+    tool = tools.get(choice.name or "") if choice.mode == "named" else (conv.tools[0] if conv.tools else None)
+    if tool is None:
+        return parts
+    calls = [p for p in parts if p.kind == "tool_call" and p.call is not None
+             and (choice.mode == "required" or p.call.name == tool.name)]
+    return calls or [_call(tool, conv)]
+
+
+def _call(tool: ToolSpec, conv: Conversation) -> Part:
+    """A call of `tool` with example arguments for its schema."""
+    arguments = json.dumps(example_arguments(tool.parameters, conv.turn_user_text()), ensure_ascii=False)
+    return Part(kind="tool_call", call=ToolCall(index=0, id="", name=tool.name, arguments=arguments))
 
 
 def _answered(conv: Conversation) -> bool:
@@ -73,16 +117,11 @@ def _answered(conv: Conversation) -> bool:
 
 
 def _named_tool(conv: Conversation) -> ToolSpec | None:
-    choice = conv.tool_choice
-    tools = {t.name: t for t in conv.tools}
-    if choice.mode == "named" and choice.name in tools:
-        return tools[choice.name]
-    if choice.mode == "required" and conv.tools:
-        return conv.tools[0]
+    """The tool the user's words name in this turn ("use the Bash tool", "call weather"), if any."""
     if not conv.tools or _answered(conv):
         return None
     text = conv.turn_user_text()
-    for tool in conv.tools:  # "use the Bash tool", "call weather"
+    for tool in conv.tools:
         if re.search(rf"\b{re.escape(tool.name)}\b", text):
             return tool
     return None
@@ -91,9 +130,8 @@ def _named_tool(conv: Conversation) -> ToolSpec | None:
 def _default_turn(conv: Conversation) -> list[Part]:
     tool = _named_tool(conv)
     if tool is not None:
-        args = json.dumps(example_arguments(tool.parameters, conv.turn_user_text()), ensure_ascii=False)
         return [Part(kind="reasoning", text=f"The user wants me to use {tool.name}."),
-                Part(kind="tool_call", call=ToolCall(index=0, id="", name=tool.name, arguments=args))]
+                _call(tool, conv)]
     if _answered(conv):
         return [Part(kind="reasoning", text="The tool finished; I can answer."), Part(kind="text", text="Done.")]
     return [Part(kind="reasoning", text="A short answer is enough here."), Part(kind="text", text="ok")]

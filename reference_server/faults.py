@@ -127,6 +127,18 @@ _ALL = [
           "API_FACTS: request validation (vLLM 0.32 refuses it)", apis=("responses",)),
     Fault("rs-fields-dropped", "Responses request fields (store, parallel_tool_calls, text) dropped from the response",
           "article 1: fields lost inside the server (PR #6089)", apis=('responses',)),
+    # tool_choice, parallel calls off, strict arguments, a forced call cut by the output limit (issue 23).
+    Fault("ignore-tool-choice", "tool_choice ignored (every mode answered as auto): none still calls, any / "
+          "required / a named tool do not force a call", "API_FACTS: tool_choice (the endpoint passes it to the "
+          "prompt only)"),
+    Fault("parallel-calls-not-disabled", "disable_parallel_tool_use / parallel_tool_calls: false ignored: "
+          "the turn still makes several calls", "API_FACTS: tool_choice, parallel tool use"),
+    Fault("strict-ignored", "strict: true ignored: a strict tool's arguments do not follow its schema (a "
+          "required property missing, one it does not define added)", "issue 23: vLLM 0.32 follows the schema "
+          "only with strict (measured)"),
+    Fault("forced-cut-raw-markup", "a forced call cut off by the output limit comes back, not streamed, as "
+          "the model's raw <tool_call> text (the stream keeps the tool deltas)", "issue 23: vLLM 0.32 "
+          "(measured)"),
     # Transport (no contract broken: the kit must say "stalled", not fail a rule).
     Fault("stall-stream", "a stream stops sending after two writes and never ends", "issue 22: a stalled endpoint",
           transport=True),

@@ -19,9 +19,9 @@ from harnesscheck.reference_server.conversation import Conversation, Message, To
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart, Usage)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, anthropic_error_body, engine_stop_error, expect,
-                                                            has_cache_control, int_in, json_str, number_in, sse,
-                                                            tool_array)
+from harnesscheck.reference_server.frontends.common import (ApiError, anthropic_error_body, answer_events,
+                                                            engine_stop_error, expect, has_cache_control,
+                                                            int_in, json_str, number_in, sse, tool_array)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import sign
 
@@ -146,7 +146,8 @@ def tools_of(raw: Any) -> list[ToolSpec]:
             continue  # server tools (bash_2025..., web_search...) have no schema to render
         if not isinstance(schema, dict):
             raise ApiError(400, f"tools.{n}.input_schema: expected an object", param="tools")
-        tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description", "")), parameters=schema))
+        tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description", "")),
+                              parameters=schema, strict=tool.get("strict") is True))
     return tools
 
 
@@ -400,7 +401,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         if body.get("stream"):
             return ctx.stream(adapter, turn)
         adapter.start()
-        async for event in turn.events():
+        for event in await answer_events(turn, conv, faults):
             adapter.feed(event)
         message = adapter.message()
         if faults.on("nonstream-no-stop-sequence"):  # vLLM 0.32 serialises with exclude_none

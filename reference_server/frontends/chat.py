@@ -21,8 +21,8 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.common import (
-    ApiError, SSETemplate, add_tool_result, engine_stop_error, expect, function_parameters, int_in, number_in,
-    openai_error_body, positive_int, sse, text_or_parts, tool_array,
+    ApiError, SSETemplate, add_tool_result, answer_events, engine_stop_error, expect, function_parameters,
+    int_in, number_in, openai_error_body, positive_int, sse, strict_schema_problem, text_or_parts, tool_array,
 )
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 
@@ -106,8 +106,21 @@ def tools_of(raw: Any) -> list[ToolSpec]:
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise ApiError(400, f"tools[{n}].function.name: field required", param="tools")
         params = function_parameters(fn.get("parameters"), f"tools[{n}].function.parameters")
-        tools.append(ToolSpec(name=fn["name"], description=str(fn.get("description") or ""), parameters=params))
+        strict = fn.get("strict") is True
+        if strict:
+            refuse_strict_schema(fn["name"], params, f"tools[{n}].function.parameters")
+        tools.append(ToolSpec(name=fn["name"], description=str(fn.get("description") or ""),
+                              parameters=params, strict=strict))
     return tools
+
+
+def refuse_strict_schema(name: str, params: dict[str, Any], param: str) -> None:
+    """A 400 for a strict function whose schema strict mode cannot take (function calling guide: "the
+    request will be rejected with details about the missing constraints")."""
+    problem = strict_schema_problem(params)
+    if problem:
+        raise ApiError(400, f"Invalid schema for function '{name}': {problem}", param=param,
+                       code="invalid_function_parameters")
 
 
 def tool_choice_of(raw: Any) -> ToolChoice:
@@ -304,7 +317,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
                              faults=faults)
         if body.get("stream"):
             return ctx.stream(adapter, turn)
-        async for event in turn.events():
+        for event in await answer_events(turn, conv, faults):
             adapter.feed(event)
         completion = adapter.completion()
         if faults.on("nonstream-no-object"):

@@ -21,7 +21,8 @@ import zstandard
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from harnesscheck.reference_server.conversation import Message, ToolResult
+from harnesscheck.reference_server.conversation import Conversation, Message, ToolResult
+from harnesscheck.reference_server.events import Event, Finish, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from harnesscheck.reference_server.faults import Faults
 
 ApiKind = Literal["anthropic", "openai"]
@@ -329,3 +330,47 @@ def has_cache_control(obj: Any) -> bool:
     if isinstance(obj, list):
         return any(has_cache_control(v) for v in obj)
     return False
+
+
+def strict_schema_problem(schema: Any, context: tuple[str, ...] = ()) -> str | None:
+    """Why a function's JSON Schema cannot be used with ``strict: true``, in OpenAI's words, or None.
+    Strict mode needs every object to set ``additionalProperties: false`` and to list every property
+    in ``required``; a strict tool with another schema is refused (function calling guide, strict mode)."""
+    if not isinstance(schema, dict):
+        return None
+    where = f"In context={context!r}"
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"{where}, 'additionalProperties' is required to be supplied and to be false."
+        props = schema.get("properties") or {}
+        required = schema.get("required") or []
+        missing = [k for k in props if k not in required]
+        if missing:
+            return (f"{where}, 'required' is required to be supplied and to be an array including every key "
+                    f"in properties. Missing '{missing[0]}'.")
+        subs = [((*context, "properties", k), v) for k, v in props.items()]
+    else:
+        subs = []
+    subs += [((*context, "items"), schema["items"])] if "items" in schema else []
+    subs += [((*context, "anyOf", str(n)), v) for n, v in enumerate(schema.get("anyOf") or [])]
+    for key in ("$defs", "definitions"):
+        subs += [((*context, key, k), v) for k, v in (schema.get(key) or {}).items()]
+    return next((p for sub_context, sub in subs if (p := strict_schema_problem(sub, sub_context))), None)
+
+
+async def answer_events(turn: Any, conv: Conversation, faults: Faults) -> list[Event]:
+    """A non-streamed answer's events (turn: `service.Turn`). Under the fault forced-cut-raw-markup, a
+    forced call cut off by the output limit becomes the model's raw text from its tool-call tag on, as
+    vLLM 0.32 answers it not streamed (its stream keeps the tool deltas)."""
+    events = [event async for event in turn.events()]
+    finish = events[-1] if events else None
+    if not (faults.on("forced-cut-raw-markup") and conv.tool_choice.mode in ("required", "named")
+            and isinstance(finish, Finish) and finish.reason == "length" and turn.plan.tools is not None):
+        return events
+    output = turn.decoder.tokenizer.decode(turn.generation.output_ids)
+    at = output.find(getattr(turn.plan.tools, "open_tag", "<tool_call>"))
+    if at < 0:
+        return events
+    calls = (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)
+    rest = [event for event in events[:-1] if not isinstance(event, calls)]
+    return [*rest, TextDelta(text=output[at:]), finish]

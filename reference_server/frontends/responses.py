@@ -25,10 +25,10 @@ from harnesscheck.reference_server.conversation import Conversation, Message, To
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.chat import tool_choice_of
+from harnesscheck.reference_server.frontends.chat import refuse_strict_schema, tool_choice_of
 from harnesscheck.reference_server.frontends.common import (
-    ApiError, add_tool_result, engine_stop_error, error_response, expect, function_parameters, int_in,
-    json_str, number_in, sse, text_or_parts, tool_array,
+    ApiError, add_tool_result, answer_events, engine_stop_error, error_response, expect, function_parameters,
+    int_in, json_str, number_in, sse, text_or_parts, tool_array,
 )
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
 from harnesscheck.reference_server.signing import pack_reasoning, unpack_reasoning
@@ -257,7 +257,11 @@ def tools_of(raw: Any) -> list[ToolSpec]:
         if tool.get("type") == "function":
             name = expect(tool, "name", str, required=True, where=f"tools[{n}].")
             params = function_parameters(tool.get("parameters"), f"tools[{n}].parameters")
-            tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""), parameters=params))
+            if tool.get("strict") is True:
+                refuse_strict_schema(name, params, f"tools[{n}].parameters")
+            # unmarked: strict, the API normalizing the schema into strict mode (function calling guide)
+            tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""),
+                                  parameters=params, strict=tool.get("strict") is not False))
         elif tool.get("type") == "custom" and isinstance(tool.get("name"), str):
             tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description") or ""),
                                   parameters={"type": "object", "properties": {"input": {"type": "string"}}}))
@@ -513,7 +517,7 @@ def routes(ctx: ApiContext, store: ResponseStore) -> list[BaseRoute]:
         if body.get("stream"):
             return ctx.stream(adapter, turn, then=remember)
         adapter.start()
-        async for event in turn.events():
+        for event in await answer_events(turn, conv, faults):
             adapter.feed(event)
         remember()
         answer = adapter.response()

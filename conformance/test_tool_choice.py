@@ -1,0 +1,196 @@
+"""tool_choice, parallel tool use off, strict arguments, and a forced call cut off by the output limit,
+in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
+
+- ``<P>-TOOLS-001``: every tool_choice mode the reference defines is accepted (auto, none, required /
+  any, a named tool: rule ``<ID>``), and a forced one is obeyed: required / any makes at least one call
+  (``<ID>:forced``), a named tool calls that tool and no other (``<ID>:named``). The prompt asks for no
+  tool: forcing is what the endpoint guarantees (guided decoding, Anthropic's prefilled tool use), not
+  what a model may choose, so a forced answer without its call fails, whatever the model.
+- ``<P>-TOOLS-002``: tool_choice none makes no call, judged where the same request under auto made one
+  (the calculator scenario, asked plainly and sampled up to --tries times); else not exercised.
+- ``<P>-TOOLS-003``: parallel tool use off (Anthropic ``disable_parallel_tool_use``, OpenAI
+  ``parallel_tool_calls: false``) makes at most one call, judged where the same request made two.
+- ``<P>-TOOLS-004``: a strict tool's arguments validate against its JSON schema (strict-mode schemas,
+  sampled until a call is made).
+- ``<P>-TOOLS-005``: a forced call cut off by a small output limit, streamed and not: where the answer
+  reached the limit its stop reason says so (max_tokens / length / incomplete, rule ``<ID>``), and the
+  cut call is a structured call or absent, never tool-call markup as text (``<ID>:markup``). An answer
+  that ended before the limit did not take the path (not exercised).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+
+from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.conformance.session import Session
+from harnesscheck.conformance.verdict import fail, ok_response
+from harnesscheck.conformance.wire.transcript import Transcript
+
+# The kit's own tools, written for strict mode (every property required, no others allowed).
+WEATHER = {"name": "get_weather", "description": "Current weather for a city.",
+           "parameters": {"type": "object", "properties": {
+               "city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
+               "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+               "required": ["city", "unit"], "additionalProperties": False}}
+CLOCK = {"name": "get_time", "description": "The current time in a time zone.",
+         "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}},
+                        "required": ["timezone"], "additionalProperties": False}}
+_REPORT_FIELDS = ["title", "summary", "details", "owner", "next_steps"]
+REPORT = {"name": "file_report", "description": "File a status report.",
+          "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in _REPORT_FIELDS},
+                         "required": _REPORT_FIELDS, "additionalProperties": False}}
+CUT_LIMIT = 24  # the output limit of the cut-call check: far below the forced call (Responses' minimum is 16)
+# Tool-call markup of the common model families (hermes/Qwen, Llama, Mistral, DeepSeek, qwen3-coder), or
+# the call's own JSON, as text.
+MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|tool_call|<\|python_tag\|>|\[TOOL_CALLS\]|<｜tool▁call|"
+                    r"<function=|\"name\"\s*:\s*\"file_report\"")
+
+
+def _params(check: str) -> list[Any]:
+    return [pytest.param(api, marks=pytest.mark.check(f"{apis.get(api).PREFIX}-TOOLS-{check}"),
+                         id=f"{apis.get(api).PREFIX}-TOOLS-{check}") for api in apis.NAMES]
+
+
+def _check_id(api: str, number: str) -> str:
+    return f"{apis.get(api).PREFIX}-TOOLS-{number}"
+
+
+def _answer(api: str, transcript: Transcript) -> dict[str, Any]:
+    """The answer of a streamed or non-streamed exchange, in the non-stream shape."""
+    answer = apis.get(api).final_answer(transcript) if transcript.frames else transcript.json_body()
+    return answer if isinstance(answer, dict) else {}
+
+
+def _post(hc: Session, api: str, body: dict[str, Any], label: str) -> tuple[Transcript, list[ToolCall]]:
+    """Post a request that must be accepted; the exchange and the answer's tool calls."""
+    transcript = hc.post(api, apis.get(api).PATH, body, stream=bool(body.get("stream")), label=label)
+    ok_response(transcript, label)
+    return transcript, apis.get(api).tool_calls(_answer(api, transcript))
+
+
+def _names(calls: list[ToolCall]) -> str:
+    return ", ".join(c.name for c in calls) or "none"
+
+
+# -- <P>-TOOLS-001: every mode accepted, forced modes obeyed ------------------------------------------
+
+@pytest.mark.parametrize("api", _params("001"))
+def test_tool_choice_modes(hc: Session, api: str) -> None:
+    module, check_id = apis.get(api), _check_id(api, "001")
+    body = hc.body(api, "plain_text")  # a question no tool answers
+    body["tools"] = [module.tool(WEATHER), module.tool(CLOCK)]
+    for mode, name in (("auto", ""), ("none", ""), ("required", ""), ("named", CLOCK["name"])):
+        choice = module.tool_choice(mode, name)
+        label = f"tool_choice {json.dumps(choice)}"
+        transcript, calls = _post(hc, api, {**body, "tool_choice": choice}, label)  # refused: rule <ID>
+        if mode == "required" and not calls:
+            fail(f"{label} (a call is required) was answered without a tool call", transcript=transcript,
+                 rule=f"{check_id}:forced")
+        if mode == "named" and (not calls or any(c.name != name for c in calls)):
+            fail(f"{label} forces a call of {name}; the answer called: {_names(calls)}",
+                 transcript=transcript, rule=f"{check_id}:named")
+
+
+# -- <P>-TOOLS-002: none makes no call ----------------------------------------------------------------
+
+@pytest.mark.parametrize("api", _params("002"))
+def test_tool_choice_none(hc: Session, api: str) -> None:
+    module, check_id = apis.get(api), _check_id(api, "002")
+    hc.streams_taking(api, "calculator", (catalog.TOOL_USE,))  # the same request under auto makes a call
+    body = {**hc.body(api, "calculator"), "tool_choice": module.tool_choice("none")}
+    transcript, calls = _post(hc, api, body, "calculator with tool_choice none")
+    if calls:
+        fail(f"tool_choice none was answered with tool calls ({_names(calls)})", transcript=transcript)
+    hc.require_exercised(check_id)
+
+
+# -- <P>-TOOLS-003: parallel tool use off makes at most one call ----------------------------------------
+
+@pytest.mark.parametrize("api", _params("003"))
+def test_parallel_tool_use_off(hc: Session, api: str) -> None:
+    module, check_id = apis.get(api), _check_id(api, "003")
+    hc.streams_taking(api, "parallel_tools", (catalog.PARALLEL,))  # the same request makes two calls
+    body = module.without_parallel(hc.body(api, "parallel_tools"))
+    field = "tool_choice" if api == "anthropic" else "parallel_tool_calls"
+    transcript, calls = _post(hc, api, body, f"parallel_tools with parallel tool use off ({field})")
+    if len(calls) > 1:
+        fail(f"parallel tool use was turned off ({field}: {json.dumps(body[field])}) but the answer made "
+             f"{len(calls)} calls ({_names(calls)})", transcript=transcript)
+    hc.require_exercised(check_id)
+
+
+# -- <P>-TOOLS-004: a strict tool's arguments follow its schema ---------------------------------------------
+
+def _strict_tools(api: str, scenario: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The scenario's tools as strict tools (its schemas with additionalProperties false: every
+    property of theirs is required already), and each tool's schema by name."""
+    schemas = {t["name"]: {**t["parameters"], "additionalProperties": False} for t in scenario.tools}
+    tools = [apis.get(api).tool({**t, "parameters": schemas[t["name"]]}, strict=True) for t in scenario.tools]
+    return tools, schemas
+
+
+@pytest.mark.parametrize("api", _params("004"))
+def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
+    scenario = hc.scenario("calculator")
+    body = hc.body(api, "calculator")
+    body["tools"], schemas = _strict_tools(api, scenario)
+
+    tries: list[tuple[Transcript, list[ToolCall]]] = []
+
+    def attempt() -> None:
+        label = f"calculator with strict tools (try {len(tries) + 1})"
+        tries.append(_post(hc, api, copy.deepcopy(body), label))
+
+    hc.until_taken((catalog.TOOL_USE,), attempt)
+    for transcript, calls in tries:  # every try is judged
+        for call in calls:
+            schema = schemas.get(call.name)
+            if schema is None:
+                fail(f"a strict call names {call.name!r}, a tool the request does not declare",
+                     transcript=transcript)
+            try:
+                jsonschema.validate(json.loads(call.arguments), schema)
+            except (ValueError, jsonschema.ValidationError) as problem:
+                why = (problem.message if isinstance(problem, jsonschema.ValidationError)
+                       else f"not JSON ({problem})")
+                fail(f"the arguments of strict call {call.name} do not follow its schema: {why}; arguments "
+                     f"{call.arguments[:200]}", transcript=transcript)
+    hc.require_exercised(_check_id(api, "004"))
+
+
+# -- <P>-TOOLS-005: a forced call cut off by the output limit keeps its structure ---------------------------
+
+@pytest.mark.parametrize("api", _params("005"))
+def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
+    module, check_id = apis.get(api), _check_id(api, "005")
+    for stream in (True, False):
+        body = hc.body(api, "plain_text", stream=stream)
+        body.update({"tools": [module.tool(REPORT)], module.MAX_TOKENS_FIELD: CUT_LIMIT,
+                     "tool_choice": module.tool_choice("named", REPORT["name"])})
+        how = "streamed" if stream else "not streamed"
+        label = f"a forced call with {module.MAX_TOKENS_FIELD} {CUT_LIMIT} ({how})"
+        transcript, calls = _post(hc, api, body, label)
+        answer = _answer(api, transcript)
+        stop, output = module.stop_reason(answer), module.usage_tokens(answer)[1]
+        texts = [t for kind, t in module.parts(answer) if kind == "text"]
+        markup = next((m for m in map(MARKUP.search, texts) if m), None)
+        if stop != module.LENGTH_STOP and output < CUT_LIMIT and not markup:
+            continue  # the answer ended before the limit: the path was not taken
+        hc.saw(catalog.CUT_CALL)
+        if stop != module.LENGTH_STOP:
+            fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
+                 f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
+        if markup:
+            text = next(t for t in texts if MARKUP.search(t))
+            fail(f"the forced call cut off by the limit came back ({how}) as text with tool-call markup "
+                 f"({markup.group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
+                 transcript=transcript, rule=f"{check_id}:markup")
+    hc.require_exercised(check_id)
