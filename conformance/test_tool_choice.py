@@ -16,6 +16,9 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
   reached the limit its stop reason says so (max_tokens / length / incomplete, rule ``<ID>``), and the
   cut call is a structured call or absent, never tool-call markup as text (``<ID>:markup``). An answer
   that ended before the limit did not take the path (not exercised).
+
+Checks 001-004 judge non-streamed answers: what they speak of is the same in both forms, and the
+stream grammar has checks of its own (a stream fault would fail them for another reason).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def _names(calls: list[ToolCall]) -> str:
 @pytest.mark.parametrize("api", _params("001"))
 def test_tool_choice_modes(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "001")
-    body = hc.body(api, "plain_text")  # a question no tool answers
+    body = hc.body(api, "plain_text", stream=False)  # a question no tool answers
     body["tools"] = [module.tool(WEATHER), module.tool(CLOCK)]
     for mode, name in (("auto", ""), ("none", ""), ("required", ""), ("named", CLOCK["name"])):
         choice = module.tool_choice(mode, name)
@@ -105,7 +108,7 @@ def test_tool_choice_modes(hc: Session, api: str) -> None:
 def test_tool_choice_none(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "002")
     hc.streams_taking(api, "calculator", (catalog.TOOL_USE,))  # the same request under auto makes a call
-    body = {**hc.body(api, "calculator"), "tool_choice": module.tool_choice("none")}
+    body = {**hc.body(api, "calculator", stream=False), "tool_choice": module.tool_choice("none")}
     transcript, calls = _post(hc, api, body, "calculator with tool_choice none")
     if calls:
         fail(f"tool_choice none was answered with tool calls ({_names(calls)})", transcript=transcript)
@@ -118,7 +121,7 @@ def test_tool_choice_none(hc: Session, api: str) -> None:
 def test_parallel_tool_use_off(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "003")
     hc.streams_taking(api, "parallel_tools", (catalog.PARALLEL,))  # the same request makes two calls
-    body = module.without_parallel(hc.body(api, "parallel_tools"))
+    body = module.without_parallel(hc.body(api, "parallel_tools", stream=False))
     field = "tool_choice" if api == "anthropic" else "parallel_tool_calls"
     transcript, calls = _post(hc, api, body, f"parallel_tools with parallel tool use off ({field})")
     if len(calls) > 1:
@@ -140,7 +143,7 @@ def _strict_tools(api: str, scenario: Any) -> tuple[list[dict[str, Any]], dict[s
 @pytest.mark.parametrize("api", _params("004"))
 def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
     scenario = hc.scenario("calculator")
-    body = hc.body(api, "calculator")
+    body = hc.body(api, "calculator", stream=False)
     body["tools"], schemas = _strict_tools(api, scenario)
 
     tries: list[tuple[Transcript, list[ToolCall]]] = []

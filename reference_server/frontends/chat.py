@@ -123,16 +123,28 @@ def refuse_strict_schema(name: str, params: dict[str, Any], param: str) -> None:
                        code="invalid_function_parameters")
 
 
-def tool_choice_of(raw: Any) -> ToolChoice:
+def tool_choice_of(raw: Any, *, hosted: bool = False) -> ToolChoice:
+    """A request's tool_choice: a mode, a named function or custom tool, or an allowed-tools set (its
+    mode; Chat nests it under `allowed_tools`). ``hosted`` (Responses): a built-in tool's choice (web
+    search, mcp, shell, ...) is accepted and forces nothing, as this server serves no built-in tools."""
     if raw is None or raw == "auto":
         return ToolChoice()
     if raw in ("none", "required"):
         return ToolChoice(mode=raw)
-    if isinstance(raw, dict) and isinstance(raw.get("function"), dict) and isinstance(raw["function"].get("name"), str):
-        return ToolChoice(mode="named", name=raw["function"]["name"])
-    if isinstance(raw, dict) and isinstance(raw.get("name"), str):  # Responses-style named choice
-        return ToolChoice(mode="named", name=raw["name"])
-    raise ApiError(400, "tool_choice: expected auto, none, required or a named function", param="tool_choice")
+    if isinstance(raw, dict):
+        for key in ("function", "custom"):  # Chat's named function or custom tool
+            if isinstance(raw.get(key), dict) and isinstance(raw[key].get("name"), str):
+                return ToolChoice(mode="named", name=raw[key]["name"])
+        if isinstance(raw.get("name"), str):  # Responses-style named choice
+            return ToolChoice(mode="named", name=raw["name"])
+        if raw.get("type") == "allowed_tools":
+            allowed = raw.get("allowed_tools") if isinstance(raw.get("allowed_tools"), dict) else raw
+            if allowed.get("mode") in ("auto", "required"):
+                return ToolChoice(mode=allowed["mode"])
+        elif hosted and isinstance(raw.get("type"), str):
+            return ToolChoice()
+    raise ApiError(400, "tool_choice: expected auto, none, required, a named tool or allowed_tools",
+                   param="tool_choice")
 
 
 def thinking_of(body: dict[str, Any]) -> bool | None:

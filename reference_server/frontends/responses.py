@@ -312,7 +312,8 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     number_in(body, "top_p", 0, 1)
     int_in(body, "top_logprobs", 0, 20)
     return Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages,
-                        tools=tools_of(body.get("tools")), tool_choice=tool_choice_of(body.get("tool_choice")),
+                        tools=tools_of(body.get("tools")),
+                        tool_choice=tool_choice_of(body.get("tool_choice"), hosted=True),
                         max_tokens=max_tokens, thinking=thinking_of(body),
                         parallel_tool_calls=parallel is not False)
 

@@ -83,3 +83,21 @@ def test_the_server_takes_every_mode_and_strict_as_the_references_do(reference_s
     refused = _post(reference_server, api, _body(api, [nested], strict=True, stream=False))
     assert refused.status_code == 400 and "Missing 'n'" in refused.json()["error"]["message"]
     assert _post(reference_server, api, _body(api, [nested], strict=False, stream=False)).status_code == 200
+
+
+@pytest.mark.parametrize(("api", "choice", "status", "called"), [
+    ("chat", {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {"name": "get_weather"}}]}}, 200, ["get_weather"]),
+    ("responses", {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_time"}]},
+     200, []),
+    ("responses", {"type": "web_search_preview"}, 200, []),  # a built-in tool's choice (ToolChoiceTypesParam)
+    ("chat", {"type": "web_search_preview"}, 400, []),  # not a Chat tool_choice
+    ("chat", {"type": "custom", "custom": {"name": "get_time"}}, 200, ["get_time"]),
+])
+def test_the_other_tool_choice_forms(reference_server: str, api: str, choice: dict[str, Any], status: int,
+                                     called: list[str]) -> None:
+    """The forms of tool_choice the checks do not send, as openai-python 3.57 types them."""
+    answer = _post(reference_server, api, {**_body(api, [WEATHER, CLOCK], stream=False), "tool_choice": choice})
+    assert answer.status_code == status, answer.text
+    if status == 200:
+        assert [c.name for c in apis.get(api).tool_calls(answer.json())] == called
