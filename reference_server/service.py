@@ -18,7 +18,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -282,6 +282,25 @@ class Turn:
         await self.generation.close()
 
 
+class _OneIdDecodes(Tokenizer):
+    """A tokenizer whose one-id decodes are remembered (same text: decoding is a pure function of the
+    ids). A turn's `IncrementalDecoder` decodes one id at a time nearly always (its window restarts
+    after every complete character), so each streamed token costs a dict look-up, not a call into
+    the tokenizers library. At most one entry per id of the vocabulary."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        super().__init__(tokenizer.hf)
+        self._one: dict[int, str] = {}
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if len(ids) != 1:
+            return super().decode(ids)
+        text = self._one.get(ids[0])
+        if text is None:
+            text = self._one[ids[0]] = super().decode(ids)
+        return text
+
+
 def build_service(config: ServerConfig) -> Service:
     """The service for `config`: with --model-path, the checkpoint's tokenizer and chat template
     (every engine, `checkpoint.py`); without, the server's own tokenizer and built-in templates."""
@@ -297,6 +316,7 @@ class Service:
         self.config = config
         self.engine = engine
         self.tokenizer = tokenizer
+        self._decodes = _OneIdDecodes(tokenizer)  # what the turns' incremental decoders decode with
         self.checkpoint = checkpoint
         self.pool = CpuPool(config.cpu_workers)
         self.faults = Faults(config.faults)
@@ -399,7 +419,7 @@ class Service:
             request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
             end_ids=prep.end_ids, script_text=prep.script))
         return Turn(plan=prep.plan, prompt=prep.prompt, generation=generation, parser=prep.parser,
-                    decoder=IncrementalDecoder(self.tokenizer), faults=self.faults,
+                    decoder=IncrementalDecoder(self._decodes), faults=self.faults,
                     end_ids=frozenset(prep.end_ids))
 
     def _prepare(self, conv: Conversation, id_prefix: str) -> _Prepared:

@@ -15,8 +15,9 @@ real HTTP (tests/reference_server/test_engine_stop.py).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from harnesscheck.reference_server.engines.base import (
 )
 from harnesscheck.reference_server.prefix_cache import PrefixCache
 from harnesscheck.reference_server.tokenizer import Tokenizer
+
+SCRIPTS_KEPT = 64  # scripts whose token ids the engine keeps (ScriptedEngine.script_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class _ScriptedGeneration(Generation):
         super().__init__(request, cached)
         self.engine = engine
         self._keys = keys
-        script = engine.tokenizer.encode(request.script_text or "") + [request.eos_id]
+        script = [*engine.script_ids(request.script_text or ""), request.eos_id]
         self._script, cut = clip(script, request.max_tokens)
         self.finish_reason = "length" if cut else "stop"
         self._yielded = self._chunks = 0  # chunks given out so far, of how many (known once the first is due)
@@ -53,7 +56,7 @@ class _ScriptedGeneration(Generation):
         """Whether the next chunk is due already, so taking it does not wait (`Turn.steps` takes the
         chunks that are ready at once as one step). False before the first token and at the end."""
         n = self._yielded
-        return 0 < n < self._chunks and self._first_due + n * self._decode_s <= time.monotonic()
+        return 0 < n < self._chunks and (not self._decode_s or self._first_due + n * self._decode_s <= time.monotonic())
 
     async def __aiter__(self) -> AsyncIterator[list[int]]:
         timing = self.engine.timing_model
@@ -70,7 +73,7 @@ class _ScriptedGeneration(Generation):
                 if stop is not None and len(self.output_ids) >= stop[1]:
                     raise EngineStopped(stop[0], f"the scripted engine's test switch: stop={stop[0]} after "
                                                  f"{stop[1]} tokens")
-                if n:  # a chunk that is due already is taken at once (the consumer lets the loop run)
+                if n and self._decode_s:  # a chunk that is due already is taken at once (the consumer lets the loop run)
                     delay = self._first_due + n * self._decode_s - time.monotonic()
                     if delay > 0:
                         await asyncio.sleep(delay)
@@ -101,6 +104,10 @@ class ScriptedEngine(SlottedEngine):
         self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks)
         self.max_concurrency = max_concurrency
         self.slots = Slots(max_concurrency)
+        # A script's token ids, by its text: the same turn replayed again is not tokenized again (a
+        # real engine never tokenizes its output, nor does Dynamo's mocker, which reads ids from a trace).
+        self.script_ids: Callable[[str], tuple[int, ...]] = functools.lru_cache(maxsize=SCRIPTS_KEPT)(
+            lambda text: tuple(tokenizer.encode(text)))
 
     def _generation(self, request: GenerateRequest, cached: int, keys: list[bytes]) -> Generation:
         return _ScriptedGeneration(self, request, cached, keys)
