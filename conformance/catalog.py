@@ -617,7 +617,7 @@ CHECKS: list[Check] = [
            "parallel-calls-not-disabled"),
         _c(f"{p}-TOOLS-004", api, "A strict tool's call arguments follow its JSON schema", MUST,
            "API_FACTS: strict function arguments", "constrain the arguments of strict tools to their schema",
-           "strict-ignored", witness="jsonschema"),
+           ("strict-ignored", "invalid-tool-json"), witness="jsonschema"),
         _c(f"{p}-TOOLS-005", api, "A forced call cut off by the output limit says so and keeps its "
            "structure (no tool-call markup as text), streamed and not", MUST,
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "

@@ -255,8 +255,11 @@ class Turn:
                 if step:  # what the engine gave before it stopped still goes out
                     yield step
                 raise
-            tail = self.parser.finish()
-            last: list[Event] = [*step, *(self._bend(tail) if bend else tail), *held]
+            tail = self._bend(self.parser.finish()) if bend else self.parser.finish()
+            if buffer:  # a call the finish ends (cut off by the limit, unterminated) is held after its start
+                held.extend(e for e in tail if isinstance(e, _CALL_EVENTS))
+                tail = [e for e in tail if not isinstance(e, _CALL_EVENTS)]
+            last: list[Event] = [*step, *tail, *held]
             saw_call = saw_call or any(isinstance(e, ToolCallStart) for e in last)
         finally:
             await self.generation.close()
