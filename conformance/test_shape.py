@@ -14,7 +14,7 @@ from harnesscheck.conformance import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response
 
-# Anthropic Messages API reference (`Message`, requiredProperties) and anthropic-sdk-python types/stop_reason.py
+# Anthropic Messages API reference (`Message`, requiredProperties); anthropic-sdk-python types/stop_reason.py
 AN_STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
                    "model_context_window_exceeded")
 # openai-python types/chat/chat_completion.py Choice.finish_reason
@@ -29,6 +29,10 @@ def _is_str(value: Any) -> bool:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _counts(usage: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(usage, dict) and all(_is_int(usage.get(k)) for k in keys)
 
 
 def _const(answer: dict[str, Any], key: str, value: str) -> list[str]:
@@ -47,10 +51,11 @@ def anthropic_required(message: dict[str, Any]) -> list[str]:
     out = _strings("", message, ("id", "model")) + _const(message, "type", "message") + \
         _const(message, "role", "assistant")
     content = message.get("content")
-    if not isinstance(content, list) or not all(isinstance(b, dict) and _is_str(b.get("type")) for b in content):
+    typed = isinstance(content, list) and all(isinstance(b, dict) and _is_str(b.get("type")) for b in content)
+    if not typed:
         out.append(f"content is {content!r}, not a list of typed blocks")
     usage = message.get("usage")
-    if not isinstance(usage, dict) or not all(_is_int(usage.get(k)) for k in ("input_tokens", "output_tokens")):
+    if not _counts(usage, ("input_tokens", "output_tokens")):
         out.append(f"usage is {usage!r}, not an object with integer input_tokens and output_tokens")
     return out
 
@@ -60,9 +65,11 @@ def anthropic_stop(message: dict[str, Any]) -> list[str]:
     non-streamed answer, one of the documented values) and stop_sequence (present, null or a string)."""
     out = []
     if message.get("stop_reason") not in AN_STOP_REASONS:
-        out.append(f"stop_reason is {message.get('stop_reason', '(missing)')!r}, not one of {', '.join(AN_STOP_REASONS)}")
+        out.append(f"stop_reason is {message.get('stop_reason', '(missing)')!r}, not one of "
+                   f"{', '.join(AN_STOP_REASONS)}")
     if "stop_sequence" not in message:
-        out.append("stop_sequence is missing (the reference requires it: null unless a stop sequence matched)")
+        out.append("stop_sequence is missing (the reference requires it: null unless a stop sequence "
+                   "matched)")
     elif message["stop_sequence"] is not None and not isinstance(message["stop_sequence"], str):
         out.append(f"stop_sequence is {message['stop_sequence']!r}, not null or a string")
     return out
@@ -86,8 +93,8 @@ def chat_required(completion: dict[str, Any]) -> list[str]:
         if not isinstance(message, dict) or message.get("role") != "assistant":
             out.append(f"choices[{n}].message is {message!r}, not an assistant message")
         if choice.get("finish_reason") not in CH_FINISH_REASONS:
-            out.append(f"choices[{n}].finish_reason is {choice.get('finish_reason', '(missing)')!r}, not one of "
-                       f"{', '.join(CH_FINISH_REASONS)}")
+            reason = choice.get("finish_reason", "(missing)")
+            out.append(f"choices[{n}].finish_reason is {reason!r}, not one of {', '.join(CH_FINISH_REASONS)}")
     return out
 
 
@@ -124,9 +131,9 @@ def responses_status(response: dict[str, Any]) -> list[str]:
     if response.get("status") not in RS_DONE:
         out.append(f"status is {response.get('status', '(missing)')!r}, not one of {', '.join(RS_DONE)}")
     usage = response.get("usage")
-    if not isinstance(usage, dict) or not all(_is_int(usage.get(k)) for k in ("input_tokens", "output_tokens",
-                                                                                "total_tokens")):
-        out.append(f"usage is {usage!r}, not an object with integer input_tokens, output_tokens and total_tokens")
+    if not _counts(usage, ("input_tokens", "output_tokens", "total_tokens")):
+        out.append(f"usage is {usage!r}, not an object with integer input_tokens, output_tokens and "
+                   "total_tokens")
     return out
 
 

@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from harnesscheck.conformance.grammar import anthropic as grammar
 from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.grammar import anthropic as grammar
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 
@@ -104,8 +104,8 @@ def split_differences(start: dict, final: dict) -> list[str]:
     """The prompt fields whose message_start value differs from the final usage's (an absent field
     counts 0). message_delta usage is cumulative (streaming docs), so the final usage is the message's
     own count and message_start's must already agree with it, field by field."""
-    return [f"{k} {start.get(k, '(absent)')} at message_start but {final.get(k, '(absent)')} in the final usage"
-            for k in SPLIT if int(start.get(k) or 0) != int(final.get(k) or 0)]
+    return [f"{k} {start.get(k, '(absent)')} at message_start but {final.get(k, '(absent)')} in the final "
+            "usage" for k in SPLIT if int(start.get(k) or 0) != int(final.get(k) or 0)]
 
 
 @pytest.mark.check("AN-USAGE-004")
@@ -121,9 +121,9 @@ def test_message_start_split_equals_final(hc: Session) -> None:
                 hc.saw(catalog.CACHE_WRITE)
             differences = split_differences(start, final)
             if differences:
-                fail(f"message_start splits the prompt differently from the final usage: {'; '.join(differences)} "
-                     f"(a client reading usage at message_start counts {start.get('input_tokens')} uncached "
-                     f"tokens)", transcript=transcript)
+                fail(f"message_start splits the prompt differently from the final usage: "
+                     f"{'; '.join(differences)} (a client reading usage at message_start counts "
+                     f"{start.get('input_tokens')} uncached tokens)", transcript=transcript)
 
     hc.until_taken((catalog.CACHE_HIT, catalog.CACHE_WRITE), twice)
     hc.require_exercised("AN-USAGE-004")
@@ -134,8 +134,8 @@ def usage_problems(prompt: int, completion: int, total: int | None, cached: int)
     prompt tokens they are part of, "total" when total_tokens is not prompt + output."""
     out = []
     if cached > prompt:
-        out.append(("cached", f"{cached} cached tokens but only {prompt} prompt tokens (cached tokens are part of "
-                              "the prompt tokens)"))
+        problem = f"{cached} cached tokens but only {prompt} prompt tokens (cached tokens are part of the prompt)"
+        out.append(("cached", problem))
     if total is not None and total != prompt + completion:
         out.append(("total", f"total_tokens {total} is not prompt {prompt} + output {completion}"))
     return out
