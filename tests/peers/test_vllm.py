@@ -33,6 +33,7 @@ from tests.processes import free_port
 DEFAULT_PYTHON = "/work/vllm-venv/bin/python"
 DEFAULT_MODEL = "/work/models/qwen3-tiny"
 MODEL = "harnesscheck/qwen3-tiny"
+pytestmark = pytest.mark.timeout(1800)  # the start-up budget plus the subset (minutes on 2 busy cores)
 
 # check id -> (outcome, level, rules failed): the doc's failure table, the skips, and a few passes.
 EXPECTED: dict[str, tuple[str, str, list[str]]] = {
@@ -84,14 +85,16 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"})
     url = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
     try:
-        deadline = time.monotonic() + budget
+        deadline = started + budget
         while not _serves(url):
             if proc.poll() is not None:
                 pytest.fail(f"vLLM exited ({proc.returncode}) during start-up:\n{log.read_text(errors='replace')[-2000:]}")
             if time.monotonic() > deadline:
                 pytest.skip(f"vLLM did not serve {MODEL} within {budget:g} s:\n{log.read_text(errors='replace')[-1000:]}")
             time.sleep(1)
+        print(f"vLLM served {MODEL} after {time.monotonic() - started:.0f} s")
         yield url
     finally:
         _stop(proc)
