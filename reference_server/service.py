@@ -227,7 +227,9 @@ class Turn:
         try:
             try:
                 async for ids in self.generation:
-                    events = feed(push([i for i in ids if i not in end_ids] if not end_ids.isdisjoint(ids) else ids))
+                    if not end_ids.isdisjoint(ids):
+                        ids = [i for i in ids if i not in end_ids]
+                    events = feed(push(ids))
                     taken += 1
                     closes = False
                     if events:
@@ -243,7 +245,8 @@ class Turn:
                             elif kind is ToolCallStart:
                                 saw_call = True
                         step += events
-                    if ready is not None and taken < STEP_CHUNKS and (sent or not step) and not closes and ready():
+                    more = ready is not None and taken < STEP_CHUNKS and (sent or not step) and not closes
+                    if more and ready():
                         continue
                     if step:
                         yield step

@@ -56,7 +56,9 @@ class _ScriptedGeneration(Generation):
         """Whether the next chunk is due already, so taking it does not wait (`Turn.steps` takes the
         chunks that are ready at once as one step). False before the first token and at the end."""
         n = self._yielded
-        return 0 < n < self._chunks and (not self._decode_s or self._first_due + n * self._decode_s <= time.monotonic())
+        if not 0 < n < self._chunks:
+            return False
+        return not self._decode_s or self._first_due + n * self._decode_s <= time.monotonic()
 
     async def __aiter__(self) -> AsyncIterator[list[int]]:
         timing = self.engine.timing_model
@@ -73,7 +75,7 @@ class _ScriptedGeneration(Generation):
                 if stop is not None and len(self.output_ids) >= stop[1]:
                     raise EngineStopped(stop[0], f"the scripted engine's test switch: stop={stop[0]} after "
                                                  f"{stop[1]} tokens")
-                if n and self._decode_s:  # a chunk that is due already is taken at once (the consumer lets the loop run)
+                if n and self._decode_s:  # a chunk due already is taken at once (the consumer lets the loop run)
                     delay = self._first_due + n * self._decode_s - time.monotonic()
                     if delay > 0:
                         await asyncio.sleep(delay)

@@ -7,8 +7,9 @@
 The reasoning parser sees the raw model text; its TextDelta output goes through the tool parser,
 its ReasoningDelta passes straight through (so a `<tool_call>` inside reasoning is reasoning).
 Before a ReasoningDelta goes out, the tool parser is told that its text was cut off
-(`ToolParser.end_text_segment`, once until it is fed text again), so a held-back partial tag or trailing whitespace does not leak
-past the reasoning. With no tool parser the text still follows the whitespace rule of base.py.
+(`ToolParser.end_text_segment`, once until it is fed text again), so a held-back partial tag or
+trailing whitespace does not leak past the reasoning. With no tool parser the text still follows
+the whitespace rule of base.py.
 Adjacent deltas of one kind from one call are merged.
 
 `render_part` / `render_parts` write parts back in the model's raw form with the same parsers; `parse_text` is

@@ -36,7 +36,8 @@ def _service(decode_ms: float = 0.0) -> Service:
 
 
 async def _turn(service: Service, scenario: str, **body: Any) -> Turn:
-    conv = chat.to_conversation({**chat_api.first(get(scenario), DEFAULT_MODEL_IDS[0]), **body}, service.faults)
+    body = {**chat_api.first(get(scenario), DEFAULT_MODEL_IDS[0]), **body}
+    conv = chat.to_conversation(body, service.faults)
     return await service.start_turn(conv)
 
 
