@@ -296,14 +296,15 @@ class _OneIdDecodes(Tokenizer):
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         super().__init__(tokenizer.hf)
+        self._decode = tokenizer.decode  # the tokenizer's own decode, whatever its class
         self._one: dict[int, str] = {}
 
     def decode(self, ids: Sequence[int]) -> str:
         if len(ids) != 1:
-            return super().decode(ids)
+            return self._decode(ids)
         text = self._one.get(ids[0])
         if text is None:
-            text = self._one[ids[0]] = super().decode(ids)
+            text = self._one[ids[0]] = self._decode(ids)
         return text
 
 

@@ -8,6 +8,7 @@ Against the real service and scripted engine (the bench's scenarios, reasoning a
   and a tool call's end ends its step.
 - Two such turns interleave: a step that ends while the next chunk is due lets the other run.
 - The scripted engine is ready only once its next chunk is due.
+- The service's remembered one-id decodes stream the same text (multi-byte characters included).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS, ServerConfig
 from harnesscheck.reference_server.engines.scripted import TimingModel
 from harnesscheck.reference_server.events import ToolCallEnd
 from harnesscheck.reference_server.frontends import chat
-from harnesscheck.reference_server.service import STEP_CHUNKS, Service, Turn, build_service
+from harnesscheck.reference_server.service import STEP_CHUNKS, Service, Turn, _OneIdDecodes, build_service
+from harnesscheck.reference_server.tokenizer import IncrementalDecoder, load
 from harnesscheck.scenarios.loader import get
 
 SCENARIOS = ["long_reasoning", "long_agent_turn"]
@@ -117,3 +119,14 @@ def test_the_scripted_engine_is_ready_only_once_its_next_chunk_is_due() -> None:
         return seen
 
     assert asyncio.run(main()) == [False, False, True, True]
+
+
+def test_remembered_one_id_decodes_stream_the_same_text() -> None:
+    tokenizer = load()
+    text = "plain words, 中文字符 and 🙂🙃 emoji, <think> tags </think>, \u00e9t\u00e9 " * 3
+    ids = tokenizer.encode(text)
+    remembered = _OneIdDecodes(tokenizer)
+    for _ in range(2):  # the second pass decodes from the table
+        decoder = IncrementalDecoder(remembered)
+        assert "".join(decoder.push([i]) for i in ids) == text
+    assert len(remembered._one) < len(ids)  # one entry per distinct id
