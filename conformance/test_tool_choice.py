@@ -57,13 +57,14 @@ MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|tool_call|<\|python_tag\|>|\[T
                     r"<function=|\"name\"\s*:\s*\"file_report\"")
 
 
-def _params(check: str) -> list[Any]:
-    return [pytest.param(api, marks=pytest.mark.check(f"{apis.get(api).PREFIX}-TOOLS-{check}"),
-                         id=f"{apis.get(api).PREFIX}-TOOLS-{check}") for api in apis.NAMES]
-
-
 def _check_id(api: str, number: str) -> str:
     return f"{apis.get(api).PREFIX}-TOOLS-{number}"
+
+
+def _params(number: str) -> list[Any]:
+    """One parameter per API, marked with that API's check of this number."""
+    return [pytest.param(api, marks=pytest.mark.check(_check_id(api, number)), id=_check_id(api, number))
+            for api in apis.NAMES]
 
 
 def _answer(api: str, transcript: Transcript) -> dict[str, Any]:
