@@ -1,8 +1,10 @@
-"""The timed streaming client of replay and benchmarks: aiohttp (+ uvloop when installed).
+"""The timed streaming client of replay and benchmarks: ``replay.http1`` on uvloop when installed.
 
 Issue 8 measured the client's own share of TTFT at concurrency 64 on 2 cores: plain httpx +139 ms
 median, aiohttp with uvloop +4.5 ms; so timing-critical paths use this client, and httpx stays in
-the conformance wire layer, where timing is not the point.
+the conformance wire layer, where timing is not the point. Issue 24 then moved it from aiohttp to
+``replay.http1``, which folds each network read inside the protocol callback that receives it
+instead of waking a task per read (the figures are in that module and in docs/benchmarks.md).
 
 ``StreamClient.post(url, body, headers=..., api=...)`` sends one request and returns a
 ``StreamResult``: status, time to headers, TTFT, the time of every content-bearing event (so
@@ -34,17 +36,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiohttp
 import orjson
 
 from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.redact import redact_text, secrets_from_headers
 from harnesscheck.conformance.wire.sse import SSEDecoder
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
+from harnesscheck.replay.http1 import ConnectError, Pool, ReadTimeout, Response, TransportError
 
 __all__ = ["FastSSE", "Fold", "StreamClient", "StreamResult", "ToolReady", "loads", "parse_events", "run_async"]
 
@@ -259,92 +261,127 @@ class Fold:
 _MAX_ERROR_BODY = 64 * 1024
 
 
+OnEvent = Callable[[Fold, "str | None", Any, int], None]
+
+
 class StreamClient:
-    """One aiohttp session shared by all requests of a run. ``async with StreamClient() as c``."""
+    """The connections shared by all requests of a run (``replay.http1.Pool``).
+    ``async with StreamClient() as c``; ``limit`` connections at most (0: no limit)."""
 
     def __init__(self, *, limit: int = 0, timeout: float = 600.0, read_timeout: float | None = 300.0) -> None:
         self.limit = limit
         self.timeout = timeout
         self.read_timeout = read_timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
 
     async def __aenter__(self) -> StreamClient:
-        connector = aiohttp.TCPConnector(limit=self.limit, force_close=False, enable_cleanup_closed=True)
-        self._session = aiohttp.ClientSession(
-            connector=connector, auto_decompress=True,
-            timeout=aiohttp.ClientTimeout(total=self.timeout, sock_read=self.read_timeout),
-        )
+        self._pool = Pool(self.limit)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._pool is not None:
+            self._pool.close()
 
     async def post(
         self, url: str, body: Any, *, api: str, headers: Mapping[str, str] | None = None,
-        data: bytes | None = None,
+        data: bytes | None = None, on_event: OnEvent | None = None,
     ) -> StreamResult:
         """POST ``body`` (or raw ``data``) and fold the streamed answer. Never raises for the
-        server's faults: they become ``error``/``error_kind``."""
-        assert self._session is not None, "use `async with StreamClient()`"
+        server's faults: they become ``error``/``error_kind``. ``on_event(fold, event, data, t)``
+        is called with each event just folded (``data``: the decoded object, or "[DONE]"; ``t``: ns
+        from the request start), inside the read that brought it."""
+        assert self._pool is not None, "use `async with StreamClient()`"
         hdrs = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
         payload = data if data is not None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         r = StreamResult(api=api, started_at=time.time())
-        fold = Fold(r)
-        sse = FastSSE()
-        clock = time.perf_counter_ns
-        start = r.start_ns = clock()
+        reading = _Reading(r, Fold(r), on_event)
+        start = r.start_ns = reading.start = time.perf_counter_ns()
         try:
-            async with self._session.post(url, data=payload, headers=hdrs) as resp:
-                r.status = resp.status
-                r.headers_ns = clock() - start
-                ctype = resp.headers.get("content-type", "")
-                if not ctype.startswith("text/event-stream"):
-                    r.body = (await resp.content.read(_MAX_ERROR_BODY))
-                    if 200 <= resp.status < 300:
-                        r.error, r.error_kind = f"expected text/event-stream, got {ctype or '(none)'}", "content_type"
-                    else:
-                        r.error, r.error_kind = f"HTTP {resp.status}: {r.body[:300].decode('utf-8', 'replace')}", "status"
-                else:
-                    content = resp.content
-                    while True:
-                        chunk = await content.readany()
-                        if not chunk:
-                            break
-                        t = clock() - start
-                        for event, text in sse.feed(chunk):
-                            self._on(fold, r, event, text, t)
-                    for event, text in sse.flush():
-                        self._on(fold, r, event, text, clock() - start)
-                    fold.finish()
-                    if r.status < 300 and not r.finished and r.error is None:
-                        r.error, r.error_kind = "stream ended without the API's end event", "truncated"
+            async with asyncio.timeout(self.timeout):
+                await self._pool.request("POST", url, hdrs, payload, on_headers=reading.headers,
+                                         on_body=reading.body, read_timeout=self.read_timeout)
+            reading.end()
         except TimeoutError:
             r.error, r.error_kind = f"timed out ({self.timeout:g} s total, {self.read_timeout} s read)", "timeout"
-        except aiohttp.ClientConnectorError as exc:
+        except ReadTimeout as exc:
+            r.error, r.error_kind = f"timed out ({exc}; {self.timeout:g} s total)", "timeout"
+        except ConnectError as exc:
             r.error, r.error_kind = f"connection failed: {exc}", "connect"
-        except (aiohttp.ClientError, OSError) as exc:
+        except (TransportError, OSError) as exc:
             r.error, r.error_kind = f"{type(exc).__name__}: {exc}", "transport"
-        r.end_ns = clock() - start
-        fold.finish()  # (again, for a stream cut by a timeout or a transport error)
+        r.end_ns = time.perf_counter_ns() - start
+        reading.fold.finish()  # (again, for a stream cut by a timeout or a transport error)
         r.ttft_ns = r.token_ns[0] if r.token_ns else None
         if r.status is not None and 200 <= r.status < 300:
-            fold.answer()
+            reading.fold.answer()
         if r.error and headers:
             r.error = redact_text(r.error, secrets_from_headers(headers))
         return r
 
-    @staticmethod
-    def _on(fold: Fold, r: StreamResult, event: str | None, text: str, t: int) -> None:
+
+class _Reading:
+    """One answer as it arrives (``replay.http1`` calls ``headers`` and ``body`` in each read):
+    an SSE stream folded event by event, anything else kept (its first 64 KiB) as the body."""
+
+    __slots__ = ("body_parts", "ctype", "fold", "hook", "kept", "r", "sse", "start", "streaming")
+
+    def __init__(self, r: StreamResult, fold: Fold, hook: OnEvent | None = None) -> None:
+        self.r, self.fold, self.sse, self.hook = r, fold, FastSSE(), hook
+        self.start = 0
+        self.ctype = ""
+        self.streaming = False
+        self.body_parts: list[bytes] = []
+        self.kept = 0
+
+    def headers(self, resp: Response, t: int) -> None:
+        r = self.r
+        r.status = resp.status
+        r.headers_ns = t - self.start
+        self.ctype = resp.headers.get("content-type", "")
+        self.streaming = self.ctype.startswith("text/event-stream")
+
+    def body(self, data: bytes, t: int) -> None:
+        if self.streaming:
+            t -= self.start
+            for event, text in self.sse.feed(data):
+                self.event(event, text, t)
+        elif self.kept < _MAX_ERROR_BODY:
+            piece = data[:_MAX_ERROR_BODY - self.kept]
+            self.body_parts.append(piece)
+            self.kept += len(piece)
+
+    def event(self, event: str | None, text: str, t: int) -> None:
+        """One SSE event's data, decoded and folded (Chat's "[DONE]" as that string)."""
+        r = self.r
         r.events += 1
         if text == "[DONE]":
-            fold.on(event, text, t)
+            d: Any = text
+        else:
+            try:
+                d = loads(text)
+            except ValueError:
+                r.error = r.error or f"event data is not JSON: {text[:200]!r}"
+                r.error_kind = r.error_kind or "bad_json"
+                return
+            if not isinstance(d, dict):
+                return
+        self.fold.on(event, d, t)
+        if self.hook is not None:
+            self.hook(self.fold, event, d, t)
+
+    def end(self) -> None:
+        """The answer is complete: what it says of the stream's end, or of the status."""
+        r = self.r
+        if not self.streaming:
+            r.body = b"".join(self.body_parts)
+            status = r.status or 0
+            if 200 <= status < 300:
+                r.error, r.error_kind = f"expected text/event-stream, got {self.ctype or '(none)'}", "content_type"
+            else:
+                r.error, r.error_kind = f"HTTP {status}: {r.body[:300].decode('utf-8', 'replace')}", "status"
             return
-        try:
-            d = loads(text)
-        except ValueError:
-            r.error = r.error or f"event data is not JSON: {text[:200]!r}"
-            r.error_kind = r.error_kind or "bad_json"
-            return
-        if isinstance(d, dict):
-            fold.on(event, d, t)
+        for event, text in self.sse.flush():
+            self.event(event, text, time.perf_counter_ns() - self.start)
+        self.fold.finish()
+        if r.status is not None and r.status < 300 and not r.finished and r.error is None:
+            r.error, r.error_kind = "stream ended without the API's end event", "truncated"

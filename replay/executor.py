@@ -30,10 +30,10 @@ All times are ns on ``time.perf_counter_ns`` relative to ``start_ns`` (the reque
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,9 +282,6 @@ def schedule_model(ready_ms: list[float], stream_end_ms: float, durations_ms: li
 
 # -- StreamClient that feeds an executor ------------------------------------------------------
 
-_CURRENT: ContextVar[StreamingToolExecutor | None] = ContextVar("harnesscheck_executor", default=None)
-
-
 class ExecutorClient(StreamClient):
     """``replay.client.StreamClient`` whose ``run_turn`` also feeds a ``StreamingToolExecutor``
     with every event as its network read returns (same clock, same parsing)."""
@@ -295,28 +292,18 @@ class ExecutorClient(StreamClient):
         """Stream one turn, executing its tool calls; returns ``(StreamResult, executor)`` after
         the turn barrier (``executor.barrier_ns``: the turn latency from the request start)."""
         ex = StreamingToolExecutor(api, tools, default=default, after_stream=after_stream)
-        token = _CURRENT.set(ex)
-        try:
-            result = await self.post(url, body, api=api, headers=headers)
-        finally:
-            _CURRENT.reset(token)
+        result = await self.post(url, body, api=api, headers=headers, on_event=functools.partial(_feed, ex))
         ex.start_ns = result.start_ns  # (already so once an event arrived)
         ex.end_stream(result.end_ns)
         await ex.barrier()
         return result, ex
 
-    def _on(self, fold: Fold, r: Any, event: str | None, text: str, t: int, loads: Callable[[str], Any]) -> None:
-        StreamClient._on(fold, r, event, text, t, loads)
-        ex = _CURRENT.get()
-        if ex is None:
-            return
-        ex.start_ns = r.start_ns  # one clock: the client's request start
-        if event == DISPATCH_EVENT:
-            try:
-                d = loads(text)
-            except ValueError:
-                return
-            if isinstance(d, dict):
-                ex.on_dispatch(d, t)
-        else:
-            ex.on_snapshot(fold.snapshot, t)  # the client's own fold, not folded twice
+
+def _feed(ex: StreamingToolExecutor, fold: Fold, event: str | None, data: Any, t: int) -> None:
+    """One event the client has just folded, to the executor."""
+    ex.start_ns = fold.r.start_ns  # one clock: the client's request start
+    if event == DISPATCH_EVENT:
+        if isinstance(data, dict):
+            ex.on_dispatch(data, t)
+    else:
+        ex.on_snapshot(fold.snapshot, t)  # the client's own fold, not folded twice
