@@ -326,7 +326,7 @@ def summarize(records: list[dict[str, Any]], opts: ReplayOptions, trace: Trace, 
         "ttft_ms": _stats(col("ttft_ms")), "headers_ms": _stats(col("headers_ms")),
         "end_ms": _stats(col("end_ms")), "itl_ms": _stats(itl),
         "first_tool_ready_ms": _stats(col("first_tool_ready_ms")),
-        "client": "aiohttp" + ("+uvloop" if _has_uvloop() else ""),
+        "client": "http1" + ("+uvloop" if _has_uvloop() else ""),
     }
 
 
