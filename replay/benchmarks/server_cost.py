@@ -18,6 +18,11 @@ error event, no end event) or ended valid but empty taints every window it overl
 are reported and left out of both numerator and denominator. ``response.incomplete`` is a valid
 Responses end (so is ``finish_reason: length``).
 
+Writes: with zero engine delays every token is due at once, so the reference server writes the
+frames of up to 16 tokens per socket write (``reference_server.service.Turn.steps``: one frame per
+token still), about as many as Dynamo's frontend does (hyper's ``writev``; both ~12 content frames
+per write, measured with strace, docs/benchmarks.md).
+
 APIs: Chat and Messages by default. Dynamo 1.6.1's Responses streams carry no reasoning text
 (measured here: 5 content frames for an output of 1,444 tokens, ``usage`` counting all of them),
 so per streamed token they would not compare like with like; ``apis`` may add ``responses``.
