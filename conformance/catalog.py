@@ -341,7 +341,7 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
               CACHE_WRITE: "no prompt tokens were written to the cache",
               DETERMINISTIC: "the endpoint answered the same request differently each time",
               OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text",
-              CUT_CALL: "the forced call's answer ended before the output limit"}
+              CUT_CALL: "the output limit cut no forced call (it ended first, or reasoning used it up)"}
 
 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:

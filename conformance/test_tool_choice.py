@@ -5,7 +5,9 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
   any, a named tool: rule ``<ID>``), and a forced one is obeyed: required / any makes at least one call
   (``<ID>:forced``), a named tool calls that tool and no other (``<ID>:named``). The prompt asks for no
   tool: forcing is what the endpoint guarantees (guided decoding, Anthropic's prefilled tool use), not
-  what a model may choose, so a forced answer without its call fails, whatever the model.
+  what a model may choose, so a forced answer without its call fails, whatever the model; one the
+  output limit cut before any call (a model may reason first) is sampled again, and not exercised if
+  every sample was cut so.
 - ``<P>-TOOLS-002``: tool_choice none makes no call, judged where the same request under auto made one
   (the calculator scenario, asked plainly and sampled up to --tries times); else not exercised.
 - ``<P>-TOOLS-003``: parallel tool use off (Anthropic ``disable_parallel_tool_use``, OpenAI
@@ -15,7 +17,8 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
 - ``<P>-TOOLS-005``: a forced call cut off by a small output limit, streamed and not: where the answer
   reached the limit its stop reason says so (max_tokens / length / incomplete, rule ``<ID>``), and the
   cut call is a structured call or absent, never tool-call markup as text (``<ID>:markup``). An answer
-  that ended before the limit did not take the path (not exercised).
+  that ended before the limit, or whose limit reasoning alone used up (sampled again), did not take the
+  path (not exercised).
 
 Checks 001-004 judge non-streamed answers: what they speak of is the same in both forms, and the
 stream grammar has checks of its own (a stream fault would fail them for another reason).
@@ -34,7 +37,7 @@ import pytest
 from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.apis.base import ToolCall
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail, ok_response
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
 from harnesscheck.conformance.wire.transcript import Transcript
 
 # The kit's own tools, written for strict mode (every property required, no others allowed).
@@ -52,9 +55,10 @@ REPORT = {"name": "file_report", "description": "File a status report.",
                          "required": _REPORT_FIELDS, "additionalProperties": False}}
 CUT_LIMIT = 24  # the output limit of the cut-call check: far below the forced call (Responses' minimum is 16)
 # Tool-call markup of the common model families (hermes/Qwen, Llama, Mistral, DeepSeek, qwen3-coder), or
-# the call's own JSON, as text.
+# the call's own JSON (its name, or its arguments: what guided decoding of a named call writes), as text.
 MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|tool_call|<\|python_tag\|>|\[TOOL_CALLS\]|<｜tool▁call|"
-                    r"<function=|\"name\"\s*:\s*\"file_report\"")
+                    r"<function=|\"name\"\s*:\s*\"file_report\"|"
+                    r"^\s*\[?\s*\{\s*\"(?:title|summary|details|owner|next_steps|name)\"\s*:")
 
 
 def _check_id(api: str, number: str) -> str:
@@ -86,21 +90,46 @@ def _names(calls: list[ToolCall]) -> str:
 
 # -- <P>-TOOLS-001: every mode accepted, forced modes obeyed ------------------------------------------
 
+def _forced(hc: Session, api: str, body: dict[str, Any],
+            label: str) -> tuple[Transcript, list[ToolCall]] | None:
+    """A forced request, sampled again (up to --tries times) while the output limit cut its answer before
+    any call (a model may reason first: vLLM constrains the call only after the reasoning); None when
+    every answer was cut so. Every answer is judged by the caller's rule only once one ended on its own."""
+    module = apis.get(api)
+    for n in range(max(1, hc.endpoint.tries)):
+        transcript, calls = _post(hc, api, body, f"{label} (try {n + 1})" if n else label)
+        if calls or module.stop_reason(_answer(api, transcript)) != module.LENGTH_STOP:
+            return transcript, calls
+    return None
+
+
 @pytest.mark.parametrize("api", _params("001"))
 def test_tool_choice_modes(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "001")
     body = hc.body(api, "plain_text", stream=False)  # a question no tool answers
     body["tools"] = [module.tool(WEATHER), module.tool(CLOCK)]
+    cut: list[str] = []  # forced modes whose every answer the output limit cut before a call
     for mode, name in (("auto", ""), ("none", ""), ("required", ""), ("named", CLOCK["name"])):
         choice = module.tool_choice(mode, name)
         label = f"tool_choice {json.dumps(choice)}"
-        transcript, calls = _post(hc, api, {**body, "tool_choice": choice}, label)  # refused: rule <ID>
+        request = {**body, "tool_choice": choice}
+        if mode in ("auto", "none"):
+            _post(hc, api, request, label)  # refused: rule <ID>
+            continue
+        answered = _forced(hc, api, request, label)
+        if answered is None:
+            cut.append(label)
+            continue
+        transcript, calls = answered
         if mode == "required" and not calls:
             fail(f"{label} (a call is required) was answered without a tool call", transcript=transcript,
                  rule=f"{check_id}:forced")
         if mode == "named" and (not calls or any(c.name != name for c in calls)):
             fail(f"{label} forces a call of {name}; the answer called: {_names(calls)}",
                  transcript=transcript, rule=f"{check_id}:named")
+    if cut:
+        inconclusive(f"not exercised: the output limit cut every answer to {' and '.join(cut)} before a call "
+                     f"({max(1, hc.endpoint.tries)} tries; the model may have spent it reasoning)")
 
 
 # -- <P>-TOOLS-002: none makes no call ----------------------------------------------------------------
@@ -172,6 +201,19 @@ def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
 
 # -- <P>-TOOLS-005: a forced call cut off by the output limit keeps its structure ---------------------------
 
+def _cut_call(hc: Session, api: str, body: dict[str, Any], label: str) -> tuple[Transcript, list[ToolCall]]:
+    """The forced request with the small limit, sampled again (up to --tries times) while the limit cut
+    an answer of reasoning alone (no call nor text began: the path is a cut call)."""
+    module = apis.get(api)
+    for n in range(max(1, hc.endpoint.tries)):
+        transcript, calls = _post(hc, api, body, f"{label} (try {n + 1})" if n else label)
+        answer = _answer(api, transcript)
+        if calls or any(kind == "text" and t for kind, t in module.parts(answer)) or \
+                module.stop_reason(answer) != module.LENGTH_STOP:
+            break
+    return transcript, calls
+
+
 @pytest.mark.parametrize("api", _params("005"))
 def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "005")
@@ -181,20 +223,19 @@ def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
                      "tool_choice": module.tool_choice("named", REPORT["name"])})
         how = "streamed" if stream else "not streamed"
         label = f"a forced call with {module.MAX_TOKENS_FIELD} {CUT_LIMIT} ({how})"
-        transcript, calls = _post(hc, api, body, label)
+        transcript, calls = _cut_call(hc, api, body, label)
         answer = _answer(api, transcript)
         stop, output = module.stop_reason(answer), module.usage_tokens(answer)[1]
-        texts = [t for kind, t in module.parts(answer) if kind == "text"]
-        markup = next((m for m in map(MARKUP.search, texts) if m), None)
-        if stop != module.LENGTH_STOP and output < CUT_LIMIT and not markup:
-            continue  # the answer ended before the limit: the path was not taken
-        hc.saw(catalog.CUT_CALL)
-        if stop != module.LENGTH_STOP:
+        if output >= CUT_LIMIT and stop != module.LENGTH_STOP:
             fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
                  f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
-        if markup:
-            text = next(t for t in texts if MARKUP.search(t))
+        texts = [t for kind, t in module.parts(answer) if kind == "text" and t]
+        if stop != module.LENGTH_STOP or not (calls or texts):
+            continue  # it ended before the limit, or the limit cut reasoning alone: no call was cut
+        hc.saw(catalog.CUT_CALL)
+        text = next((t for t in texts if MARKUP.search(t)), None)
+        if text is not None:
             fail(f"the forced call cut off by the limit came back ({how}) as text with tool-call markup "
-                 f"({markup.group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
+                 f"({MARKUP.search(text).group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
                  transcript=transcript, rule=f"{check_id}:markup")
     hc.require_exercised(check_id)
