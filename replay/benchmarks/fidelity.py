@@ -15,7 +15,7 @@ The error per request is client TTFT minus the server's own TTFT, per chunk the 
 minus the server's gap, paired by request id. Arms, each against the same server, one after the
 other at each concurrency (1, 16, 64, 256 by default):
 
-- ``aiohttp+uvloop``: the kit's timed client (``replay.client.StreamClient``), sharded over
+- ``http1+uvloop``: the kit's timed client (``replay.client.StreamClient``), sharded over
   ``processes`` processes, one event loop per core (``harnesscheck.replay.shard``); percentiles are of the
   merged raw samples;
 - ``httpx`` (optional): a plain ``httpx.AsyncClient`` with its pool sized to the concurrency, one
@@ -57,7 +57,7 @@ FIRST_MS = 50.0
 CHUNKS = 64
 GAP_MS = 5.0
 PATTERNS = ("all-at-once", "staggered")
-KIT = "aiohttp+uvloop"
+KIT = "http1+uvloop"
 
 # -- the ground-truth server ------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ document, docs/results-schema.md) and a PNG plot.
   overlap   turn latency with tools run after the stream vs while it streams (replay.executor),
             next to the article's model (sum vs max(remaining generation, tool time))
   fidelity  the kit's TTFT / inter-token error against a ground-truth server that logs its own
-            times, at concurrency 1, 16, 64, 256; aiohttp+uvloop (the kit's client) vs plain httpx
+            times, at concurrency 1, 16, 64, 256; http1+uvloop (the kit's client) vs plain httpx
   server    the reference server's own CPU per streamed token at concurrency 1, 8, 32, engine
             delays zero (vs Dynamo's ~20 µs per SSE frame)
   mixed     the worst inter-frame gap of concurrent streams with a 2 MB count_tokens request in
@@ -116,8 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "which hides connection set-up and the initial burst")
     p.add_argument("--processes", type=int, default=None, metavar="N",
                    help="processes the kit's client is sharded over (default: one per core)")
-    p.add_argument("--transports", default="aiohttp+uvloop", metavar="LIST",
-                   help="comma-separated: aiohttp+uvloop (the kit's StreamClient), httpx (a plain httpx baseline, "
+    p.add_argument("--transports", default="http1+uvloop", metavar="LIST",
+                   help="comma-separated: http1+uvloop (the kit's StreamClient), httpx (a plain httpx baseline, "
                         "limits sized to the concurrency)")
     p.add_argument("--peer", action="append", default=[], choices=["aiperf", "vllm-bench"],
                    help="also measure the same ground truth with this peer in the same run (repeatable); "
