@@ -43,6 +43,7 @@ EXPECTED: dict[str, tuple[str, str, list[str]]] = {
     "AN-ROUTE-001": ("fail", "SHOULD", ["AN-ROUTE-001"]),
     "RS-STATE-002": ("fail", "SHOULD", ["RS-STATE-002"]),
     "RS-REQ-002": ("fail", "SHOULD", ["RS-REQ-002"]),
+    "AN-SHAPE-001": ("fail", "SHOULD", ["AN-SHAPE-001:stop"]),  # the doc's session-6 table
     "AN-ROUTE-002": ("skip", "SHOULD", []),
     "AN-ROUTE-003": ("skip", "MUST", []),
     "AN-ERR-002": ("pass", "MUST", []),
