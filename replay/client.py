@@ -96,6 +96,12 @@ class FastSSE:
         self._started = True
         if self._slow is not None:
             return [(f.event, f.data) for f in self._slow.feed(chunk) if f.kind == "event"]
+        if not self._buf and chunk.endswith(b"\n\n") and chunk.count(b"\n") == 2:
+            # one event of one line, the usual read of a token stream: no split needed
+            if chunk.startswith(b"data: "):
+                return [(None, chunk[6:-2].decode("utf-8", "replace"))]
+            if chunk.startswith(b"data:"):
+                return [(None, chunk[5:-2].decode("utf-8", "replace"))]
         buf = self._buf + chunk if self._buf else chunk
         end = buf.rfind(b"\n\n")
         if end < 0:
