@@ -258,7 +258,9 @@ class Turn:
                 if step:  # what the engine gave before it stopped still goes out
                     yield step
                 raise
-            tail = self._bend(self.parser.finish()) if bend else self.parser.finish()
+            tail = self.parser.finish(cut=self.generation.finish_reason == "length")
+            if bend:
+                tail = self._bend(tail)
             if buffer:  # a call the finish ends (cut off by the limit, unterminated) is held after its start
                 held.extend(e for e in tail if isinstance(e, _CALL_EVENTS))
                 tail = [e for e in tail if not isinstance(e, _CALL_EVENTS)]

@@ -217,16 +217,23 @@ class TaggedToolParser(ToolParser):
         self._run(out)
         return out
 
-    def finish(self) -> list[ParsedEvent]:
+    def finish(self, *, cut: bool = False) -> list[ParsedEvent]:
+        """The end of the text. ``cut``: the output limit ended it, so a call begun before its name
+        was known is dropped, as is a held-back start of ``<tool_call>``: markup cut short is
+        neither text nor a call (conformance TOOLS-005:markup)."""
         out: list[ParsedEvent] = []
         while self._call is not None:
             call, self._call = self._call, None
             if call.started:
                 out.extend(call.close())
+            elif cut:
+                self._buf = ""
             else:
                 self._emit_text(out, self.open_tag)
                 self._buf = call.raw
                 self._run(out)
+        if cut and self._buf:
+            self._buf = self._buf[:len(self._buf) - held_suffix(self._buf, [self.open_tag])]
         self._emit_text(out, self._buf)
         self._buf = ""
         self._text.end()

@@ -60,7 +60,8 @@ class StreamParser:
             return events  # the usual token inside reasoning: what _route and _merge would give
         return _merge(self._route(events))
 
-    def finish(self) -> list[ParsedEvent]:
+    def finish(self, *, cut: bool = False) -> list[ParsedEvent]:
+        """The end of the output; ``cut``: the output limit ended it (``ToolParser.finish``)."""
         if self._finished:
             return []
         self._finished = True
@@ -68,7 +69,7 @@ class StreamParser:
         if self.reasoning_parser is not None:
             out += self._route(self.reasoning_parser.finish())
         if self.tool_parser is not None:
-            out += self.tool_parser.finish()
+            out += self.tool_parser.finish(cut=cut)
         self._text.end()
         return _merge(out)
 

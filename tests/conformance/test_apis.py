@@ -209,8 +209,8 @@ def sdk_accepts(api: str, body: dict[str, Any]) -> None:
 
 def with_sdk_required(body: dict[str, Any]) -> dict[str, Any]:
     """A Responses body with the two fields filled that the openai SDK's TypedDicts mark Required but the
-    kit leaves out, as the API allows: a function tool's ``strict`` (FunctionToolParam; None is the
-    API's default) and a replayed output message's ``status`` (ResponseOutputMessageParam; Codex replays
+    kit leaves out, as the API allows: a function tool's ``strict`` where a check leaves it unmarked on
+    purpose (FunctionToolParam; the kit's own scenario bodies send ``strict: false``, as Codex does) and a replayed output message's ``status`` (ResponseOutputMessageParam; Codex replays
     messages without it: its ResponseItem::Message has no status). Other APIs' bodies are returned as is."""
     if "input" not in body:
         return body

@@ -858,3 +858,30 @@ def test_arbitrary_input_split_invariant(data: st.DataObject) -> None:
         assert a.kind == "tool_call" or a.kind != b.kind, "no two text or reasoning parts in a row"
     for part in parts:
         assert part.kind == "tool_call" or (part.text and part.text == part.text.strip()), part
+
+
+# -- a call cut off by the output limit --------------------------------------------------------
+
+@pytest.mark.parametrize(("config", "cut_at"), [
+    (H, '<tool_call>\n{"name": "get_wea'), (H, "<tool_"), (Q, "<tool_call>\n<function=get_wea"), (Q, "<tool_"),
+], ids=["hermes-call", "hermes-tag", "qwen3_coder-call", "qwen3_coder-tag"])
+def test_markup_cut_by_the_limit_is_neither_text_nor_a_call(config: Config, cut_at: str) -> None:
+    """Cut before the call's name is known: with ``cut`` the markup is dropped (TOOLS-005:markup);
+    at a natural end it is given back as text, as before."""
+    parser = config.stream()
+    cut = parser.feed("ok " + cut_at) + parser.finish(cut=True)
+    assert "".join(e.text for e in cut if isinstance(e, TextDelta)).strip() == "ok"
+    assert not any(isinstance(e, ToolCallStart) for e in cut)
+    parser = config.stream()
+    ended = parser.feed("ok " + cut_at) + parser.finish()
+    assert "<tool_" in "".join(e.text for e in ended if isinstance(e, TextDelta))
+
+
+@pytest.mark.parametrize("config", [H, Q], ids=lambda c: c.id)
+def test_a_call_cut_after_its_name_still_starts_and_ends(config: Config) -> None:
+    text = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par' if config.tools == "hermes"
+            else "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar")
+    parser = config.stream()
+    events = parser.feed(text) + parser.finish(cut=True)
+    assert any(isinstance(e, ToolCallStart) and e.name == "get_weather" for e in events)
+    assert not any(isinstance(e, TextDelta) and "<" in e.text for e in events)
