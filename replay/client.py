@@ -21,8 +21,8 @@ one (``source`` says which); errors are what ``error_of`` names. ``replay.fold``
 usage, the stop reason and the answer from the snapshot.
 
 Each event's data is decoded by ``loads``: orjson, about 4x quicker than ``json.loads`` on a
-typical chunk (measured here: 1.2 vs 5.1 µs), which is the client's largest per-event cost after
-aiohttp's own. What orjson refuses (NaN, a lone surrogate) goes to ``json.loads``, so both
+typical chunk (measured here: 1.2 vs 5.1 µs; with json.loads it was the client's largest
+per-event cost after the transport's). What orjson refuses (NaN, a lone surrogate) goes to ``json.loads``, so both
 accept and refuse the same data; the one difference is an integer past 64 bits, which orjson reads
 as the nearest float (nothing the client times or folds reads a number that size).
 
