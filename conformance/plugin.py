@@ -360,7 +360,10 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
                          notes=_notes(attached), started=started,
                          exercised=catalog.coverage(check, hc.exercised) if hc else {},
                          paths_seen=sorted(hc.exercised) if hc else [])
-    item.config.stash[COLLECTOR].add(result)
+    collector = item.config.stash[COLLECTOR]
+    collector.add(result)
+    if hc is not None and hc.stall and "stall" not in collector.run:  # the run header says where it stalled
+        collector.run["stall"] = {"check": check.id, **hc.stall}
     return result
 
 

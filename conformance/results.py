@@ -121,6 +121,9 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     order = {c.id: n for n, c in enumerate(CHECKS)}
     runs = sorted((p["run"] for p in payloads), key=lambda r: r["started_at"])
     run = {**runs[0], "finished_at": now_iso()}
+    stalls = [r["stall"] for r in runs if r.get("stall")]  # xdist: the worker that met the stall
+    if stalls:
+        run["stall"] = stalls[0]
     if len(runs) > 1:
         run["id"] = new_run_id()
     run["settings"] = {**run.get("settings", {}), **(settings or {})}

@@ -58,6 +58,7 @@ class SuiteOptions:
     verbose: bool = False
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
+    min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
@@ -136,8 +137,11 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
                 interrupted = True
         if interrupted:
             doc["run"]["interrupted"] = True
-        if server is not None or after is not None or interrupted:
-            results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        from harnesscheck.conformance.verdict import run_verdicts
+
+        doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=options.min_verdicts,
+                                              stall=doc["run"].get("stall"))
+        results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if interrupted:
             raise RunInterrupted(doc)
         return doc

@@ -66,6 +66,7 @@ class Session:
     endpoint: Endpoint
     attached: Exchanges = field(default_factory=Exchanges)  # this test's exchanges and the paths they took
     stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
+    stall: dict[str, Any] | None = None  # that stall as measured (results.json run.stall): request, frames, seconds
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
 
     def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
@@ -84,7 +85,13 @@ class Session:
             probe = self._probe_answer()
             if probe is None or probe.error is None:
                 return  # the endpoint still completes a short answer: this one was only slow
-            self.stalled = (f"{label}: no data for {silent_ns / 1e9:.1f} s after {len(t.chunks)} reads, until the "
+            path = t.url.split("://", 1)[-1].partition("/")[2].split("?")[0]
+            self.stall = {"request": label, "method": t.method, "path": "/" + path, "frames": len(t.frames),
+                          "reads": len(t.chunks), "after_s": round(t.chunks[-1].t_ns / 1e9, 3),
+                          "silent_s": round(silent_ns / 1e9, 3), "deadline_s": self.endpoint.timeout,
+                          "probe": probe.error}
+            self.stalled = (f"{label} ({t.method} /{path}): {len(t.frames)} frames ({len(t.chunks)} reads) in "
+                            f"{t.chunks[-1].t_ns / 1e9:.1f} s, then no data for {silent_ns / 1e9:.1f} s until the "
                             f"{self.endpoint.timeout:g} s deadline, and a short probe answer did not complete "
                             f"either ({probe.error})")
             return
@@ -96,7 +103,9 @@ class Session:
             return None
         body = apis.get(api).first(self.scenario("plain_text"), self.endpoint.model)
         body[apis.get(api).MAX_TOKENS_FIELD] = 16
-        limit = min(self.endpoint.timeout, 15.0)
+        # half the deadline: a working endpoint completes 16 tokens in far less, and a stalled run then ends
+        # in about one and a half deadlines
+        limit = min(max(self.endpoint.timeout / 2, 2.0), 15.0)
         return client.stream_request(self._url(apis.get(api).PATH), headers=self.endpoint.headers(api),
                                      json_body=body, timeout=limit, api=api, read_timeout=limit)
 
@@ -123,6 +132,10 @@ class Session:
                           read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
         self.attach(label or f"POST {path}", transcript)
         self.note_stall([(label or f"POST {path}", transcript)])
+        if self.stalled and transcript.error:  # this request found the stall: the check says so, not "timeout"
+            from harnesscheck.conformance.verdict import Inconclusive
+
+            raise Inconclusive(f"the endpoint stalled: {self.stalled}", cause="stalled")
         return transcript
 
     def get(self, api: str, path: str, *, headers: dict[str, str] | None = None, label: str = "") -> Transcript:

@@ -8,17 +8,25 @@
   verdict), ``stalled`` (the endpoint stopped sending), ``endpoint-error`` (the endpoint reported an
   error event mid-stream), ``endpoint-config`` (the endpoint refused a request for its own limits).
 - ``pytest.skip``: the endpoint lacks an optional feature.
+
+``run_verdicts`` says of a whole run whether it judged the endpoint at all: a run in which the
+endpoint stalled, or in which fewer than ``MIN_VERDICT_SHARE`` of the selected checks reached a
+verdict (pass or fail), is no pass whatever its failures (results.json ``run.verdicts``; `check`
+and `run` exit 4).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.wire.transcript import Transcript
 
+MIN_VERDICT_SHARE = 0.5  # a run needs a verdict (pass or fail) on at least this share of its checks
+ENOUGH, STALLED, TOO_FEW = "enough", "stalled", "too-few-verdicts"  # run.verdicts.outcome
 CAUSES = ("not-exercised", "timeout", "stalled", "endpoint-error", "endpoint-config")
 TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeout"})
 # Words an endpoint uses when it refuses a request for its own limits, not for its shape.
@@ -115,3 +123,30 @@ def ok_response(transcript: Transcript, what: str) -> None:
             raise Inconclusive(f"{what}: the endpoint refused it for its own limits (HTTP {transcript.status}): "
                                f"{config[:300]}", cause="endpoint-config")
         fail(f"{what}: HTTP {transcript.status}: {transcript.text_body()[:300]}", transcript=transcript)
+
+
+def run_verdicts(checks: list[dict[str, Any]], *, min_share: float = MIN_VERDICT_SHARE,
+                 stall: dict[str, Any] | None = None) -> dict[str, Any]:
+    """results.json ``run.verdicts``: how many of the selected checks reached a verdict (pass or fail;
+    a skip, an inconclusive result and a kit error are none), that share, the share asked for, and the
+    outcome: ``stalled`` (the endpoint stopped sending: ``stall`` is the run header's record of it),
+    ``too-few-verdicts`` (the share is below ``min_share``) or ``enough``; ``reason`` says it in words."""
+    selected = len(checks)
+    judged = sum(1 for c in checks if c.get("outcome") in ("pass", "fail"))
+    share = judged / selected if selected else 0.0
+    summary: dict[str, Any] = {"selected": selected, "judged": judged, "share": round(share, 3),
+                               "min_share": min_share}
+    if stall:
+        summary["outcome"] = STALLED
+        where = f"{stall.get('request')} ({stall.get('method')} {stall.get('path')})"
+        summary["reason"] = (f"the endpoint stalled: {where} sent {stall.get('frames')} frames in "
+                             f"{stall.get('after_s'):g} s, then nothing until the {stall.get('deadline_s'):g} s "
+                             f"deadline; {judged} of {selected} checks reached a verdict")
+    elif share < min_share:
+        summary["outcome"] = TOO_FEW
+        summary["reason"] = (f"only {judged} of {selected} checks reached a verdict (pass or fail), "
+                             f"below the {min_share:.0%} asked for (--min-verdicts)")
+    else:
+        summary["outcome"] = ENOUGH
+        summary["reason"] = f"{judged} of {selected} checks reached a verdict"
+    return summary

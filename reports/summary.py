@@ -14,8 +14,8 @@ from typing import Any
 
 from harnesscheck.reports.schema import APIS, OUTCOMES
 
-__all__ = ["EXIT_KIT_ERROR", "EXIT_MUST_FAILED", "EXIT_OK", "api_order", "exit_status", "format_summary",
-           "is_must_failure", "kit_errors", "must_failures", "should_failures", "summarize"]
+__all__ = ["EXIT_KIT_ERROR", "EXIT_MUST_FAILED", "EXIT_OK", "api_order", "exit_status", "final_line",
+           "format_summary", "is_must_failure", "kit_errors", "must_failures", "should_failures", "summarize"]
 
 EXIT_OK, EXIT_MUST_FAILED, EXIT_KIT_ERROR = 0, 1, 3
 
@@ -72,6 +72,22 @@ def exit_status(results: dict[str, Any]) -> int:
     if must_failures(results, include_flaky=False):
         return EXIT_MUST_FAILED
     return EXIT_KIT_ERROR if kit_errors(results) else EXIT_OK
+
+
+def final_line(results: dict[str, Any]) -> str:
+    """The last line `check` and `run` print: the MUST failures, and whether the run judged the endpoint
+    at all (results.json `run.verdicts`: a stalled endpoint or too few verdicts is no pass, exit 4)."""
+    failed = must_failures(results)
+    verdicts = (results.get("run") or {}).get("verdicts") or {}
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} MUST check(s) failed: {', '.join(c['id'] for c in failed)}")
+    if verdicts.get("outcome") not in (None, "enough"):
+        parts.append(f"NO VERDICT: {verdicts.get('reason', verdicts['outcome'])}")
+    if not parts:
+        judged = f" ({verdicts['reason']})" if verdicts.get("reason") else ""
+        return f"no MUST check failed{judged}"
+    return "; ".join(parts)
 
 
 def exercised_rules(results: dict[str, Any]) -> tuple[int, int]:

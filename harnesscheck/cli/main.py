@@ -37,7 +37,8 @@ Typical use:
   harnesscheck catalog                          list every check
 Every command has its own --help.
 Exit status: 0 ok, 1 a MUST check failed (check, run) or a regression (gate), 2 usage error, bad
-input or unusable endpoint, 3 a kit bug, 130 interrupted (Ctrl-C, SIGTERM).
+input or unusable endpoint, 3 a kit bug, 4 no verdict (check, run: the endpoint stalled or too few
+checks reached a verdict), 130 interrupted (Ctrl-C, SIGTERM).
 """
 EVERY_COMMAND = """\
 Every command: exit status 2 for a usage error, bad input or an unusable endpoint (one line on

@@ -79,3 +79,75 @@ def test_the_summary_counts_exercised_rules_and_the_schema_takes_them():
     validate_results(doc)
     assert "rules that need a model path (parallel calls, interleaving, ...): 2 of 3 exercised" in format_summary(doc)
     assert "need a model path" not in format_summary(_doc(factory.check("AN-ROUTE-001", "anthropic", "pass", "SHOULD")))
+
+
+# -- no verdict is not a pass (issue 35): a stalled endpoint, too few verdicts -> exit 4 ------------
+
+STALL = {"check": "AN-STREAM-001", "request": "plain_text turn 0", "method": "POST", "path": "/v1/messages",
+         "frames": 2, "reads": 2, "after_s": 0.02, "silent_s": 3.0, "deadline_s": 3.0, "probe": "deadline"}
+
+
+def _finished(*checks, stall=None, min_share=0.5):
+    from harnesscheck.conformance.verdict import run_verdicts
+
+    doc = _doc(*checks)
+    if stall:
+        doc["run"]["stall"] = stall
+    doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=min_share, stall=stall)
+    return validate_results(doc)
+
+
+def test_a_stalled_endpoint_is_no_pass_and_says_so_last():
+    from harnesscheck.cli.commands.check import NO_VERDICT, final_status
+    from harnesscheck.reports.summary import final_line
+
+    doc = _finished(factory.check("AN-ROUTE-001", "anthropic", "pass", "SHOULD"),
+                    factory.check("AN-STREAM-001", "anthropic", "inconclusive", "MUST", cause="stalled"),
+                    stall=STALL)
+    assert exit_status(doc) == 0  # what the checks alone say
+    assert final_status(doc) == NO_VERDICT == 4
+    verdicts = doc["run"]["verdicts"]
+    assert (verdicts["outcome"], verdicts["judged"], verdicts["selected"]) == ("stalled", 1, 2)
+    line = final_line(doc)
+    assert line.startswith("NO VERDICT: the endpoint stalled: plain_text turn 0 (POST /v1/messages) sent 2 "
+                           "frames")
+
+
+def test_too_few_verdicts_is_no_pass_at_the_stated_share():
+    from harnesscheck.cli.commands.check import final_status
+    from harnesscheck.reports.summary import final_line
+
+    checks = [factory.check("AN-ROUTE-001", "anthropic", "pass", "SHOULD"),
+              factory.check("AN-HIST-001", "anthropic", "inconclusive", "MUST"),
+              factory.check("CH-DISPATCH-002", "chat", "skip", "SHOULD")]
+    few = _finished(*checks)
+    assert few["run"]["verdicts"]["outcome"] == "too-few-verdicts" and final_status(few) == 4
+    assert "only 1 of 3 checks reached a verdict" in final_line(few) and "50%" in final_line(few)
+    enough = _finished(*checks, min_share=0.3)
+    assert enough["run"]["verdicts"]["outcome"] == "enough" and final_status(enough) == 0
+    assert final_line(enough).startswith("no MUST check failed (1 of 3 checks reached a verdict")
+
+
+def test_a_must_failure_outranks_no_verdict_and_both_are_said():
+    from harnesscheck.cli.commands.check import final_status
+    from harnesscheck.reports.summary import final_line
+
+    doc = _finished(factory.check("AN-ERR-001", "anthropic", "fail", "MUST", message="500 for bad input"),
+                    factory.check("AN-STREAM-001", "anthropic", "inconclusive", "MUST", cause="stalled"),
+                    factory.check("AN-USAGE-001", "anthropic", "error", "SHOULD"), stall=STALL)
+    assert final_status(doc) == 1
+    assert final_line(doc).startswith("1 MUST check(s) failed: AN-ERR-001; NO VERDICT: the endpoint stalled")
+    no_must = _finished(factory.check("AN-USAGE-001", "anthropic", "error", "SHOULD"),
+                        factory.check("AN-STREAM-001", "anthropic", "inconclusive", "MUST", cause="stalled"),
+                        stall=STALL)
+    assert final_status(no_must) == 4  # no verdict says more than a kit error
+
+
+def test_exit_status_4_is_documented_in_help_and_readme():
+    from pathlib import Path
+
+    from harnesscheck.cli.commands.check import EXIT_STATUS
+
+    assert "\n  4    no verdict" in EXIT_STATUS
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "**4** no verdict" in readme

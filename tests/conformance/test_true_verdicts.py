@@ -140,16 +140,31 @@ def test_slow_endpoint_times_out_without_verdicts(tmp_path: Path) -> None:
     assert all("timed out" in c["message"] and "--timeout" in c["message"] for c in timed)
 
 
-def test_stalled_endpoint_ends_promptly(tmp_path: Path) -> None:
-    timeout = 5.0
-    started = time.monotonic()
-    doc = run_suite(SuiteOptions(apis="anthropic,responses", timeout=timeout, server_args=("--fault=stall-stream",)),
-                    tmp_path, subprocess_run=True, quiet=True)
-    elapsed = time.monotonic() - started
+def test_stalled_endpoint_is_no_pass_and_ends_promptly(tmp_path: Path) -> None:
+    """Every stream stops after two writes (fault stall-stream): `run` ends in about one deadline (one
+    stalled stream, then a probe of half a deadline) with exit 4, its last line says so, and results.json
+    records which request stalled after how many frames and seconds; every later check says stalled."""
+    import json
+
+    from tests.cli.helpers import harnesscheck
+
+    timeout = 3.0
+    ran = harnesscheck("run", "--apis", "anthropic,responses", "--timeout", f"{timeout:g}", "--no-report",
+                       "--server-arg=--fault=stall-stream", "--out", "out", cwd=tmp_path)
+    assert ran.rc == 4, ran.out[-2000:] + ran.err
+    assert ran.out.strip().splitlines()[-1].startswith("NO VERDICT: the endpoint stalled: "), ran.out[-600:]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert _bad(doc) == [], "\n".join(_bad(doc))
+    stall, verdicts = doc["run"]["stall"], doc["run"]["verdicts"]
+    assert stall["method"] == "POST" and stall["path"] in ("/v1/messages", "/v1/responses"), stall
+    assert stall["frames"] >= 2 and stall["silent_s"] >= timeout / 2 and stall["deadline_s"] == timeout, stall
+    assert verdicts["outcome"] == "stalled" and verdicts["judged"] == 0, verdicts
+    first = next(c for c in doc["checks"] if c["id"] == stall["check"])
+    assert first["cause"] == "stalled" and first["message"].startswith("the endpoint stalled: "), first
+    assert f"{stall['request']} (POST {stall['path']}): {stall['frames']} frames" in first["message"]
     stalled = [c for c in doc["checks"] if c.get("cause") == "stalled"]
     assert len(stalled) >= 10, [(c["id"], c["outcome"], c.get("cause")) for c in doc["checks"]]
-    assert elapsed < 2 * timeout + 30, f"{elapsed:.0f} s"
+    assert ran.seconds < 2 * timeout + 30, f"{ran.seconds:.0f} s"
 
 
 @pytest.mark.parametrize("rule,breaks", [("AN-GRAMMAR-BLOCK-UNKNOWN", True), ("AN-GRAMMAR-ONE-OPEN", False)])

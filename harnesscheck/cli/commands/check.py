@@ -17,7 +17,11 @@ Exit status:
   2    usage error, or the endpoint is unusable (unreachable, not an LLM API, API key refused,
        model not served: checked before any check runs), or -k selected no check
   3    no MUST check failed, but the kit itself failed on a check (outcome error: a kit bug)
+  4    no verdict: no MUST check failed, but the endpoint stalled (a stream stopped sending), or
+       fewer than --min-verdicts (default half) of the selected checks reached a verdict (pass or
+       fail): too little was judged to call the endpoint fine (results.json run.verdicts)
   130  interrupted (Ctrl-C, SIGTERM): what was measured is written, marked "interrupted"
+The last line printed says which: the MUST failures, "NO VERDICT: ..." and why, or that none failed.
 """
 DESCRIPTION = f"""\
 Run every conformance check (see `harnesscheck catalog`) against an endpoint and write
@@ -30,6 +34,7 @@ The same suite runs under plain pytest: `pytest --pyargs harnesscheck.conformanc
 
 {EXIT_STATUS}"""
 INTERRUPTED = 130
+NO_VERDICT = 4
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +55,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
                              "client_verification); install them once with `python -m harnesscheck.agents.clients`")
     parser.add_argument("--client-timeout", type=float, default=180.0, metavar="SECONDS",
                         help="with --verify-clients: time limit per client turn (default: 180)")
+    parser.add_argument("--min-verdicts", type=float, default=0.5, metavar="SHARE",
+                        help="the share of the selected checks (0 to 1) that must reach a verdict, pass or "
+                             "fail; below it, or when the endpoint stalled, the run exits 4 (default: 0.5)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +77,8 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
         problem = concurrency_problem(args.concurrency)
     if problem is None and not args.client_timeout > 0:
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
+    if problem is None and not 0 <= args.min_verdicts <= 1:
+        problem = f"--min-verdicts is a share from 0 to 1, got {args.min_verdicts:g}"
     if problem:
         raise UsageError(problem)
     options = SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,
@@ -77,7 +87,7 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
-                           concurrency=args.concurrency)
+                           concurrency=args.concurrency, min_verdicts=args.min_verdicts)
     check_endpoint(options)
     return options
 
@@ -119,8 +129,24 @@ def run_and_summarize(options: Any, out: Path, *, after: Any = None,
     if status == INTERRUPTED:
         print("interrupted: the results hold what was measured until then (run.interrupted)")
         return doc, status
-    return doc, exit_status(doc)
+    return doc, final_status(doc)
+
+
+def final_status(doc: dict[str, Any]) -> int:
+    """The exit status of a finished run (EXIT_STATUS): a MUST failure first, then no verdict (a stalled
+    endpoint, too few verdicts: run.verdicts), then a kit error."""
+    from harnesscheck.reports.summary import EXIT_MUST_FAILED, exit_status
+
+    status = exit_status(doc)
+    if status != EXIT_MUST_FAILED and (doc["run"].get("verdicts") or {}).get("outcome", "enough") != "enough":
+        return NO_VERDICT
+    return status
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_and_summarize(suite_options(args), Path(args.out), after=after_suite(args))[1]
+    from harnesscheck.reports.summary import final_line
+
+    doc, status = run_and_summarize(suite_options(args), Path(args.out), after=after_suite(args))
+    if status != INTERRUPTED:
+        print(final_line(doc))
+    return status

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harnesscheck.cli.commands.check import (EXIT_STATUS, add_suite_arguments, after_suite, run_and_summarize,
-                                             suite_options)
+from harnesscheck.cli.commands.check import (EXIT_STATUS, INTERRUPTED, add_suite_arguments, after_suite,
+                                             run_and_summarize, suite_options)
 
 NAME = "run"
 ORDER = 1
@@ -32,12 +32,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
     doc, status = run_and_summarize(options, out, after=after_suite(args), label_width=12)
     from harnesscheck.reports.html import write_report
-    from harnesscheck.reports.summary import must_failures
+    from harnesscheck.reports.summary import final_line
     if not args.no_report:
         report = out / "report.html"
         write_report([out / "results.json"], report)
         print(f"{'report:':<12} {report}")
-    failed = must_failures(doc)
-    if failed:
-        print(f"{len(failed)} MUST check(s) failed: {', '.join(c['id'] for c in failed)}")
+    if status != INTERRUPTED:
+        print(final_line(doc))  # the last line: MUST failures, or no verdict and why (exit 1 / 4)
     return status
