@@ -12,6 +12,9 @@ optional extra: ``pip install 'harnesscheck[ray]'``):
   no more at once than the cluster has room for, so each task's profiles run close in time;
 - resumable: a (task, profile) whose ``task.json`` is there without an ``error`` (from an earlier run,
   by either driver) is not run again;
+- a Ray task that outlives ``task_timeout_s`` is cancelled with force (its worker killed); the
+  worker's guard process (``agents.procgroup``) then ends the agent's process group, which runs in
+  its own session, and removes the scratch folders, so no agent process outlives its run;
 - a run whose Ray task fails (raises, its worker or node dies, or it outlives ``task_timeout_s``
   and is cancelled) is tried again up to ``retries`` times, then recorded as failed: its
   ``task.json`` says ``"failed": true`` with the errors of every attempt (``harnesscheck.agents.rollouts`` leaves
@@ -50,6 +53,7 @@ from harnesscheck.agents.driver import (
     task_folder,
     write_task_json,
 )
+from harnesscheck.agents.procgroup import guard
 from harnesscheck.agents.swebench import SweTask, TaskFileError
 from harnesscheck.replay.cluster import ray_session
 
@@ -99,8 +103,15 @@ class _Job:
 def _attempt(
     task: SweTask, profile: Profile, repos: Any, order: int, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    """On a worker: ``run_task`` into a scratch run folder; the TaskRun and the files it wrote."""
-    scratch = Path(tempfile.mkdtemp(prefix="hc-ray-run-"))
+    """On a worker: ``run_task`` into a scratch run folder; the TaskRun and the files it wrote. The
+    worker's guard (``agents.procgroup``) removes the scratch folder and ends the agent's process
+    group should the worker be killed (``ray.cancel(force=True)`` on a time-out)."""
+    root = settings.get("work_root")
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="hc-ray-run-", dir=root or None))
+    watcher = guard()
+    watcher.remove_on_exit(scratch)
     try:
         run = run_task(task, profile, run_dir=scratch, repo=find_repo(repos, task), order=order, **settings)
         folder = Path(run.folder)
@@ -112,6 +123,7 @@ def _attempt(
         return {"run": run, "files": files, "node": socket.gethostname(), "pid": os.getpid()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        watcher.forget_folder(scratch)
 
 
 def is_complete(folder: Path) -> TaskRun | None:

@@ -12,8 +12,10 @@ second, ...; with k profiles the order rotates), the driver:
 3. runs the agent command (a template, default ``DEFAULT_COMMAND``: ``codex exec --json ... -m
    {model} {problem_statement}``; ``TOY_AGENT_COMMAND`` runs the kit's own small agent loop,
    ``harnesscheck.agents.toy_agent``, the same way) in the working copy with a time limit, stdin closed, stdout to
-   ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``; on time-out (or KeyboardInterrupt)
-   the whole process group is killed;
+   ``agent-stdout.jsonl`` and stderr to ``agent-stderr.txt``, in its own process group, ended as a
+   whole when the agent exits (what it left running), on time-out or KeyboardInterrupt, and by the
+   guard process (``agents.procgroup``) if this process dies first (a Ray worker cancelled with
+   force): no agent process outlives its run, and the scratch folder goes with it;
 4. copies the rollout files the agent wrote (``CODEX_HOME/sessions/**/rollout-*.jsonl``) to
    ``RUN/PROFILE/TASK/sessions/...``; writes the working copy's diff against ``base_commit`` to
    ``model.patch``; optionally applies ``test_patch`` and runs a test command template, and
@@ -34,6 +36,10 @@ Safety: task files come from outside. ``run_profiles`` first calls ``validate_ru
 inside the run folder; anything else raises ``TaskFileError`` before a folder is made. ``run_task``
 checks its own folder the same way before it removes or writes anything.
 
+Paths: the run folder, the repositories and ``work_root`` are made absolute once
+(``run_profiles``, ``absolute_repos``), so every folder handed to git, the agent (``CODEX_HOME``,
+the working copy) or a Ray worker means the same whatever the working directory.
+
 Environment given to the agent: CODEX_HOME, HARNESSCHECK_TASK_ID, HARNESSCHECK_PROFILE,
 HARNESSCHECK_MODEL, and with an endpoint HARNESSCHECK_ENDPOINT, OPENAI_BASE_URL,
 ANTHROPIC_BASE_URL (the endpoint without a trailing ``/v1``), ANTHROPIC_MODEL, plus the profile's
@@ -47,7 +53,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -59,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesscheck.agents.clients.codex import config_toml
+from harnesscheck.agents.procgroup import guard, kill_group
 from harnesscheck.agents.swebench import INSTANCE_ID, SweTask, TaskFileError, validate_tasks
 
 __all__ = [
@@ -67,6 +73,7 @@ __all__ = [
     "TOY_AGENT_COMMAND",
     "Profile",
     "TaskRun",
+    "absolute_repos",
     "build_command",
     "codex_config_toml",
     "find_repo",
@@ -217,6 +224,18 @@ def find_repo(repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path]
     raise FileNotFoundError(f"no local repository for {task.repo} under {root}")
 
 
+def absolute_repos(
+    repos: Path | Mapping[str, str | Path] | Callable[[SweTask], Path],
+) -> Path | Mapping[str, str | Path] | Callable[[SweTask], Path]:
+    """``repos`` with every path made absolute here, once (a clone runs in another folder, a Ray
+    worker in another working directory); a callable is left as it is."""
+    if callable(repos):
+        return repos
+    if isinstance(repos, Mapping):
+        return {name: Path(path).resolve() for name, path in repos.items()}
+    return Path(repos).resolve()
+
+
 def task_folder(run_dir: str | Path, profile: str, instance_id: str) -> Path:
     """``RUN/PROFILE/TASK``, proven to lie inside the run folder: both names plain folder names and
     the path, with symbolic links resolved, exactly that folder. TaskFileError otherwise."""
@@ -262,22 +281,12 @@ def prepare_workdir(task: SweTask, source: Path, dest: Path) -> Path:
     return dest
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=3)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _run_process(
     argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float, stdout: Path, stderr: Path
 ) -> tuple[int | None, bool, float, str | None]:
+    """Run ``argv`` in its own process group, watched by this process's guard (``agents.procgroup``):
+    the group is ended as a whole when the leader exits (what it left running), on time-out, on
+    Ctrl-C, and by the guard when this process dies (a Ray worker cancelled with force)."""
     start = time.monotonic()
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         try:
@@ -292,15 +301,20 @@ def _run_process(
             )
         except OSError as exc:
             return None, False, time.monotonic() - start, f"could not start {argv[0]!r}: {exc}"
+        watcher = guard()
+        watcher.watch_group(proc.pid)
         try:
             rc: int | None = proc.wait(timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             rc, timed_out = proc.returncode, True
         except BaseException:  # Ctrl-C: its own session does not get the SIGINT, so end it here
-            _kill_group(proc)
+            kill_group(proc)
+            watcher.forget_group(proc.pid)
             raise
+        kill_group(proc)  # whatever the agent left running in its group
+        watcher.forget_group(proc.pid)
     return rc, timed_out, time.monotonic() - start, None
 
 
@@ -344,7 +358,13 @@ def run_task(
     if task_dir.exists():
         shutil.rmtree(task_dir)
     task_dir.mkdir(parents=True)
-    scratch = Path(tempfile.mkdtemp(prefix="hc-swe-", dir=str(work_root) if work_root else None))
+    repo = Path(repo).resolve()  # the agent, git and the test command run elsewhere: no relative path
+    root = Path(work_root).resolve() if work_root else None
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="hc-swe-", dir=root))
+    watcher = guard()
+    watcher.remove_on_exit(scratch)  # should this process die before the finally below
     workdir = scratch / "repo"
     codex_home = scratch / "codex_home"
     codex_home.mkdir()
@@ -403,6 +423,7 @@ def run_task(
     finally:
         if not keep_workdir:
             shutil.rmtree(scratch, ignore_errors=True)
+        watcher.forget_folder(scratch)
     result = TaskRun(
         task_id=task.instance_id,
         profile=profile.name,
@@ -510,14 +531,14 @@ def run_profiles(
         "command": command,
         "timeout_s": timeout_s,
         "test_command": test_command,
-        "work_root": work_root,
+        "work_root": str(Path(work_root).resolve()) if work_root else None,
         "keep_workdir": keep_workdirs,
     }
     batch = Batch(
-        run_root=Path(run_dir),
+        run_root=Path(run_dir).resolve(),
         profiles=tuple(profiles),
         jobs=tuple((order, task, profile) for order, (task, profile) in enumerate(jobs)),
-        repos=repos,
+        repos=absolute_repos(repos),
         settings=settings,
         on_result=on_result,
     )

@@ -13,6 +13,7 @@ import json
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -217,21 +218,50 @@ def test_replay_on_two_actors_matches_one_process(
     assert 1 <= one["max_in_flight"] <= 4
 
 
+def _processes_with(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
 def test_a_run_past_its_ray_time_limit_is_cancelled_retried_then_failed(
     tmp_path: Path, local_ray: Any
 ) -> None:
-    """An agent that hangs (its own limit, 60 s, far away): the Ray task is cancelled at
-    task_timeout_s, tried once more, then recorded as failed with the reason; nothing is dropped."""
+    """An agent that hangs (its own limit, 60 s, far away) and has started a child of its own: the Ray
+    task is cancelled at task_timeout_s (its worker killed), tried once more, then recorded as failed
+    with the reason; nothing is dropped. The agent runs in its own session, out of the worker's reach:
+    the worker's guard process ends its whole group, so no agent process (nor its child) is left, and
+    the scratch folders under work_root are gone."""
     repos = tmp_path / "repos"
     build_toy_repo(repos / "harnesscheck__toycalc")
     toy = load_tasks(TOY_TASKS, use_datasets=False)
     (task,) = select_tasks(toy, instance_ids=["harnesscheck__toycalc-1"])
-    hang = [sys.executable, "-S", "-c", "import time; time.sleep(20)"]
+    marker = f"hc-ray-hang-{uuid.uuid4().hex}"
+    child = f"import time; time.sleep(30)  # {marker}-child"
+    hang = [sys.executable, "-S", "-c",
+            f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-S', '-c', {child!r}]); "
+            f"time.sleep(30)  # {marker}"]
+    scratch = tmp_path / "scratch"
     started = time.monotonic()
     (run,) = run_profiles_on_ray(
         [task], [Profile("a", SMALL)], run_dir=tmp_path / "run", repos=repos, command=hang, timeout_s=60,
-        ray_options=RayOptions(memory_mb=256, task_timeout_s=2),
+        ray_options=RayOptions(memory_mb=256, task_timeout_s=2), work_root=scratch,
     )
     assert time.monotonic() - started < 40  # two attempts of about 2 s each, not 2 x 60 s
     meta = json.loads((tmp_path / "run" / "a" / task.instance_id / "task.json").read_text())
     assert is_failed(run) and meta["failed"] is True and meta["errors"] == ["timed out after 2 s"] * 2
+    deadline = time.monotonic() + 20  # the guard acts when it sees its worker's pipe close
+    while (_processes_with(marker) or any(scratch.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _processes_with(marker)
+    print(f"\nray time-out: agent processes left after two cancelled attempts: {len(left)}; "
+          f"scratch folders left: {len(list(scratch.iterdir()))}")
+    assert left == [], left
+    assert list(scratch.iterdir()) == []

@@ -46,7 +46,9 @@ Examples:
       --profile a=my/model@http://127.0.0.1:8000/v1 --profile b=my/model-fp8@http://127.0.0.1:8000/v1
 
 {ray}
-Exit status: 0 done; 1 the profiles could not be compared; 2 a bad task file or option (nothing runs).
+Folders (--run-dir, --repos) may be relative: they are made absolute once, before any clone.
+Exit status: 0 done; 1 the profiles could not be compared, or every run failed before its agent
+could run (a clone, a missing agent: said on the last line); 2 a bad task file or option (nothing runs).
 """.format(toy=TOY_TEXT, ray=RAY_TEXT)
 ORDER = 71
 
@@ -278,11 +280,12 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
     )
     try:
         if args.ray is None:
-            run_profiles(tasks, profiles, **common)
+            runs = run_profiles(tasks, profiles, **common)
         else:
             from harnesscheck.agents.distributed import is_failed
 
-            failed = [r for r in _run_on_ray(args, tasks, profiles, common, err) if is_failed(r)]
+            runs = _run_on_ray(args, tasks, profiles, common, err)
+            failed = [r for r in runs if is_failed(r)]
             if failed:
                 err.print(
                     f"{len(failed)} run(s) failed on every attempt (see their task.json): "
@@ -293,6 +296,11 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
     except (OSError, ValueError, KeyError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
+    if runs and all(r.error for r in runs):  # no agent ran: nothing to compare (not 0 calls against 0)
+        err.print(f"error: every run failed before its agent could run ({len(runs)} runs), e.g. "
+                  f"{runs[0].task_id} [{runs[0].profile}]: {runs[0].error}", highlight=False, markup=False,
+                  soft_wrap=True)
+        return 1
     if len(profiles) == 2:
         from harnesscheck.agents.counts import compare_sources
         from harnesscheck.stats.compare import write_outputs
