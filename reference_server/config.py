@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harnesscheck.reference_server.context import DEFAULT_CONTEXT_WINDOW
 from harnesscheck.reference_server.engines.scripted import TimingModel
 
 DEFAULT_MODEL_IDS = ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "deepseek-ai/DeepSeek-R1=deepseek_r1")
@@ -29,6 +30,7 @@ class ServerConfig:
     max_concurrency: int = 1024
     max_body_bytes: int = 32 * 1024 * 1024
     max_output_tokens: int = 32768
+    context_window: int = DEFAULT_CONTEXT_WINDOW  # prompt tokens the model takes; longer is refused (0: no limit)
     stored_responses: int = 10000  # previous_response_id store: at most this many responses (LRU)
     responses_store_bytes: int = 128 * 1024 * 1024  # ... and about this many bytes of them (LRU)
     cpu_workers: int = 0  # threads that render and tokenize prompts; 0: one per CPU, at least 2 (service.py)

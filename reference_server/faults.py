@@ -45,6 +45,10 @@ _ALL = [
     Fault("usage-cache-only-in-final", "message_start reports the whole prompt as input_tokens and no cache "
           "fields; only message_delta splits out cache_read_input_tokens",
           "docs/peers/vllm-0.32.md: vLLM 0.32's Anthropic route (measured)", apis=('anthropic',)),
+    Fault("usage-current-turn-only", "prompt usage counts only the current turn's new input (the messages "
+          "after the last assistant turn), not the history: a one-turn prompt is counted right",
+          "issue 30: endpoints and proxies that count only the new turn (the clients' context meters read near "
+          "zero and auto-compaction never fires)"),
     Fault("usage-cached-outside-prompt", "prompt_tokens / input_tokens count only the uncached part (Anthropic's "
           "accounting in OpenAI's fields) while total_tokens counts the whole prompt",
           "API_FACTS: cached tokens are part of the prompt tokens", apis=('chat', 'responses')),
@@ -139,6 +143,15 @@ _ALL = [
     Fault("forced-cut-raw-markup", "a forced call cut off by the output limit comes back, not streamed, as "
           "the model's raw <tool_call> text (the stream keeps the tool deltas)", "issue 23: vLLM 0.32 "
           "(measured)"),
+    # Context overflow: a prompt longer than the context window refused in a form the clients do not
+    # recognise (issue 30; docs/API_FACTS.md "Context overflow").
+    Fault("overflow-detail-shape", "an over-long prompt refused as {'detail': 'Prompt too long: ...'} (400), "
+          "in no API's error shape", "issue 30: servers answering the overflow with their framework's error"),
+    Fault("overflow-500", "an over-long prompt answered with a 500 (the API's error shape, no overflow marker)",
+          "issue 30: servers failing the request inside the engine"),
+    Fault("overflow-bare-400", "an over-long prompt refused with a 400 in the API's shape but without the "
+          "overflow marker (no context_length_exceeded code, no 'prompt is too long')",
+          "issue 30: a bare 400 the clients cannot tell from any bad request"),
     # Transport (no contract broken: the kit must say "stalled", not fail a rule).
     Fault("stall-stream", "a stream stops sending after two writes and never ends", "issue 22: a stalled endpoint",
           transport=True),

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from harnesscheck.reference_server.checkpoint import Checkpoint, load_checkpoint, template_from_option
 from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.context import check_window, output_room
 from harnesscheck.reference_server.conversation import Conversation
 from harnesscheck.reference_server.director import next_turn
 from harnesscheck.reference_server.engines import build_engine
@@ -178,6 +179,7 @@ class _Prepared:
     parser: StreamParser
     eos_id: int
     end_ids: tuple[int, ...]
+    counted: int | None = None  # fault usage-current-turn-only: the prompt tokens usage reports
 
 
 @dataclass(slots=True)
@@ -189,14 +191,15 @@ class Turn:
     decoder: IncrementalDecoder
     faults: Faults
     end_ids: frozenset[int]
+    counted: int | None = None  # fault usage-current-turn-only: what usage reports instead of the prompt
 
     @property
     def prompt_tokens(self) -> int:
-        return self.generation.prompt_tokens
+        return self.generation.prompt_tokens if self.counted is None else self.counted
 
     @property
     def cached_tokens(self) -> int:
-        return self.generation.cached_tokens
+        return self.generation.cached_tokens if self.counted is None else 0
 
     async def events(self) -> AsyncIterator[Event]:
         async for step in self.steps():
@@ -423,13 +426,16 @@ class Service:
 
     async def start_turn(self, conv: Conversation, *, id_prefix: str = "call_") -> Turn:
         prep = await self._cpu(conv, self._prepare, conv, id_prefix)
+        window = self.config.context_window
+        check_window(len(prep.prompt.ids), window)  # a prompt that does not fit is refused (context.py)
         max_tokens = min(conv.max_tokens or self.config.max_output_tokens, self.config.max_output_tokens)
+        max_tokens = output_room(len(prep.prompt.ids), window, max_tokens)
         generation = await self.engine.start(GenerateRequest(
             request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
             end_ids=prep.end_ids, script_text=prep.script))
         return Turn(plan=prep.plan, prompt=prep.prompt, generation=generation, parser=prep.parser,
                     decoder=IncrementalDecoder(self._decodes), faults=self.faults,
-                    end_ids=frozenset(prep.end_ids))
+                    end_ids=frozenset(prep.end_ids), counted=prep.counted)
 
     def _prepare(self, conv: Conversation, id_prefix: str) -> _Prepared:
         """A turn's CPU work before the engine starts: its plan, prompt, ids and the scripted output."""
@@ -447,6 +453,18 @@ class Service:
         elif opens and plan.thinking:
             script = "\n</think>\n\n" + script  # empty reasoning, closed at once
         end_ids = self._end_ids[plan.profile.id]
+        counted = self._current_turn_tokens(conv) if self.faults.on("usage-current-turn-only") else None
         return _Prepared(plan=plan, prompt=prompt, request_id=request_id, script=script,
                          parser=StreamParser(reasoning_parser=plan.reasoning, tool_parser=plan.tools),
-                         eos_id=end_ids[0], end_ids=end_ids)
+                         eos_id=end_ids[0], end_ids=end_ids, counted=counted)
+
+    def _current_turn_tokens(self, conv: Conversation) -> int | None:
+        """The fault usage-current-turn-only: the tokens of the messages after the last assistant turn
+        (its tool results and user text), as a proxy counting only the new input reports them; None
+        (the whole prompt, counted right) for a conversation with no assistant turn yet."""
+        last = max((i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=None)
+        if last is None:
+            return None
+        texts = [m.text for m in conv.messages[last + 1:]]
+        texts += [r.content for m in conv.messages[last + 1:] for r in m.results]
+        return len(encode_text(self.tokenizer, "\n".join(t for t in texts if t)).ids)

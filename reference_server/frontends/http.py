@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from harnesscheck.reference_server.config import ServerConfig
+from harnesscheck.reference_server.context import ContextOverflow, refusal, route_of
 from harnesscheck.reference_server.conversation import InvalidConversation
 from harnesscheck.reference_server.engines.base import EngineStopped
 from harnesscheck.reference_server.faults import Faults
@@ -74,10 +75,22 @@ class ApiContext:
                                                code="model_not_found"), kind, faults)
             except EngineStopped as stop:  # before the first frame (or not streamed): the API's 5xx
                 return error_response(engine_stop_error(stop.reason, str(stop), kind), kind, faults)
+            except ContextOverflow as over:  # the prompt does not fit the window: the API's own refusal
+                return overflow_response(over, kind, request.url.path, faults)
             except Exception:  # a server bug: still answer in shape, and log it
                 log.exception("unhandled error on %s", request.url.path)
                 return error_response(ApiError(500, "internal server error"), kind, faults)
         return wrapped
+
+
+def overflow_response(over: ContextOverflow, kind: ApiKind, path: str, faults: Faults) -> Response:
+    """The refusal of a prompt longer than the context window, in the form of the route's API
+    (`context.refusal`; a planted bad form under the overflow faults)."""
+    answer = refusal(over, route_of(path) if kind == "openai" else "anthropic", faults)
+    if answer.raw is not None:
+        return JSONResponse(answer.raw, status_code=answer.status)
+    return error_response(ApiError(answer.status, answer.message, param=answer.param, code=answer.code), kind,
+                          faults)
 
 
 class SSEResponse(Response):

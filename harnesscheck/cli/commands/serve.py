@@ -65,6 +65,10 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-output-tokens", type=int, default=32768, metavar="N",
                    help="most output tokens per request: a larger max_tokens is served up to N and ends as a "
                         "length finish (a slow real-compute engine on a CPU; default: 32768)")
+    g.add_argument("--context-window", type=int, default=None, metavar="N",
+                   help="prompt tokens the model takes: a longer prompt is refused in each API's form (Anthropic "
+                        "'prompt is too long: N tokens > M maximum', OpenAI code context_length_exceeded), and "
+                        "the output limit is cut to the room left; 0: no limit (default: 131072)")
     g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
     g.add_argument("--responses-store-bytes", type=int, default=128 * 1024 * 1024, metavar="BYTES",
@@ -99,6 +103,7 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
         max_concurrency=args.max_concurrency,
         max_body_bytes=getattr(args, "max_body_bytes", 32 * 1024 * 1024),
         max_output_tokens=getattr(args, "max_output_tokens", 32768),
+        **({} if getattr(args, "context_window", None) is None else {"context_window": args.context_window}),
         responses_store_bytes=args.responses_store_bytes,
     )
 

@@ -1,0 +1,92 @@
+"""The model's context window: a prompt longer than it is refused, in each API's own form.
+
+`Service.start_turn` raises `ContextOverflow` when the rendered prompt has more tokens than the
+window (`--context-window N`; 0: no window); a prompt that fits gets at most the room left as its
+output limit. `frontends/http.py` answers the refusal with `overflow_error`, before any stream starts:
+
+- Anthropic: 400 ``invalid_request_error`` whose message is ``prompt is too long: N tokens > M
+  maximum``, the wording Claude Code matches (``/prompt is too long[^0-9]*(\\d+)\\s*tokens?\\s*>\\s*(\\d+)/i``,
+  read from the client itself; docs/API_FACTS.md "Context overflow");
+- Chat Completions: 400 ``{"error": {"message": "This model's maximum context length is M tokens.
+  However, your messages resulted in N tokens. ...", "type": "invalid_request_error", "param":
+  "messages", "code": "context_length_exceeded"}}``;
+- Responses: 400 with ``code: "context_length_exceeded"``, ``param: "input"`` and OpenAI's message
+  "Your input exceeds the context window of this model. ..."
+
+Three faults plant the bad forms seen in the wild: ``overflow-detail-shape`` (``{"detail": "Prompt
+too long: ..."}``), ``overflow-500`` (a 500 in the API's error shape, no marker) and
+``overflow-bare-400`` (a 400 in the API's error shape without the marker).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from harnesscheck.reference_server.faults import Faults
+
+DEFAULT_CONTEXT_WINDOW = 131072  # tokens of prompt the scripted model takes (a common 128K window)
+
+Route = Literal["anthropic", "chat", "responses"]
+OVERFLOW_CODE = "context_length_exceeded"
+RESPONSES_MESSAGE = "Your input exceeds the context window of this model. Please adjust your input and try again."
+
+
+@dataclass
+class ContextOverflow(Exception):
+    """The prompt (``prompt_tokens``, as rendered and tokenized) does not fit the window."""
+    prompt_tokens: int
+    window: int
+
+    def __str__(self) -> str:
+        return f"prompt of {self.prompt_tokens} tokens exceeds the context window of {self.window}"
+
+
+def check_window(prompt_tokens: int, window: int | None) -> None:
+    """Raise ContextOverflow when a prompt of ``prompt_tokens`` does not fit ``window`` (None/0: no window)."""
+    if window is not None and window > 0 and prompt_tokens > window:
+        raise ContextOverflow(prompt_tokens, window)
+
+
+def output_room(prompt_tokens: int, window: int | None, max_tokens: int) -> int:
+    """The output limit a fitting prompt gets: ``max_tokens``, at most what the window leaves (at least 1)."""
+    if window is None or window <= 0:
+        return max_tokens
+    return max(1, min(max_tokens, window - prompt_tokens))
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """How the server answers an overflow: status, and either the API's error fields or a raw body."""
+    status: int
+    message: str
+    param: str | None = None
+    code: str | None = None
+    raw: dict | None = None  # a body in no API's shape (fault overflow-detail-shape)
+
+
+def route_of(path: str) -> Route:
+    """Which API's refusal a request path gets."""
+    if path.rstrip("/").endswith("/responses"):
+        return "responses"
+    if path.rstrip("/").endswith("/chat/completions"):
+        return "chat"
+    return "anthropic"
+
+
+def refusal(over: ContextOverflow, route: Route, faults: Faults) -> Refusal:
+    """The refusal of ``over`` on ``route`` (the API's real form, or the planted bad one)."""
+    n, m = over.prompt_tokens, over.window
+    if faults.on("overflow-detail-shape"):  # a FastAPI-style server's own HTTPException
+        return Refusal(400, "", raw={"detail": f"Prompt too long: {n} tokens, the limit is {m}"})
+    if faults.on("overflow-500"):
+        return Refusal(500, f"internal error while scheduling the request ({n} input ids, {m} slots)")
+    if faults.on("overflow-bare-400"):
+        return Refusal(400, "Bad Request")
+    if route == "anthropic":
+        return Refusal(400, f"prompt is too long: {n} tokens > {m} maximum")
+    if route == "chat":
+        return Refusal(400, f"This model's maximum context length is {m} tokens. However, your messages resulted in "
+                            f"{n} tokens. Please reduce the length of the messages.",
+                       param="messages", code=OVERFLOW_CODE)
+    return Refusal(400, RESPONSES_MESSAGE, param="input", code=OVERFLOW_CODE)
