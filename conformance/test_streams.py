@@ -62,8 +62,8 @@ def _judge(check: catalog.Check, validate: Callable[..., list[Finding]], streams
         if timed_out(transcript):  # the next streams would wait out the same deadline: judge what came
             unjudged.append(("timeout", f"{where}: timed out: {transcript.error}"))
             return False
-        if turn > 0 and transcript.status is not None and 400 <= transcript.status < 500:
-            continue  # a broken earlier answer made the follow-up unbuildable: other checks judge that
+        if turn > 0 and transcript.status is not None and not 200 <= transcript.status < 300:
+            continue  # a later turn's HTTP error is its own finding (<P>-TURN-001), not these rules' failure
         if transcript.status is None or not 200 <= transcript.status < 300:
             fail(f"{where}: the stream request failed: HTTP {transcript.status} "
                  f"{transcript.error or transcript.text_body()[:200]}", transcript=transcript)
