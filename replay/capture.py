@@ -40,6 +40,7 @@ import io
 import json
 import threading
 import time
+import urllib.parse
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,7 +60,7 @@ from .forms import FORMS, api_for_path, form
 from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta
 
 __all__ = ["CAPTURE_SCHEMA", "CaptureProxy", "ProxyThread", "api_for_path", "capture_to_trace", "load_capture",
-           "SESSION_HEADERS"]
+           "SESSION_HEADERS", "secret_variants"]
 
 CAPTURE_SCHEMA = "harnesscheck.capture"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -90,7 +91,10 @@ def _decode_body(data: bytes, encoding: str) -> bytes:
     return data
 
 
-def _secret_variants(values: Iterable[str]) -> set[str]:
+def secret_variants(values: Iterable[str]) -> set[str]:
+    """Each secret as it could appear in text: itself, JSON-escaped, base64 (padded, unpadded, URL-safe)
+    and URL-quoted; for a cookie, each name=value and each value too (strings under 6 characters are
+    left alone)."""
     out: set[str] = set()
     for v in values:
         if not v:
@@ -111,6 +115,7 @@ def _secret_variants(values: Iterable[str]) -> set[str]:
             out.add(base64.b64encode(p.encode()).decode())
             out.add(base64.b64encode(p.encode()).decode().rstrip("="))
             out.add(base64.urlsafe_b64encode(p.encode()).decode().rstrip("="))
+            out.add(urllib.parse.quote(p, safe=""))
     return {s for s in out if len(s) >= 6}
 
 
@@ -254,8 +259,8 @@ class CaptureProxy:
                 t.request_body = json.loads(body_bytes)
             except ValueError:
                 t.request_body = {"$text": body_bytes.decode("utf-8", "replace")}
-        self.secrets |= _secret_variants(secrets_from_headers(headers, self.extra))
-        self.secrets |= _secret_variants(secrets_from_headers(t.response_headers, self.extra))
+        self.secrets |= secret_variants(secrets_from_headers(headers, self.extra))
+        self.secrets |= secret_variants(secrets_from_headers(t.response_headers, self.extra))
         t.request_headers = _redact_headers(headers, self.extra)
         t.response_headers = _redact_headers(t.response_headers, self.extra)
         t.url = redact_url(t.url)

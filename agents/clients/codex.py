@@ -58,7 +58,7 @@ class Codex(Client):
     tool_arg = "cmd"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
-        home = work / "home"
+        home = work.resolve() / "home"  # absolute: the client runs in another folder
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
         text = config_toml(base_url.rstrip("/") + "/v1", model, websockets=self.options.get("websockets"),

