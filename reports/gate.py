@@ -13,8 +13,13 @@ The gate fails when
   n = 4 it is 1/C(8,4) = 1/70 = 0.014. Below that the bootstrap interval only restates the range
   (with one sample per side it is a single point).
 
-Everything else (newly passing, still failing, checks missing from the current run, slower within
-the threshold, faster) is reported and does not gate. Documented for users in docs/gate.md.
+- a check lost its verdict: it passed in the baseline and is inconclusive, skipped or absent now
+  (a stalled endpoint's run is all inconclusive; a run cut short misses checks); flaky ones are
+  shown and never gate;
+- the current run holds fewer checks than the baseline (the missing ones are named).
+
+Everything else (newly passing, still failing, SHOULD failures, slower within the threshold, faster)
+is reported and does not gate. Documented for users in docs/gate.md.
 
 Public API: `gate(baseline, current, *, threshold, flaky, ...) -> GateReport`,
 `format_gate(report) -> str`, `bootstrap_ratio_ci(numerator, denominator, ...) -> (lo, hi)`,
@@ -48,6 +53,7 @@ FAILING = ("fail", "error")
 #: two samples of n can reach one-sided p < 0.025: 1 / C(2n, n) = 1/70 at n = 4; see the module docstring)
 MIN_SAMPLES = 4
 NOT_FAILING = ("pass", "skip", "inconclusive")
+NO_VERDICT = ("skip", "inconclusive")  # a check that ran and said nothing about the endpoint
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,11 @@ class GateReport:
     should_failing: list[CheckChange] = field(default_factory=list)  # SHOULD checks newly failing (never gate)
     flaky: list[CheckChange] = field(default_factory=list)  # flaky checks that fail now (never gate)
     missing: list[CheckChange] = field(default_factory=list)  # in baseline, absent now
+    # passed in the baseline, inconclusive / skipped / absent now (gating unless flaky)
+    lost_verdicts: list[CheckChange] = field(default_factory=list)
+    lost_flaky: list[CheckChange] = field(default_factory=list)  # the same for flaky checks (never gate)
+    baseline_checks: int = 0
+    current_checks: int = 0
     benchmarks: list[BenchmarkDelta] = field(default_factory=list)
     missing_benchmarks: list[str] = field(default_factory=list)
     baseline_run: str = ""
@@ -107,14 +118,22 @@ class GateReport:
         return [b for b in self.benchmarks if b.gating]
 
     @property
+    def fewer_checks(self) -> bool:
+        """The current run holds fewer checks than the baseline (a run cut short or narrowed)."""
+        return self.current_checks < self.baseline_checks
+
+    @property
     def passed(self) -> bool:
-        return not self.newly_failing and not self.regressions
+        return not (self.newly_failing or self.regressions or self.lost_verdicts or self.fewer_checks)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["passed"] = self.passed
         out["regressions"] = [asdict(b) for b in self.regressions]
         out["newly_failing_ids"] = [c.key for c in self.newly_failing]
+        out["lost_verdict_ids"] = [c.key for c in self.lost_verdicts]
+        out["missing_ids"] = [c.key for c in self.missing]
+        out["fewer_checks"] = self.fewer_checks
         return out
 
 
@@ -162,8 +181,11 @@ def _is_flaky(check: dict[str, Any], flaky: set[str]) -> bool:
 
 
 def _change(c: dict[str, Any], base: str | None, cur: str | None, flaky: bool) -> CheckChange:
+    message = c.get("message", "") if cur else ""
+    if cur == "inconclusive" and c.get("cause") and c["cause"] not in message:
+        message = f"{c['cause']}: {message}" if message else c["cause"]
     return CheckChange(id=c["id"], api=c["api"], level=c["level"], title=c.get("title", ""), baseline=base,
-                       current=cur, flaky=flaky, message=c.get("message", "") if cur else "")
+                       current=cur, flaky=flaky, message=message)
 
 
 def _compare_checks(baseline: dict[str, Any], current: dict[str, Any], flaky: set[str], report: GateReport) -> None:
@@ -185,9 +207,15 @@ def _compare_checks(baseline: dict[str, Any], current: dict[str, Any], flaky: se
                 report.should_failing.append(ch)  # a SHOULD check newly failing: shown, never gates
         elif b_out in FAILING:
             report.newly_passing.append(ch)
+        elif b_out == "pass" and c["outcome"] in NO_VERDICT:
+            (report.lost_flaky if is_flaky else report.lost_verdicts).append(ch)
     for key, b in base.items():
         if key not in cur:
-            report.missing.append(_change(b, b["outcome"], None, _is_flaky(b, flaky)))
+            ch = _change(b, b["outcome"], None, _is_flaky(b, flaky))
+            report.missing.append(ch)
+            if b["outcome"] == "pass":
+                (report.lost_flaky if ch.flaky else report.lost_verdicts).append(ch)
+    report.baseline_checks, report.current_checks = len(base), len(cur)
 
 
 def _samples(arm: dict[str, Any]) -> np.ndarray:
@@ -286,6 +314,12 @@ def format_gate(report: GateReport) -> str:
     if report.newly_failing:
         n = len(report.newly_failing)
         reasons.append(f"{n} MUST check{'s' if n != 1 else ''} newly failing")
+    if report.lost_verdicts:
+        n = len(report.lost_verdicts)
+        reasons.append(f"{n} check{'s' if n != 1 else ''} that passed in the baseline without a verdict now")
+    if report.fewer_checks:
+        reasons.append(f"{report.current_checks} checks in the current run, {report.baseline_checks} in the "
+                       "baseline")
     if report.regressions:
         n = len(report.regressions)
         reasons.append(f"{n} benchmark regression{'s' if n != 1 else ''}")
@@ -308,11 +342,14 @@ def format_gate(report: GateReport) -> str:
         lines.extend(_table(rows, set()))
 
     section("Newly failing MUST checks (gating)", report.newly_failing, "X")
+    section("Passed in the baseline, no verdict now (gating)", report.lost_verdicts, "X")
     section("Flaky checks failing (shown, not gating)", report.flaky, "~")
+    section("Flaky checks without a verdict now (shown, not gating)", report.lost_flaky, "~")
     section("Newly failing SHOULD checks (not gating)", report.should_failing, "!")
     section("Still failing (not gating)", report.still_failing, "-")
     section("Newly passing", report.newly_passing, "+")
-    section("Missing from the current run (not gating)", report.missing, "?")
+    gating_missing = " (gating: fewer checks than the baseline)" if report.fewer_checks else ""
+    section(f"Missing from the current run{gating_missing or ' (not gating)'}", report.missing, "?")
 
     if report.benchmarks:
         lines.append("")
@@ -332,7 +369,8 @@ def format_gate(report: GateReport) -> str:
         lines.append("Benchmarks in the baseline but not in the current run (not gating): "
                      + ", ".join(report.missing_benchmarks))
     if not (report.newly_failing or report.flaky or report.should_failing or report.still_failing
-            or report.newly_passing or report.missing or report.benchmarks):
+            or report.newly_passing or report.missing or report.lost_verdicts or report.lost_flaky
+            or report.benchmarks):
         lines.append("")
         lines.append("No check changed state; no benchmark in common.")
     return "\n".join(lines)

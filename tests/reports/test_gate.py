@@ -264,3 +264,70 @@ def test_bench_warns_when_sessions_is_below_the_minimum(bench, capsys):
     assert parser.parse_args([bench, "--sessions", str(MIN_SAMPLES)]).sessions == MIN_SAMPLES
     assert parser.parse_args([bench]).sessions >= MIN_SAMPLES  # the defaults need no warning
     assert capsys.readouterr().err == ""
+
+
+# ---- issue 35: no verdict is not a pass --------------------------------------------------------
+
+def test_checks_that_passed_and_have_no_verdict_now_gate_and_are_named(baseline):
+    """A stalled endpoint: every check inconclusive ("stalled"). The gate fails and names each one."""
+    current = copy.deepcopy(baseline)
+    for c in current["checks"]:
+        c |= {"outcome": "inconclusive", "cause": "stalled", "message": "no frame for 30 s after frame 2"}
+    report = gate(baseline, current)
+    assert not report.passed and not report.newly_failing and not report.fewer_checks
+    assert [c.key for c in report.lost_verdicts] == [
+        f"{c['id']} [{c['api']}]" for c in baseline["checks"] if c["outcome"] == "pass"]
+    text = format_gate(report)
+    assert text.startswith(f"harnesscheck gate: FAIL: {len(baseline['checks'])} checks that passed in the baseline "
+                           "without a verdict now")
+    assert "Passed in the baseline, no verdict now (gating)" in text
+    assert "AN-STREAM-001  [anthropic]  MUST    pass -> inconclusive  stalled: no frame for 30 s" in text
+    assert report.to_dict()["lost_verdict_ids"][0] == "AN-STREAM-001 [anthropic]"
+
+
+@pytest.mark.parametrize("now", ["skip", "inconclusive"])
+def test_a_should_check_losing_its_verdict_gates_too_unless_flaky(baseline, now):
+    current = _set(copy.deepcopy(baseline), "CH-TOOL-002", "chat", now)
+    assert [c.key for c in gate(baseline, current).lost_verdicts] == ["CH-TOOL-002 [chat]"]
+    report = gate(baseline, current, flaky=["CH-TOOL-002"])
+    assert report.passed and [c.key for c in report.lost_flaky] == ["CH-TOOL-002 [chat]"]
+    assert "Flaky checks without a verdict now (shown, not gating) (1):" in format_gate(report)
+
+
+def test_no_verdict_before_and_after_is_no_change(baseline):
+    base = _set(copy.deepcopy(baseline), "RS-SEQ-001", "responses", "skip")
+    current = _set(copy.deepcopy(base), "RS-SEQ-001", "responses", "inconclusive")
+    assert gate(base, current).passed
+
+
+def test_a_run_with_fewer_checks_fails_and_names_the_missing(baseline):
+    """71 of 75 checks missing in the issue; here all but the first."""
+    current = copy.deepcopy(baseline)
+    current["checks"] = current["checks"][:1]
+    report = gate(baseline, current)
+    assert not report.passed and report.fewer_checks
+    assert (report.baseline_checks, report.current_checks) == (len(baseline["checks"]), 1)
+    missing = [f"{c['id']} [{c['api']}]" for c in baseline["checks"][1:]]
+    assert [c.key for c in report.missing] == missing
+    text = format_gate(report)
+    assert f"1 checks in the current run, {len(baseline['checks'])} in the baseline" in text
+    assert "Missing from the current run (gating: fewer checks than the baseline)" in text
+    assert all(key.split(" ")[0] in text for key in missing)
+
+
+def test_a_failing_baseline_check_missing_now_still_gates_on_the_count(baseline):
+    base = _set(copy.deepcopy(baseline), "CH-TOOL-001", "chat", "fail")
+    current = copy.deepcopy(base)
+    current["checks"] = [c for c in current["checks"] if c["id"] != "CH-TOOL-001"]
+    report = gate(base, current)
+    assert report.lost_verdicts == [] and report.fewer_checks and not report.passed
+
+
+def test_gate_command_fails_a_stalled_run_against_a_clean_baseline(tmp_path, baseline, capsys):
+    current = copy.deepcopy(baseline)
+    for c in current["checks"]:
+        c |= {"outcome": "inconclusive", "cause": "stalled"}
+    b, c = _write(tmp_path / "b.json", baseline), _write(tmp_path / "c.json", current)
+    assert main(["gate", "--baseline", b, "--current", c]) == 1
+    out = capsys.readouterr().out
+    assert "without a verdict now" in out and "No check changed state" not in out

@@ -13,7 +13,7 @@ from typing import Any
 
 NAME = "gate"
 ORDER = 61
-HELP = "regression gate: fail on newly failing MUST checks or clearly slower benchmarks"
+HELP = "regression gate: fail on newly failing MUST checks, lost verdicts or clearly worse benchmarks"
 DESCRIPTION = """\
 Compare current results with a baseline and print what changed.
 
@@ -26,12 +26,16 @@ together. Other JSON files in a folder (gate.json) are passed over.
 Fails (exit 1) when
   - a MUST check newly fails: pass, skip or inconclusive in the baseline (or absent from
     it), fail or error now; or
-  - a benchmark arm in both runs is slower beyond --threshold and clearly so: the bootstrap
+  - a check that passed in the baseline has no verdict now: inconclusive (a stalled or timed-out
+    endpoint), skipped, or absent from the current run; or
+  - the current run holds fewer checks than the baseline (the missing ones are named); or
+  - a benchmark arm in both runs is worse beyond --threshold and clearly so: the bootstrap
     95% CI of (current median / baseline median) lies wholly above 1 + threshold, with at
-    least 4 samples a side (fewer are shown as "not enough samples" and never gate).
+    least 4 samples a side (fewer are shown as "not enough samples" and never gate). Latency
+    arms are worse when higher; throughput and goodput arms (bench load) when lower.
 Checks marked flaky (--flaky, --flaky-file, or "flaky": true in the results) are shown but
-never gate. SHOULD failures, still-failing checks, checks missing from the current run and
-benchmarks within the threshold are shown and do not gate.
+never gate. SHOULD failures, still-failing checks and benchmarks within the threshold are
+shown and do not gate.
 
 --update-baseline writes the current results to --baseline: into a folder (an existing one, or
 a new path not ending in .json when --current is a folder) as copies of the current documents,
