@@ -24,7 +24,11 @@ MIN_OUTPUT_TOKENS = 16
 MAX_TOKENS_FIELD = "max_output_tokens"
 TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
 CONTENT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
-                            "response.reasoning_summary_text.delta", "response.function_call_arguments.delta"})
+                            "response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
+                            "response.custom_tool_call_input.delta"})
+# The output items that are tool calls the client runs: a function's (JSON arguments) and a custom tool's
+# (free-form `input` text, streamed as response.custom_tool_call_input.delta / .done).
+CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
 
 # text streams: type prefix -> (index field, key of the final text in the .done event)
 _TEXT_STREAMS = {
@@ -89,9 +93,10 @@ def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, tur
     body = copy.deepcopy(body)
     for item in answer.get("output", []):
         body["input"].append({k: v for k, v in item.items() if k not in ("status",)})
+    custom = {it.get("call_id") for it in answer.get("output", []) if it.get("type") == "custom_tool_call"}
     for c in tool_calls(answer):
-        body["input"].append({"type": "function_call_output", "call_id": c.id,
-                              "output": scenario.result_for(c.name, c.arguments)})
+        body["input"].append({"type": "custom_tool_call_output" if c.id in custom else "function_call_output",
+                              "call_id": c.id, "output": scenario.result_for(c.name, c.arguments)})
     user = base.next_user(scenario, turn)
     if user:
         body["input"].append({"type": "message", "role": "user", "content": user})
@@ -143,7 +148,7 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
         if isinstance(event.get("item"), dict):
             output[oi] = dict(event["item"])
             snap["output"] = output
-            if typ == "response.output_item.done" and event["item"].get("type") == "function_call":
+            if typ == "response.output_item.done" and event["item"].get("type") in CALL_ITEMS:
                 snap = base.completed(snap, oi, "item.done")
         return snap
     item = output.get(oi)
@@ -162,6 +167,12 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
         if isinstance(event.get("arguments"), str):
             item["arguments"] = event["arguments"]
         snap = base.completed(snap, oi, "arguments.done")
+    elif typ == "response.custom_tool_call_input.delta":
+        item["input"] = text(item.get("input")) + text(event.get("delta"))
+    elif typ == "response.custom_tool_call_input.done":
+        if isinstance(event.get("input"), str):
+            item["input"] = event["input"]
+        snap = base.completed(snap, oi, "input.done")
     elif not _text_event(typ, event, item):
         return base.unplaced(snap, f"{typ} not folded")
     output[oi] = item
@@ -200,16 +211,17 @@ def final_message(source: Any) -> dict[str, Any] | None:
 # -- what an answer holds -------------------------------------------------------------------
 
 def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
-    """The function_call items of a stream snapshot (complete by the rule above), a folded stream or a
-    non-streamed response, in output order."""
+    """The function_call and custom_tool_call items of a stream snapshot (complete by the rule above), a
+    folded stream or a non-streamed response, in output order (a custom call's arguments: its input text)."""
     if not answer:
         return []
     output = answer.get("output") or []
     streamed = isinstance(output, dict)
     done = answer.get("_complete") or {}
     keyed = sorted(output.items()) if streamed else list(enumerate(output))
-    calls = [(k, it) for k, it in keyed if isinstance(it, dict) and it.get("type") == "function_call"]
-    return [ToolCall(k, n, text(it.get("call_id")), text(it.get("name")), text(it.get("arguments")),
+    calls = [(k, it) for k, it in keyed if isinstance(it, dict) and it.get("type") in CALL_ITEMS]
+    return [ToolCall(k, n, text(it.get("call_id")), text(it.get("name")),
+                     text(it.get("input") if it.get("type") == "custom_tool_call" else it.get("arguments")),
                      (k in done) if streamed else True, done.get(k, ""))
             for n, (k, it) in enumerate(calls)]
 
@@ -255,7 +267,7 @@ def parts(answer: dict[str, Any]) -> list[tuple[str, str]]:
         elif kind == "message":
             out.append(("text", "".join(text(p.get("text")) for p in item.get("content") or []
                                         if isinstance(p, dict))))
-        elif kind == "function_call":
+        elif kind in CALL_ITEMS:
             out.append(("tool_call", item.get("name", "")))
     return out
 
@@ -351,7 +363,7 @@ def stream_history(snap: Snapshot) -> list[dict[str, Any]]:
 def stream_structure(snap: Snapshot, kinds: list[str]) -> dict[str, Any]:
     items = stream_history(snap)
     return {"blocks": [it.get("type") for it in items],
-            "tool_calls": [it.get("name") for it in items if it.get("type") == "function_call"],
+            "tool_calls": [it.get("name") for it in items if it.get("type") in CALL_ITEMS],
             "stop": stream_stop(snap)}
 
 
@@ -372,8 +384,8 @@ def stream_ended(snap: Snapshot) -> bool:
 def answer_text(answer: list[Any] | None) -> str:
     out: list[str] = []
     for item in answer or ():
-        if item.get("type") == "function_call":
-            out += [item.get("name") or "", item.get("arguments") or ""]
+        if item.get("type") in CALL_ITEMS:
+            out += [item.get("name") or "", item.get("arguments") or item.get("input") or ""]
         for part in (item.get("content") or []) + (item.get("summary") or []):
             if isinstance(part, dict):
                 out.append(part.get("text") or "")
@@ -382,7 +394,7 @@ def answer_text(answer: list[Any] | None) -> str:
 
 def answer_call_ids(answer: list[Any] | None) -> list[str]:
     return [str(entry.get("call_id", "")) for entry in answer or ()
-            if isinstance(entry, dict) and entry.get("type") == "function_call"]
+            if isinstance(entry, dict) and entry.get("type") in CALL_ITEMS]
 
 
 def stream_error(event: Any) -> str | None:
