@@ -19,11 +19,20 @@ last answer), ``total_input_tokens`` / ``total_output_tokens`` (the endpoint's u
 back to the count of content events), ``request_throughput`` (completed / duration),
 ``output_throughput``, ``total_token_throughput``, ``request_goodput`` (completed requests meeting
 every SLO / duration: ``ttft`` <= SLO, ``tpot`` <= SLO, ``e2el`` <= SLO, vLLM's ``--goodput``),
-``max_output_tokens_per_s`` and ``max_concurrent_requests`` (one-second buckets: requests active at
-any time in the busiest second, so more than the concurrency), and mean, median,
+``max_output_tokens_per_s`` and ``max_concurrent_requests`` (one-second buckets from the first
+start: the output tokens that arrived in the busiest second, each request's usage tokens spread over
+its content events; the requests active at any time in the busiest second, so more than the
+concurrency when requests are shorter than a second), and mean, median,
 std, p50, p90, p99 of TTFT, TPOT (per request: (E2EL - TTFT) / (output tokens - 1)), ITL (every
 gap between content events, pooled) and E2EL, in ms. The kit adds ``max_in_flight``: the most
-requests in flight at one instant.
+requests in flight at one instant (what "Maximum request concurrency" caps).
+
+The results document holds, per sweep, the latency benchmarks ``load-KIND-ttft``, ``-tpot`` and
+``-e2el`` (one sample per request; lower is better) and the rate benchmarks ``load-KIND-throughput``
+(requests/s), ``-output-throughput`` (tokens/s) and, with an SLO, ``-goodput`` (requests/s within
+it), higher is better, whose samples are the level's rate in each of its time windows
+(``window_rates``), so the regression gate judges a drop in throughput as it judges a rise in
+latency. The TTFT benchmark's ``settings.figures`` holds every level's vLLM-named figures.
 """
 
 from __future__ import annotations
@@ -239,9 +248,22 @@ def _stats(name: str, values: list[float]) -> dict[str, float]:
     return out
 
 
+def _token_times(s: Sample) -> tuple[list[float], float]:
+    """When a request's content events arrived (s from the level start) and the output tokens each
+    stands for: the request's usage tokens spread evenly over its events (vLLM streams one token per
+    event, so its count of ITL entries is a token count; an endpoint that sends several tokens per
+    event would otherwise show a peak rate below its mean)."""
+    t = s.start_s + (s.ttft_ms or 0) / 1e3
+    times = [t]
+    for gap in s.itl_ms:
+        t += gap / 1e3
+        times.append(t)
+    return times, (s.output_tokens / len(times) if s.output_tokens else 1.0)
+
+
 def _peaks(ok: list[Sample]) -> tuple[float, int]:
     """vLLM's peak output tokens per second and peak concurrent requests, over one-second buckets
-    from the first start (a content event counts as one token, as vLLM counts ITL entries)."""
+    from the first start (``_token_times``; a request is active in every bucket its span touches)."""
     if not ok:
         return 0.0, 0
     t0 = min(s.start_s for s in ok)
@@ -250,18 +272,54 @@ def _peaks(ok: list[Sample]) -> tuple[float, int]:
     tokens = np.zeros(n)
     active = np.zeros(n)
     for s in ok:
-        t = s.start_s + (s.ttft_ms or 0) / 1e3
-        times = [t]
-        for gap in s.itl_ms:
-            t += gap / 1e3
-            times.append(t)
+        times, weight = _token_times(s)
         for x in times:
             b = int(x - t0)
             if 0 <= b < n:
-                tokens[b] += 1
+                tokens[b] += weight
         for b in range(int(s.start_s - t0), int(s.start_s + s.e2el_ms / 1e3 - t0) + 1):
             active[b] += 1
     return float(tokens.max()), int(active.max())
+
+
+WINDOWS = (4, 60)  # a level's rate samples: one window per second of it, at least 4 (the gate's minimum)
+
+
+def window_rates(samples: list[Sample], span_s: float, slo_ms: dict[str, float] | None = None
+                 ) -> dict[str, list[float]]:
+    """A level's rates per time window: ``throughput`` (requests completed / window length),
+    ``output_throughput`` (output tokens that arrived / window length) and, with an SLO, ``goodput``
+    (completed requests within it / window length). The windows split [0, span_s) (the time the
+    level sent requests) into one a second, at least ``WINDOWS[0]`` and at most ``WINDOWS[1]``; a
+    request counts in the window where it ended. A failed request counts nowhere, as it does not in
+    vLLM's throughput."""
+    if span_s <= 0:
+        return {"throughput": [], "output_throughput": [], **({"goodput": []} if slo_ms else {})}
+    n = min(max(int(span_s), WINDOWS[0]), WINDOWS[1])
+    width = span_s / n
+    done, good, tokens = np.zeros(n), np.zeros(n), np.zeros(n)
+    for s in samples:
+        if not s.ok:
+            continue
+        end = int((s.start_s + s.e2el_ms / 1e3) / width)
+        if 0 <= end < n:
+            done[end] += 1
+            if slo_ms and _within(s, slo_ms):
+                good[end] += 1
+        times, weight = _token_times(s)
+        for x in times:
+            b = int(x / width)
+            if 0 <= b < n:
+                tokens[b] += weight
+    out = {"throughput": list(done / width), "output_throughput": list(tokens / width)}
+    if slo_ms:
+        out["goodput"] = list(good / width)
+    return out
+
+
+def _within(s: Sample, slo_ms: dict[str, float]) -> bool:
+    got = {"ttft": s.ttft_ms or 0.0, "tpot": s.tpot_ms, "e2el": s.e2el_ms}
+    return all(got[k] <= v for k, v in slo_ms.items())
 
 
 def _max_in_flight(samples: list[Sample]) -> int:
@@ -279,11 +337,7 @@ def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, fl
     ok = [s for s in samples if s.ok]
     total_out = sum(s.output_tokens for s in ok)
     total_in = sum(s.input_tokens for s in ok)
-    good = 0
-    if slo_ms:
-        for s in ok:
-            got = {"ttft": s.ttft_ms or 0.0, "tpot": s.tpot_ms, "e2el": s.e2el_ms}
-            good += all(got[k] <= v for k, v in slo_ms.items())
+    good = sum(_within(s, slo_ms) for s in ok) if slo_ms else 0
     peak_tokens, peak_active = _peaks(ok)
     fig: dict[str, Any] = {
         "duration": duration_s, "completed": len(ok), "failed": len(samples) - len(ok),
@@ -306,8 +360,20 @@ def level_label(kind: str, level: float) -> str:
     return f"c={int(level)}" if kind == "concurrency" else f"rate={level:g}"
 
 
+#: What the figures whose names read alike mean (printed under each level and in `bench load --help`).
+LABELS_EXPLAINED = (
+    "Maximum request concurrency: the level's cap, requests the kit keeps in flight (--concurrency).",
+    "Peak requests in flight: the most requests in flight at one instant (the kit's; at most the cap).",
+    "Peak concurrent requests: vLLM's figure, the requests active at any time within the busiest "
+    "one-second bucket; it exceeds the cap when requests are shorter than a second.",
+    "Peak output token throughput: output tokens that arrived in the busiest one-second bucket "
+    "(vLLM's; each request's usage tokens spread over its streamed events).",
+)
+
+
 def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
-    """The level's block, laid out and named as ``vllm bench serve`` prints its result."""
+    """The level's block, laid out and named as ``vllm bench serve`` prints its result (the kit's
+    ``Peak requests in flight`` added beside vLLM's bucketed ``Peak concurrent requests``)."""
     def row(name: str, value: Any, fmt: str = "{:<10.2f}") -> str:
         return "{:<40} ".format(name) + fmt.format(value)
 
@@ -326,7 +392,8 @@ def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
         lines.append(row("Request goodput (req/s):", fig["request_goodput"]))
     lines += [row("Output token throughput (tok/s):", fig["output_throughput"]),
               row("Peak output token throughput (tok/s):", fig["max_output_tokens_per_s"]),
-              row("Peak concurrent requests:", fig["max_concurrent_requests"]),
+              row("Peak concurrent requests:", fig["max_concurrent_requests"], "{:<10}"),
+              row("Peak requests in flight:", fig.get("max_in_flight", 0), "{:<10}"),
               row("Total token throughput (tok/s):", fig["total_token_throughput"])]
     for key, name, header in _METRICS:
         lines.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
@@ -412,13 +479,29 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     if not opts.endpoint:
         settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms, "decode_ms": opts.decode_ms,
                                     "prefill_us_per_token": opts.prefill_us_per_token}
+    benchmarks = sweep_benchmarks(results, settings, timing=server["timing"], slo_ms=opts.slo_ms,
+                                  duration_s=opts.duration_s)
+    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis,
+                                   server=server, settings=settings, started_at=started)
+
+
+_LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT (per request: (E2EL - TTFT) / (tokens - 1))"),
+              ("e2el", "end-to-end latency"))
+_RATES = (("throughput", "request throughput", "req/s"), ("output-throughput", "output token throughput", "tok/s"),
+          ("goodput", "request goodput (within the SLO)", "req/s"))
+
+
+def sweep_benchmarks(results: dict[str, list[tuple[float, list[Sample], float]]], settings: dict[str, Any], *,
+                     timing: str, slo_ms: dict[str, float], duration_s: float) -> list[dict[str, Any]]:
+    """The benchmarks of the sweeps run (``{kind: [(level, samples, duration), ...]}``), in the
+    order the module docstring gives: latencies (a sample per request) then rates (a sample per
+    time window of the level's sending time, ``window_rates``)."""
     benchmarks: list[dict[str, Any]] = []
     for kind, levels in results.items():
         figures = [{"level": level, "label": level_label(kind, level),
-                    **level_figures(samples, dur, opts.slo_ms)} for level, samples, dur in levels]
-        sweep = {**settings, "sweep": kind, "levels": [f["level"] for f in figures], "figures": figures}
-        for key, title in (("ttft", "TTFT"), ("tpot", "TPOT (per request: (E2EL - TTFT) / (tokens - 1))"),
-                           ("e2el", "end-to-end latency")):
+                    **level_figures(samples, dur, slo_ms)} for level, samples, dur in levels]
+        sweep = {**settings, "sweep": kind, "levels": [f["level"] for f in figures]}
+        for key, title in _LATENCIES:
             arms = []
             for n, (level, samples, _) in enumerate(levels):
                 ok = [s for s in samples if s.ok]
@@ -427,7 +510,17 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
                       "e2el": [s.e2el_ms for s in ok]}[key]
                 arms.append(common.arm(level_label(kind, level), xs, seed=n))
             benchmarks.append({"name": f"load-{kind}-{key}", "title": f"{title} per {kind} level",
-                               "unit": "ms", "timing": server["timing"], "better": "lower", "settings": sweep,
+                               "unit": "ms", "timing": timing, "better": "lower",
+                               "settings": {**sweep, "figures": figures} if key == "ttft" else sweep,
                                "arms": arms, "ratios": []})
-    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis,
-                                   server=server, settings=settings, started_at=started)
+        windows = [window_rates(samples, min(dur, duration_s), slo_ms) for _, samples, dur in levels]
+        for key, title, unit in _RATES:
+            field_name = key.replace("-", "_")
+            if field_name not in windows[0]:
+                continue  # goodput without an SLO
+            arms = [common.arm(level_label(kind, level), w[field_name], seed=n)
+                    for n, ((level, _, _), w) in enumerate(zip(levels, windows))]
+            benchmarks.append({"name": f"load-{kind}-{key}", "title": f"{title.capitalize()} per {kind} level "
+                               "(one sample per time window)", "unit": unit, "timing": timing, "better": "higher",
+                               "settings": sweep, "arms": arms, "ratios": []})
+    return benchmarks

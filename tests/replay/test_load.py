@@ -17,7 +17,7 @@ import pytest
 
 from harnesscheck.cli.main import build_parser, main
 from harnesscheck.replay.benchmarks.load import (
-    Sample, level_figures, parse_slo, poisson_schedule, run_level, workload_requests,
+    Sample, level_figures, parse_slo, poisson_schedule, run_level, sweep_benchmarks, window_rates, workload_requests,
 )
 from harnesscheck.replay.client import StreamClient, run_async
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
@@ -92,6 +92,65 @@ def test_level_figures_known_answers() -> None:
     assert level_figures(_samples(), 2.0, {})["request_goodput"] is None
 
 
+def test_peak_output_rate_counts_tokens_not_events() -> None:
+    """An endpoint that sends 4 tokens per event: the busiest second's tokens, not its events, so the
+    peak is never below the mean output rate."""
+    chunky = [Sample(start_s=0.1 * i, ok=True, ttft_ms=5.0, e2el_ms=50.0, itl_ms=[15.0, 15.0, 15.0],
+                     output_tokens=16) for i in range(10)]
+    fig = level_figures(chunky, 1.0, {})
+    assert fig["output_throughput"] == 160.0 and fig["max_output_tokens_per_s"] == 160.0
+
+
+def test_window_rates_known_answers() -> None:
+    # 8 answers in 2 s (4 windows of 0.5 s): two end in each window; one failure counts nowhere
+    samples = [Sample(start_s=0.25 * i, ok=True, ttft_ms=10.0, e2el_ms=100.0, itl_ms=[90.0], output_tokens=2)
+               for i in range(8)] + [Sample(start_s=0.3, ok=False, e2el_ms=1.0)]
+    rates = window_rates(samples, 2.0, {"e2el": 100.0})
+    assert rates["throughput"] == [4.0] * 4 and rates["goodput"] == [4.0] * 4
+    assert rates["output_throughput"] == [8.0] * 4
+    assert window_rates(samples, 2.0, {"e2el": 50.0})["goodput"] == [0.0] * 4
+    assert len(window_rates(samples, 12.5)["throughput"]) == 12  # a window a second beyond 4 s
+    assert "goodput" not in window_rates(samples, 2.0)
+
+
+def _level(n: int, fail_every: int = 0, seed: int = 0) -> list[Sample]:
+    """A closed-loop level of n requests over 10 s with the same latencies whatever fails."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        start = 10.0 * i / n
+        ok = not (fail_every and i % fail_every == 0)
+        out.append(Sample(start_s=start, ok=ok, error=None if ok else "HTTP 503", ttft_ms=20 + rng.random(),
+                          e2el_ms=60 + rng.random(), itl_ms=[8.0] * 4, output_tokens=5))
+    return out
+
+
+def test_a_quarter_fewer_requests_per_second_fails_the_gate_with_latency_unchanged() -> None:
+    """Issue 33: the gate judges throughput as it judges latency. A level whose every fourth request
+    fails serves 25% fewer requests per second with every latency as before."""
+    from harnesscheck.reports.gate import gate
+    from harnesscheck.replay.benchmarks import common
+
+    def doc(samples: list[Sample]) -> dict:
+        benches = sweep_benchmarks({"concurrency": [(4.0, samples, 10.0)]}, {"workload": "synthetic"},
+                                   timing="real", slo_ms={"ttft": 50.0}, duration_s=10.0)
+        return common.results_document(benchmarks=benches, endpoint="http://x", model="m", apis=["chat"],
+                                       server={"kind": "external", "timing": "real"}, settings={},
+                                       started_at="2026-01-01T00:00:00+00:00")
+
+    base, cur = doc(_level(400, seed=1)), doc(_level(400, fail_every=4, seed=1))
+    report = gate(base, cur, threshold=0.10)
+    verdicts = {b.benchmark: b for b in report.benchmarks}
+    for latency in ("ttft", "tpot", "e2el"):
+        assert not verdicts[f"load-concurrency-{latency}"].gating
+    assert {b.benchmark for b in report.regressions} == {
+        "load-concurrency-throughput", "load-concurrency-output-throughput", "load-concurrency-goodput"}
+    drop = verdicts["load-concurrency-throughput"]
+    assert drop.better == "higher" and drop.ratio == pytest.approx(4 / 3, rel=0.02)
+    assert not report.passed
+    assert gate(base, doc(_level(400, seed=2))).passed  # the same throughput, other noise: no regression
+
+
 def test_goodput_relations_against_the_reference_server(server_factory) -> None:
     url = server_factory("--decode-ms", "2", "--ttft-base-ms", "5", "--prefill-us-per-token", "0", fast=False)
     pool = workload_requests("scenario:long_reasoning", apis=["anthropic"], model=MODEL, max_tokens=12)
@@ -129,7 +188,8 @@ def test_bench_load_sweeps(tmp_path, capsys) -> None:
         assert line in out
     doc = load_results(tmp_path / "bench-load.json")  # validates
     names = [b["name"] for b in doc["benchmarks"]]
-    assert names == [f"load-{k}-{m}" for k in ("concurrency", "rate") for m in ("ttft", "tpot", "e2el")]
+    assert names == [f"load-{k}-{m}" for k in ("concurrency", "rate")
+                     for m in ("ttft", "tpot", "e2el", "throughput", "output-throughput", "goodput")]
     by = {b["name"]: b for b in doc["benchmarks"]}
     assert [a["name"] for a in by["load-concurrency-ttft"]["arms"]] == ["c=1", "c=2"]
     assert [a["name"] for a in by["load-rate-e2el"]["arms"]] == ["rate=4"]
@@ -144,6 +204,12 @@ def test_bench_load_sweeps(tmp_path, capsys) -> None:
         assert f["p50_e2el_ms"] >= f["p50_ttft_ms"]
     assert [f["max_in_flight"] for f in conc] == [1, 2]
     assert len(by["load-concurrency-e2el"]["arms"][1]["samples"]) == conc[1]["completed"]
+    for kind in ("concurrency", "rate"):  # rates: higher is better, a sample per window of the level
+        for m in ("throughput", "output-throughput", "goodput"):
+            bench = by[f"load-{kind}-{m}"]
+            assert bench["better"] == "higher" and bench["unit"] in ("req/s", "tok/s")
+            assert all(len(a["samples"]) == 4 for a in bench["arms"])  # 1.5 s: the minimum of 4 windows
+    assert "Peak requests in flight:" in out and "Peak concurrent requests:" in out
     for kind in ("concurrency", "rate"):
         assert (tmp_path / f"bench-load-{kind}-sweep.png").read_bytes()[:4] == b"\x89PNG"
 
