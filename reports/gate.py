@@ -168,6 +168,8 @@ def read_flaky_file(path: str | Path) -> set[str]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read flaky file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not a flaky file (not UTF-8 text at byte {exc.start})") from None
     out = set()
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()

@@ -3,11 +3,13 @@
 Inputs (`read_inputs`, `load_merged`): a file is one document; a folder is every document at its top
 level (not its subfolders, not hidden files), in the order their runs started. A document is a
 harnesscheck results document (`"schema": "harnesscheck.results"`: a conformance run, a benchmark's
-bench-NAME.json) or a fault-matrix document (`harnesscheck faults --matrix` writes fault-matrix.json:
+bench-NAME.json), a fault-matrix document (`harnesscheck faults --matrix` writes fault-matrix.json:
 faults, checks, cells, problems), which is read as a results document that carries only that fault
-matrix. A named file must be one of the two; in a folder, other JSON files (gate.json, ...) are passed
-over, and a JSON file that does not parse is an error (a truncated results.json must not be silently
-left out of a gate).
+matrix, or a replay's results.json (`"schema": "harnesscheck.replay"`, `harnesscheck replay --out`),
+read as a results document whose benchmarks are the replay's per-turn figures (`replay_results`). A
+named file must be one of these; in a folder, other JSON files (gate.json, ...) are passed over, and
+a JSON file that does not parse is an error (a truncated results.json must not be silently left out
+of a gate).
 
 Merge rules (documented in docs/results-schema.md):
 - checks are keyed by (id, api); a later document overrides an earlier one, keeping the first one's
@@ -32,10 +34,16 @@ from harnesscheck.reports.schema import SCHEMA_NAME, ResultsError, results_docum
 
 from harnesscheck import __version__
 
-__all__ = ["fault_matrix_results", "is_fault_matrix", "load_merged", "merge_results", "read_folder",
-           "read_inputs"]
+__all__ = ["fault_matrix_results", "is_fault_matrix", "is_replay", "load_merged", "merge_results", "read_folder",
+           "read_inputs", "replay_results"]
 
 FAULT_MATRIX_KEYS = ("faults", "checks", "cells")
+REPLAY_SCHEMA = "harnesscheck.replay"  # replay.replayer.ReplayResult.to_dict (reports sits below replay)
+# A replay's per-turn figures read as benchmarks: (record key, benchmark name suffix, title)
+_REPLAY_FIGURES = (("ttft_ms", "ttft", "time to first token per turn"),
+                   ("itl_median_ms", "itl", "median inter-token time per turn"),
+                   ("end_ms", "end", "time to the end of each turn"),
+                   ("first_tool_ready_ms", "tool-ready", "time to the first complete tool call per turn"))
 
 
 def is_fault_matrix(obj: Any) -> bool:
@@ -57,15 +65,95 @@ def fault_matrix_results(matrix: dict[str, Any], *, run_id: str, started_at: str
     return results_document(run, [], fault_matrix=copy.deepcopy(matrix))
 
 
+def is_replay(obj: Any) -> bool:
+    """Whether `obj` is a replay's results document (`harnesscheck replay --out DIR` writes DIR/results.json)."""
+    return isinstance(obj, dict) and obj.get("schema") == REPLAY_SCHEMA
+
+
+def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> dict[str, Any]:
+    """A results document of a replay: no checks; per figure a benchmark (`replay-ttft`, `replay-itl`,
+    `replay-end`, `replay-tool-ready`; ms, lower is better) with an arm per API whose samples are
+    the successful turns' values, so `report` shows them and `gate` compares two replays.
+    `ResultsError` (one line) for a document whose parts have the wrong shape."""
+    if replay.get("version") != 1:
+        raise ResultsError(f"unsupported replay results version {replay.get('version')!r}; this kit reads 1")
+    summary, turns = replay.get("summary"), replay.get("turns")
+    if not isinstance(summary, dict) or not isinstance(turns, list):
+        raise ResultsError("a replay results document holds a \"summary\" object and a \"turns\" list")
+    per: dict[str, dict[str, list[float]]] = {}
+    for n, rec in enumerate(turns):
+        if not isinstance(rec, dict):
+            raise ResultsError(f"$.turns[{n}]: a turn record is an object, got {type(rec).__name__}")
+        if rec.get("ok") is not True:
+            continue
+        api = rec.get("api") if isinstance(rec.get("api"), str) and rec.get("api") else "any"
+        for key, name, _ in _REPLAY_FIGURES:
+            value = rec.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ResultsError(f"$.turns[{n}].{key}: a number of ms, got {value!r}"[:200])
+            per.setdefault(name, {}).setdefault(api, []).append(float(value))
+    from harnesscheck.stats.bootstrap import bootstrap_ci
+    import numpy as np
+
+    benchmarks = []
+    for key, name, title in _REPLAY_FIGURES:
+        arms = []
+        for api, xs in sorted(per.get(name, {}).items()):
+            arm: dict[str, Any] = {"name": api, "samples": [round(x, 3) for x in xs],
+                                   "median": round(float(np.median(xs)), 3),
+                                   "p90": round(float(np.percentile(xs, 90)), 3)}
+            if len(xs) >= 2:
+                ci = bootstrap_ci(xs, np.median, resamples=2000, seed=0)
+                arm["ci95"] = [round(ci.low, 3), round(ci.high, 3)]
+            arms.append(arm)
+        if arms:
+            benchmarks.append({"name": f"replay-{name}", "title": f"Replay: {title}", "unit": "ms",
+                               "timing": "unknown", "better": "lower", "arms": arms, "ratios": [],
+                               "settings": _replay_settings(summary)})
+    apis = sorted({str(r.get("api")) for r in turns if isinstance(r, dict) and isinstance(r.get("api"), str)})
+    run = {"id": run_id, "started_at": started_at, "kit_version": __version__,
+           "endpoint": _text(summary.get("endpoint")), "model": _text(summary.get("model")), "apis": apis,
+           "server": {"kind": "external", "timing": "unknown"},
+           "settings": _replay_settings(summary)}
+    return results_document(run, [], benchmarks=benchmarks)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _replay_settings(summary: dict[str, Any]) -> dict[str, Any]:
+    keys = ("mode", "concurrency", "time_scale", "trace_source", "sessions", "turns", "turns_ok", "turns_failed",
+            "wall_s", "max_in_flight", "mean_in_flight", "client")
+    return {k: summary[k] for k in keys if isinstance(summary.get(k), (str, int, float)) and not
+            isinstance(summary.get(k), bool)}
+
+
+def _replay_started(replay: dict[str, Any], path: Path) -> str:
+    """When the replay started: its summary's `started_at` (seconds since the epoch), else the file's time."""
+    when = (replay.get("summary") or {}).get("started_at") if isinstance(replay.get("summary"), dict) else None
+    try:
+        stamp = float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else path.stat().st_mtime
+        return dt.datetime.fromtimestamp(stamp, dt.timezone.utc).isoformat(timespec="seconds")
+    except (OSError, OverflowError, ValueError):
+        return "1970-01-01T00:00:00+00:00"
+
+
 def _parse(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read results file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not a results file (not UTF-8 text at byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ResultsError(f"{path}: not a results file (JSON nested too deeply)") from None
 
 
 def _document(path: Path, obj: Any) -> dict[str, Any]:
@@ -74,6 +162,12 @@ def _document(path: Path, obj: Any) -> dict[str, Any]:
         written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
         started = written.isoformat(timespec="seconds")
         obj = fault_matrix_results(obj, run_id=f"fault-matrix:{path.name}", started_at=started)
+    elif is_replay(obj):
+        try:
+            obj = replay_results(obj, run_id=f"replay:{path.parent.name}/{path.name}",
+                                 started_at=_replay_started(obj, path))
+        except ResultsError as exc:
+            raise ResultsError(f"{path}: {exc}") from None
     return validate_results(obj, where=str(path))
 
 
@@ -89,7 +183,7 @@ def read_inputs(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]
         found = read_folder(path)
         if not found:
             raise ResultsError(f"{path}: no harnesscheck results document in this folder "
-                               "(results.json, bench-NAME.json or fault-matrix.json)")
+                               "(results.json of a check or a replay, bench-NAME.json or fault-matrix.json)")
         out.extend(found)
     return out
 
@@ -102,7 +196,7 @@ def read_folder(path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
         if file.name.startswith("."):  # hidden: an editor's or an interrupted writer's temporary file
             continue
         obj = _parse(file)
-        if is_fault_matrix(obj) or (isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME):
+        if is_fault_matrix(obj) or is_replay(obj) or (isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME):
             found.append((file, _document(file, obj)))
     found.sort(key=lambda item: _started(item[1]))
     return found

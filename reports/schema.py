@@ -184,4 +184,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{p}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ResultsError(f"{p}: not a results file (JSON nested too deeply)") from None
     return validate_results(obj, where=str(p))

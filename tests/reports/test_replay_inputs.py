@@ -1,0 +1,81 @@
+"""A replay's folder (`harnesscheck replay --out DIR`: results.json of schema harnesscheck.replay and
+turns.csv) is read by `report` and `gate` as the other results documents are: its per-turn TTFT,
+inter-token, end and tool-ready times as benchmarks, an arm per API (issue 33: the gate said the
+folder had no results.json). A replay against a slower server fails the gate."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from harnesscheck.cli.main import main
+from harnesscheck.replay.trace import save
+from harnesscheck.replay.workloads import build
+from harnesscheck.reports.merge import load_merged, replay_results
+from harnesscheck.reports.schema import ResultsError
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "agent.jsonl"
+    save(build("agent-coding", sessions=2, turns=3, prompt_tokens=400, api="chat", think_ms=0, tool_ms=0,
+               max_tokens=64), path)
+    return path
+
+
+def _replay(trace: Path, url: str, out: Path) -> Path:
+    assert main(["replay", str(trace), "--endpoint", url, "--time-scale", "0", "--no-progress", "--out",
+                 str(out)]) == 0
+    return out
+
+
+def test_report_and_gate_read_replay_folders(trace, server_factory, tmp_path, capsys) -> None:
+    usual = server_factory("--decode-ms", "1", "--ttft-base-ms", "40", "--prefill-us-per-token", "0", fast=False)
+    slowed = server_factory("--decode-ms", "1", "--ttft-base-ms", "160", "--prefill-us-per-token", "0", fast=False)
+    base = _replay(trace, usual, tmp_path / "base")
+    doc = load_merged([base])
+    names = [b["name"] for b in doc["benchmarks"]]
+    assert names == ["replay-ttft", "replay-itl", "replay-end", "replay-tool-ready"]
+    ttft = doc["benchmarks"][0]
+    assert [a["name"] for a in ttft["arms"]] == ["chat"] and len(ttft["arms"][0]["samples"]) == 6
+    assert all(40 <= x for x in ttft["arms"][0]["samples"]) and doc["run"]["apis"] == ["chat"]
+    capsys.readouterr()
+
+    assert main(["report", str(base), "--out", str(tmp_path / "report.html"), "--quiet"]) == 0
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="b-replay-ttft"' in html and "time to first token per turn" in html
+
+    assert main(["gate", "--baseline", str(base), "--current", str(base)]) == 0
+    slow = _replay(trace, slowed, tmp_path / "slow")
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(base), "--current", str(slow), "--threshold", "0.25"]) == 1
+    out = capsys.readouterr().out
+    assert "replay-ttft" in out and "REGRESSION" in out
+
+
+def _doc() -> dict:
+    return {"schema": "harnesscheck.replay", "version": 1,
+            "summary": {"endpoint": "http://x", "model": "m", "mode": "fixed", "started_at": 1.7e9},
+            "turns": [{"api": "anthropic", "ok": True, "ttft_ms": 10.0 + n, "end_ms": 50.0} for n in range(5)]}
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda d: d.update(version=7), "unsupported replay results version 7"),
+    (lambda d: d.update(turns={}), '"turns" list'),
+    (lambda d: d["turns"].append("turn"), "$.turns[5]: a turn record is an object"),
+    (lambda d: d["turns"][1].update(ttft_ms="fast"), "$.turns[1].ttft_ms: a number of ms"),
+])
+def test_a_broken_replay_document_is_refused_in_one_line(change, why, tmp_path, capsys) -> None:
+    doc = _doc()
+    assert [b["name"] for b in replay_results(doc, run_id="r", started_at="2026-01-01T00:00:00Z")[
+        "benchmarks"]] == ["replay-ttft", "replay-end"]
+    change(doc)
+    with pytest.raises(ResultsError, match=__import__("re").escape(why)):
+        replay_results(copy.deepcopy(doc), run_id="r", started_at="2026-01-01T00:00:00Z")
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    assert main(["gate", "--baseline", str(tmp_path), "--current", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and why in err and "results.json" in err
