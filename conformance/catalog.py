@@ -142,6 +142,12 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "AN-REQ-002": _r(MUST, "client: Claude Code 2.1.197 breaks (fault reject-system-role)"),
     "AN-REQ-003": _r(MUST, "client: Claude Code 2.1.197 breaks (fault reject-unknown-fields)"),
     "AN-ERR-001": _r(MUST, "reference: Anthropic errors (4xx, {type: error, error: {type, message}})"),
+    # Accepting a malformed request (a 2xx) is leniency: the references describe what the vendor refuses,
+    # and no SDK or client breaks on an answer; a 5xx or a refusal outside the shape stays MUST (above).
+    **{f"{p}-ERR-001:lenient": _r(SHOULD, "none: a malformed request answered 2xx breaks no official SDK or "
+                                          "measured client (API_FACTS, request validation: accepting is at "
+                                          "most SHOULD); the API itself refuses it with a 400")
+       for p in ("AN", "CH", "RS")},
     "AN-ERR-002": _r(MUST, "reference: Anthropic and OpenAI errors: an unknown model is 404 not_found"),
     "AN-PREAMBLE-001": _r(SHOULD, "none: a cache-reuse goal (article 1: 168 / 912 / 169 ms)"),
     "AN-PREAMBLE-002": _r(SHOULD, "none: a cache-reuse goal (API_FACTS: the header as the only system block)"),
@@ -499,7 +505,7 @@ CHECKS: list[Check] = [
        "tolerate unknown fields and query strings", ("reject-unknown-fields", "reject-cache-control")),
     _c("AN-ERR-001", "anthropic", "Bad requests get 4xx with the Anthropic error shape, never 5xx", MUST,
        "API_FACTS: Anthropic errors", "validate input; answer {type:error, error:{type,message}}",
-       ("bad-input-500", "wrong-error-shape")),
+       ("bad-input-500", "wrong-error-shape", "lenient-input")),
     _c("AN-ERR-002", "any", "An unknown model id gets 404 in the API's error shape", MUST,
        "API_FACTS: unknown id -> 404 not_found_error", "answer 404 not_found_error", "wrong-error-shape"),
     _c("AN-PREAMBLE-001", "anthropic", "A per-session billing header does not defeat prefix-cache reuse", SHOULD,
@@ -562,7 +568,8 @@ CHECKS: list[Check] = [
        "API_FACTS: Dynamo request extensions: must be accepted, never rejected", "ignore unknown fields",
        "reject-unknown-fields"),
     _c("CH-ERR-001", "chat", "Bad requests get 4xx with the OpenAI error shape, never 5xx", MUST,
-       "API_FACTS: errors", "answer {error:{message,type,param,code}}", ("bad-input-500", "wrong-error-shape")),
+       "API_FACTS: errors", "answer {error:{message,type,param,code}}",
+       ("bad-input-500", "wrong-error-shape", "lenient-input")),
     _c("CH-TOKENIZE-001", "any", "tokenize / detokenize round-trip a prompt (when offered)", SHOULD,
        "API_FACTS: tokenizer endpoints", "decode with special tokens kept", "detokenize-drops-special",
        witness="/tokenize"),
@@ -604,7 +611,7 @@ CHECKS: list[Check] = [
     _c("RS-ERR-001", "responses", "Bad Responses requests get 4xx with the OpenAI error shape; a request with "
        "only instructions (input is optional) is answered", MUST, "API_FACTS: errors; request validation",
        "validate input items as the reference does; accept a request without input",
-       ("bad-input-500", "wrong-error-shape", "rs-require-input")),
+       ("bad-input-500", "wrong-error-shape", "rs-require-input", "lenient-input")),
     # --- tool_choice, parallel tool use off, strict arguments, a forced call cut off ---------------
     *[c for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses")) for c in (
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
@@ -678,6 +685,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "reject-system-role": ("AN-REQ-002",),
     "bad-input-500": ("AN-ERR-001", "CH-ERR-001", "RS-ERR-001"),
     "wrong-error-shape": ("AN-ERR-001", "AN-ERR-002", "CH-ERR-001", "RS-ERR-001"),
+    "lenient-input": ("AN-ERR-001:lenient", "CH-ERR-001:lenient", "RS-ERR-001:lenient"),
     "reject-unknown-fields": ("AN-REQ-003", "CH-REQ-001", "RS-REQ-001"),
     "buffer-tool-calls": ("AN-DISPATCH-001", "CH-DISPATCH-001", "RS-DISPATCH-001"),
     "dispatch-missing": ("CH-DISPATCH-002",),

@@ -4,7 +4,13 @@ reference allows is not refused as bad input.
 Every bad body here breaks a rule the API references state (docs/API_FACTS.md, "Request
 validation"): a required field missing, a field of the wrong type, a role or item that is not one
 of the API's. Bounds that only the vendor enforces (temperature ranges, Responses'
-`max_output_tokens` >= 16) are left out: a server that accepts them breaks no client."""
+`max_output_tokens` >= 16) are left out: a server that accepts them breaks no client.
+
+Levels follow what breaks a client (docs/API_FACTS.md, "Request validation"): a refusal outside the
+API's error shape, or a 5xx for the client's mistake (the official SDKs retry every 5xx and raise a
+server error), is a MUST failure (rule ``ID``); accepting a malformed request (a 2xx) is leniency that
+breaks no client, a SHOULD failure (rule ``ID:lenient``). Every bad body is sent and judged, so a
+lenient answer to one never hides a 5xx to another; the failure leads with its weightiest rule."""
 
 from __future__ import annotations
 
@@ -12,9 +18,11 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail
+from harnesscheck.conformance.verdict import CheckFailed
+from harnesscheck.conformance.wire.transcript import Transcript
 
 BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
     "anthropic": [("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
@@ -48,25 +56,48 @@ def _with_model(hc: Session, body: dict[str, Any]) -> dict[str, Any]:
     return {k: (hc.endpoint.model if v == "{model}" else v) for k, v in body.items()}
 
 
+def _problem(api: str, label: str, t: Transcript) -> tuple[str, str] | None:
+    """(rule, what was wrong) for one bad body's answer, or None when it was refused as the API refuses."""
+    check_id = CHECK_OF[api]
+    if t.error:
+        return check_id, f"{label}: no answer ({t.error_kind}: {t.error})"
+    status = t.status or 0
+    if 200 <= status < 300:  # lenient: the request was answered, and no client sends it
+        return f"{check_id}:lenient", f"{label}: accepted (HTTP {status}); the API refuses it with a 400"
+    if status >= 500:
+        return check_id, f"{label}: answered HTTP {status}, a server error for the client's mistake; expected a 4xx"
+    if not 400 <= status < 500:
+        return check_id, f"{label}: answered HTTP {t.status}, expected a 4xx"
+    if not apis.get(api).is_error_body(t.json_body()):
+        return check_id, f"{label}: the error body is not in the {api} error shape: {t.text_body()[:200]}"
+    return None
+
+
 def _check_errors(hc: Session, api: str) -> None:
+    problems: list[tuple[str, str, Transcript]] = []
     for label, bad in BAD_BODIES[api]:
         if isinstance(bad, bytes):
             t = hc.post(api, apis.get(api).PATH, content=bad, label=f"bad request: {label}")
         else:
             t = hc.post(api, apis.get(api).PATH, _with_model(hc, bad), label=f"bad request: {label}")
-        if t.error:
-            fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
-        if t.status is None or not 400 <= t.status < 500:
-            fail(f"{label}: answered HTTP {t.status}, expected a 4xx", transcript=t)
-        if not apis.get(api).is_error_body(t.json_body()):
-            fail(f"{label}: the error body is not in the {api} error shape: {t.text_body()[:200]}", transcript=t)
+        problem = _problem(api, label, t)
+        if problem is not None:
+            problems.append((*problem, t))
     for label, good in GOOD_BODIES.get(api, []):
         t = hc.post(api, apis.get(api).PATH, _with_model(hc, good), label=f"valid request: {label}")
         if t.error:
-            fail(f"{label}: no answer ({t.error_kind}: {t.error})", transcript=t)
-        if t.status is None or not 200 <= t.status < 300:
-            fail(f"{label}: a request the API reference allows was answered HTTP {t.status}, expected a 2xx: "
-                 f"{t.text_body()[:200]}", transcript=t, rule=f"{CHECK_OF[api]}:allowed")
+            problems.append((CHECK_OF[api], f"{label}: no answer ({t.error_kind}: {t.error})", t))
+        elif t.status is None or not 200 <= t.status < 300:
+            problems.append((f"{CHECK_OF[api]}:allowed", f"{label}: a request the API reference allows was answered "
+                             f"HTTP {t.status}, expected a 2xx: {t.text_body()[:200]}", t))
+    if problems:
+        check = catalog.get(CHECK_OF[api])
+        problems.sort(key=lambda p: check.level_of(p[0]) is not catalog.MUST)  # the weightiest rule leads
+        rule, message, transcript = problems[0]
+        findings = [Finding(r, None, m) for r, m, _ in problems]
+        also = f" (and {len(problems) - 1} more: {'; '.join(m for _, m, _ in problems[1:4])})" \
+            if len(problems) > 1 else ""
+        raise CheckFailed(message + also, findings=findings, transcript=transcript)
 
 
 @pytest.mark.check("AN-ERR-001")

@@ -69,6 +69,9 @@ _ALL = [
           "API_FACTS: Claude Code sends role system entries", apis=('anthropic',)),
     Fault("bad-input-500", "malformed requests answered with 500 instead of 400", "API_FACTS: errors"),
     Fault("wrong-error-shape", "errors as {'detail': ...} instead of the API's own shape", "API_FACTS: errors"),
+    Fault("lenient-input", "malformed input accepted instead of a 400: a message of an unknown role read as the "
+          "user's, a non-string function_call_output.output read as its JSON text",
+          "issue 35: servers that accept what the API refuses (leniency, SHOULD)"),
     Fault("reject-unknown-fields", "unknown request fields rejected with 400",
           "API_FACTS: unknown-to-you fields must be tolerated"),
     # Tool-call timing.

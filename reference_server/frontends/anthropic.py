@@ -19,7 +19,8 @@ from harnesscheck.reference_server.conversation import Conversation, Message, To
 from harnesscheck.reference_server.events import (Event, Finish, Part, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta,
                                      ToolCallEnd, ToolCallStart, Usage)
 from harnesscheck.reference_server.faults import Faults
-from harnesscheck.reference_server.frontends.common import (ApiError, anthropic_error_body, answer_events,
+from harnesscheck.reference_server.frontends.common import (ApiError, accept_malformed, anthropic_error_body,
+                                                            answer_events,
                                                             engine_stop_error, expect, has_cache_control,
                                                             int_in, json_str, number_in, sse, tool_array)
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
@@ -214,6 +215,8 @@ def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = 
     request's `anthropic-beta` header (interleaved thinking lifts the budget < max_tokens rule)."""
     if faults.on("reject-cache-control") and has_cache_control(body):
         raise ApiError(400, "cache_control: Extra inputs are not permitted")
+    if faults.on("lenient-input"):
+        body = accept_malformed(body, "anthropic")
     if faults.on("reject-unknown-fields"):
         known = {"model", "messages", "system", "max_tokens", "stream", "tools", "tool_choice", "thinking",
                  "temperature", "top_p", "top_k", "stop_sequences", "metadata"}

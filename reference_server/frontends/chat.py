@@ -21,7 +21,7 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
                                      ToolCallEnd, ToolCallStart)
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.common import (
-    ApiError, SSETemplate, add_tool_result, answer_events, engine_stop_error, expect, function_parameters,
+    ApiError, SSETemplate, accept_malformed, add_tool_result, answer_events, engine_stop_error, expect, function_parameters,
     int_in, number_in, openai_error_body, positive_int, sse, strict_schema_problem, text_or_parts, tool_array,
 )
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
@@ -183,6 +183,8 @@ KNOWN_FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_
 
 
 def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
+    if faults.on("lenient-input"):
+        body = accept_malformed(body, "chat")
     if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
         raise ApiError(400, f"Unrecognized request argument supplied: {sorted(set(body) - KNOWN_FIELDS)[0]}")
     model = expect(body, "model", str, required=True)

@@ -75,6 +75,26 @@ def engine_stop_error(reason: str, message: str, api: ApiKind) -> ApiError:
     return ApiError(ENGINE_STOP_STATUS[api].get(reason, 500), f"generation stopped by the engine ({reason}): {message}")
 
 
+LENIENT_ROLES = {"anthropic": ("user", "assistant", "system"),
+                 "chat": ("system", "developer", "user", "assistant", "tool", "function")}
+
+
+def accept_malformed(body: dict[str, Any], api: str) -> dict[str, Any]:
+    """Fault lenient-input: `body` with what the API would refuse read leniently instead (a message of an
+    unknown role as the user's; a function_call_output whose output is neither text nor parts as its
+    JSON text), as servers that accept malformed input do."""
+    if api in LENIENT_ROLES and isinstance(body.get("messages"), list):
+        body = {**body, "messages": [
+            {**m, "role": "user"} if isinstance(m, dict) and m.get("role") not in LENIENT_ROLES[api] else m
+            for m in body["messages"]]}
+    if api == "responses" and isinstance(body.get("input"), list):
+        body = {**body, "input": [
+            {**i, "output": json.dumps(i["output"])} if isinstance(i, dict) and i.get("type") ==
+            "function_call_output" and not isinstance(i.get("output"), (str, list)) else i
+            for i in body["input"]]}
+    return body
+
+
 def error_response(error: ApiError, api: ApiKind, faults: Faults) -> JSONResponse:
     status = error.status
     # A message that quotes the client's input may carry a lone surrogate: JSON rendering would fail.

@@ -27,7 +27,7 @@ from harnesscheck.reference_server.events import (Event, Finish, Part, Reasoning
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.frontends.chat import refuse_strict_schema, tool_choice_of
 from harnesscheck.reference_server.frontends.common import (
-    ApiError, add_tool_result, answer_events, engine_stop_error, error_response, expect, function_parameters,
+    ApiError, accept_malformed, add_tool_result, answer_events, engine_stop_error, error_response, expect, function_parameters,
     int_in, json_str, number_in, sse, text_or_parts, tool_array,
 )
 from harnesscheck.reference_server.frontends.http import ApiContext, parse
@@ -283,6 +283,8 @@ KNOWN_FIELDS = {"model", "input", "instructions", "stream", "tools", "tool_choic
 
 
 def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) -> Conversation:
+    if faults.on("lenient-input"):
+        body = accept_malformed(body, "responses")
     if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
         raise ApiError(400, f"Unknown parameter: '{sorted(set(body) - KNOWN_FIELDS)[0]}'.")
     model = expect(body, "model", str, required=True)
