@@ -28,7 +28,10 @@ as the nearest float (nothing the client times or folds reads a number that size
 
 SSE is parsed by a minimal fast path (LF-only framing, the common case); any CR or BOM hands the
 rest of the stream to ``conformance.wire.sse.SSEDecoder``. ``tests/replay/test_client.py`` checks
-that both give the same events; ``parse_events`` is the function under test.
+that both give the same events; ``parse_events`` is the function under test. Both hold at most
+``DEFAULT_MAX_FRAME_BYTES`` (8 MiB) of an unfinished event: a larger one ends the request with an
+error (``FrameTooLarge``), as a response body that decodes past ``max_body_bytes`` does
+(``replay.http1``, 64 MiB by default).
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ import orjson
 
 from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.redact import redact_text, secrets_from_headers
-from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.conformance.wire.sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
-from harnesscheck.replay.http1 import ConnectError, Pool, ReadTimeout, Response, TransportError
+from harnesscheck.replay.http1 import (MAX_DECODED_BYTES, BodyError, ConnectError, Pool, ReadTimeout,
+                                       Response, TransportError)
 
 __all__ = ["FastSSE", "Fold", "StreamClient", "StreamResult", "ToolReady", "loads", "parse_events", "run_async"]
 
@@ -78,19 +82,21 @@ class FastSSE:
     """Incremental SSE framing that yields ``(event_name, data_text)`` per dispatched event.
 
     Handles LF line ends, comments, multi-line data and ``event``/``id``/``retry`` fields; on the
-    first CR or a BOM it hands everything (from that chunk on) to the spec decoder.
+    first CR or a BOM it hands everything (from that chunk on) to the spec decoder. An unfinished
+    event larger than ``max_frame_bytes`` raises ``FrameTooLarge`` (the spec decoder's limit too).
     """
 
-    __slots__ = ("_buf", "_slow", "_started")
+    __slots__ = ("_buf", "_max", "_slow", "_started")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buf = b""
+        self._max = max_frame_bytes
         self._slow: SSEDecoder | None = None
         self._started = False
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         if self._slow is None and (b"\r" in chunk or (not self._started and chunk.startswith(b"\xef\xbb"))):
-            self._slow = SSEDecoder()
+            self._slow = SSEDecoder(max_frame_bytes=self._max)
             pending, self._buf = self._buf, b""
             chunk = pending + chunk
         self._started = True
@@ -105,9 +111,13 @@ class FastSSE:
         buf = self._buf + chunk if self._buf else chunk
         end = buf.rfind(b"\n\n")
         if end < 0:
+            if len(buf) > self._max:
+                raise FrameTooLarge(len(buf), self._max, "frame")
             self._buf = buf
             return []
         self._buf = buf[end + 2:]
+        if len(self._buf) > self._max:
+            raise FrameTooLarge(len(self._buf), self._max, "frame")
         out: list[tuple[str | None, str]] = []
         for block in buf[:end].split(b"\n\n"):
             if not block:
@@ -272,16 +282,19 @@ OnEvent = Callable[[Fold, "str | None", Any, int], None]
 
 class StreamClient:
     """The connections shared by all requests of a run (``replay.http1.Pool``).
-    ``async with StreamClient() as c``; ``limit`` connections at most (0: no limit)."""
+    ``async with StreamClient() as c``; ``limit`` connections at most (0: no limit); each response
+    decoded within ``max_body_bytes``."""
 
-    def __init__(self, *, limit: int = 0, timeout: float = 600.0, read_timeout: float | None = 300.0) -> None:
+    def __init__(self, *, limit: int = 0, timeout: float = 600.0, read_timeout: float | None = 300.0,
+                 max_body_bytes: int = MAX_DECODED_BYTES) -> None:
         self.limit = limit
         self.timeout = timeout
         self.read_timeout = read_timeout
+        self.max_body_bytes = max_body_bytes
         self._pool: Pool | None = None
 
     async def __aenter__(self) -> StreamClient:
-        self._pool = Pool(self.limit)
+        self._pool = Pool(self.limit, max_body_bytes=self.max_body_bytes)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -313,6 +326,8 @@ class StreamClient:
             r.error, r.error_kind = f"timed out ({exc}; {self.timeout:g} s total)", "timeout"
         except ConnectError as exc:
             r.error, r.error_kind = f"connection failed: {exc}", "connect"
+        except BodyError as exc:
+            r.error, r.error_kind = str(exc), "body"
         except (TransportError, OSError) as exc:
             r.error, r.error_kind = f"{type(exc).__name__}: {exc}", "transport"
         r.end_ns = time.perf_counter_ns() - start
@@ -349,7 +364,11 @@ class _Reading:
     def body(self, data: bytes, t: int) -> None:
         if self.streaming:
             t -= self.start
-            for event, text in self.sse.feed(data):
+            try:
+                events = self.sse.feed(data)
+            except FrameTooLarge as exc:
+                raise BodyError(str(exc)) from None
+            for event, text in events:
                 self.event(event, text, t)
         elif self.kept < _MAX_ERROR_BODY:
             piece = data[:_MAX_ERROR_BODY - self.kept]
@@ -386,7 +405,12 @@ class _Reading:
             else:
                 r.error, r.error_kind = f"HTTP {status}: {r.body[:300].decode('utf-8', 'replace')}", "status"
             return
-        for event, text in self.sse.flush():
+        try:
+            tail = self.sse.flush()
+        except FrameTooLarge as exc:
+            r.error, r.error_kind = str(exc), "body"
+            return
+        for event, text in tail:
             self.event(event, text, time.perf_counter_ns() - self.start)
         self.fold.finish()
         if r.status is not None and r.status < 300 and not r.finished and r.error is None:

@@ -9,11 +9,14 @@ CPU per request against aiohttp's 1.7–2.5 ms, the margin a 2-core machine need
 streams in flight (docs/benchmarks.md, "fidelity").
 
 What it does: ``http`` and ``https`` (the default SSL context); keep-alive connections kept per
-(scheme, host, port) and reused; at most ``limit`` connections open at once (0: no limit);
-request bodies sent with ``content-length``; responses framed by ``content-length``, chunked
-transfer coding or the connection's close (llhttp); ``gzip``, ``deflate`` and ``zstd``
-content codings decoded; a total deadline and a read deadline (the longest silence between two
-reads). A kept connection that the server closed before a byte of the answer came back is
+(scheme, host, port) and reused; at most ``limit`` connections open at once, idle ones counted (0:
+no limit; a request that needs a new connection when the limit is reached closes an idle one of
+another host, or waits); request bodies sent with ``content-length``; responses framed by
+``content-length``, chunked transfer coding or the connection's close (llhttp); ``gzip``,
+``deflate`` and ``zstd`` content codings (and chains of them) decoded within ``max_body_bytes``
+decoded bytes per response (default 64 MiB, ``replay.codings``: a gzip bomb stops there with
+``BodyTooLarge``), a coded body that does not end (a truncated gzip stream) refused; a total
+deadline and a read deadline (the longest silence between two reads). A kept connection that the server closed before a byte of the answer came back is
 retried once on a new one (the request was never answered). Interim 1xx answers are skipped.
 Not done, on purpose: proxies, redirects, cookies, HTTP/2 — the endpoints under test are spoken
 to directly, and a redirect or a proxy would be part of what is measured.
@@ -24,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +35,10 @@ from urllib.parse import urlsplit
 import httptools
 
 from harnesscheck import __version__
+from harnesscheck.replay.codings import MAX_DECODED_BYTES, CodingError, Decoder
 
-__all__ = ["ConnectError", "Pool", "ReadTimeout", "Response", "TransportError"]
+__all__ = ["BodyError", "ConnectError", "MAX_DECODED_BYTES", "Pool", "ReadTimeout", "Response",
+           "TransportError"]
 
 _USER_AGENT = f"harnesscheck/{__version__}"
 
@@ -51,6 +55,10 @@ class ReadTimeout(TransportError):
     """No byte came for longer than the read deadline."""
 
 
+class BodyError(TransportError):
+    """A coded body that does not decode, is truncated, or decodes past ``max_body_bytes``."""
+
+
 @dataclass(slots=True)
 class Response:
     """The status and headers (names lower-cased; a repeated one keeps its last value)."""
@@ -63,46 +71,19 @@ OnHeaders = Callable[[Response, int], None]  # (the response, perf_counter_ns of
 OnBody = Callable[[bytes, int], None]  # (a piece of the decoded body, perf_counter_ns of its read)
 
 
-class _Decoder:
-    """A Content-Encoding, undone piece by piece."""
-
-    def __init__(self, coding: str) -> None:
-        if coding == "gzip":
-            self._z: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif coding == "deflate":
-            self._z = zlib.decompressobj()  # zlib-wrapped; a raw stream is retried below
-        elif coding == "zstd":
-            import zstandard
-
-            self._z = zstandard.ZstdDecompressor().decompressobj()
-        else:
-            raise TransportError(f"unsupported content-encoding {coding!r}")
-        self._coding, self._started = coding, False
-
-    def __call__(self, data: bytes) -> bytes:
-        try:
-            out = self._z.decompress(data)
-        except zlib.error:
-            if self._coding != "deflate" or self._started:
-                raise TransportError(f"the {self._coding} body does not decode") from None
-            self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-            out = self._z.decompress(data)
-        self._started = True
-        return out
-
-
 class _Connection(asyncio.Protocol):
     """One connection; one request at a time on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_body: int = MAX_DECODED_BYTES) -> None:
         self.transport: asyncio.Transport | None = None
+        self.max_body = max_body
         self.closed = False
         self._done: asyncio.Future[None] | None = None
         self._on_headers: OnHeaders | None = None
         self._on_body: OnBody | None = None
         self._parser: Any = None
         self._response = Response()
-        self._decode: _Decoder | None = None
+        self._decode: Decoder | None = None
         self._t = 0
         self._got_bytes = False
         self._framed = False  # the response says where it ends (content-length or chunked)
@@ -138,7 +119,12 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self._parser is not None and self._done is not None and not self._done.done():
             if self._response.status >= 200 and not self._framed and exc is None:
-                self._finish()  # a body delimited by the close
+                try:  # a body delimited by the close
+                    self._end_body()
+                except BodyError as err:
+                    self._fail(err)
+                else:
+                    self._finish()
             else:
                 where = "after" if self._got_bytes else "before"
                 self._fail(TransportError(f"the server closed the connection {where} the response began"
@@ -159,7 +145,10 @@ class _Connection(asyncio.Protocol):
         self._framed = "content-length" in h or "chunked" in h.get("transfer-encoding", "").lower()
         coding = h.get("content-encoding", "").strip().lower()
         if coding and coding != "identity":
-            self._decode = _Decoder(coding)
+            try:
+                self._decode = Decoder(coding, self.max_body)
+            except CodingError as exc:
+                raise BodyError(str(exc)) from None
         if self._on_headers is not None:
             self._on_headers(r, self._t)
 
@@ -167,7 +156,10 @@ class _Connection(asyncio.Protocol):
         if self._response.status < 200:
             return
         if self._decode is not None:
-            body = self._decode(body)
+            try:
+                body = self._decode.feed(body)
+            except CodingError as exc:
+                raise BodyError(str(exc)) from None
             if not body:
                 return
         if self._on_body is not None:
@@ -178,7 +170,16 @@ class _Connection(asyncio.Protocol):
             self._response = Response()
             return
         self.keep_alive = self._parser.should_keep_alive()
+        self._end_body()
         self._finish()
+
+    def _end_body(self) -> None:
+        """The body is all there: a coded one must have reached its end (a cut gzip stream has not)."""
+        if self._decode is not None:
+            try:
+                self._decode.finish()
+            except CodingError as exc:
+                raise BodyError(str(exc)) from None
 
     # -- one exchange ---------------------------------------------------------------------
 
@@ -285,13 +286,23 @@ def _request_bytes(method: str, target: _Target, headers: Mapping[str, str], bod
 
 
 class Pool:
-    """Kept connections per (scheme, host, port); ``limit`` open at once (0: no limit).
-    ``async with Pool() as p`` closes them all at the end."""
+    """Kept connections per (scheme, host, port); at most ``limit`` open at once, idle ones included
+    (0: no limit); each response decoded within ``max_body_bytes``. ``async with Pool() as p`` closes
+    them all at the end."""
 
-    def __init__(self, limit: int = 0) -> None:
+    def __init__(self, limit: int = 0, *, max_body_bytes: int = MAX_DECODED_BYTES) -> None:
+        self.limit = limit
+        self.max_body_bytes = max_body_bytes
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self._slots = asyncio.Semaphore(limit) if limit > 0 else None
+        self._open: list[_Connection] = []  # every connection made and not yet closed
+        self._connecting = 0  # connections being made (counted before they exist)
+        self._slots = asyncio.Semaphore(limit) if limit > 0 else None  # requests in flight
         self._ssl: ssl.SSLContext | None = None
+
+    @property
+    def open_connections(self) -> int:
+        self._open = [c for c in self._open if not c.closed]
+        return len(self._open)
 
     async def __aenter__(self) -> Pool:
         return self
@@ -304,6 +315,18 @@ class Pool:
             for c in conns:
                 c.close()
         self._idle.clear()
+        for c in self._open:
+            c.close()
+        self._open.clear()
+
+    def _make_room(self) -> None:
+        """Below ``limit`` open connections before a new one: close idle ones, the oldest first. A
+        request holds one of ``limit`` slots while it runs, so when all are open one is idle."""
+        while self.limit > 0 and self.open_connections + self._connecting >= self.limit:
+            idle = next((conns for conns in self._idle.values() if conns), None)
+            if idle is None:  # pragma: no cover - cannot happen while requests hold the slots
+                return
+            idle.pop(0).close()
 
     async def request(self, method: str, url: str, headers: Mapping[str, str], body: bytes, *,
                       on_headers: OnHeaders, on_body: OnBody, read_timeout: float | None = None) -> None:
@@ -351,8 +374,14 @@ class Pool:
             if self._ssl is None:
                 self._ssl = ssl.create_default_context()
             context = self._ssl
+        self._make_room()
+        self._connecting += 1
         try:
-            _, conn = await loop.create_connection(_Connection, target.host, target.port, ssl=context)
+            _, conn = await loop.create_connection(lambda: _Connection(self.max_body_bytes), target.host,
+                                                   target.port, ssl=context)
         except (OSError, ssl.SSLError) as exc:
             raise ConnectError(f"cannot connect to {target.host_header}: {exc}") from exc
+        finally:
+            self._connecting -= 1
+        self._open.append(conn)
         return conn

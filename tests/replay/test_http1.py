@@ -12,7 +12,8 @@ import pytest
 import zstandard
 
 from harnesscheck.replay.client import StreamClient
-from harnesscheck.replay.http1 import ConnectError, Pool, ReadTimeout, Response, TransportError
+from harnesscheck.replay.http1 import (MAX_DECODED_BYTES, BodyError, ConnectError, Pool, ReadTimeout,
+                                       Response, TransportError)
 
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]  # -> keep the connection
 
@@ -248,3 +249,83 @@ def test_stream_client_folds_an_sse_answer_and_reports_errors_by_kind() -> None:
     assert (denied.status, denied.error_kind, denied.body) == (401, "status", b'{"error":"no"}')
     assert plain.error_kind == "content_type" and "application/json" in plain.error
     assert refused.error_kind == "connect" and refused.status is None
+
+
+# -- byte bounds ---------------------------------------------------------------------------------
+
+def _bomb(layers: int, size: int) -> bytes:
+    data = b"\0" * size
+    for _ in range(layers):
+        data = gzip.compress(data, 9)
+    return data
+
+
+@pytest.mark.parametrize("layers,size,limit", [(2, 1 << 30, MAX_DECODED_BYTES), (1, 10 << 20, 1 << 20)],
+                         ids=["gzip,gzip of 1 GiB at the default limit", "gzip of 10 MiB at a 1 MiB limit"])
+def test_a_gzip_bomb_stops_at_the_stated_limit(layers: int, size: int, limit: int) -> None:
+    """A body of at most 10 KB on the wire that decodes to 10 MiB or 1 GiB of zeros: the transport
+    decodes it in bounded steps and stops once the decoded bytes pass the limit, with an error that
+    names it; the stream client reports it as the request's error (kind "body")."""
+    bomb = _bomb(layers, size)
+    assert len(bomb) <= 10_240
+    coding = ", ".join(["gzip"] * layers)
+    sse = {"content-type": "text/event-stream", "content-encoding": coding}
+
+    async def go():
+        async with Server(fixed(bomb, **sse)) as url, Pool(max_body_bytes=limit) as pool:
+            with pytest.raises(BodyError, match=f"decodes to more than {limit} bytes"):
+                await _get(pool, url)
+        async with Server(fixed(bomb, **sse)) as url, StreamClient(max_body_bytes=limit) as client:
+            return await client.post(url + "/v1/chat/completions", {}, api="chat")
+    r = run(go())
+    assert r.error_kind == "body" and f"more than {limit} bytes" in (r.error or "")
+    print(f"\nhttp1: a {len(bomb)}-byte {coding} bomb ({size >> 20} MiB of zeros) stopped at the "
+          f"{limit}-byte limit")
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+def test_a_truncated_coded_body_is_refused(coding: str) -> None:
+    text = b'{"error": {"message": "no"}}' * 50
+    data = gzip.compress(text) if coding == "gzip" else zstandard.ZstdCompressor().compress(text)
+
+    async def go():
+        async with Server(fixed(data[:-6], **{"content-encoding": coding})) as url, Pool() as pool:
+            with pytest.raises(BodyError, match="truncated"):
+                await _get(pool, url)
+    run(go())
+
+
+def test_limit_counts_idle_connections_to_other_hosts() -> None:
+    """Pool(limit=2): connections kept idle for one server count; a request to another closes one."""
+    async def go():
+        a, b = Server(fixed(b"a")), Server(fixed(b"b"))
+        async with a as url_a, b as url_b, Pool(limit=2) as pool:
+            await asyncio.gather(_get(pool, url_a), _get(pool, url_a))
+            assert pool.open_connections == 2
+            for _ in range(3):
+                await asyncio.gather(_get(pool, url_b), _get(pool, url_b))
+                assert pool.open_connections <= 2
+            await _get(pool, url_a)
+            assert pool.open_connections <= 2
+        return a, b
+    a, b = run(go())
+    assert a.connections == 3 and b.connections == 2
+
+
+def test_an_sse_event_that_never_ends_stops_at_the_frame_limit() -> None:
+    """A `data:` line with no end: the fast SSE path holds at most its frame limit (as the spec
+    decoder does) and the request ends with the error."""
+    async def endless(_r, w, _n) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        piece = b"data: " + b"x" * 65530
+        for _ in range(200):  # ~13 MB, past the 8 MiB limit
+            w.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await w.drain()
+            piece = b"x" * 65536
+        return False
+
+    async def go():
+        async with Server(endless) as url, StreamClient() as client:
+            return await client.post(url + "/v1/chat/completions", {}, api="chat")
+    r = run(go())
+    assert r.error_kind == "body" and "exceeds 8388608 bytes" in (r.error or ""), r.error
