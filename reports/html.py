@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,7 +33,7 @@ from harnesscheck.reports.merge import merge_results, read_inputs
 from harnesscheck.reports.schema import OUTCOMES, validate_results
 from harnesscheck.reports.summary import api_order, must_failures, summarize
 
-__all__ = ["rebase_transcripts", "render_report", "write_report"]
+__all__ = ["banner", "rebase_transcripts", "render_report", "safe_href", "write_report"]
 
 TEMPLATE = "report.html.jinja"
 
@@ -53,7 +54,26 @@ def _env() -> jinja2.Environment:
     env.filters["pvalue"] = _pvalue
     env.filters["settings"] = _settings_rows
     env.filters["ms"] = lambda v: "–" if v is None else f"{v:.1f}"
+    env.filters["link"] = safe_href
     return env
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")
+
+
+def safe_href(value: Any) -> str | None:
+    """`value` as a link target when it is one a report may carry: an http(s) URL or a relative path
+    (a transcript beside the results); None for anything else (javascript:, data:, file:, ...), which
+    the report then shows as text. Browsers drop tabs, newlines and leading spaces from a URL before
+    reading its scheme, so the scheme is read the same way."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    bare = _INVISIBLE.sub("", value)
+    match = _SCHEME.match(bare)
+    if match is None:
+        return None if bare.startswith(("\\", "/\\")) else value  # no scheme: a relative reference
+    return value if match.group(1).lower() in ("http", "https") else None
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -154,17 +174,22 @@ def _run_fault_matrix(results: dict[str, Any]) -> dict[str, Any] | None:
             "from_run": True}
 
 
-def _settings_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+_SETTINGS_DEPTH = 12  # deeper than any setting the kit writes: a crafted document's nesting stops here
+
+
+def _settings_rows(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
     """A nested settings mapping as (dotted key, value) rows: lists joined, never a Python repr."""
+    if depth > _SETTINGS_DEPTH:
+        return [(prefix, "…")]
     if isinstance(value, dict):
         rows: list[tuple[str, str]] = []
         for k, v in value.items():
-            rows += _settings_rows(v, f"{prefix}.{k}" if prefix else str(k))
+            rows += _settings_rows(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
         return rows or [(prefix, "–")] if prefix else rows
     if isinstance(value, (list, tuple)):
         if all(not isinstance(v, (dict, list, tuple)) for v in value):
             return [(prefix, ", ".join(_scalar(v) for v in value) or "–")]
-        return [r for n, v in enumerate(value) for r in _settings_rows(v, f"{prefix}[{n}]")]
+        return [r for n, v in enumerate(value) for r in _settings_rows(v, f"{prefix}[{n}]", depth + 1)]
     return [(prefix, _scalar(value))]
 
 
@@ -228,7 +253,63 @@ def _fault_grid(fm: dict[str, Any] | None, levels: dict[str, str]) -> dict[str, 
             "n_expected": sum(1 for c in fm.get("cells", []) if c["expected_fail"])}
 
 
+# A `bench load` level's figures as `vllm bench serve` prints them: (key, label, digits); key None: a heading.
+def _sweep_rows() -> list[tuple[str | None, str, int]]:
+    rows: list[tuple[str | None, str, int]] = [
+        ("completed", "Successful requests", 0), ("failed", "Failed requests", 0),
+        ("duration", "Benchmark duration (s)", 2), ("total_input_tokens", "Total input tokens", 0),
+        ("total_output_tokens", "Total generated tokens", 0),
+        ("request_throughput", "Request throughput (req/s)", 2), ("request_goodput", "Request goodput (req/s)", 2),
+        ("output_throughput", "Output token throughput (tok/s)", 2),
+        ("max_output_tokens_per_s", "Peak output token throughput (tok/s)", 2),
+        ("max_concurrent_requests", "Peak concurrent requests (vLLM: busiest second)", 0),
+        ("max_in_flight", "Peak requests in flight (at one instant)", 0),
+        ("total_token_throughput", "Total token throughput (tok/s)", 2)]
+    for key, name, heading in (("ttft", "TTFT", "Time to First Token"),
+                               ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+                               ("itl", "ITL", "Inter-token Latency"), ("e2el", "E2EL", "End-to-end Latency")):
+        rows += [(None, heading, 0), (f"mean_{key}_ms", f"Mean {name} (ms)", 2),
+                 (f"median_{key}_ms", f"Median {name} (ms)", 2), (f"p90_{key}_ms", f"P90 {name} (ms)", 2),
+                 (f"p99_{key}_ms", f"P99 {name} (ms)", 2)]
+    return rows
+
+
+_SWEEP_ROWS = _sweep_rows()
+
+
+def _sweep(b: dict[str, Any]) -> dict[str, Any] | None:
+    """A `bench load` sweep's view: the levels as columns of the vLLM-style table, and its plot."""
+    settings = b.get("settings") if isinstance(b.get("settings"), dict) else {}
+    figures = [f for f in settings.get("figures") or [] if isinstance(f, dict)] if isinstance(
+        settings.get("figures"), list) else []
+    if not figures:
+        return None
+    from harnesscheck.reports import plots
+
+    kind = str(settings.get("sweep") or "")
+    rows = []
+    for key, label, digits in _SWEEP_ROWS:
+        if key is None:
+            rows.append({"heading": label})
+        elif any(f.get(key) is not None for f in figures):
+            rows.append({"label": label, "values": [_fixed(f.get(key), digits) for f in figures]})
+    return {"kind": kind, "levels": [str(f.get("label") or f.get("level", "?")) for f in figures], "rows": rows,
+            "png": plots.sweep_plot(kind, figures)}
+
+
+def _fixed(value: Any, digits: int) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,.{digits}f}"
+
+
 def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per benchmark: what a person reads first (a sweep's vLLM-style table and plot; the arms'
+    plot and table), then its settings, folded (a sweep's per-level figures are the table, not
+    settings rows). A `bench load` benchmark without the figures (the sweep's other metrics) is
+    folded whole under its sweep's."""
     if not results.get("benchmarks"):
         return []
     from harnesscheck.reports import plots  # matplotlib takes seconds to import: only for a report with benchmarks
@@ -243,12 +324,63 @@ def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
             else:
                 verdict = "no interval"
             ratios.append(r | {"verdict": verdict})
+        settings = b.get("settings") if isinstance(b.get("settings"), dict) else {}
+        sweep = _sweep(b)
         out.append(b | {
             "ratios_view": ratios,
             "arms_png": plots.arms_plot(b),
             "ratios_png": plots.ratios_plot(b),
+            "sweep": sweep,
+            "folded": sweep is None and "sweep" in settings,
+            "settings_rows": _settings_rows({k: v for k, v in settings.items() if k != "figures"}),
         })
     return out
+
+
+def banner(results: dict[str, Any]) -> dict[str, str]:
+    """The report's verdict line, `{"cls": good|warn|bad, "text": ...}`, worded by what the per-client
+    columns say of the failing MUST checks: a client that would break is named; when every client
+    measured was unaffected, the banner says so rather than that a harness can break."""
+    if not results.get("checks"):
+        return {"cls": "warn", "text": "No conformance checks in these results."}
+    fails = must_failures(results)
+    gating = [c for c in fails if not c.get("flaky")]
+    if not fails:
+        return {"cls": "good", "text": "Every MUST check passed (or was skipped / inconclusive)."}
+    if not gating:
+        return {"cls": "warn", "text": f"Only checks marked flaky failed among the MUST checks ({len(fails)})."}
+    n = len(gating)
+    head = f"{n} MUST check{'s' if n != 1 else ''} failed"
+    rank = {"would break": 2, "no measured impact": 1, "unaffected": 0}
+    per: dict[str, str] = {}
+    for c in gating:
+        for client, verdict in (c.get("clients") or {}).items():
+            if verdict in rank and (client not in per or rank[verdict] > rank[per[client]]):
+                per[client] = verdict
+    breaks = sorted(c for c, v in per.items() if v == "would break")
+    unmeasured = sorted(c for c, v in per.items() if v == "no measured impact")
+    coped = sorted(c for c, v in per.items() if v == "unaffected")
+    if breaks:
+        text = f"{head}: {_names(breaks)} would break against this endpoint (measured with the fault that plants " \
+               "the failing rule)"
+        if coped:
+            text += f"; {_names(coped)} {'was' if len(coped) == 1 else 'were'} unaffected"
+        return {"cls": "bad", "text": text + "."}
+    if unmeasured:
+        text = f"{head}: a rule the API requires is broken; no real client was measured against " \
+               f"{'it' if n == 1 else 'them'} ({_names(unmeasured)}: no measured impact)"
+        if coped:
+            text += f"; {_names(coped)} {'was' if len(coped) == 1 else 'were'} unaffected"
+        return {"cls": "bad", "text": text + "."}
+    if coped:
+        return {"cls": "bad", "text": f"{head}: a rule the API requires is broken, but every client measured "
+                                      f"against {'it' if n == 1 else 'them'} ({_names(coped)}) was unaffected."}
+    return {"cls": "bad", "text": f"{head}: the endpoint breaks rules that the API reference, an official SDK or "
+                                  "a real client requires."}
+
+
+def _names(clients: list[str]) -> str:
+    return clients[0] if len(clients) == 1 else ", ".join(clients[:-1]) + " and " + clients[-1]
 
 
 def render_report(results: dict[str, Any], *, generated_at: str | None = None,
@@ -270,6 +402,7 @@ def render_report(results: dict[str, Any], *, generated_at: str | None = None,
         "summary": summarize(results),
         "must_failures": fails,
         "must_failures_gating": [c for c in fails if not c.get("flaky")],
+        "banner": banner(results),
         "matrix": _matrix(results, apis),
         "fault": _fault_grid(results.get("fault_matrix") or _run_fault_matrix(results), levels),
         "cases": _cases(results, None if transcripts_base is None else Path(transcripts_base)),

@@ -4,6 +4,10 @@ as `data:image/png;base64,...` URIs so that the report stays one self-contained 
 - `arms_plot(bench)`: one row per arm, a box plot of its samples with the samples jittered over
   it, the median as a dot and the arm's 95% CI as an error bar.
 - `ratios_plot(bench)`: one bar per ratio with its 95% CI, and a line at 1 (no difference).
+- `sweep_figure(kind, figures)` / `sweep_plot(kind, figures)`: a `bench load` sweep over its levels
+  in four panels: request throughput and goodput (req/s) with output tokens/s on a second axis;
+  TTFT, ITL and end-to-end latency, each as p50 / p90 / p99 (`bench load` saves the figure as a
+  PNG, the report inlines it).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["arms_plot", "ratios_plot", "figure_to_data_uri"]
+__all__ = ["arms_plot", "figure_to_data_uri", "ratios_plot", "sweep_figure", "sweep_plot"]
 
 _INK = "#1f2933"
 _MEDIAN = "#c2410c"
@@ -124,3 +128,74 @@ def ratios_plot(bench: dict[str, Any]) -> str | None:
     ax.set_xlabel("ratio of medians (bar: 95% CI; dashed: no difference)", fontsize=8, color=_INK)
     _style(ax)
     return figure_to_data_uri(fig)
+
+
+_LINES = {"p50": "#2563eb", "p90": "#c2410c", "p99": "#7c3aed"}
+_SWEEP_AXIS = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s, Poisson)"}
+
+
+def _panel(ax: Any, title: str) -> None:
+    ax.set_title(title, fontsize=10, color=_INK, loc="left")
+    ax.grid(color=_GRID, linewidth=0.8)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(colors=_INK, labelsize=8)
+
+
+def _figure_value(f: dict[str, Any], key: str) -> float:
+    v = f.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else 0.0
+
+
+def sweep_figure(kind: str, figures: list[dict[str, Any]], *, title: str = "") -> Figure:
+    """The picture of one `bench load` sweep ``kind`` (``concurrency`` or ``rate``) from its levels'
+    figures (vLLM's names: request_throughput, request_goodput, output_throughput, pNN_ttft_ms, ...)."""
+    xs = [_figure_value(f, "level") for f in figures]
+    fig = Figure(figsize=(10, 6.4))
+    axes = fig.subplots(2, 2)
+    ax = axes[0][0]
+    _panel(ax, "throughput")
+    ax.plot(xs, [_figure_value(f, "request_throughput") for f in figures], marker="o", color="#2563eb",
+            label="requests/s")
+    if any(f.get("request_goodput") is not None for f in figures):
+        ax.plot(xs, [_figure_value(f, "request_goodput") for f in figures], marker="s", color="#16a34a",
+                label="goodput (req/s within SLO)")
+    ax.set_ylabel("req/s", fontsize=8, color=_INK)
+    ax.set_ylim(bottom=0)
+    tok = ax.twinx()
+    tok.plot(xs, [_figure_value(f, "output_throughput") for f in figures], marker="^", linestyle="--",
+             color="#6b7280", label="output tokens/s")
+    tok.set_ylabel("output tokens/s", fontsize=8, color=_INK)
+    tok.set_ylim(bottom=0)
+    tok.tick_params(labelsize=8)
+    handles = ax.get_legend_handles_labels()[0] + tok.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
+    panels = ((axes[0][1], "ttft", "TTFT"), (axes[1][0], "itl", "ITL"), (axes[1][1], "e2el", "E2EL"))
+    for ax, key, name in panels:
+        _panel(ax, f"{name} (ms)")
+        for p, color in _LINES.items():
+            ax.plot(xs, [_figure_value(f, f"{p}_{key}_ms") for f in figures], marker="o", color=color, label=p)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, frameon=False)
+    for ax in axes[1]:
+        ax.set_xlabel(_SWEEP_AXIS.get(kind, kind), fontsize=8, color=_INK)
+    log = kind == "concurrency" and bool(xs) and min(xs) > 0 and max(xs) / min(xs) >= 8
+    for row in axes:
+        for ax in row:
+            if log:
+                ax.set_xscale("log", base=2)
+            if xs:
+                ax.set_xticks(xs, [f"{x:g}" for x in xs])
+            ax.minorticks_off()
+    if title:
+        fig.suptitle(title, fontsize=11, color=_INK, x=0.01, ha="left")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_plot(kind: str, figures: list[dict[str, Any]], *, title: str = "") -> str | None:
+    """`sweep_figure` as a data URI for the report; None without levels."""
+    if not figures:
+        return None
+    return figure_to_data_uri(sweep_figure(kind, figures, title=title), dpi=90)

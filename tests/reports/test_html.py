@@ -326,3 +326,113 @@ def test_a_run_with_a_fault_on_shows_its_row_of_the_fault_matrix():
     assert "Unexpected outcomes (2)" in html
     del doc["checks"][0]["faults"]  # results written before checks named their faults: no section
     assert 'id="faults"' not in render_report(doc, generated_at="test")
+
+
+# ---- issue 31: links carry only http(s) URLs; issue 33: the banner, the load section -------------
+
+@pytest.mark.parametrize("target", [
+    "javascript:alert(document.domain)", " JavaScript:alert(1)", "java\tscript:alert(1)", "java\nscript:x",
+    "\x01javascript:alert(1)", "data:text/html;base64,PHNjcmlwdD4=", "vbscript:msgbox(1)", "file:///etc/passwd",
+    "\\\\evil.example\\share", "/\\evil.example/x",
+])
+def test_a_crafted_transcript_path_never_becomes_a_link(target):
+    doc = factory.results(benchmarks=[])
+    doc["checks"][0]["transcript"] = target
+    html = render_report(doc, generated_at="test")
+    parser = _Refs()
+    parser.feed(html)
+    hrefs = [v for t, n, v in parser.refs if n == "href"]
+    assert all(h.startswith("#") or h.startswith("transcripts/") for h in hrefs), hrefs
+    assert "Transcript file" in html  # still shown, as text
+
+
+@pytest.mark.parametrize("target", ["transcripts/AN-STREAM-001-anthropic.json", "../run 2/t.json",
+                                    "https://ci.example/artifacts/t.json", "HTTP://ci.example/t.json"])
+def test_relative_paths_and_http_urls_stay_links(target):
+    from harnesscheck.reports.html import safe_href
+
+    assert safe_href(target) == target
+    doc = factory.results(benchmarks=[])
+    doc["checks"][0]["transcript"] = target
+    assert 'href="' + target.replace(" ", " ") in render_report(doc, generated_at="test")
+
+
+def _with_clients(*verdicts: dict) -> dict:
+    doc = factory.results(benchmarks=[])
+    doc["checks"][1]["outcome"] = "fail"  # AN-STREAM-002 beside AN-STREAM-001: two MUST failures
+    fails = [c for c in doc["checks"] if c["level"] == "MUST" and c["outcome"] == "fail"]
+    for c in doc["checks"]:
+        c.pop("clients", None)
+    for c, v in zip(fails, verdicts):
+        c["clients"] = v
+    return doc
+
+
+@pytest.mark.parametrize(("verdicts", "cls", "says", "never"), [
+    (({"Codex 0.171.0": "unaffected", "Claude Code 2.1.197": "unaffected"}, {}), "bad",
+     "2 MUST checks failed: a rule the API requires is broken, but every client measured against them "
+     "(Claude Code 2.1.197 and Codex 0.171.0) was unaffected.", "can break"),
+    (({"Codex 0.171.0": "unaffected", "Claude Code 2.1.197": "would break"}, {"Codex 0.171.0": "unaffected"}),
+     "bad", "2 MUST checks failed: Claude Code 2.1.197 would break against this endpoint (measured with the "
+     "fault that plants the failing rule); Codex 0.171.0 was unaffected.", "unaffected by"),
+    (({"Codex 0.171.0": "no measured impact"}, {}), "bad",
+     "no real client was measured against them (Codex 0.171.0: no measured impact)", "would break"),
+    (({}, {}), "bad", "2 MUST checks failed: the endpoint breaks rules that the API reference, an official SDK or "
+                      "a real client requires.", "would break"),
+])
+def test_the_banner_follows_the_per_client_verdicts(verdicts, cls, says, never):
+    html = render_report(_with_clients(*verdicts), generated_at="test")
+    banner = re.search(r'<div class="banner (\w+)">([^<]*)</div>', html)
+    assert banner.group(1) == cls and says in banner.group(2) and never not in banner.group(2), banner.group(2)
+
+
+def test_banner_of_clean_flaky_and_empty_runs():
+    from harnesscheck.reports.html import banner
+
+    assert banner(factory.clean(factory.results()))["cls"] == "good"
+    assert banner(factory.results(checks=[]))["text"] == "No conformance checks in these results."
+    flaky = factory.results()
+    for c in flaky["checks"]:
+        c["flaky"] = True
+    assert banner(flaky)["cls"] == "warn"
+
+
+@pytest.fixture(scope="module")
+def load_doc():
+    """A `bench load` document as the benchmark writes it: two sweeps, three levels, an SLO."""
+    import random
+
+    from harnesscheck.replay.benchmarks import common
+    from harnesscheck.replay.benchmarks.load import Sample, sweep_benchmarks
+
+    rng = random.Random(0)
+
+    def level(n: int) -> list:
+        return [Sample(start_s=3.0 * i / n, ok=True, ttft_ms=20 + rng.random() * 5, e2el_ms=80 + rng.random() * 9,
+                       itl_ms=[7.0] * 8, input_tokens=50, output_tokens=9) for i in range(n)]
+
+    runs = {kind: [(lvl, level(20 * (i + 1)), 3.1) for i, lvl in enumerate((1.0, 4.0, 16.0))]
+            for kind in ("concurrency", "rate")}
+    settings = {"workload": "scenario:long_reasoning", "apis": ["chat"], "duration_s": 3.0, "seed": 0,
+                "slo_ms": {"ttft": 500.0}, "percentiles": [50, 90, 99]}
+    benches = sweep_benchmarks(runs, settings, timing="scripted-model", slo_ms={"ttft": 500.0}, duration_s=3.0)
+    return common.results_document(benchmarks=benches, endpoint="embedded", model="m", apis=["chat"],
+                                   server={"kind": "embedded", "timing": "scripted-model"}, settings=settings,
+                                   started_at="2026-01-01T00:00:00+00:00")
+
+
+def test_a_load_report_shows_the_vllm_table_and_the_sweep_plot_before_any_setting(load_doc):
+    html = render_report(load_doc, generated_at="test")
+    assert "figures[" not in html  # 234 rows of flattened settings before
+    for kind in ("concurrency", "rate"):
+        section = html.split(f'id="b-load-{kind}-ttft"')[1].split('id="b-')[0]
+        table, plot = section.index('<table class="vllm'), section.index(f'alt="{kind} sweep:')
+        settings = section.index("<details")
+        assert plot < settings and table < settings
+        for label in ("Request throughput (req/s)", "Request goodput (req/s)", "Peak concurrent requests",
+                      "Peak requests in flight", "Median TTFT (ms)", "P99 E2EL (ms)"):
+            assert label in section
+        assert re.search(r"<th>\w+ level</th>(<th class=\"num\">[^<]+</th>){3}", section)
+        # the sweep's other metrics are folded under it, whole
+        for metric in ("tpot", "e2el", "throughput", "output-throughput", "goodput"):
+            assert f'<details class="bench folded" id="b-load-{kind}-{metric}">' in html
