@@ -49,6 +49,48 @@ _OA_SDK = "sdk: openai-python _streaming.py / lib/streaming"
 _CHAT_REF = "reference: OpenAI Chat Completions streaming (chat.completion.chunk object)"
 _RS_REF = "reference: OpenAI Responses streaming events"
 
+_CC, _CX = "Claude Code 2.1.197", "Codex 0.171.0"
+_ERR_REF = "reference: Anthropic and OpenAI errors: a request the API cannot take is a 4xx in its error shape"
+_CTX_RULES: dict[str, tuple[Level, str]] = {
+    # docs/API_FACTS.md "Context overflow": measured with agents/clients/overflow.py (a session grown past the
+    # reference server's --context-window under each overflow form)
+    "AN-CTX-001": _r(MUST, f"{_ERR_REF}; client: {_CC} compacts on the API's own 400 and goes on, but fails the "
+                           "run on {'detail': ...} (fault overflow-detail-shape) and, after 10 retries (177 s), "
+                           "on a 500 (fault overflow-500)"),
+    "AN-CTX-001:marker": _r(MUST, f"client: {_CC} compacts only when the message says 'prompt is too long' (its own "
+                                  "test); a 400 in the API's shape without it fails the run (fault overflow-bare-400)"),
+    "CH-CTX-001": _r(MUST, f"{_ERR_REF} (OpenAI answers an over-long prompt with a 400, code "
+                           "context_length_exceeded); no measured client runs Chat to the window"),
+    "CH-CTX-001:marker": _r(SHOULD, "none: OpenAI's code context_length_exceeded; no measured client runs Chat to "
+                                    "the window"),
+    "RS-CTX-001": _r(MUST, f"{_ERR_REF}; client: {_CX} fails the run when its compaction request is refused as "
+                           "{'detail': ...} (fault overflow-detail-shape), and retries a 500 thirty times (~31 s) "
+                           "before failing (fault overflow-500)"),
+    "RS-CTX-001:marker": _r(MUST, f"client: {_CX} compacts on its own usage meter and, when its compaction "
+                                  "request is itself over the window, drops the oldest history item and retries "
+                                  "only on the code context_length_exceeded; a 400 without it fails the run (fault "
+                                  "overflow-bare-400, measured); an ordinary turn ends on any refusal"),
+    "AN-CTX-002": _r(SHOULD, f"none: {_CC}'s context meter reads the usage: counting only the new turn, it never "
+                             "compacts on its own, hits the window and compacts on the refusal instead (one refused "
+                             "request; fault usage-current-turn-only, measured)"),
+    "CH-CTX-002": _r(SHOULD, "none: a context meter fed by the usage compacts too late or never (issue 30); no "
+                             "measured client runs Chat to the window"),
+    "RS-CTX-002": _r(MUST, f"client: {_CX} (gpt-5.5 and fallback profiles) compacts on its usage meter only: "
+                           "counting only the new turn it never compacts and the window ends the turn (fault "
+                           "usage-current-turn-only, measured)"),
+    "AN-CTX-003": _r(SHOULD, "none: as AN-CTX-002, over a 30-turn session"),
+    "CH-CTX-003": _r(SHOULD, "none: as CH-CTX-002, over a 30-turn session"),
+    "RS-CTX-003": _r(MUST, f"client: as RS-CTX-002 ({_CX} breaks), over a 30-turn session"),
+    "AN-CTX-003:window": _r(MUST, "as AN-CTX-001, at the end of a session"),
+    "CH-CTX-003:window": _r(MUST, "as CH-CTX-001, at the end of a session"),
+    "RS-CTX-003:window": _r(MUST, "as RS-CTX-001, at the end of a session"),
+    "AN-CTX-003:marker": _r(MUST, "as AN-CTX-001:marker, at the end of a session"),
+    "CH-CTX-003:marker": _r(SHOULD, "none: as CH-CTX-001:marker, at the end of a session"),
+    "RS-CTX-003:marker": _r(MUST, "as RS-CTX-001:marker, at the end of a session"),
+    **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
+       for p in ("AN", "CH", "RS")},
+}
+
 _RULE_TABLE: dict[str, tuple[Level, str]] = {
     # --- Anthropic grammar ---
     "AN-GRAMMAR-JSON": _r(MUST, _AN_SDK_SSE + " and parses every data line as JSON"),
@@ -252,6 +294,9 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                              "item's fields), required in openai-python types/responses/response.py too"),
     "RS-SHAPE-001:status": _r(SHOULD, "none: openai-python types/responses/response.py makes status and usage "
                                       "optional, so a response without them parses; Codex reads usage (API_FACTS)"),
+    # the context window and usage across turns (test_context.py; API_FACTS "Context overflow", measured
+    # with the real clients by agents/clients/overflow.py)
+    **_CTX_RULES,
 }
 
 RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}
@@ -312,11 +357,12 @@ INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-in
                                                          "cache-hit")
 DETERMINISTIC = "deterministic"  # two answers to one request at temperature 0 can be compared
 CUT_CALL = "cut-call"  # marked by test_tool_choice.py: a forced call's answer reached the output limit
+CONTEXT_WINDOW = "context-window"  # marked by test_context.py: the endpoint announces the model's context window
 CACHE_WRITE = "cache-write"  # marked by test_usage.py: the usage reported prompt tokens written to the cache
 # marked by test_dispatch.py: a streamed tool call completed before reasoning or text the model said after it
 OUTPUT_AFTER_CALL = "output-after-call"
 PATHS = (TOOL_USE, PARALLEL, THINKING, INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT, DETERMINISTIC,
-         OUTPUT_AFTER_CALL, CACHE_WRITE, CUT_CALL)
+         OUTPUT_AFTER_CALL, CACHE_WRITE, CUT_CALL, CONTEXT_WINDOW)
 RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{r: (TOOL_USE,) for r in ("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON", "AN-GRAMMAR-STOP-TOOL-USE",
                                 "CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-ARGS",
@@ -338,6 +384,11 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{f"{a}-TOOLS-{n}": paths for a in ("AN", "CH", "RS")
        for n, paths in (("002", (TOOL_USE,)), ("003", (PARALLEL,)), ("004", (TOOL_USE,)),
                         ("005", (CUT_CALL,)), ("005:markup", (CUT_CALL,)))},
+    # an over-long prompt means something only against the window the endpoint announces; the session's
+    # cache rule only where the endpoint reports cached tokens
+    **{r: (CONTEXT_WINDOW,) for p in ("AN", "CH", "RS") for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
+                                                                   f"{p}-CTX-003:window", f"{p}-CTX-003:marker")},
+    **{f"{p}-CTX-004": (CACHE_HIT,) for p in ("AN", "CH", "RS")},
 }
 # What the model did instead, by the path it did not take (the inconclusive message's words).
 _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did not think",
@@ -347,7 +398,8 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
               CACHE_WRITE: "no prompt tokens were written to the cache",
               DETERMINISTIC: "the endpoint answered the same request differently each time",
               OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text",
-              CUT_CALL: "the output limit cut no forced call (it ended first, or reasoning used it up)"}
+              CUT_CALL: "the output limit cut no forced call (it ended first, or reasoning used it up)",
+              CONTEXT_WINDOW: "the endpoint announces no context window (max_model_len in GET /v1/models)"}
 
 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
@@ -427,6 +479,20 @@ class Check:
     @property
     def evidence(self) -> dict[str, str]:
         return {r: f"{RULES[r].level}: {RULES[r].evidence}" for r in self.own_rules}
+
+
+def _highest(*rule_ids: str) -> Level:
+    """MUST when one of the rules is MUST, else SHOULD (a check's level from its rules)."""
+    return MUST if any(RULES[r].level == MUST for r in rule_ids) else SHOULD
+
+
+# The faults that break the context checks (test_context.py): the overflow forms (and every error response
+# bent by bad-input-500 / wrong-error-shape), and usage that leaves the history out (Chat and Responses also
+# when cached tokens are counted outside the prompt: the uncached rest is about the new turn's input).
+_OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
+_USAGE_FAULTS = {"AN": ("usage-current-turn-only",),
+                 "CH": ("usage-current-turn-only", "usage-cached-outside-prompt"),
+                 "RS": ("usage-current-turn-only", "usage-cached-outside-prompt")}
 
 
 def _c(id: str, api: str, title: str, level: Level, source: str, remedy: str, faults: tuple[str, ...] | str,
@@ -649,6 +715,76 @@ CHECKS: list[Check] = [
     _c("RS-SHAPE-001", "responses", "The non-streamed response has id, object, created_at, model, complete output "
        "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
        ("nonstream-no-object", "rs-missing-call-id")),
+    # --- the context window and usage across turns (test_context.py) ----------------------------
+    *[c for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses")) for c in (
+        _c(f"{p}-CTX-001", api, "An over-long prompt is refused with a 400 in the API's error shape carrying the "
+           "overflow marker (Anthropic 'prompt is too long', OpenAI context_length_exceeded)",
+           _highest(f"{p}-CTX-001", f"{p}-CTX-001:marker"),
+           "API_FACTS: Context overflow", "refuse a prompt longer than the window with the API's own 400 "
+           "(what the clients compact on)", _OVERFLOW_FAULTS),
+        _c(f"{p}-CTX-002", api, "Usage on every turn of a 10-turn agent session counts the whole prompt, "
+           "history included", RULES[f"{p}-CTX-002"].level, "API_FACTS: Usage across turns",
+           "report the whole prompt's tokens (cached ones included) on every turn", _USAGE_FAULTS[p]),
+        _c(f"{p}-CTX-003", api, "A 30-turn agent session: usage grows turn by turn as the prompt does, and at the "
+           "window the refusal is the one the clients recognise",
+           _highest(f"{p}-CTX-003", f"{p}-CTX-003:window", f"{p}-CTX-003:marker"),
+           "API_FACTS: Usage across turns; Context overflow", "count the history in usage; refuse past the "
+           "window with the API's own 400", _USAGE_FAULTS[p] + _OVERFLOW_FAULTS),
+        _c(f"{p}-CTX-004", api, "A 30-turn agent session: the prefix cache reuses each turn's prompt as the next "
+           "turn's prefix", SHOULD, "DESIGN: the prefix property, over a long session",
+           "render history exactly as generated, so each turn's prompt is cached for the next",
+           ("rewrite-history-reasoning", "truncate-agent-reasoning"), witness="cache usage"))],
+]
+
+# --- Request shapes and tool kinds the real clients send (issue 30) ----------------------------------
+CHECKS += [
+    _c("RS-TOOLKIND-001", "responses", "Codex's mixed tool array is accepted: function, custom (Lark and regex "
+       "grammars), namespace, web_search, local_shell, tool_search, image_generation (what the endpoint cannot "
+       "run is left out, not refused)", MUST, "API_FACTS: request shapes and tool kinds",
+       "accept every kind of ToolParam; leave out the tools you cannot run", "rs-function-tools-only"),
+    _c("RS-TOOLKIND-002", "responses", "A custom tool reaches the model and its call comes back as a custom_tool_call "
+       "item (its input the text), streamed as custom_tool_call_input.delta / .done", MUST,
+       "API_FACTS: request shapes and tool kinds (custom tools)", "offer custom tools to the model; answer their "
+       "calls as custom_tool_call items", ("rs-custom-tool-dropped", "rs-custom-call-as-function",
+                                          "rs-function-tools-only")),
+    _c("RS-TOOLKIND-003", "responses", "custom_tool_call / _output, tool_search_call / _output and replayed items "
+       "without id or status are accepted as input", MUST, "API_FACTS: request shapes and tool kinds",
+       "accept every InputItem type; make id and status optional where the reference does",
+       "rs-narrow-request-schema"),
+    *[_c(f"{p}-TOOLS-006", api, "A streamed forced call of a strict tool carries its arguments: they follow the "
+         "tool's schema (no empty input, no call lost from the stream)", MUST,
+         "API_FACTS: request shapes and tool kinds (streamed tool arguments)",
+         "stream each call's arguments as the non-streamed answer has them",
+         ("stream-tool-input-empty", "chat-stream-call-dropped") if p == "CH" else "stream-tool-input-empty",
+         witness="jsonschema") for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))],
+    _c("AN-REQ-004", "anthropic", "cache_control with ttl 1h, with scope, at the top level and on a sent-back "
+       "thinking block is accepted", MUST, "API_FACTS: request shapes and tool kinds (cache_control)",
+       "accept and ignore every form of cache_control", ("reject-cache-control-extensions",
+                                                          "reject-cache-control")),
+    _c("AN-REQ-005", "anthropic", "Images (base64 image blocks) inside tool_result content are accepted", MUST,
+       "API_FACTS: request shapes and tool kinds", "accept image blocks in tool results (render a placeholder)",
+       "reject-tool-result-image"),
+    _c("AN-REQ-006", "anthropic", "Server tools declared beside client tools run or are left out: never a 400, "
+       "never a client tool_use for them", MUST, "API_FACTS: request shapes and tool kinds (server tools)",
+       "leave out the server tools you cannot run", ("reject-server-tools", "server-tools-as-client-tools")),
+    _c("AN-REQ-007", "anthropic", "Thinking blocks sent back in history with their signatures are accepted (their "
+       "order: AN-HIST-001)", MUST, "API_FACTS: thinking blocks are sent back", "take thinking blocks in "
+       "assistant turns as input", "reject-history-thinking"),
+    _c("AN-USAGE-005", "anthropic", "POST /v1/messages/count_tokens?beta=true is served and counts the system "
+       "prompt, the tools and the whole history", MUST, "API_FACTS: count_tokens",
+       "serve count_tokens on the rendered prompt of the whole request", ("no-count-tokens-route",
+                                                                          "count-tokens-partial"),
+       witness="count_tokens"),
+    _c("CH-HIST-003", "chat", "History reasoning reaches the prompt under reasoning_content and under reasoning",
+       SHOULD, "API_FACTS: Chat history reasoning under two names", "read both names on incoming assistant "
+       "messages", "chat-history-reasoning-one-name", witness="/tokenize or cache usage"),
+    _c("CH-REQ-002", "chat", "chat_template_kwargs.enable_thinking false and reasoning_effort are accepted; tool "
+       "calls are still parsed", MUST, "API_FACTS: request shapes and tool kinds", "turn thinking off in the "
+       "template and the reasoning parser alike", ("thinking-off-output-as-reasoning", "reject-unknown-fields")),
+    _c("RS-REQ-003", "responses", "text without format is accepted; a max_output_tokens 1 probe is answered or "
+       "refused in OpenAI's error shape", MUST, "API_FACTS: what Codex sends; what the references allow",
+       "make text.format optional; refuse out-of-range values with a 4xx", ("rs-narrow-request-schema",
+                                                                              "bad-input-500", "wrong-error-shape")),
 ]
 
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}

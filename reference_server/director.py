@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from harnesscheck.reference_server.conversation import Conversation, ToolChoice, ToolSpec
+from harnesscheck.reference_server.conversation import Conversation, ToolChoice, ToolSpec, is_harness_context
 from harnesscheck.reference_server.events import Part, ToolCall
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.scenarios.loader import ModelPart, Scenario, find_by_user_text
@@ -100,9 +100,11 @@ def _forced(conv: Conversation, choice: ToolChoice, parts: list[Part]) -> list[P
     return calls or [_call(tool, conv)]
 
 
-def _call(tool: ToolSpec, conv: Conversation) -> Part:
-    """A call of `tool` with example arguments for its schema."""
-    arguments = json.dumps(example_arguments(tool.parameters, conv.turn_user_text()), ensure_ascii=False)
+def _call(tool: ToolSpec, conv: Conversation, text: str | None = None) -> Part:
+    """A call of `tool` with example arguments for its schema (a command quoted in `text`, by default
+    the turn's user text)."""
+    text = conv.turn_user_text() if text is None else text
+    arguments = json.dumps(example_arguments(tool.parameters, text), ensure_ascii=False)
     return Part(kind="tool_call", call=ToolCall(index=0, id="", name=tool.name, arguments=arguments))
 
 
@@ -116,22 +118,41 @@ def _answered(conv: Conversation) -> bool:
     return False
 
 
-def _named_tool(conv: Conversation) -> ToolSpec | None:
-    """The tool the user's words name in this turn ("use the Bash tool", "call weather"), if any."""
-    if not conv.tools or _answered(conv):
+_REPEAT = re.compile(r"\b(\d{1,3}) times\b")
+
+
+def _repeat_ask(conv: Conversation) -> str | None:
+    """The user's text when it asked for a tool to run N times ("run `seq 1 4000` 30 times"; the long
+    sessions of the client measurements, agents/clients/overflow.py) and fewer than N results came
+    back since; else None."""
+    for i in range(len(conv.messages) - 1, -1, -1):
+        message = conv.messages[i]
+        if message.role == "user" and message.text.strip() and not is_harness_context(message.text):
+            match = _REPEAT.search(message.text)
+            done = sum(len(m.results) for m in conv.messages[i + 1:] if m.role == "tool")
+            return message.text if match is not None and done < int(match.group(1)) else None
+    return None
+
+
+def _named_tool(conv: Conversation) -> tuple[ToolSpec, str] | None:
+    """The tool the user's words name in this turn ("use the Bash tool", "call weather"), if any, with
+    those words; once it ran, again while the user asked for more runs ("... 30 times")."""
+    if not conv.tools:
         return None
-    text = conv.turn_user_text()
+    text = _repeat_ask(conv) if _answered(conv) else conv.turn_user_text()
+    if text is None:
+        return None
     for tool in conv.tools:
         if re.search(rf"\b{re.escape(tool.name)}\b", text):
-            return tool
+            return tool, text
     return None
 
 
 def _default_turn(conv: Conversation) -> list[Part]:
-    tool = _named_tool(conv)
-    if tool is not None:
-        return [Part(kind="reasoning", text=f"The user wants me to use {tool.name}."),
-                _call(tool, conv)]
+    named = _named_tool(conv)
+    if named is not None:
+        tool, text = named
+        return [Part(kind="reasoning", text=f"The user wants me to use {tool.name}."), _call(tool, conv, text)]
     if _answered(conv):
         return [Part(kind="reasoning", text="The tool finished; I can answer."), Part(kind="text", text="Done.")]
     return [Part(kind="reasoning", text="A short answer is enough here."), Part(kind="text", text="ok")]

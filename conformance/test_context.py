@@ -1,0 +1,182 @@
+"""The context window and usage across turns, in all three APIs (issue 30; docs/API_FACTS.md "Context
+overflow" and "Usage across turns").
+
+- <P>-CTX-001: a prompt longer than the window the endpoint announces (GET /v1/models:
+  ``max_model_len`` and kin, conformance/window.py) is refused with a 400 in the API's error shape
+  carrying the overflow marker the clients match (Anthropic "prompt is too long", OpenAI
+  ``context_length_exceeded``). A context-length refusal is inconclusive (endpoint-config) for every
+  other check (verdict.ok_response); this one judges it.
+- <P>-CTX-002: in a 10-turn agent session (scenario long_session), the prompt total the usage reports
+  grows on every turn: it counts the whole prompt, history included, not only the new turn's input.
+- <P>-CTX-003: the same session for 30 turns, its usage growing turn by turn as the prompt does, then
+  one more turn whose tool result takes the prompt past the window: refused in the recognised form.
+- <P>-CTX-004: in that session the prefix cache reuses each turn's prefix: the cached part of the
+  prompt grows turn by turn (judged where the endpoint reports cached tokens at all).
+
+The session's turns are the shared scenario streams (``hc.stream``): CTX-002's ten are the first ten
+of CTX-003's thirty, and CTX-004 reads the same thirty. Each turn adds a ~200-character tool result,
+so the whole session stays small (a few thousand tokens) and fast against the scripted engine; the
+window is reached by the last request's tool result, sized from the session's own tokens per character.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from harnesscheck.conformance import apis, catalog, window
+from harnesscheck.conformance.session import Session
+from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
+from harnesscheck.conformance.wire.transcript import Transcript
+
+SESSION = "long_session"
+USAGE_TURNS = 10
+SESSION_TURNS = 30
+
+
+def _check_id(api: str, number: str) -> str:
+    return f"{apis.get(api).PREFIX}-CTX-{number}"
+
+
+def _params(number: str) -> list[Any]:
+    return [pytest.param(api, marks=pytest.mark.check(_check_id(api, number)), id=_check_id(api, number))
+            for api in apis.NAMES]
+
+
+def _window(hc: Session) -> int:
+    """The announced window, marking the path (or inconclusive when the endpoint announces none)."""
+    size = window.announced_window(hc)
+    if size is None:
+        inconclusive("not exercised: the endpoint announces no context window for the model in GET /v1/models "
+                     f"({', '.join(window.WINDOW_FIELDS)}), so the kit cannot tell how long a prompt is too long")
+    hc.saw(catalog.CONTEXT_WINDOW)
+    return size
+
+
+def _judge_refusal(api: str, transcript: Transcript, where: str, rules: dict[str, str]) -> None:
+    """Fail on the first problem of the answer to an over-long prompt (window.refusal_problems), with the
+    rule ``rules`` names for its part ("" status and shape, "marker")."""
+    if transcript.error and transcript.status is None:
+        ok_response(transcript, where)  # a timeout is inconclusive, a cut connection a failure
+    if transcript.status == 413:
+        inconclusive(f"{where}: HTTP 413, the endpoint refused the body for its size before reading the prompt "
+                     f"({transcript.text_body()[:200]!r})", cause="endpoint-config")
+    for part, problem in window.refusal_problems(api, transcript):
+        fail(f"{where}: {problem}", transcript=transcript, rule=rules[part])
+
+
+@pytest.mark.parametrize("api", _params("001"))
+def test_overflow_refused(hc: Session, api: str) -> None:
+    check_id = _check_id(api, "001")
+    size = _window(hc)
+    transcript, chars = window.over_long(hc, api, hc.body(api, "plain_text"), size, label="over-long prompt")
+    _judge_refusal(api, transcript, f"a prompt with {chars} characters of filler (window {size} tokens)",
+                   {"": check_id, "marker": f"{check_id}:marker"})
+    hc.require_exercised(check_id)
+
+
+def _turn_usage(hc: Session, api: str, turn: int) -> tuple[Transcript, tuple[int, int, int] | None]:
+    """Turn ``turn`` of the session (shared stream), and its usage (prompt total, output, cached) if reported."""
+    transcript = hc.stream(api, SESSION, turn=turn)
+    if turn > 0 and transcript.status is not None and not 200 <= transcript.status < 300:
+        inconclusive(f"{SESSION} turn {turn}: HTTP {transcript.status} {transcript.text_body()[:200]!r}: a refused "
+                     "follow-up turn is its own finding (<P>-TURN-001)", cause="endpoint-error")
+    ok_response(transcript, f"{SESSION} turn {turn}")
+    answer = apis.get(api).final_answer(transcript) or {}
+    if not apis.get(api).usage(answer):
+        return transcript, None
+    if not apis.get(api).tool_calls(answer):
+        inconclusive(f"not exercised: {SESSION} turn {turn} made no tool call, so the session ended early",
+                     cause="not-exercised")
+    return transcript, apis.get(api).usage_tokens(answer)
+
+
+def _usage_grows(hc: Session, api: str, turns: int, rule: str) -> list[tuple[int, int, int]]:
+    """Run the session's first ``turns`` turns; fail ``rule`` where a turn's prompt total is not larger
+    than the turn before's. Returns every turn's (prompt total, output, cached)."""
+    seen: list[tuple[int, int, int]] = []
+    for turn in range(turns):
+        transcript, usage = _turn_usage(hc, api, turn)
+        if usage is None:
+            inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage (the stream checks "
+                         "judge its absence)")
+        if seen and usage[0] <= seen[-1][0]:
+            fail(f"{SESSION} turn {turn}: the usage counts {usage[0]} prompt tokens, turn {turn - 1} counted "
+                 f"{seen[-1][0]}, though the prompt grew by turn {turn - 1}'s answer and a tool result: the usage "
+                 f"counts the new turn's input, not the whole prompt (a client's context meter reads "
+                 f"{usage[0]} and never compacts)", transcript=transcript, rule=rule)
+        seen.append(usage)
+    return seen
+
+
+@pytest.mark.parametrize("api", _params("002"))
+def test_usage_counts_history(hc: Session, api: str) -> None:
+    _usage_grows(hc, api, USAGE_TURNS, _check_id(api, "002"))
+
+
+@pytest.mark.parametrize("api", _params("003"))
+def test_long_session_to_window(hc: Session, api: str) -> None:
+    check_id = _check_id(api, "003")
+    seen = _usage_grows(hc, api, SESSION_TURNS, check_id)
+    size = _window(hc)
+    body = hc.request_for(api, SESSION, SESSION_TURNS)  # turn 30's request: the history of all thirty turns
+    grown = len(json.dumps(hc.request_for(api, SESSION, SESSION_TURNS - 1))) - len(json.dumps(hc.body(api, SESSION)))
+    ratio = max(0.1, (seen[-1][0] - seen[0][0]) / max(1, grown))  # tokens per character (JSON overcounts: safe)
+    transcript = hc.post(api, apis.get(api).PATH, _with_result_padding(api, body, size, seen[-1][0], ratio),
+                         stream=True, label=f"{SESSION} turn {SESSION_TURNS}: a tool result that passes the window")
+    _judge_refusal(api, transcript, f"{SESSION} turn {SESSION_TURNS} (window {size} tokens, turn "
+                                    f"{SESSION_TURNS - 1} at {seen[-1][0]})",
+                   {"": f"{check_id}:window", "marker": f"{check_id}:marker"})
+    hc.require_exercised(check_id)
+
+
+def _with_result_padding(api: str, body: dict[str, Any], size: int, tokens: int, ratio: float) -> dict[str, Any]:
+    """The request with its last tool result grown to pass the window by a quarter."""
+    extra = window.filler(int(max(size * window.OVERSHOOT - tokens, size * (window.OVERSHOOT - 1)) / ratio) + 1)
+    body = copy.deepcopy(body)
+    history = body[apis.get(api).FORM.history_key]
+    for entry in reversed(history):
+        if _pad_result(entry, extra):
+            return body
+    return apis.get(api).append_user(body, extra)
+
+
+def _pad_result(entry: Any, extra: str) -> bool:
+    """Append ``extra`` to a tool result entry of any API (Anthropic tool_result block, Chat tool
+    message, Responses function_call_output item); False when ``entry`` holds none."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("role") == "tool" and isinstance(entry.get("content"), str):
+        entry["content"] += "\n" + extra
+        return True
+    if entry.get("type") == "function_call_output" and isinstance(entry.get("output"), str):
+        entry["output"] += "\n" + extra
+        return True
+    content = entry.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+                block["content"] += "\n" + extra
+                return True
+    return False
+
+
+@pytest.mark.parametrize("api", _params("004"))
+def test_long_session_cache(hc: Session, api: str) -> None:
+    check_id = _check_id(api, "004")
+    seen: list[tuple[int, int, int]] = []
+    for turn in range(SESSION_TURNS):
+        transcript, usage = _turn_usage(hc, api, turn)
+        if usage is None:
+            inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage")
+        if usage[2] > 0:
+            hc.saw(catalog.CACHE_HIT)
+        if len(seen) >= 2 and any(u[2] for u in seen) and usage[2] <= seen[-1][2]:
+            fail(f"{SESSION} turn {turn}: {usage[2]} cached prompt tokens, turn {turn - 1} had {seen[-1][2]}: the "
+                 f"cache did not reuse turn {turn - 1}'s prompt ({seen[-1][0]} tokens) as this turn's prefix",
+                 transcript=transcript)
+        seen.append(usage)
+    hc.require_exercised(check_id)
