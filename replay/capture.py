@@ -14,10 +14,20 @@ Each exchange becomes one line of the capture file (JSONL, header line first)::
 
 The transcript keeps the request (headers, JSON body), status, response headers, every network
 chunk (arrival ns from the request start, size), every SSE frame with its arrival, and the
-timings. Secrets are redacted before a line is written: credential headers (API keys, auth,
+timings.
+
+Every buffer of outside data is bounded (``Limits``, the ``capture`` command's flags): a request body
+over ``max_body_bytes`` (64 MiB) is refused with a 413 that names the limit; a coded body (a request
+or a non-streamed response) is decoded for the record within ``max_decoded_bytes`` (64 MiB,
+``replay.codings``: a gzip bomb stops there and the record says so in ``decode_error`` /
+``response.decode_error``); a response is recorded up to ``max_record_bytes`` (64 MiB of SSE frames
+or body) and forwarded whole, the record saying what it left out (``response.cut``). Each such cut
+is also told to ``warn`` (the command prints it on stderr). Secrets are redacted before a line is written: credential headers (API keys, auth,
 cookies, and any header named with ``--redact-header``) by ``harnesscheck.conformance.wire.redact``, and the
 same secret values (also JSON-escaped, base64, and each cookie value) wherever else they appear.
 
+``load_capture(path)`` reads a capture of format version 1 (``CAPTURE_VERSION``; another version is
+refused, naming it) and checks each line's shape; ``ValueError`` with the line for anything else.
 ``capture_to_trace(path) -> Trace`` groups model requests (POST to /v1/messages, /v1/chat/
 completions, /v1/responses) into sessions, in this order of rules:
 
@@ -35,14 +45,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gzip
-import io
 import json
 import threading
 import time
 import urllib.parse
-import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +60,19 @@ from multidict import CIMultiDict
 
 from harnesscheck.conformance.wire.redact import redact_headers as _redact_headers
 from harnesscheck.conformance.wire.redact import redact_text, redact_url, secrets_from_headers
-from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.conformance.wire.sse import FrameTooLarge, SSEDecoder
 from harnesscheck.conformance.wire.transcript import Chunk, Timings, Transcript
 
 from .client import Fold, StreamResult
+from .codings import MAX_DECODED_BYTES, CodingError, decode
 from .forms import FORMS, api_for_path, form
 from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta
 
-__all__ = ["CAPTURE_SCHEMA", "CaptureProxy", "ProxyThread", "api_for_path", "capture_to_trace", "load_capture",
-           "SESSION_HEADERS", "secret_variants"]
+__all__ = ["CAPTURE_SCHEMA", "CAPTURE_VERSION", "CaptureProxy", "Limits", "ProxyThread", "api_for_path",
+           "capture_to_trace", "load_capture", "record_transcript", "SESSION_HEADERS", "secret_variants"]
 
 CAPTURE_SCHEMA = "harnesscheck.capture"
+CAPTURE_VERSION = 1  # the format load_capture reads; bumped when a record's shape changes
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "proxy-connection"})
 SESSION_HEADERS = ("x-claude-code-session-id", "x-session-id", "session-id", "session_id", "conversation_id")
@@ -71,24 +81,13 @@ _REPLAY_HEADERS_DROP = frozenset({"host", "content-length", "content-encoding", 
                                   "content-type", "user-agent", "x-stainless-retry-count", "x-stainless-timeout"})
 
 
-def _decode_body(data: bytes, encoding: str) -> bytes:
-    for enc in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
-        if enc in ("identity",):
-            continue
-        if enc == "zstd":
-            import zstandard
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The proxy's byte bounds (see the module docstring)."""
 
-            data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
-        elif enc in ("gzip", "x-gzip"):
-            data = gzip.decompress(data)
-        elif enc == "deflate":
-            try:
-                data = zlib.decompress(data)
-            except zlib.error:
-                data = zlib.decompress(data, -zlib.MAX_WBITS)
-        else:
-            raise ValueError(f"unsupported content-encoding {enc!r}")
-    return data
+    max_body_bytes: int = 64 * 1024 * 1024  # a request body, on the wire
+    max_decoded_bytes: int = MAX_DECODED_BYTES  # a coded body, decoded for the record
+    max_record_bytes: int = 64 * 1024 * 1024  # a response's SSE frames (raw bytes) or body kept in the record
 
 
 def secret_variants(values: Iterable[str]) -> set[str]:
@@ -120,11 +119,15 @@ def secret_variants(values: Iterable[str]) -> set[str]:
 
 
 class CaptureProxy:
-    """The proxy. ``await start()`` / ``await stop()``; ``port`` once started."""
+    """The proxy. ``await start()`` / ``await stop()``; ``port`` once started. ``limits``: its byte
+    bounds; ``warn(line)`` hears each cut (a body too large, a record left short)."""
 
     def __init__(self, *, upstream: str, out: str | Path, host: str = "127.0.0.1", port: int = 0,
-                 redact_headers: Iterable[str] = ()) -> None:
+                 redact_headers: Iterable[str] = (), limits: Limits | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
+        self.limits = limits or Limits()
+        self.warn = warn or (lambda line: None)
         self.out = Path(out)
         self.host = host
         self.port = port
@@ -143,7 +146,7 @@ class CaptureProxy:
     async def start(self) -> CaptureProxy:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.out.open("w", encoding="utf-8")
-        head = {"schema": CAPTURE_SCHEMA, "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        head = {"schema": CAPTURE_SCHEMA, "version": CAPTURE_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "upstream": redact_url(self.upstream)}
         self._fh.write(json.dumps(head) + "\n")
         self._fh.flush()
@@ -151,7 +154,7 @@ class CaptureProxy:
             auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None),
             connector=aiohttp.TCPConnector(limit=0),
         )
-        app = web.Application(client_max_size=512 * 1024 * 1024)
+        app = web.Application(client_max_size=self.limits.max_body_bytes)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, auto_decompress=False, access_log=None)
         await self._runner.setup()
@@ -174,7 +177,14 @@ class CaptureProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         start_ns = time.perf_counter_ns()
         started_at = time.time()
-        raw = await request.read()
+        limits = self.limits
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            why = (f"the request body is over the capture proxy's limit of {limits.max_body_bytes} bytes "
+                   "(capture --max-body-bytes); not forwarded")
+            self.warn(f"capture: {request.method} {redact_url(request.raw_path)}: {why}")
+            return web.json_response({"error": {"type": "proxy_error", "message": why}}, status=413)
         req_headers = list(request.headers.items())
         conn_tokens = {t.strip().lower() for v in request.headers.getall("connection", []) for t in v.split(",")}
         fwd = CIMultiDict()
@@ -190,6 +200,8 @@ class CaptureProxy:
         decoder: SSEDecoder | None = None
         resp: web.StreamResponse | None = None
         body_buf = bytearray()
+        kept = 0  # bytes of frames or body kept for the record
+        cut: dict[str, Any] = {}  # what the record left out
         try:
             async with self._session.request(  # type: ignore[union-attr]
                 request.method, self.upstream + path_qs, headers=fwd, data=raw if raw else None,
@@ -218,12 +230,24 @@ class CaptureProxy:
                     idx = len(t.chunks)
                     t.chunks.append(Chunk(idx, t_ns, len(chunk)))
                     if decoder is not None:
-                        frames = decoder.feed(chunk, t_ns=t_ns, chunk_index=idx)
+                        try:
+                            frames = decoder.feed(chunk, t_ns=t_ns, chunk_index=idx)
+                        except FrameTooLarge as exc:  # forwarded still; not recorded further
+                            decoder, frames = None, []
+                            cut["reason"] = f"{exc}: the rest of the stream is not recorded"
                         if frames and t.timings.first_frame_ns is None:
                             t.timings.first_frame_ns = t_ns
-                        t.frames.extend(frames)
-                    elif len(body_buf) < 64 * 1024 * 1024:
+                        for frame in frames:
+                            kept += len(frame.raw)
+                            if kept <= limits.max_record_bytes:
+                                t.frames.append(frame)
+                            else:
+                                cut["frames"] = cut.get("frames", 0) + 1
+                    elif kept + len(chunk) <= limits.max_record_bytes:
                         body_buf += chunk
+                        kept += len(chunk)
+                    else:
+                        cut["bytes"] = cut.get("bytes", 0) + len(chunk)
                 await resp.write_eof()
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             t.error, t.error_kind = f"{type(exc).__name__}: {exc}", "upstream"
@@ -231,28 +255,45 @@ class CaptureProxy:
                 resp = web.json_response({"error": {"type": "proxy_error", "message": f"upstream failed: {exc}"}},
                                          status=502)
         t.timings.end_ns = time.perf_counter_ns() - start_ns
+        response: dict[str, Any] = {}
         if decoder is not None:
-            t.frames.extend(decoder.flush(t_ns=t.timings.end_ns, chunk_index=max(len(t.chunks) - 1, 0)))
+            try:
+                tail = decoder.flush(t_ns=t.timings.end_ns, chunk_index=max(len(t.chunks) - 1, 0))
+            except FrameTooLarge as exc:
+                tail, cut["reason"] = [], str(exc)
+            if kept + sum(len(f.raw) for f in tail) <= limits.max_record_bytes:
+                t.frames.extend(tail)
         else:
             t.body = bytes(body_buf)
             enc = t.response_headers.get("Content-Encoding") or t.response_headers.get("content-encoding") or ""
-            if enc:
-                try:
-                    t.body = _decode_body(t.body, enc)
-                except Exception:  # noqa: BLE001 - the record keeps the encoded bytes
-                    pass
-        await self._record(t, req_headers, raw, request.headers.get("content-encoding", ""))
+            if enc and not cut:
+                try:  # the record keeps the encoded bytes when they do not decode
+                    t.body = decode(t.body, enc, limits.max_decoded_bytes)
+                except CodingError as exc:
+                    response["decode_error"] = f"{exc} (capture --max-decoded-bytes)"
+                    where = f"{t.method} {redact_url(t.url)}"
+                    self.warn(f"capture: {where}: response: {response['decode_error']}")
+        if cut:
+            if "reason" not in cut:
+                cut["reason"] = (f"the response passed the record's limit of {limits.max_record_bytes} bytes "
+                                 "(capture --max-record-bytes); forwarded whole, recorded up to the limit")
+            response["cut"] = cut
+            self.warn(f"capture: {t.method} {redact_url(t.url)}: {cut['reason']}")
+        await self._record(t, req_headers, raw, request.headers.get("content-encoding", ""), response)
         return resp
 
-    async def _record(self, t: Transcript, headers: list[tuple[str, str]], raw: bytes, encoding: str) -> None:
+    async def _record(self, t: Transcript, headers: list[tuple[str, str]], raw: bytes, encoding: str,
+                      response: dict[str, Any] | None = None) -> None:
         req_info: dict[str, Any] = {"wire_bytes": len(raw)}
         body_bytes = raw
         if encoding:
             req_info["encoding"] = encoding
             try:
-                body_bytes = _decode_body(raw, encoding)
-            except Exception as exc:  # noqa: BLE001
-                req_info["decode_error"] = str(exc)
+                body_bytes = decode(raw, encoding, self.limits.max_decoded_bytes)
+            except CodingError as exc:  # recorded without its body; forwarded as it came
+                req_info["decode_error"] = f"{exc} (capture --max-decoded-bytes)"
+                body_bytes = b""
+                self.warn(f"capture: {t.method} {redact_url(t.url)}: request: {req_info['decode_error']}")
         req_info["bytes"] = len(body_bytes)
         if body_bytes:
             try:
@@ -265,7 +306,7 @@ class CaptureProxy:
         t.response_headers = _redact_headers(t.response_headers, self.extra)
         t.url = redact_url(t.url)
         record = {"exchange": self.count, "api": t.api if t.api in FORMS else None, "request": req_info,
-                  "transcript": t.to_dict()}
+                  **({"response": response} if response else {}), "transcript": t.to_dict()}
         line = redact_text(json.dumps(record, ensure_ascii=False), self.secrets)
         async with self._lock:
             self.count += 1
@@ -296,13 +337,49 @@ class ProxyThread:
 # -- capture -> trace ----------------------------------------------------------------------
 
 def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the exchange records of a capture file; ValueError naming the line for a file
+    that is not a capture of format CAPTURE_VERSION."""
     lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
     if not lines:
         raise ValueError(f"{path}: empty capture")
-    head = json.loads(lines[0])
-    if head.get("schema") != CAPTURE_SCHEMA:
-        raise ValueError(f"{path}: not a capture file (header schema {head.get('schema')!r})")
-    return head, [json.loads(ln) for ln in lines[1:]]
+    try:
+        head = json.loads(lines[0])
+    except ValueError:
+        raise ValueError(f"{path}: line 1 is not JSON: not a capture file") from None
+    if not isinstance(head, dict) or head.get("schema") != CAPTURE_SCHEMA:
+        schema = head.get("schema") if isinstance(head, dict) else None
+        raise ValueError(f"{path}: not a capture file (header schema {schema!r})")
+    if head.get("version") != CAPTURE_VERSION:
+        raise ValueError(f"{path}: capture format version {head.get('version')!r}; this kit reads version "
+                         f"{CAPTURE_VERSION} (record it again with `harnesscheck capture`)")
+    records = []
+    for n, line in enumerate(lines[1:], 2):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}: line {n} is not JSON") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("transcript"), dict):
+            raise ValueError(f"{path}: line {n} is not an exchange record (no transcript object)")
+        records.append(rec)
+    return head, records
+
+
+def record_transcript(rec: dict[str, Any]) -> Transcript:
+    """A record's transcript. A trimmed record (the shipped client fixtures, tests/clients/make_fixtures.py)
+    may leave the transcript's ``api`` out (the record's own ``api`` says the same) and its frames'
+    ``index`` (their position). ValueError for a transcript of the wrong shape."""
+    d = rec["transcript"]
+    if "api" not in d:
+        d = {**d, "api": rec.get("api") if isinstance(rec.get("api"), str) else "other"}
+    frames = d.get("frames")
+    if isinstance(frames, list) and any(isinstance(f, dict) and "index" not in f for f in frames):
+        # trimmed frames ({kind, event, data}): their place in the stream is their index
+        d = {**d, "frames": [{"index": n, **f} if isinstance(f, dict) else f for n, f in enumerate(frames)]}
+    try:
+        return Transcript.from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"exchange {rec.get('exchange')!r}: not a transcript ({what})") from None
 
 
 def fold_transcript(api: str, t: Transcript) -> StreamResult:
@@ -352,7 +429,7 @@ def capture_to_trace(path: str | Path) -> Trace:
     skipped = 0
     by_prefix: list[tuple[str, str]] = []  # (session id, api) newest last
     for rec in records:
-        t = Transcript.from_dict(rec["transcript"])
+        t = record_transcript(rec)
         api = rec.get("api")
         if api is None or t.method != "POST" or not isinstance(t.request_body, dict) or "$text" in t.request_body:
             skipped += 1

@@ -14,6 +14,12 @@ each exchange (request, response transcript, chunk and frame arrival times) into
 Secrets are redacted before anything is written: API keys, Authorization, cookies and every
 --redact-header, also where the same values appear in bodies. Stop it with Ctrl-C.
 
+Byte bounds (each cut is printed on stderr and noted in the record): a request body over
+--max-body-bytes (default 64 MiB) is answered 413, not forwarded; coded bodies (gzip, deflate, zstd)
+are decoded for the record up to --max-decoded-bytes (default 64 MiB: a gzip bomb stops there, its
+record says so); a response is forwarded whole and recorded up to --max-record-bytes (default 64 MiB
+of SSE frames or body).
+
 Then make a trace of it:  harnesscheck trace from-capture CAPTURE --out TRACE
 
 Example (Claude Code):
@@ -32,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redact-header", action="append", default=[], metavar="NAME",
                         help="also redact this header (and its value anywhere), repeatable")
     parser.add_argument("--trace", metavar="FILE", help="on exit, also convert the capture into this trace")
+    mib = 1024 * 1024
+    parser.add_argument("--max-body-bytes", type=int, default=64 * mib, metavar="N",
+                        help="largest request body forwarded, in bytes (default 64 MiB; larger: 413)")
+    parser.add_argument("--max-decoded-bytes", type=int, default=64 * mib, metavar="N",
+                        help="a coded body is decoded for the record up to N bytes (default 64 MiB)")
+    parser.add_argument("--max-record-bytes", type=int, default=64 * mib, metavar="N",
+                        help="a response is recorded up to N bytes of frames or body (default 64 MiB)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,13 +52,18 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from harnesscheck.errors import UsageError
-    from harnesscheck.replay.capture import CaptureProxy, capture_to_trace
+    import sys
+
+    from harnesscheck.replay.capture import CaptureProxy, Limits, capture_to_trace
     from harnesscheck.replay.client import run_async
     from harnesscheck.replay.trace import save
 
     async def main() -> int:
+        limits = Limits(max_body_bytes=args.max_body_bytes, max_decoded_bytes=args.max_decoded_bytes,
+                        max_record_bytes=args.max_record_bytes)
         proxy = CaptureProxy(upstream=args.upstream, out=args.out, host=args.host, port=args.listen,
-                             redact_headers=args.redact_header)
+                             redact_headers=args.redact_header, limits=limits,
+                             warn=lambda line: print(line, file=sys.stderr, flush=True))
         try:
             await proxy.start()
         except OSError as error:  # the listen port in use or not allowed: say so, leave nothing open
