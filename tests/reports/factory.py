@@ -173,5 +173,29 @@ def clean(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def load_results() -> dict[str, Any]:
+    """A `bench load` document as the benchmark writes it (replay.benchmarks.load.sweep_benchmarks on
+    synthetic samples): two sweeps of three levels, an SLO."""
+    import random
+
+    from harnesscheck.replay.benchmarks import common
+    from harnesscheck.replay.benchmarks.load import Sample, sweep_benchmarks
+
+    rng = random.Random(0)
+
+    def level(n: int) -> list[Sample]:
+        return [Sample(start_s=3.0 * i / n, ok=True, ttft_ms=20 + rng.random() * 5, e2el_ms=80 + rng.random() * 9,
+                       itl_ms=[7.0] * 8, input_tokens=50, output_tokens=9) for i in range(n)]
+
+    runs = {kind: [(lvl, level(20 * (i + 1)), 3.1) for i, lvl in enumerate((1.0, 4.0, 16.0))]
+            for kind in ("concurrency", "rate")}
+    settings = {"workload": "scenario:long_reasoning", "apis": ["chat"], "duration_s": 3.0, "seed": 0,
+                "slo_ms": {"ttft": 500.0}, "percentiles": [50, 90, 99]}
+    benches = sweep_benchmarks(runs, settings, timing="scripted-model", slo_ms={"ttft": 500.0}, duration_s=3.0)
+    return common.results_document(benchmarks=benches, endpoint="embedded", model="m", apis=["chat"],
+                                   server={"kind": "embedded", "timing": "scripted-model"}, settings=settings,
+                                   started_at="2026-01-01T00:00:00+00:00")
+
+
 if __name__ == "__main__":
     json.dump(results(), open(sys.argv[1], "w") if len(sys.argv) > 1 else sys.stdout, indent=1)

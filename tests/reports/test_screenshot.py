@@ -38,3 +38,57 @@ def test_screenshot_of_the_report(tmp_path):
 
     pixels = mpimg.imread(png)
     assert pixels[..., :3].std() > 0.05  # not a single colour
+
+
+LOAD_PROBE = """
+<script>
+const y = e => e.getBoundingClientRect().top + scrollY;
+const found = {};
+for (const kind of ["concurrency", "rate"]) {
+  const sec = document.getElementById("b-load-" + kind + "-ttft");
+  const table = sec.querySelector("table.vllm"), img = sec.querySelector(".sweep img");
+  const settings = sec.querySelector("details.settings");
+  found[kind] = {section: y(sec), table: y(table), tableBottom: y(table) + table.offsetHeight,
+                 plot: y(img), plotHeight: img.offsetHeight, plotWidth: img.offsetWidth,
+                 settings: y(settings), settingsOpen: settings.open,
+                 rows: table.querySelectorAll("tbody tr").length};
+}
+found.folded = [...document.querySelectorAll("details.bench.folded")].filter(d => !d.open).length;
+found.scrollWidth = document.documentElement.scrollWidth;
+const pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(found);
+document.body.appendChild(pre);
+</script>
+"""
+
+
+def test_a_load_report_in_chromium_shows_its_table_and_plot_on_the_first_screen(tmp_path):
+    """Issue 33: the HTML report of a `bench load` run shows its vLLM-style table and sweep plot without
+    scrolling through settings: both start within one 900 px screen of the sweep's heading, the
+    settings are folded below them, and the sweep's other metrics are folded."""
+    import html as html_lib
+    import json
+    import re
+    import tempfile
+
+    html = render_report(factory.load_results(), generated_at="test")
+    page = tmp_path / "load.html"
+    page.write_text(html.replace("</body>", LOAD_PROBE + "</body>"), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="hc-chromium-") as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--window-size=1280,900", "--dump-dom", page.as_uri()],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": profile})
+    found = re.search(r'<pre id="probe-result">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}"
+    seen = json.loads(html_lib.unescape(found.group(1)))
+    for kind in ("concurrency", "rate"):
+        s = seen[kind]
+        assert s["table"] - s["section"] < 900 and s["plot"] - s["section"] < 900, s
+        assert s["settings"] > max(s["tableBottom"], s["plot"]) and not s["settingsOpen"], s
+        assert s["plotWidth"] > 400 and s["plotHeight"] > 250 and s["rows"] >= 25, s
+    assert seen["folded"] == 10 and seen["scrollWidth"] <= 1280, seen
+    png = tmp_path / "load.png"
+    shot = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "load.html"), str(png), "--width", "1280",
+                           "--height", "1400"], capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot.stderr
