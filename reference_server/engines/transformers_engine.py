@@ -25,11 +25,17 @@ tokenizer.json, special tokens and end ids; make-model writes the server's token
 the server counts and renders with the same one. The engine refuses a model whose vocabulary is
 smaller than the tokenizer's. `load()` called directly takes `tokenizer=server|model`.
 
-Options (`--engine-option KEY=VALUE`): mode, device (cpu|cuda|cuda:N), dtype (auto|float32|bfloat16|
-float16), cache_mb (KV store bound, default 2048), cache_blocks (overrides
-cache_mb), max_active, prefill_chunk (tokens per prefill forward, default 16384), threads (torch CPU
-threads for prefill, default torch's), decode_threads (for one-token decode steps, default 1),
-temperature, seed, gguf_file, attn (sdpa|eager).
+Options (`--engine-option KEY=VALUE`): mode, device (auto|cpu|cuda|cuda:N; auto: CUDA where torch sees
+one, else CPU), dtype (auto|float32|bfloat16|float16; auto: bfloat16 on CUDA, float32 on CPU), cache_mb
+(KV store bound; auto: 2048 on CPU, a quarter of the GPU memory free after loading on CUDA),
+cache_blocks (overrides cache_mb), max_active, prefill_chunk (tokens per prefill forward; default 16384
+on CPU, 65536 on CUDA), threads (torch CPU threads for prefill, default torch's), decode_threads (for
+one-token decode steps, default 1), temperature, seed, gguf_file, attn (sdpa|eager; default sdpa).
+
+On CUDA: the weights are moved to the device in their dtype, every forward pass runs there, and the
+prefix cache's KV blocks stay in GPU memory (`kv_store` copies them on the cache's own device). A
+prompt of up to `prefill_chunk` tokens is prefilled in one causal forward pass, so sdpa takes its
+causal kernel with no n x n mask (a 52K-token prompt fits one H200; eager attention would not).
 
 Why decode_threads defaults to 1: a one-token step of a small model is too little work to split, and on
 a busy machine an OpenMP parallel region waits for its descheduled second thread (measured here at
@@ -288,13 +294,18 @@ class TransformersEngine(SlottedEngine):
         path = Path(model_path)
         if not path.exists():
             raise EngineConfigError(f"model path {str(path)!r} does not exist")
-        device = opts.get("device", "cpu")
+        device = opts.get("device", "auto")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device != "cpu" and not (device == "cuda" or device.startswith("cuda:") and device[5:].isdigit()):
+            raise EngineConfigError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineConfigError(f"device={device} asked for, but torch sees no CUDA device "
                                     f"(torch {torch.__version__})")
+        on_gpu = device.startswith("cuda")
         dtype_name = opts.get("dtype", "auto")
         if dtype_name == "auto":
-            dtype_name = "bfloat16" if device.startswith("cuda") else "float32"
+            dtype_name = "bfloat16" if on_gpu else "float32"
         if dtype_name not in ("float32", "bfloat16", "float16"):
             raise EngineConfigError(f"dtype must be auto, float32, bfloat16 or float16, not {dtype_name!r}")
         dtype = getattr(torch, dtype_name)
@@ -320,6 +331,16 @@ class TransformersEngine(SlottedEngine):
             raise EngineConfigError(f"could not load a causal LM from {str(path)!r}: {error}") from error
         model.to(device)
         model.eval()
+        gpu: dict[str, Any] = {}
+        cache_mb = opts.get("cache_mb", "auto")
+        if on_gpu:
+            free, total = torch.cuda.mem_get_info(torch.device(device))
+            gpu = {"gpu": torch.cuda.get_device_name(torch.device(device)),
+                   "gpu_memory_gib": round(total / 2**30, 1), "cuda": torch.version.cuda}
+            if cache_mb == "auto":  # a quarter of what the weights left free (another server may share the GPU)
+                cache_mb = str(max(2048, free // 4 // 2**20))
+        elif cache_mb == "auto":
+            cache_mb = "2048"
 
         tokenizer = cls._pick_tokenizer(model_dir, tokenizer, opts)
         manifest_path = model_dir / "harnesscheck.json"
@@ -329,13 +350,14 @@ class TransformersEngine(SlottedEngine):
         engine = cls(model=model, tokenizer=tokenizer, model_path=str(path), device=device, dtype=dtype_name,
                      mode=mode,  # type: ignore[arg-type]
                      block_size=block_size, cache_blocks=cache_blocks,
-                     cache_mb=float(opts.get("cache_mb", 2048)),
+                     cache_mb=float(cache_mb),
                      max_active=max_active if max_active is not None else int(opts.get("max_active", 8)),
-                     prefill_chunk=int(opts.get("prefill_chunk", 16384)),
+                     prefill_chunk=int(opts.get("prefill_chunk", 65536 if on_gpu else 16384)),
                      temperature=float(opts.get("temperature", 0.0)), seed=int(opts.get("seed", 0)),
                      threads=int(opts["threads"]) if "threads" in opts else None,
                      decode_threads=int(opts.get("decode_threads", 1)),
-                     extra={"family": manifest.get("family"), "gguf_file": gguf_file,
+                     extra={**gpu, "attn": load_kw["attn_implementation"],
+                            "family": manifest.get("family"), "gguf_file": gguf_file,
                             "tokenizer": opts.get("tokenizer", "server"),
                             "transformers": transformers.__version__, "torch": torch.__version__})
         if cache_blocks is None and cache_blocks_default is not None:
