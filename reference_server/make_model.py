@@ -7,7 +7,11 @@ server counts are the ids the model embeds, a `tokenizer_config.json` carrying t
 template and special tokens, and `harnesscheck.json` describing the family and the shape.
 
 Nothing is downloaded: a fresh machine with torch and transformers installed gets a real-compute
-path in seconds. The defaults (4 layers, hidden 512, 8 heads, 4 KV heads) give about 17M parameters.
+path in seconds. The defaults (4 layers, hidden 512, 8 heads, 4 KV heads) give about 17M parameters;
+`PRESETS` names other shapes, among them `qwen3-1.7b`: Qwen3-1.7B's body (28 layers, hidden 2048, 16
+heads, 8 KV heads, head dim 128, MLP 6144; 1.4B parameters with this tokenizer's small vocabulary),
+for real-compute timing at a realistic size on a GPU (`device="cuda"` initialises it there, in
+seconds; save it in bfloat16).
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ class ModelShape:
         if self.intermediate:
             return self.intermediate
         return max(128, int(round(self.hidden * 3.5 / 128)) * 128)
+
+
+PRESETS: dict[str, ModelShape] = {
+    "tiny": ModelShape(layers=2, hidden=128, heads=4, kv_heads=2, intermediate=256, max_positions=8192),
+    "small": ModelShape(),
+    # Qwen3-1.7B's config.json (hidden 2048, 28 layers, 16 heads, 8 KV heads, intermediate 6144, rope theta
+    # 1e6), with positions enough for 52K-token prompts and untied embeddings
+    "qwen3-1.7b": ModelShape(layers=28, hidden=2048, heads=16, kv_heads=8, intermediate=6144),
+}
 
 
 def _pad(n: int, multiple: int = 64) -> int:
@@ -131,8 +144,11 @@ def write_checkpoint_files(out_dir: str | Path, *, family: str = "nemotron", mod
 
 
 def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: str = "nemotron", seed: int = 0,
-               dtype: str = "float32", tokenizer_path: str | Path | None = None) -> dict[str, Any]:
-    """Write the model directory; returns the manifest (also saved as harnesscheck.json)."""
+               dtype: str = "float32", tokenizer_path: str | Path | None = None,
+               device: str = "cpu") -> dict[str, Any]:
+    """Write the model directory; returns the manifest (also saved as harnesscheck.json). `device` is
+    where the random weights are drawn (a 1.4B model initialises in seconds on a GPU, a minute on a CPU);
+    the saved files are the same kind either way."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -151,8 +167,13 @@ def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: 
     pad_id = tokenizer.token_id("<|endoftext|>")
     config = build_config(shape, _pad(tokenizer.vocab_size), bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
 
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: torch sees no CUDA device")
     torch.manual_seed(seed)
-    model = _model_class(config)(config)
+    with torch.device(device):
+        model = _model_class(config)(config)
     model.to(getattr(torch, dtype))
     model.eval()
     model.generation_config.eos_token_id = eos_id
@@ -176,6 +197,7 @@ def make_model(out_dir: str | Path, *, shape: ModelShape | None = None, family: 
         "shape": asdict(shape) | {"intermediate": shape.intermediate_size()},
         "seed": seed,
         "dtype": dtype,
+        "init_device": device,
         "weights": "random (not trained): text from free mode is noise; use mode=scripted for content",
         "serve": f"harnesscheck serve --engine transformers --model-path {out} --model-id harnesscheck-small={family}",
     }
