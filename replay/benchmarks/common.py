@@ -148,17 +148,25 @@ def timing_args(base_ms: float, prefill_us: float, decode_ms: float) -> list[str
 
 
 @contextlib.contextmanager
-def embedded_servers(*arg_lists: Sequence[str]) -> Iterator[list[Any]]:
-    """Start one reference server per argument list (sequentially), stop them all at the end."""
+def embedded_servers(*arg_lists: Sequence[str], startup_timeout: float = 60.0) -> Iterator[list[Any]]:
+    """Start one reference server per argument list, all at once (a real-compute engine spends seconds
+    importing torch and loading weights: in parallel they cost the slowest start, not the sum), stop them
+    all at the end, and on any failure to start."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from harnesscheck.reference_server.launch import ServerProcess
 
-    started: list[Any] = []
+    servers = [ServerProcess(list(args), startup_timeout=startup_timeout) for args in arg_lists]
+    pool = ThreadPoolExecutor(max_workers=max(1, len(servers)), thread_name_prefix="hc-server-start")
     try:
-        for args in arg_lists:
-            started.append(ServerProcess(list(args)).start())
-        yield started
+        for future in [pool.submit(s.start) for s in servers]:
+            future.result()
+        yield servers
     finally:
-        for s in started:
+        for s in servers:  # stopping one that is still starting ends its start too (its output ends)
+            s.stop()
+        pool.shutdown(wait=True)
+        for s in servers:  # one whose process began only after the first pass
             s.stop()
 
 

@@ -40,6 +40,7 @@ class HistoryOptions:
     prefill_us_per_token: float = 100.0
     decode_ms: float = 0.2
     server_args: list[str] = field(default_factory=list)
+    startup_timeout: float = 60.0  # seconds each embedded server may take to answer (real compute loads weights)
 
 
 def _cached(usage: dict[str, Any]) -> int | None:
@@ -105,7 +106,8 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
         model = opts.model or DEFAULT_MODEL_IDS[0]
         timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
         with common.embedded_servers([*timing, *opts.server_args],
-                                     ["--fault", "rewrite-history-reasoning", *timing, *opts.server_args]) as (a, b):
+                                     ["--fault", "rewrite-history-reasoning", *timing, *opts.server_args],
+                                     startup_timeout=opts.startup_timeout) as (a, b):
             found = run_async(_measure({"kept": a.url, "rewritten": b.url}, model, system, note, opts))
             server = server_info(a.url, model, kind="embedded")
         endpoint = "embedded"
@@ -120,7 +122,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
                                 "arms": {"kept": "default server", "rewritten": "--fault rewrite-history-reasoning"}
                                 if not opts.endpoint else {"endpoint": "the endpoint's own behaviour"},
                                 "usage_first_sample": usage, "summary": summary}
-    if not opts.endpoint:
+    if not opts.endpoint and server["timing"] == "scripted-model":  # a real-compute engine ignores it
         settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
                                     "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
     bench = {"name": "history-ttft", "title": "Next-turn TTFT: history kept vs past reasoning rewritten",

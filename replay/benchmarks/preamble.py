@@ -43,6 +43,7 @@ class PreambleOptions:
     prefill_us_per_token: float = 100.0
     decode_ms: float = 1.0
     server_args: list[str] = field(default_factory=list)
+    startup_timeout: float = 60.0  # seconds each embedded server may take to answer (real compute loads weights)
 
 
 def billing_header() -> str:
@@ -108,7 +109,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
         model = opts.model or DEFAULT_MODEL_IDS[0]
         keep = ["--no-strip-anthropic-preamble", *timing_model, *opts.server_args]
         strip = ["--strip-anthropic-preamble", *timing_model, *opts.server_args]
-        with common.embedded_servers(keep, strip) as (a, b):
+        with common.embedded_servers(keep, strip, startup_timeout=opts.startup_timeout) as (a, b):
             targets = {"stable": (a.url, False), "header": (a.url, True), "stripped": (b.url, True)}
             samples, usage = run_async(_measure(targets, model, system, opts, [(a.url, False), (b.url, True)]))
             server = server_info(a.url, model, kind="embedded")
@@ -124,7 +125,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
                          opts.endpoint else "fresh header per session, the endpoint's own setting",
                          "stripped": "fresh header per session, stripping on"},
                 "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
-    if not opts.endpoint:
+    if not opts.endpoint and server["timing"] == "scripted-model":  # a real-compute engine ignores it
         settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
                                     "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
     bench = {"name": "preamble-ttft", "title": "TTFT: stable prefix vs per-session billing header vs stripped",
