@@ -14,7 +14,7 @@ ORDER = 50
 HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
         "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token), "
         "mixed (stream gaps while large prompts are tokenized), "
-        "load (concurrency and request-rate sweeps)")
+        "load (concurrency and request-rate sweeps), headline (preamble + history on real compute)")
 DESCRIPTION = """\
 Benchmarks against --endpoint, or with none against embedded reference servers started with a
 non-zero timing model (figures then say timing "scripted-model"). Each prints a table (median, p90,
@@ -36,6 +36,9 @@ document, docs/results-schema.md) and a PNG plot.
             flight, beside the same figure with none (windows alternated in one run)
   load      concurrency and request-rate (Poisson) sweeps: throughput, goodput under --slo, TTFT /
             TPOT / ITL / E2EL percentiles, printed as `vllm bench serve` prints them, a plot per sweep
+  headline  preamble and history on real compute: a random model of realistic shape made offline,
+            served by the transformers engine (GPU: --size full; CPU: --size small), with the
+            ratios beside the article's in OUT/summary.md (scripts/gpu_headline.sh wraps it)
 
 While a benchmark runs, a live line on stderr shows what it is doing and the time elapsed (not when
 stdout is not a terminal, nor with --no-progress).
@@ -180,6 +183,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     _load_arguments(sub)
+    _headline_arguments(sub)
     p = sub.add_parser("suite", help="the conformance suite's wall time at --concurrency 1, 4, 16 beside its longest "
                                      "case, against a reference server whose turns take about a second")
     p.add_argument("--levels", default="1,4,16", metavar="LIST", help="comma-separated concurrency levels "
@@ -232,12 +236,66 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
                    help="extra argument for the embedded server, repeatable")
 
 
+def _headline_arguments(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("headline", help="preamble + history TTFT on the transformers engine (real compute), "
+                                        "a random model of realistic shape made offline; ratios vs the article")
+    p.add_argument("--size", default="full", choices=["full", "small"],
+                   help="full (default): a 1.4B Qwen3-shaped model in bfloat16 on a CUDA GPU, 52K-token prompts; "
+                        "small: the tests' tiny model on a CPU, a few thousand tokens")
+    p.add_argument("--device", default="auto", help="auto (CUDA where torch sees one), cuda, cuda:N, cpu")
+    p.add_argument("--model-dir", default=None, metavar="DIR",
+                   help="reuse the make-model model in DIR, or make it there and keep it (default: a temporary "
+                        "folder, removed at the end)")
+    p.add_argument("--model-preset", default=None, choices=["tiny", "small", "qwen3-1.7b"],
+                   help="model shape (full: qwen3-1.7b; small: tiny)")
+    for flag in ("layers", "hidden", "heads", "kv-heads", "intermediate"):
+        p.add_argument(f"--{flag}", type=int, default=None, help=f"model {flag.replace('-', ' ')}, over the preset's")
+    p.add_argument("--system-tokens", type=int, default=None, help="preamble's shared system prompt (full: 52000)")
+    p.add_argument("--sessions", type=_sessions, default=None, help="preamble sessions per arm (full: 8)")
+    p.add_argument("--history-sessions", type=_sessions, default=None, help="history sessions per arm (full: 5)")
+    p.add_argument("--history-system-tokens", type=int, default=None, help="history's system prompt (full: 52000)")
+    p.add_argument("--turn-tokens", type=int, default=None,
+                   help="history: tokens of the previous turn after its reasoning (full: 500)")
+    p.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="transformers engine option for the servers, repeatable (docs/engines.md)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
+    p.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
+                   help="seconds each server may take to load the model and answer (default: 300)")
+    p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
+
+
+def _headline(args: argparse.Namespace) -> int:
+    """`bench headline`: everything is written by the benchmark as it goes; the summary printed last."""
+    from harnesscheck.replay.benchmarks.headline import HeadlineOptions, run_headline
+
+    shape = {k: getattr(args, k) for k in ("layers", "hidden", "heads", "kv_heads", "intermediate")
+             if getattr(args, k) is not None}
+    out = Path(args.out)
+    run_headline(HeadlineOptions(
+        out=out, size=args.size, device=args.device, model_dir=args.model_dir, model_preset=args.model_preset,
+        shape=shape,
+        system_tokens=args.system_tokens, sessions=args.sessions, history_sessions=args.history_sessions,
+        history_system_tokens=args.history_system_tokens, turn_tokens=args.turn_tokens,
+        engine_options=args.engine_option, server_args=args.server_arg, startup_timeout=args.startup_timeout,
+        log=lambda line: print(line, flush=True), caption=_caption_plots))
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    print(f"wrote {out / 'summary.json'}\nwrote {out / 'summary.md'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import httpx
 
     from harnesscheck.errors import UsageError
     from harnesscheck.replay.benchmarks import common
 
+    if args.bench == "headline":
+        try:
+            return _headline(args)
+        except httpx.HTTPError as error:
+            raise UsageError(f"{type(error).__name__}: {error}") from None
+        except (RuntimeError, ValueError, OSError) as error:  # no GPU, a server that did not start, a bad size
+            raise UsageError(str(error)) from None
     api_key = getattr(args, "api_key", None) or os.environ.get("HARNESSCHECK_API_KEY")
     out = Path(args.out)
     if getattr(args, "endpoint", None):
@@ -456,9 +514,11 @@ def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
                 "windows", "window_s", "pattern", "processes")
         shown = ", ".join(f"{k}={st[k]}" for k in keys if k in st)
         tm = (run.get("settings") or {}).get("timing_model")
+        es = server.get("engine_settings") or {}
+        device = f" · device: {es['device']}" + (f" ({es['gpu']})" if es.get("gpu") else "") if es.get("device") else ""
         lines = [bench.get("title") or bench["name"],
                  f"timing: {bench.get('timing', server.get('timing', 'unknown'))} · engine: {server.get('engine')} "
-                 f"({server.get('kind')}) · endpoint: {run.get('endpoint')}",
+                 f"({server.get('kind')}){device} · endpoint: {run.get('endpoint')}",
                  f"machine: {m.get('hostname')}, {m.get('cpus')} CPUs, {m.get('platform')}, Python {m.get('python')}"
                  f" · {run.get('started_at')}",
                  shown + (f" · timing model {tm}" if tm else "")]
