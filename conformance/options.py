@@ -16,8 +16,11 @@ APIS = ("anthropic", "chat", "responses")  # apis.NAMES, written out: the CLI bu
 # importing the API modules (tests/conformance/test_apis.py holds the two equal)
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
 # The embedded reference server: fast, but with time in it (decode and prefill costs the timing
-# witnesses can see); it offers every optional feature its --server-arg values leave on.
-EMBEDDED_SERVER_ARGS = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50")
+# witnesses can see); it offers every optional feature its --server-arg values leave on. Its context window
+# (64K tokens, half the reference server's default) keeps the over-long prompts of the context checks
+# (test_context.py) small, with room for the real clients' requests (Claude Code's first is ~33K tokens).
+EMBEDDED_SERVER_ARGS = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50",
+                        "--context-window", "65536")
 
 
 def embedded_features(server_args: Iterable[str]) -> set[str]:

@@ -14,7 +14,7 @@ overflow" and "Usage across turns").
   prompt grows turn by turn (judged where the endpoint reports cached tokens at all).
 
 The session's turns are the shared scenario streams (``hc.stream``): CTX-002's ten are the first ten
-of CTX-003's thirty, and CTX-004 reads the same thirty. Each turn adds a ~200-character tool result,
+of CTX-003's thirty, and CTX-004 reads the same thirty. Each turn adds a ~80-character tool result,
 so the whole session stays small (a few thousand tokens) and fast against the scripted engine; the
 window is reached by the last request's tool result, sized from the session's own tokens per character.
 """
