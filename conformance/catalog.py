@@ -315,6 +315,69 @@ _GRAMMAR_CHECK: dict[str, str] = {
     **dict.fromkeys(("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON"), "AN-STREAM-006"),
     **dict.fromkeys(("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE"), "AN-STREAM-007"),
     **dict.fromkeys(("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
+# Request shapes and tool kinds the real clients send (issue 30: test_request_shapes.py, test_tool_kinds.py;
+# docs/API_FACTS.md "Request shapes and tool kinds").
+_RULE_TABLE.update({
+    "RS-TOOLKIND-001": _r(MUST, "reference: openai-python types/responses/tool_param.py ToolParam: function, custom, "
+                                "namespace, web_search, local_shell, tool_search and image_generation are Responses "
+                                "tools (Codex 0.171.0 sends them: codex-rs tools/src/tool_spec.rs)"),
+    "RS-TOOLKIND-002": _r(MUST, "reference: function calling guide, custom tools: the call is a custom_tool_call "
+                                "output item whose input is the model's text (openai-python "
+                                "response_custom_tool_call.py); a custom tool_choice (ToolChoiceCustomParam) "
+                                "forces it"),
+    "RS-TOOLKIND-002:stream": _r(SHOULD, "none: response.custom_tool_call_input.done carries 'the complete input "
+                                         "data' (openai-python response_custom_tool_call_input_done_event.py); the "
+                                         "SDK and Codex take the call from output_item.done"),
+    "RS-TOOLKIND-003": _r(MUST, "reference: openai-python response_input_item_param.py (openai-openapi InputItem): "
+                                "custom_tool_call, custom_tool_call_output, tool_search_call and tool_search_output "
+                                "are input items"),
+    "RS-TOOLKIND-003:ids": _r(MUST, "reference: openai-python response_input_item_param.py: an assistant message "
+                                    "(EasyInputMessageParam: role, content) and a function_call "
+                                    "(ResponseFunctionToolCallParam) need no id or status; Codex replays them so"),
+    **{f"{p}-TOOLS-006": _r(MUST, f"reference: {strict} makes the arguments follow the schema and {forced} forces "
+                                  "the call; the streamed arguments are what a client runs")
+       for p, strict, forced in (("AN", "ToolParam.strict ('guarantees schema validation on tool names and inputs')",
+                                  "tool_choice any"),
+                                 ("CH", "FunctionDefinition.strict", "tool_choice required"),
+                                 ("RS", "FunctionToolParam.strict", "tool_choice required"))},
+    "AN-REQ-004": _r(MUST, "reference: anthropic-sdk-python CacheControlEphemeralParam ttl '5m' | '1h'; "
+                           "MessageCreateParams.cache_control (top level: 'applies a cache_control marker to the last "
+                           "cacheable block')"),
+    "AN-REQ-004:scope": _r(SHOULD, "none: Claude Code 2.1.197 sends cache_control scope 'global' (its binary); not in "
+                                   "the SDK's types, refused by the API without Claude Code's beta "
+                                   "(horselock/claude-code-proxy#14)"),
+    "AN-REQ-004:thinking": _r(SHOULD, "none: Claude Code puts cache_control on a thinking block it sends back "
+                                      "(router-for-me/CLIProxyAPI#714, Vertex refused it); ThinkingBlockParam has "
+                                      "no cache_control"),
+    "AN-REQ-005": _r(MUST, "reference: anthropic-sdk-python ToolResultBlockParam content: text, image, document and "
+                           "search_result blocks"),
+    "AN-REQ-006": _r(MUST, "reference: anthropic-sdk-python ToolUnionParam: web_search_20250305 and "
+                           "web_fetch_20250910 are Messages tools, declared beside client tools"),
+    "AN-REQ-006:client": _r(MUST, "reference: Anthropic web search and web fetch tool docs: server tools run on the "
+                                  "API's side, their calls come back as server_tool_use blocks with their result "
+                                  "blocks, never as tool_use blocks the client must run"),
+    "AN-REQ-007": _r(MUST, "reference: Anthropic extended thinking with tool use: the last assistant turn's thinking "
+                           "blocks are passed back with their signatures (ThinkingBlockParam: 'exactly as returned "
+                           "by the API')"),
+    "AN-USAGE-005": _r(MUST, "reference: anthropic-sdk-python MessageTokensCount.input_tokens 'The total number of "
+                             "tokens across the provided list of messages, system prompt, and tools'"),
+    "AN-USAGE-005:route": _r(SHOULD, "none: Claude Code 2.1.197 calls POST /v1/messages/count_tokens?beta=true "
+                                     "(beta.messages.countTokens, its binary) for its context accounting; no "
+                                     "measured break on a 404"),
+    "CH-HIST-003": _r(SHOULD, "none: the Chat reference names no reasoning field; servers emit reasoning_content or "
+                              "reasoning and clients send back either: the other name loses the reasoning silently"),
+    "CH-REQ-002": _r(MUST, "reference: openai-python chat/completion_create_params.py reasoning_effort"),
+    "CH-REQ-002:kwargs": _r(SHOULD, "none: chat_template_kwargs is vLLM's and SGLang's extension (OpenAI refuses "
+                                    "unknown fields); deployments send enable_thinking false"),
+    "CH-REQ-002:tools": _r(MUST, "reference: Chat tool_choice 'required means the model must call one or more "
+                                 "tools': the call is a tool call with thinking off too"),
+    "RS-REQ-003": _r(MUST, "reference: openai-python responses/response_text_config_param.py: format and "
+                           "verbosity are optional; Codex sends text with verbosity only (API_FACTS)"),
+    "RS-REQ-003:probe": _r(MUST, "reference: OpenAI errors: a request the API does not take is a 4xx "
+                                 "{error: {message, type, param, code}} (max_output_tokens below 16: "
+                                 "integer_below_min_value), never a 5xx"),
+})
+
                     "AN-GRAMMAR-AFTER-ERROR"), "AN-STREAM-008"),
     **dict.fromkeys(("AN-GRAMMAR-DELTA-USAGE",), "AN-STREAM-009"),
     **dict.fromkeys(("CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-INDEX"), "CH-STREAM-001"),
@@ -405,6 +468,9 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
     """For each of the check's rules that needs a path, the paths of its own it saw ([] : not exercised)."""
     return {r: sorted(set(RULE_PATHS[r]) & seen) for r in check.own_rules if r in RULE_PATHS}
+
+# issue 30: cache_control on a sent-back thinking block, and the thinking blocks sent back, need a turn that thought
+RULE_PATHS.update({"AN-REQ-004:thinking": (THINKING,), "AN-REQ-007": (THINKING,)})
 
 
 def unexercised(check: Check, seen: set[str] | frozenset[str]) -> list[str]:
@@ -872,3 +938,24 @@ CLIENT_SHAPES: dict[str, str] = {"AN-REQ-003": "claude-code", "RS-REQ-001": "cod
 def faults_planting(rule_id: str) -> list[str]:
     """The reference-server faults whose violation includes ``rule_id``."""
     return [f for f, rules in PLANTED.items() if rule_id in rules]
+PLANTED.update({  # issue 30: request shapes and tool kinds
+    "rs-function-tools-only": ("RS-TOOLKIND-001",),
+    "rs-custom-tool-dropped": ("RS-TOOLKIND-002",),
+    "rs-custom-call-as-function": ("RS-TOOLKIND-002",),
+    "rs-narrow-request-schema": ("RS-TOOLKIND-003", "RS-TOOLKIND-003:ids", "RS-REQ-003"),
+    "reject-cache-control-extensions": ("AN-REQ-004", "AN-REQ-004:scope", "AN-REQ-004:thinking"),
+    "reject-tool-result-image": ("AN-REQ-005",),
+    "reject-server-tools": ("AN-REQ-006",),
+    "server-tools-as-client-tools": ("AN-REQ-006:client",),
+    "reject-history-thinking": ("AN-REQ-007",),
+    "no-count-tokens-route": ("AN-USAGE-005:route",),
+    "count-tokens-partial": ("AN-USAGE-005",),
+    "chat-history-reasoning-one-name": ("CH-HIST-003",),
+    "thinking-off-output-as-reasoning": ("CH-REQ-002:tools",),
+    "stream-tool-input-empty": ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006"),
+    "chat-stream-call-dropped": ("CH-TOOLS-006",),
+})
+for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-input-500", ("RS-REQ-003:probe",)),
+                      ("wrong-error-shape", ("RS-REQ-003:probe",))):
+    PLANTED[_fault] = (*PLANTED[_fault], *_more)
+

@@ -39,6 +39,10 @@ class ToolSpec:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool = False  # the client asked that the call's arguments follow the schema (`strict: true`)
+    # "custom": a Responses custom tool (free-form text input, optionally a grammar): offered to the model as
+    # a function of one string `input`, its call answered as a custom_tool_call item with that text
+    kind: Literal["function", "custom"] = "function"
+    namespace: str | None = None  # the Responses namespace tool it was declared in (MCP servers), if any
 
 
 @dataclass(slots=True)

@@ -155,6 +155,48 @@ _ALL = [
     Fault("overflow-bare-400", "an over-long prompt refused with a 400 in the API's shape but without the "
           "overflow marker (no context_length_exceeded code, no 'prompt is too long')",
           "issue 30: a bare 400 the clients cannot tell from any bad request"),
+    # Request shapes and tool kinds the real clients send (issue 30; docs/API_FACTS.md "Request shapes and
+    # tool kinds").
+    Fault("rs-function-tools-only", "a Responses tool array with any kind but function refused with 400 (\"Only "
+          "function tools are supported\"): custom, namespace, web_search, local_shell, tool_search, ...",
+          "issue 30: servers answering Codex's tools with 400", apis=("responses",)),
+    Fault("rs-custom-tool-dropped", "custom tools (Codex's freeform apply_patch) silently left out: the model "
+          "never sees them, a forced custom tool_choice forces nothing", "issue 30: apply_patch never reaches "
+          "the model", apis=("responses",)),
+    Fault("rs-custom-call-as-function", "a custom tool's call comes back as a function_call item with arguments "
+          "{\"input\": ...} instead of a custom_tool_call item", "issue 30: servers that turn custom tools into "
+          "functions", apis=("responses",)),
+    Fault("rs-narrow-request-schema", "an older Responses request model: input items only message, "
+          "function_call, function_call_output and reasoning, each with its id; text.format required",
+          "issue 30: custom_tool_call_output, tool_search_call, replayed items without id and text without "
+          "format refused", apis=("responses",)),
+    Fault("reject-cache-control-extensions", "cache_control accepted only as {\"type\": \"ephemeral\"} on "
+          "content blocks: ttl, scope, a top-level cache_control and one on a thinking block refused with 400",
+          "issue 30; router-for-me/CLIProxyAPI#714, horselock/claude-code-proxy#14", apis=("anthropic",)),
+    Fault("reject-tool-result-image", "image blocks inside tool_result content refused with 400 (text only)",
+          "issue 30: screenshots in tool results", apis=("anthropic",)),
+    Fault("reject-server-tools", "server tools (web_search_20250305, web_fetch_...) refused with 400 for "
+          "lacking input_schema", "issue 30: server tools declared beside client tools", apis=("anthropic",)),
+    Fault("server-tools-as-client-tools", "server tools offered to the model as client tools with an empty "
+          "schema: the model's call comes back as a client tool_use with input {}", "issue 30: a silent empty "
+          "client tool", apis=("anthropic",)),
+    Fault("reject-history-thinking", "thinking blocks sent back in an assistant turn refused with 400 (the "
+          "request model knows no thinking input block)", "issue 30: thinking blocks from history refused",
+          apis=("anthropic",)),
+    Fault("no-count-tokens-route", "POST /v1/messages/count_tokens answers 404", "issue 30: a missing count_tokens "
+          "route", apis=("anthropic",)),
+    Fault("count-tokens-partial", "count_tokens counts the newest message only (no system, tools or earlier "
+          "turns)", "issue 30: count_tokens that ignores system and tools", apis=("anthropic",)),
+    Fault("chat-history-reasoning-one-name", "an incoming assistant message's reasoning read under "
+          "reasoning_content only: reasoning sent as `reasoning` is dropped from the prompt",
+          "issue 30: servers read one of the two names", apis=("chat",)),
+    Fault("thinking-off-output-as-reasoning", "with thinking turned off (chat_template_kwargs.enable_thinking "
+          "false, reasoning_effort none) the whole output is reported as reasoning_content: text and tool "
+          "calls, finish_reason stop", "sgl-project/sglang#20586, QwenLM/Qwen3#1297", apis=("chat",)),
+    Fault("stream-tool-input-empty", "streamed tool calls carry no arguments ({} / input {}) while the "
+          "non-streamed answer is right", "issue 30; router-for-me/CLIProxyAPI#5338"),
+    Fault("chat-stream-call-dropped", "a streamed Chat answer's tool call replaced by empty content and "
+          "finish_reason stop (the non-streamed answer is right)", "issue 30", apis=("chat",)),
     # Transport (no contract broken: the kit must say "stalled", not fail a rule).
     Fault("stall-stream", "a stream stops sending after two writes and never ends", "issue 22: a stalled endpoint",
           transport=True),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -62,7 +63,7 @@ def _system_blocks(system: Any) -> list[str]:
     return blocks
 
 
-def _assistant(content: Any, where: str) -> Message:
+def _assistant(content: Any, where: str, faults: Faults | None = None) -> Message:
     if isinstance(content, str):
         return Message(role="assistant", parts=[Part(kind="text", text=content)] if content else [])
     if not isinstance(content, list):
@@ -72,6 +73,9 @@ def _assistant(content: Any, where: str) -> Message:
         if not isinstance(block, dict):
             raise ApiError(400, f"{where}.{n}: expected a content block object")
         kind = block.get("type")
+        if kind in ("thinking", "redacted_thinking") and faults is not None and faults.on("reject-history-thinking"):
+            raise ApiError(400, f"{where}.{n}: Input tag '{kind}' found using 'type' does not match any of the "
+                                "expected tags: 'text', 'image', 'tool_use', 'tool_result'")
         if kind == "text":
             parts.append(Part(kind="text", text=expect(block, "text", str, required=True, where=f"{where}.{n}.")))
         elif kind == "thinking":
@@ -89,7 +93,7 @@ def _assistant(content: Any, where: str) -> Message:
     return Message(role="assistant", parts=parts)
 
 
-def _user(content: Any, where: str) -> list[Message]:
+def _user(content: Any, where: str, faults: Faults | None = None) -> list[Message]:
     if isinstance(content, str):
         return [Message(role="user", text=content)]
     if not isinstance(content, list):
@@ -101,6 +105,10 @@ def _user(content: Any, where: str) -> list[Message]:
         if block.get("type") == "tool_result":
             call_id = expect(block, "tool_use_id", str, required=True, where=f"{where}.{n}.")
             inner = block.get("content", "")
+            if (faults is not None and faults.on("reject-tool-result-image") and isinstance(inner, list)
+                    and any(isinstance(b, dict) and b.get("type") == "image" for b in inner)):
+                raise ApiError(400, f"{where}.{n}.content: tool_result content must be text")
+            # ToolResultBlockParam content: text, image (screenshots), document, search_result blocks
             text = inner if isinstance(inner, str) else _text_of(inner, f"{where}.{n}.content")
             results.append(ToolResult(call_id=call_id, content=text, is_error=bool(block.get("is_error"))))
         else:
@@ -125,9 +133,9 @@ def messages_of(raw_messages: Any, faults: Faults) -> list[Message]:
         if "content" not in raw:
             raise ApiError(400, f"{where}.content: field required")
         if role == "user":
-            messages.extend(_user(raw["content"], f"{where}.content"))
+            messages.extend(_user(raw["content"], f"{where}.content", faults))
         elif role == "assistant":
-            messages.append(_assistant(raw["content"], f"{where}.content"))
+            messages.append(_assistant(raw["content"], f"{where}.content", faults))
         elif role == "system":  # Claude Code sends mid-conversation system entries
             if faults.on("reject-system-role"):
                 raise ApiError(400, f"{where}.role: Input should be 'user' or 'assistant'")
@@ -137,14 +145,22 @@ def messages_of(raw_messages: Any, faults: Faults) -> list[Message]:
     return messages
 
 
-def tools_of(raw: Any) -> list[ToolSpec]:
+def tools_of(raw: Any, faults: Faults | None = None) -> list[ToolSpec]:
+    """Client tools (a `name` and an `input_schema`; `type` absent or "custom"). Server tools
+    (`web_search_20250305`, `web_fetch_20250910`, `bash_...`: a `type` and no schema) run on the API's
+    side; this server runs none, so they are left out of the prompt, never refused and never offered as
+    client tools the client would be asked to run."""
     tools = []
     for n, tool in enumerate(tool_array(raw)):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
             raise ApiError(400, f"tools.{n}.name: field required", param="tools")
         schema = tool.get("input_schema", {"type": "object", "properties": {}})
         if "type" in tool and tool["type"] not in ("custom",) and "input_schema" not in tool:
-            continue  # server tools (bash_2025..., web_search...) have no schema to render
+            if faults is not None and faults.on("reject-server-tools"):
+                raise ApiError(400, f"tools.{n}.input_schema: Field required", param="tools")
+            if faults is not None and faults.on("server-tools-as-client-tools"):
+                tools.append(ToolSpec(name=tool["name"], description=""))
+            continue
         if not isinstance(schema, dict):
             raise ApiError(400, f"tools.{n}.input_schema: expected an object", param="tools")
         tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description", "")),
@@ -215,11 +231,13 @@ def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = 
     request's `anthropic-beta` header (interleaved thinking lifts the budget < max_tokens rule)."""
     if faults.on("reject-cache-control") and has_cache_control(body):
         raise ApiError(400, "cache_control: Extra inputs are not permitted")
+    if faults.on("reject-cache-control-extensions"):
+        _basic_cache_control_only(body)
     if faults.on("lenient-input"):
         body = accept_malformed(body, "anthropic")
     if faults.on("reject-unknown-fields"):
         known = {"model", "messages", "system", "max_tokens", "stream", "tools", "tool_choice", "thinking",
-                 "temperature", "top_p", "top_k", "stop_sequences", "metadata"}
+                 "temperature", "top_p", "top_k", "stop_sequences", "metadata", "cache_control"}
         extra = sorted(set(body) - known)
         if extra:
             raise ApiError(400, f"{extra[0]}: Extra inputs are not permitted")
@@ -242,8 +260,28 @@ def to_conversation(body: dict[str, Any], faults: Faults, *, count_only: bool = 
     _sampling(body, body.get("thinking"))
     return Conversation(
         model=model, system=_system_blocks(body.get("system")), messages=messages_of(body["messages"], faults),
-        tools=tools_of(body.get("tools")), tool_choice=tool_choice, max_tokens=max_tokens,
+        tools=tools_of(body.get("tools"), faults), tool_choice=tool_choice, max_tokens=max_tokens,
         thinking=thinking, parallel_tool_calls=parallel, stop=stops)
+
+
+def _basic_cache_control_only(body: dict[str, Any]) -> None:
+    """Fault reject-cache-control-extensions: a request model whose cache_control is `{"type": "ephemeral"}`
+    on content blocks only (no `ttl`, no `scope`, none at the top level, none on a thinking block)."""
+    if "cache_control" in body:
+        raise ApiError(400, "cache_control: Extra inputs are not permitted", param="cache_control")
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            control = node.get("cache_control")
+            if isinstance(control, dict) and node.get("type") in ("thinking", "redacted_thinking"):
+                raise ApiError(400, f"{where}.thinking.cache_control: Extra inputs are not permitted")
+            if isinstance(control, dict) and set(control) - {"type"}:
+                extra = sorted(set(control) - {"type"})[0]
+                raise ApiError(400, f"{where}.cache_control.ephemeral.{extra}: Extra inputs are not permitted")
+            stack.extend((f"{where}.{k}".lstrip("."), v) for k, v in node.items() if k != "cache_control")
+        elif isinstance(node, list):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(node))
 
 
 def usage_json(usage: Usage, *, output_tokens: int) -> dict[str, int]:
@@ -254,8 +292,11 @@ def usage_json(usage: Usage, *, output_tokens: int) -> dict[str, int]:
 class AnthropicStream:
     """Internal events -> Anthropic SSE frames, one block open at a time."""
 
-    def __init__(self, *, message_id: str, model: str, prompt_tokens: int, cached_tokens: int, faults: Faults) -> None:
+    def __init__(self, *, message_id: str, model: str, prompt_tokens: int, cached_tokens: int, faults: Faults,
+                 stream: bool = True) -> None:
         self.message_id = message_id
+        # fault stream-tool-input-empty: a streamed tool_use block gets no input_json_delta (input {})
+        self.empty_input = stream and faults.on("stream-tool-input-empty")
         self.model = model
         self.faults = faults
         self.start_usage = Usage(prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
@@ -342,7 +383,8 @@ class AnthropicStream:
                 out.append(self._delta({"type": "text_delta", "text": " "}))
         elif isinstance(event, ToolCallArgsDelta):
             self.blocks[-1]["_json"] += event.text
-            out.append(self._text_delta("input_json_delta", "partial_json", event.text))
+            if not self.empty_input:
+                out.append(self._text_delta("input_json_delta", "partial_json", event.text))
         elif isinstance(event, ToolCallEnd):
             block = self.blocks[-1]
             try:
@@ -400,7 +442,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         conv = parse(to_conversation, body, faults, betas=request.headers.get("anthropic-beta", ""))
         turn = await service.start_turn(conv, id_prefix="toolu_")
         adapter = AnthropicStream(message_id=message_id(), model=conv.model, prompt_tokens=turn.prompt_tokens,
-                                  cached_tokens=turn.cached_tokens, faults=faults)
+                                  cached_tokens=turn.cached_tokens, faults=faults, stream=bool(body.get("stream")))
         if body.get("stream"):
             return ctx.stream(adapter, turn)
         adapter.start()
@@ -413,8 +455,14 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
 
     async def count_tokens(request: Request) -> Response:
         enabled()
+        if faults.on("no-count-tokens-route"):
+            raise ApiError(404, "Not Found")
         conv = parse(to_conversation, await ctx.body(request), faults, count_only=True,
                      betas=request.headers.get("anthropic-beta", ""))
+        if faults.on("count-tokens-partial"):  # the newest message alone: no system, tools or earlier turns
+            conv = replace(conv, system=[], tools=[], messages=conv.messages[-1:])
+        # The prompt as a turn would render it: system, tools and the whole history (MessageTokensCount:
+        # "The total number of tokens across the provided list of messages, system prompt, and tools").
         count = await service.count_tokens(conv)  # on the pool's workers: seconds for a large prompt
         if faults.on("count-tokens-mismatch"):
             count = count + 7

@@ -42,9 +42,14 @@ def _content_text(content: Any, where: str) -> str:
     return "\n".join(texts)
 
 
-def _assistant(raw: dict[str, Any], where: str) -> Message:
+def _assistant(raw: dict[str, Any], where: str, faults: Faults | None = None) -> Message:
+    """An incoming assistant message. Its reasoning is read under either name clients send it by:
+    `reasoning_content` (DeepSeek, older vLLM) or `reasoning` (newer vLLM); the fault
+    chat-history-reasoning-one-name reads the first only."""
     parts: list[Part] = []
-    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
+    reasoning = raw.get("reasoning_content")
+    if not reasoning and not (faults is not None and faults.on("chat-history-reasoning-one-name")):
+        reasoning = raw.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         parts.append(Part(kind="reasoning", text=reasoning))
     text = _content_text(raw.get("content"), f"{where}.content")
@@ -65,7 +70,7 @@ def _assistant(raw: dict[str, Any], where: str) -> Message:
     return Message(role="assistant", parts=parts)
 
 
-def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
+def messages_of(raw_messages: Any, faults: Faults | None = None) -> tuple[list[str], list[Message]]:
     if not isinstance(raw_messages, list) or not raw_messages:
         raise ApiError(400, "messages: expected a non-empty array", param="messages")
     system: list[str] = []
@@ -88,7 +93,7 @@ def messages_of(raw_messages: Any) -> tuple[list[str], list[Message]]:
         elif role == "user":
             messages.append(Message(role="user", text=_content_text(raw.get("content"), f"{where}.content")))
         elif role == "assistant":
-            messages.append(_assistant(raw, where))
+            messages.append(_assistant(raw, where, faults))
         elif role == "tool":
             call_id = expect(raw, "tool_call_id", str, required=True, where=f"{where}.")
             content = _content_text(raw.get("content"), f"{where}.content")
@@ -179,7 +184,8 @@ def _sampling(body: dict[str, Any]) -> None:
 
 KNOWN_FIELDS = {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls",
                 "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "n", "seed", "user",
-                "response_format", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty"}
+                "response_format", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+                "reasoning_effort"}
 
 
 def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
@@ -188,7 +194,7 @@ def to_conversation(body: dict[str, Any], faults: Faults) -> Conversation:
     if faults.on("reject-unknown-fields") and set(body) - KNOWN_FIELDS:
         raise ApiError(400, f"Unrecognized request argument supplied: {sorted(set(body) - KNOWN_FIELDS)[0]}")
     model = expect(body, "model", str, required=True)
-    system, messages = messages_of(body.get("messages"))
+    system, messages = messages_of(body.get("messages"), faults)
     max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
     stream = expect(body, "stream", bool)
     _sampling(body)
@@ -217,8 +223,16 @@ def usage_json(usage: Any) -> dict[str, Any]:
 class ChatStream:
     """Internal events -> chat.completion.chunk frames (plus tool_call_dispatch side frames)."""
 
-    def __init__(self, *, completion_id: str, model: str, include_usage: bool, dispatch: bool, faults: Faults) -> None:
+    def __init__(self, *, completion_id: str, model: str, include_usage: bool, dispatch: bool, faults: Faults,
+                 stream: bool = True, thinking_off: bool = False) -> None:
         self.id = completion_id
+        # Faults that bend a streamed answer only (the non-streamed one stays right): stream-tool-input-empty
+        # (a call's arguments never sent, "{}" at its end), chat-stream-call-dropped (no call, finish stop).
+        self.empty_arguments = stream and faults.on("stream-tool-input-empty")
+        self.drop_calls = stream and faults.on("chat-stream-call-dropped")
+        # fault thinking-off-output-as-reasoning: with thinking off the whole output is reasoning
+        self.all_reasoning = thinking_off and faults.on("thinking-off-output-as-reasoning")
+        self._call_name = ""  # the call whose markup all_reasoning writes as reasoning
         self.model = model
         self.created = int(time.time())
         self.include_usage = include_usage
@@ -254,6 +268,10 @@ class ChatStream:
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def feed(self, event: Event) -> list[bytes]:
+        if self.all_reasoning or self.drop_calls:
+            event = self._bent(event)
+            if event is None:
+                return []
         if isinstance(event, ReasoningDelta):
             self.reasoning += event.text
             return [self._delta("reasoning_content", event.text)]
@@ -268,19 +286,23 @@ class ChatStream:
         if isinstance(event, ToolCallArgsDelta):
             call = self.calls[event.index]
             call["function"]["arguments"] += event.text
+            if self.empty_arguments:
+                return []
             if self.faults.on("chat-repeat-tool-id-name"):
                 delta = {"index": event.index, "id": call["id"], "type": "function",
                          "function": {"name": call["function"]["name"], "arguments": event.text}}
                 return [self._chunk({"tool_calls": [delta]})]
             return [self._delta(event.index, event.text)]
         if isinstance(event, ToolCallEnd):
+            empty = [self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": "{}"}}]})] \
+                if self.empty_arguments else []
             if not self.dispatch:
-                return []
+                return empty
             call = self.calls[event.index]
             frame = sse("tool_call_dispatch", {"choice_index": 0, "tool_call": {
                 "index": event.index, "id": call["id"], "type": "function",
                 "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}})
-            return [frame, frame] if self.faults.on("dispatch-twice") else [frame]
+            return empty + ([frame, frame] if self.faults.on("dispatch-twice") else [frame])
         if isinstance(event, Finish):
             reason = event.reason
             if reason == "tool_calls" and self.faults.on("chat-finish-stop-after-tool-calls"):
@@ -297,6 +319,26 @@ class ChatStream:
                 out.append(b"data: [DONE]\n\n")
             return out
         return []
+
+    def _bent(self, event: Event) -> Event | None:
+        """An event as the faults above turn it (None: not sent). thinking-off-output-as-reasoning: text and
+        each call's markup as reasoning (what a parser that starts in reasoning makes of an answer with no
+        </think>); chat-stream-call-dropped: calls not sent, an empty content delta in their place."""
+        if isinstance(event, (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)):
+            if self.drop_calls:
+                return TextDelta(text="") if isinstance(event, ToolCallStart) else None
+            if isinstance(event, ToolCallStart):
+                self._call_name = event.name
+                return None
+            if isinstance(event, ToolCallEnd):
+                call = f'{{"name": {json.dumps(self._call_name)}, "arguments": {event.arguments or "{}"}}}'
+                return ReasoningDelta(text=f"<tool_call>\n{call}\n</tool_call>")
+            return None
+        if isinstance(event, TextDelta) and self.all_reasoning:
+            return ReasoningDelta(text=event.text)
+        if isinstance(event, Finish) and event.reason == "tool_calls":
+            return Finish(reason="stop", usage=event.usage)
+        return event
 
     def fail(self, reason: str, message: str) -> list[bytes]:
         """The engine stopped the turn mid-stream: a chunk holding only OpenAI's error object, then
@@ -328,7 +370,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         adapter = ChatStream(completion_id=f"chatcmpl-{time.time_ns():x}{next(serial):04x}", model=conv.model,
                              include_usage=include_usage, dispatch=ctx.config.enable_streaming_tool_dispatch,
-                             faults=faults)
+                             faults=faults, stream=bool(body.get("stream")), thinking_off=conv.thinking is False)
         if body.get("stream"):
             return ctx.stream(adapter, turn)
         for event in await answer_events(turn, conv, faults):

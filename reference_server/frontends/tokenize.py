@@ -56,7 +56,7 @@ def _conversation(service: Service, body: dict[str, Any]) -> Conversation:
                             messages=anthropic.messages_of(body["messages"], service.faults),
                             tools=anthropic.tools_of(body.get("tools")))
     else:
-        system, messages = chat.messages_of(body.get("messages"))
+        system, messages = chat.messages_of(body.get("messages"), service.faults)
         tools = body.get("tools")
         conv = Conversation(model=model, system=system, messages=messages, tools=chat.tools_of(tools))
     kwargs = body.get("chat_template_kwargs") or {}

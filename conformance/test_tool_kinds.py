@@ -1,0 +1,251 @@
+"""Tool kinds the real clients declare, and the tool calls they run (docs/API_FACTS.md, "Request shapes and
+tool kinds").
+
+- ``RS-TOOLKIND-001``: Codex's mixed tool array (function, custom with a Lark and a regex grammar,
+  namespace, web_search, local_shell, tool_search, image_generation) is accepted; the kinds an endpoint
+  cannot run are left out, never refused.
+- ``RS-TOOLKIND-002``: a custom tool (Codex's freeform apply_patch) reaches the model and its call comes
+  back as a ``custom_tool_call`` item whose ``input`` is the text, not the JSON the model may have been
+  offered (rule ``<ID>``); streamed, its ``response.custom_tool_call_input.delta`` events join to the
+  ``.done`` event's input and to the item's (``<ID>:stream``). The tool is forced (``tool_choice``
+  ``{"type": "custom"}``), so a dropped tool shows whatever the model.
+- ``RS-TOOLKIND-003``: ``custom_tool_call`` / ``_output`` and ``tool_search_call`` / ``_output`` items are
+  accepted as input (``<ID>``), and so are replayed items without ``id`` or ``status`` (``<ID>:ids``).
+- ``<P>-TOOLS-006``: a streamed, forced call of a strict tool carries its arguments: they validate against
+  the tool's JSON schema, as a client that runs them needs (an ``input: {}`` on every streamed tool_use
+  fails), and the forced stream has its call (a Chat stream whose call became empty content with
+  ``finish_reason: stop`` fails). An answer the output limit cut is sampled again; a call it cut is the
+  cut-call rules' (``<P>-TOOLS-005``), not this one's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from harnesscheck.conformance import apis
+from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.conformance.session import Session
+from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response
+from harnesscheck.conformance.wire.transcript import Transcript
+
+# A small Lark grammar in the shape of Codex's apply_patch (an envelope of file operations), and a regex one.
+PATCH_GRAMMAR = "\n".join([
+    'start: "*** Begin Patch" LF op+ "*** End Patch" LF?',
+    'op: add | delete',
+    'add: "*** Add File: " /[^\\n]+/ LF line+',
+    'delete: "*** Delete File: " /[^\\n]+/ LF',
+    'line: "+" /[^\\n]*/ LF',
+    '%import common.LF'])
+PATCH = "*** Begin Patch\n*** Add File: notes/hello.txt\n+Hello, \"harnesscheck\" \\ é\n*** End Patch\n"
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files with a patch.",
+               "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_GRAMMAR}}
+TICKET = {"type": "custom", "name": "ticket_id", "description": "Look a ticket up by its id.",
+          "format": {"type": "grammar", "syntax": "regex", "definition": r"^[A-Z]{2,5}-[0-9]{1,6}$"}}
+SEARCH_DOCS = {"type": "function", "name": "search_docs", "description": "Search the documentation.",
+               "strict": False, "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                                               "required": ["query"]}}
+HOSTED = [{"type": "namespace", "name": "mcp__docs", "description": "Tools of the docs MCP server.",
+           "tools": [SEARCH_DOCS]},
+          {"type": "web_search", "external_web_access": False},
+          {"type": "local_shell"},
+          {"type": "tool_search", "execution": "client", "description": "Find more tools.",
+           "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
+          {"type": "image_generation", "output_format": "png"}]
+
+
+def codex_tools(scenario_tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scenario's function tools and every other kind Codex sends (catalog profiles and fallback)."""
+    return [*scenario_tools, APPLY_PATCH, TICKET, *HOSTED]
+
+
+def patch_request(model: str, *, stream: bool, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A request that forces the custom tool apply_patch (tool_choice {"type": "custom"}), the patch quoted."""
+    return {"model": model, "stream": stream, "max_output_tokens": 400, "store": False,
+            "tools": tools if tools is not None else [APPLY_PATCH, SEARCH_DOCS],
+            "tool_choice": {"type": "custom", "name": "apply_patch"},
+            "input": [{"type": "message", "role": "user",
+                       "content": f"Apply this patch with apply_patch: `{PATCH}`"}]}
+
+
+# -- RS-TOOLKIND-001 --------------------------------------------------------------------------------
+
+@pytest.mark.check("RS-TOOLKIND-001")
+def test_mixed_tool_array_accepted(hc: Session) -> None:
+    body = hc.body("responses", "calculator", stream=False)
+    body["tools"] = codex_tools(body["tools"])
+    ok_response(hc.post("responses", apis.responses.PATH, body, label="Codex's mixed tool array"),
+                "a request with function, custom, namespace, web_search, local_shell, tool_search and "
+                "image_generation tools")
+
+
+# -- RS-TOOLKIND-002 --------------------------------------------------------------------------------
+
+def custom_call_problems(answer: dict[str, Any], name: str) -> list[str]:
+    """What is wrong with a forced custom tool's call in an answer (a response, or a folded stream)."""
+    items = [it for it in answer.get("output") or [] if isinstance(it, dict)]
+    calls = [it for it in items if it.get("type") == "custom_tool_call" and it.get("name") == name]
+    if not calls:
+        functions = [it for it in items if it.get("type") == "function_call" and it.get("name") == name]
+        if functions:
+            return [f"the custom tool {name}'s call came back as a function_call item (arguments "
+                    f"{str(functions[0].get('arguments'))[:120]}), not a custom_tool_call item"]
+        kinds = ", ".join(str(it.get("type")) for it in items) or "no output items"
+        return [f"the forced custom tool {name} was not called (the answer: {kinds}): the tool did not reach "
+                "the model, or the forced choice was ignored"]
+    problems = []
+    for call in calls:
+        if not isinstance(call.get("call_id"), str) or not call["call_id"]:
+            problems.append(f"the custom_tool_call has no call_id ({call.get('call_id')!r})")
+        text = call.get("input")
+        if not isinstance(text, str):
+            problems.append(f"the custom_tool_call's input is {text!r}, not a string")
+            continue
+        try:
+            wrapped = json.loads(text)
+        except ValueError:
+            wrapped = None
+        if isinstance(wrapped, dict) and "input" in wrapped:
+            problems.append(f"the custom_tool_call's input is the JSON of a function's arguments ({text[:80]!r}), "
+                            "not the tool's text")
+    return problems
+
+
+def custom_stream_problems(transcript: Transcript) -> list[str]:
+    """Where a streamed custom call's input deltas, its .done and its item at output_item.done disagree."""
+    deltas: dict[Any, list[str]] = {}
+    done: dict[Any, Any] = {}
+    final: dict[Any, Any] = {}
+    for event in (f.json for f in transcript.events):
+        if not isinstance(event, dict):
+            continue
+        typ = event.get("type")
+        if typ == "response.custom_tool_call_input.delta":
+            deltas.setdefault(event.get("item_id"), []).append(str(event.get("delta", "")))
+        elif typ == "response.custom_tool_call_input.done":
+            done[event.get("item_id")] = event.get("input")
+        elif typ == "response.output_item.done" and (event.get("item") or {}).get("type") == "custom_tool_call":
+            final[event["item"].get("id")] = event["item"].get("input")
+    problems = []
+    for item_id, text in final.items():
+        if item_id not in done:
+            problems.append(f"custom_tool_call {item_id} ended without response.custom_tool_call_input.done")
+            continue
+        joined = "".join(deltas.get(item_id, []))
+        if done[item_id] != text or joined != text:
+            problems.append(f"custom_tool_call {item_id}: the joined deltas {joined[:60]!r}, the .done input "
+                            f"{str(done[item_id])[:60]!r} and the item's input {str(text)[:60]!r} differ")
+    return problems
+
+
+@pytest.mark.check("RS-TOOLKIND-002")
+def test_custom_tool_call(hc: Session) -> None:
+    t = hc.post("responses", apis.responses.PATH, patch_request(hc.endpoint.model, stream=True),
+                label="a forced custom tool (apply_patch), streamed")
+    ok_response(t, "a request with a custom tool forced")
+    answer = apis.responses.final_answer(t) or {}
+    problems = custom_call_problems(answer, APPLY_PATCH["name"])
+    if problems:
+        fail(problems[0], transcript=t)
+    problems = custom_stream_problems(t)
+    if problems:
+        fail(problems[0], transcript=t, rule="RS-TOOLKIND-002:stream")
+
+
+# -- RS-TOOLKIND-003 --------------------------------------------------------------------------------
+
+def custom_items_input(model: str) -> dict[str, Any]:
+    """A turn after a custom tool's call and a client tool search, as Codex sends it back (no ids)."""
+    return {"model": model, "stream": False, "max_output_tokens": 64, "store": False, "tools": [SEARCH_DOCS],
+            "input": [{"type": "message", "role": "user", "content": f"Apply this patch with apply_patch: `{PATCH}`"},
+                      {"type": "tool_search_call", "call_id": "ts_kit_1", "execution": "client",
+                       "arguments": {"query": "patch tools"}, "status": "completed"},
+                      {"type": "tool_search_output", "call_id": "ts_kit_1", "execution": "client",
+                       "status": "completed", "tools": [SEARCH_DOCS]},
+                      {"type": "custom_tool_call", "call_id": "call_kit_patch", "name": "apply_patch",
+                       "input": PATCH},
+                      {"type": "custom_tool_call_output", "call_id": "call_kit_patch",
+                       "output": "Success. Updated the following files:\nA notes/hello.txt"}]}
+
+
+def replayed_without_ids(model: str) -> dict[str, Any]:
+    """A turn whose replayed assistant message and function call carry no id and no status."""
+    return {"model": model, "stream": False, "max_output_tokens": 64, "store": False, "tools": [SEARCH_DOCS],
+            "input": [{"type": "message", "role": "user", "content": "Find the install guide."},
+                      {"type": "message", "role": "assistant", "content": "I will search the docs."},
+                      {"type": "function_call", "call_id": "call_kit_docs", "name": "search_docs",
+                       "arguments": json.dumps({"query": "install guide"})},
+                      {"type": "function_call_output", "call_id": "call_kit_docs", "output": "docs/install.md"}]}
+
+
+@pytest.mark.check("RS-TOOLKIND-003")
+def test_tool_items_as_input(hc: Session) -> None:
+    ok_response(hc.post("responses", apis.responses.PATH, custom_items_input(hc.endpoint.model),
+                        label="custom_tool_call / _output and tool_search_call / _output items"),
+                "input with custom_tool_call, custom_tool_call_output, tool_search_call and tool_search_output")
+    t = hc.post("responses", apis.responses.PATH, replayed_without_ids(hc.endpoint.model),
+                label="a replayed message and function_call without id or status")
+    try:
+        ok_response(t, "input items replayed without id or status")
+    except CheckFailed as failed:
+        raise CheckFailed(failed.summary, transcript=t, rule="RS-TOOLKIND-003:ids") from None
+
+
+# -- <P>-TOOLS-006 ----------------------------------------------------------------------------------
+
+def strict_tools(api: str, tools: tuple[dict[str, Any], ...]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The scenario's tools as strict tools (no other properties allowed), and each one's schema by name."""
+    schemas = {t["name"]: {**t["parameters"], "additionalProperties": False} for t in tools}
+    return [apis.get(api).tool({**t, "parameters": schemas[t["name"]]}, strict=True) for t in tools], schemas
+
+
+def argument_problems(calls: list[ToolCall], schemas: dict[str, Any]) -> list[str]:
+    """Each call whose arguments do not validate against its tool's schema, with why."""
+    out = []
+    for call in calls:
+        schema = schemas.get(call.name)
+        if schema is None:
+            out.append(f"the streamed call names {call.name!r}, a tool the request does not declare")
+            continue
+        try:
+            jsonschema.validate(json.loads(call.arguments or ""), schema)
+        except (ValueError, jsonschema.ValidationError) as problem:
+            why = problem.message if isinstance(problem, jsonschema.ValidationError) else f"not JSON ({problem})"
+            out.append(f"the streamed arguments of {call.name} do not follow its schema: {why}; arguments "
+                       f"{call.arguments[:160]!r}")
+    return out
+
+
+def _params() -> list[Any]:
+    return [pytest.param(api, marks=pytest.mark.check(f"{apis.get(api).PREFIX}-TOOLS-006"),
+                         id=f"{apis.get(api).PREFIX}-TOOLS-006") for api in apis.NAMES]
+
+
+@pytest.mark.parametrize("api", _params())
+def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
+    module = apis.get(api)
+    body = hc.body(api, "calculator", stream=True)
+    body["tools"], schemas = strict_tools(api, hc.scenario("calculator").tools)
+    body["tool_choice"] = module.tool_choice("required")
+    for n in range(max(1, hc.endpoint.tries)):
+        label = "a forced call of a strict tool, streamed" + (f" (try {n + 1})" if n else "")
+        t = hc.post(api, module.PATH, body, stream=True, label=label)
+        ok_response(t, label)
+        answer = module.final_answer(t) or {}
+        calls, cut = module.tool_calls(answer), module.stop_reason(answer) == module.LENGTH_STOP
+        if cut:
+            calls = calls[:-1]  # a call the limit cut is the cut-call rules' (TOOLS-005)
+        if not calls and cut:
+            continue  # the limit cut the answer before a whole call: sampled again
+        if not calls:
+            fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}): the call "
+                 "was lost from the stream", transcript=t)
+        problems = argument_problems(calls, schemas)
+        if problems:
+            fail(problems[0], transcript=t)
+        return
+    inconclusive(f"not exercised: the output limit cut every forced answer before a whole call "
+                 f"({max(1, hc.endpoint.tries)} tries)")
