@@ -12,6 +12,11 @@ keeps its head: a prefix that lost its last block still hits on the blocks befor
 request's blocks tail first into its LRU free queue; SGLang's radix cache evicts LRU leaves.)
 A hit or an insert touches its chain from the last block to the first, so a block is always more
 recent than the blocks after it.
+
+The cache is bounded in blocks and in bytes: it holds at most ``min(capacity_blocks, max_bytes //
+BLOCK_BYTES)`` blocks, ``BLOCK_BYTES`` being what one block costs here (its key, its LRU entry, its
+parent's child count; ~210 bytes measured with tracemalloc, rounded up). ``stats`` shows ``bytes`` and
+``max_bytes`` (GET /health, ``serve --prefix-cache-bytes``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
+
+BLOCK_BYTES = 256  # memory of one cached block (a 16-byte key, its LRU entry, its parent's child count)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # the byte bound of a prefix cache (serve --prefix-cache-bytes)
 
 
 @dataclass(slots=True)
@@ -36,6 +44,14 @@ class CacheStats:
         self.queries += 1
         self.query_tokens += prompt_tokens
         self.hit_tokens += hit_tokens
+
+
+@dataclass(slots=True)
+class PrefixCacheStats(CacheStats):
+    """The counts, and the bytes the blocks take (``BLOCK_BYTES`` each) against the bound."""
+
+    bytes: int = 0
+    max_bytes: int = 0
 
 
 def block_keys(ids: Sequence[int], block_size: int) -> list[bytes]:
@@ -90,13 +106,15 @@ class PrefixCache:
     `match` and `pin` at admission, `insert` when a prompt (then prompt + output) is computed,
     `unpin` when the request ends; the engines call them through `engines.base.Slots`."""
 
-    def __init__(self, *, block_size: int = 16, capacity_blocks: int = 1 << 16) -> None:
+    def __init__(self, *, block_size: int = 16, capacity_blocks: int = 1 << 16,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.block_size = block_size
-        self.capacity = capacity_blocks
+        self.max_bytes = max_bytes
+        self.capacity = min(capacity_blocks, max_bytes // BLOCK_BYTES)
         self._lru: OrderedDict[bytes, bytes | None] = OrderedDict()  # key -> parent key; oldest first
         self._children: dict[bytes, int] = {}  # key -> cached blocks whose parent it is (absent: 0)
         self._pins = PinCounts()
-        self.stats = CacheStats()
+        self.stats = PrefixCacheStats(max_bytes=max_bytes)
 
     def __contains__(self, key: bytes) -> bool:
         return key in self._lru
@@ -156,8 +174,9 @@ class PrefixCache:
                     del self._children[parent]
             self.stats.evictions += 1
         self.stats.blocks = len(self._lru)
+        self.stats.bytes = len(self._lru) * BLOCK_BYTES
 
     def clear(self) -> None:
         self._lru.clear()
         self._children.clear()
-        self.stats.blocks = 0
+        self.stats.blocks = self.stats.bytes = 0

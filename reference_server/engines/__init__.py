@@ -20,7 +20,8 @@ def build_engine(config: ServerConfig, tokenizer: Tokenizer, checkpoint: Checkpo
         from harnesscheck.reference_server.engines.scripted import ScriptedEngine, stop_switch
 
         return ScriptedEngine(tokenizer=tokenizer, timing=config.timing, block_size=config.block_size,
-                              cache_blocks=config.cache_blocks, max_concurrency=config.max_concurrency,
+                              cache_blocks=config.cache_blocks, cache_bytes=config.prefix_cache_bytes,
+                              max_concurrency=config.max_concurrency,
                               stop=stop_switch(config.engine_options))
     if config.engine == "transformers":
         from harnesscheck.reference_server.engines.transformers_engine import TransformersEngine

@@ -24,7 +24,7 @@ from typing import Any
 from harnesscheck.reference_server.engines.base import (
     EngineStopped, GenerateRequest, Generation, SlottedEngine, Slots, clip,
 )
-from harnesscheck.reference_server.prefix_cache import PrefixCache
+from harnesscheck.reference_server.prefix_cache import DEFAULT_MAX_BYTES, PrefixCache
 from harnesscheck.reference_server.tokenizer import Tokenizer
 
 SCRIPTS_KEPT = 64  # scripts whose token ids the engine keeps (ScriptedEngine.script_ids)
@@ -98,12 +98,12 @@ class ScriptedEngine(SlottedEngine):
     timing = "scripted-model"
 
     def __init__(self, *, tokenizer: Tokenizer, timing: TimingModel | None = None, block_size: int = 16,
-                 cache_blocks: int = 1 << 16, max_concurrency: int = 1024,
-                 stop: tuple[str, int] | None = None) -> None:
+                 cache_blocks: int = 1 << 16, cache_bytes: int = DEFAULT_MAX_BYTES,
+                 max_concurrency: int = 1024, stop: tuple[str, int] | None = None) -> None:
         self.tokenizer = tokenizer
         self.stop = stop  # the test switch (module docstring): (reason, after this many tokens)
         self.timing_model = timing or TimingModel()
-        self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks)
+        self.cache = PrefixCache(block_size=block_size, capacity_blocks=cache_blocks, max_bytes=cache_bytes)
         self.max_concurrency = max_concurrency
         self.slots = Slots(max_concurrency)
         # A script's token ids, by its text: the same turn replayed again is not tokenized again (a

@@ -85,10 +85,17 @@ def routes(ctx: ApiContext, store_stats: Callable[[], dict[str, int]]) -> list[B
         return JSONResponse({"name": "harnesscheck reference server", "models": list(service.profiles),
                              "engine": service.engine.describe(), "faults": sorted(faults.names)})
 
+    config = ctx.config
+    # every byte bound on data from outside, as `serve --help` states them
+    limits = {"max_body_bytes": config.max_body_bytes, "max_concurrency": config.max_concurrency,
+              "max_output_tokens": config.max_output_tokens, "prefix_cache_bytes": config.prefix_cache_bytes,
+              "prefix_cache_blocks": config.cache_blocks,
+              "responses_store_bytes": config.responses_store_bytes, "stored_responses": config.stored_responses}
+
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "active_requests": service.engine.active_requests(),
                              "cache": service.engine.cache_stats(), "cpu_pool": service.pool.stats(),
-                             "responses_store": store_stats()})
+                             "responses_store": store_stats(), "limits": limits})
 
     return [Route("/", root, methods=["GET", "HEAD"]),
             Route("/health", health, methods=["GET"]),
