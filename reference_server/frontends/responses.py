@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -198,8 +199,13 @@ def _reasoning_text(item: dict[str, Any]) -> str:
     return ""
 
 
-def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
-    """Input items -> (leading system/developer texts, messages)."""
+# The input items of an older request model (fault rs-narrow-request-schema): nothing else, and each with its id.
+NARROW_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+
+
+def items_to_messages(items: Any, faults: Faults | None = None) -> tuple[list[str], list[Message]]:
+    """Input items -> (leading system/developer texts, messages). A custom tool's call comes back as a call
+    with arguments ``{"input": its text}``, the form the model wrote it in (``ResponsesStream``)."""
     if isinstance(items, str):
         return [], [Message(role="user", text=items)]
     if not isinstance(items, list):
@@ -224,6 +230,8 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
                 (system.append(text) if not messages else messages.append(Message(role="system", text=text)))
             elif role == "user":
                 messages.append(Message(role="user", text=text))
+        if faults is not None and faults.on("rs-narrow-request-schema"):
+            _narrow_item(item, kind, where)
             elif role == "assistant":
                 if text:
                     assistant().parts.append(Part(kind="text", text=text))
@@ -236,7 +244,11 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
         elif kind in ("function_call", "custom_tool_call"):
             name = expect(item, "name", str, required=True, where=f"{where}.")
             call_id = expect(item, "call_id", str, required=True, where=f"{where}.")
-            arguments = item.get("arguments", item.get("input", "{}"))
+            if kind == "custom_tool_call":  # ResponseCustomToolCallParam: input (text) required
+                arguments = json.dumps({"input": expect(item, "input", str, required=True, where=f"{where}.")},
+                                       ensure_ascii=False)
+            else:
+                arguments = item.get("arguments", "{}")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
             turn = assistant()
@@ -252,26 +264,52 @@ def items_to_messages(items: Any) -> tuple[list[str], list[Message]]:
         elif kind not in INPUT_ITEM_TYPES:
             raise ApiError(400, f"Invalid value: '{kind}'. {where}.type must be one of the input item types "
                                 f"of the Responses API.", param=f"{where}.type", code="invalid_value")
-        # Other item types (local_shell_call, web_search_call, item_reference...) are accepted and skipped.
+        # Other item types (tool_search_call / _output, local_shell_call, web_search_call, item_reference...)
+        # are accepted and skipped: this server runs none of those tools.
     return system, messages
 
 
-def tools_of(raw: Any) -> list[ToolSpec]:
-    tools = []
+def _narrow_item(item: dict[str, Any], kind: Any, where: str) -> None:
+    """Fault rs-narrow-request-schema: an older request model's refusals (the item types it lacks, an item
+    of the model's without its id)."""
+    if kind not in NARROW_ITEM_TYPES:
+        raise ApiError(400, f"{where}.type: Input tag '{kind}' found using 'type' does not match any of the "
+                            f"expected tags: {', '.join(sorted(NARROW_ITEM_TYPES))}", param=f"{where}.type")
+    if (kind in ("function_call", "reasoning") or item.get("role") == "assistant") and "id" not in item:
+        raise ApiError(400, f"{where}.id: Field required", param=f"{where}.id")
+
+
+# A custom tool is offered to the model as a function of one string, `input`; its call's text is that string.
+CUSTOM_PARAMETERS = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+CUSTOM_FORMATS = {"text": (), "grammar": ("lark", "regex")}  # CustomToolInputFormat: type -> grammar syntaxes
+GRAMMAR_CHARS = 8000  # the most of a grammar's definition put into the tool's description
+
+
+def tools_of(raw: Any, faults: Faults | None = None) -> list[ToolSpec]:
+    """The tools the model is offered: function tools, custom tools (free-form text, a Lark or regex grammar:
+    Codex's apply_patch) and the function / custom tools inside namespace tools (MCP servers). Every other
+    kind of ToolParam (web_search, local_shell, tool_search, image_generation, mcp, ...) names a tool this
+    server cannot run: accepted and left out, never refused."""
+    tools: list[ToolSpec] = []
     for n, tool in enumerate(tool_array(raw)):
-        if not isinstance(tool, dict):
-            raise ApiError(400, f"tools[{n}]: expected an object", param="tools")
-        if tool.get("type") == "function":
-            name = expect(tool, "name", str, required=True, where=f"tools[{n}].")
-            params = function_parameters(tool.get("parameters"), f"tools[{n}].parameters")
-            if tool.get("strict") is True:
-                refuse_strict_schema(name, params, f"tools[{n}].parameters")
-            # unmarked: strict, the API normalizing the schema into strict mode (function calling guide)
-            tools.append(ToolSpec(name=name, description=str(tool.get("description") or ""),
-                                  parameters=params, strict=tool.get("strict") is not False))
-        elif tool.get("type") == "custom" and isinstance(tool.get("name"), str):
-            tools.append(ToolSpec(name=tool["name"], description=str(tool.get("description") or ""),
-                                  parameters={"type": "object", "properties": {"input": {"type": "string"}}}))
+        where = f"tools[{n}]"
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise ApiError(400, f"{where}: expected an object with a string `type`", param="tools")
+        kind = tool["type"]
+        if faults is not None and faults.on("rs-function-tools-only") and kind != "function":
+            raise ApiError(400, f"Invalid value: '{kind}'. Only function tools are supported.",
+                           param=f"{where}.type", code="invalid_value")
+        if kind == "namespace":
+            name = expect(tool, "name", str, required=True, where=f"{where}.")
+            for m, inner in enumerate(expect(tool, "tools", list, required=True, where=f"{where}.")):
+                if not isinstance(inner, dict) or inner.get("type") not in ("function", "custom"):
+                    raise ApiError(400, f"{where}.tools[{m}]: expected a function or custom tool",
+                                   param=f"{where}.tools")
+                spec = _tool_spec(inner, f"{where}.tools[{m}]", faults, namespace=name)
+                tools += [spec] if spec is not None else []
+        elif kind in ("function", "custom"):
+            spec = _tool_spec(tool, where, faults)
+            tools += [spec] if spec is not None else []
     return tools
 
 
@@ -282,6 +320,35 @@ def thinking_of(body: dict[str, Any]) -> bool | None:
     if not isinstance(reasoning, dict):
         raise ApiError(400, "reasoning: expected an object", param="reasoning")
     return reasoning.get("effort") not in ("none",)
+def _tool_spec(tool: dict[str, Any], where: str, faults: Faults | None, *,
+               namespace: str | None = None) -> ToolSpec | None:
+    """One function or custom tool (None: a custom tool the fault rs-custom-tool-dropped leaves out)."""
+    name = expect(tool, "name", str, required=True, where=f"{where}.")
+    description = str(tool.get("description") or "")
+    if tool["type"] == "function":
+        params = function_parameters(tool.get("parameters"), f"{where}.parameters")
+        if tool.get("strict") is True:
+            refuse_strict_schema(name, params, f"{where}.parameters")
+        # unmarked: strict, the API normalizing the schema into strict mode (function calling guide)
+        return ToolSpec(name=name, description=description, parameters=params,
+                        strict=tool.get("strict") is not False, namespace=namespace)
+    fmt = expect(tool, "format", dict, where=f"{where}.")
+    if fmt is not None:
+        syntaxes = CUSTOM_FORMATS.get(fmt.get("type"))  # type: ignore[arg-type]
+        if syntaxes is None:
+            raise ApiError(400, f"{where}.format.type: expected text or grammar", param=f"{where}.format.type")
+        if fmt["type"] == "grammar":
+            if fmt.get("syntax") not in syntaxes:
+                raise ApiError(400, f"{where}.format.syntax: expected lark or regex", param=f"{where}.format.syntax")
+            definition = expect(fmt, "definition", str, required=True, where=f"{where}.format.")
+            description += (f"\n\nThe input is free-form text in this {fmt['syntax']} grammar:\n"
+                            f"{definition[:GRAMMAR_CHARS]}")
+    if faults is not None and faults.on("rs-custom-tool-dropped"):
+        return None
+    return ToolSpec(name=name, description=description, parameters=CUSTOM_PARAMETERS, kind="custom",
+                    namespace=namespace)
+
+
 
 
 KNOWN_FIELDS = {"model", "input", "instructions", "stream", "tools", "tool_choice", "parallel_tool_calls",
@@ -299,7 +366,7 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     # `previous_response_id` alone.
     if faults.on("rs-require-input") and body.get("input") is None:
         raise ApiError(400, "input: Field required", param="input")
-    system, messages = items_to_messages(body["input"]) if body.get("input") is not None else ([], [])
+    system, messages = items_to_messages(body["input"], faults) if body.get("input") is not None else ([], [])
     previous = expect(body, "previous_response_id", str)
     if previous and not faults.on("rs-ignore-previous-response-id"):
         prior = store.get(previous)
@@ -321,19 +388,85 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     number_in(body, "top_p", 0, 1)
     int_in(body, "top_logprobs", 0, 20)
     return Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages,
-                        tools=tools_of(body.get("tools")),
+    text = expect(body, "text", dict)  # ResponseTextConfigParam: format and verbosity, both optional
+    if faults.on("rs-narrow-request-schema") and text is not None and "format" not in text:
+        raise ApiError(400, "text.format: Field required", param="text.format")
+                        tools=tools_of(body.get("tools"), faults),
                         tool_choice=tool_choice_of(body.get("tool_choice"), hosted=True),
                         max_tokens=max_tokens, thinking=thinking_of(body),
                         parallel_tool_calls=parallel is not False)
 
 
 class ResponsesStream:
-    """Internal events -> Responses events with sequence numbers, items in output order."""
+    """Internal events -> Responses events with sequence numbers, items in output order. A call of a custom
+    tool (``tools``: the request's, ToolSpec.kind "custom") is a custom_tool_call item whose ``input`` streams
+    as response.custom_tool_call_input.delta / .done (openai-python ResponseCustomToolCallInput*Event); a
+    call of a namespace's tool carries the ``namespace``."""
 
-    def __init__(self, *, response_id: str, body: dict[str, Any], faults: Faults) -> None:
+    def __init__(self, *, response_id: str, body: dict[str, Any], faults: Faults,
+                 tools: list[ToolSpec] | tuple[ToolSpec, ...] = ()) -> None:
         self.id = response_id
         self.body = body
         self.faults = faults
+class InputText:
+    """The text of a custom tool's call as it streams: the model writes ``{"input": "..."}`` (the function
+    it was offered, CUSTOM_PARAMETERS); `feed` takes the next fragment of that JSON and gives the next part
+    of the decoded string (an escape cut between fragments waits for its end), `final` the whole input."""
+
+    _START = re.compile(r'\s*\{\s*"input"\s*:\s*"')
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.sent = ""  # what feed has given so far
+        self._at: int | None = None  # where the undecoded rest of the string starts in `raw`
+        self._ended = False
+
+    def feed(self, fragment: str) -> str:
+        self.raw += fragment
+        if self._ended:
+            return ""
+        if self._at is None:
+            start = self._START.match(self.raw)
+            if start is None:
+                return ""
+            self._at = start.end()
+        raw, i, out = self.raw, self._at, []
+        while i < len(raw):
+            j = i
+            while j < len(raw) and raw[j] not in '"\\':
+                j += 1
+            out.append(raw[i:j])
+            i = j
+            if i >= len(raw):
+                break
+            if raw[i] == '"':
+                self._ended = True
+                break
+            size = 2 if raw[i + 1:i + 2] != "u" else 12 if raw[i + 2:i + 4].lower() in ("d8", "d9", "da", "db") else 6
+            if i + size > len(raw):
+                break  # the escape's end has not come yet
+            try:
+                out.append(json.loads('"' + raw[i:i + size] + '"'))
+            except ValueError:  # not a JSON string after all: `final` decides
+                self._ended = True
+                break
+            i += size
+        self._at = i
+        text = "".join(out)
+        self.sent += text
+        return text
+
+    def final(self) -> str:
+        """The call's input: the decoded string, or the raw text when the call was not {"input": text}."""
+        try:
+            value = json.loads(self.raw)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("input"), str):
+            return value["input"]
+        return self.sent or self.raw
+
+
         self.seq = 0
         self.output: list[dict[str, Any]] = []
         self.open: dict[str, Any] | None = None
@@ -341,6 +474,10 @@ class ResponsesStream:
         self.created_at = int(time.time())
         self.usage: dict[str, Any] | None = None
         self.status = "in_progress"
+        self.tools = {t.name: t for t in tools}
+        self._input: InputText | None = None  # the open custom tool call's text
+        # fault stream-tool-input-empty: a streamed call's arguments are not sent (the store keeps them)
+        self.empty_arguments = bool(body.get("stream")) and faults.on("stream-tool-input-empty")
         self.incomplete: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
         self.parts: list[Part] = []  # the turn, for the response store
@@ -429,7 +566,17 @@ class ResponsesStream:
             out.append(self._event("response.function_call_arguments.done", arguments=arguments, name=item["name"],
                                    **where))
         item["status"] = "completed"
+        elif item["type"] == "custom_tool_call":
+            final = "" if self.empty_arguments else (self._input.final() if self._input else "")
+            if final != item["input"] and final.startswith(item["input"]):  # a rest never streamed
+                out.append(self._delta("response.custom_tool_call_input.delta", final[len(item["input"]):]))
+            item["input"] = final
+            out.append(self._event("response.custom_tool_call_input.done", input=final, **where))
+            self._input = None
         if not self.faults.on("rs-missing-output-item-done"):
+            if self.empty_arguments:
+                item["arguments"] = "{}"
+                out.append(self._delta("response.function_call_arguments.delta", "{}"))
             out.append(self._event("response.output_item.done", output_index=where["output_index"],
                                    item=copy.deepcopy(item)))
         self.open = None
@@ -453,16 +600,30 @@ class ResponsesStream:
             self._part("text", event.text)
             out.append(self._delta("response.output_text.delta", event.text, content=True, logprobs=True))
         elif isinstance(event, ToolCallStart):
-            item = {"id": f"fc_{self.id[5:]}_{len(self.output)}", "type": "function_call", "status": "in_progress",
-                    "call_id": event.id, "name": event.name, "arguments": ""}
+            spec = self.tools.get(event.name)
+            if spec is not None and spec.kind == "custom" and not self.faults.on("rs-custom-call-as-function"):
+                item = {"id": f"ctc_{self.id[5:]}_{len(self.output)}", "type": "custom_tool_call",
+                        "status": "in_progress", "call_id": event.id, "name": event.name, "input": ""}
+                self._input = InputText()
+            else:
+                item = {"id": f"fc_{self.id[5:]}_{len(self.output)}", "type": "function_call",
+                        "status": "in_progress", "call_id": event.id, "name": event.name, "arguments": ""}
+            if spec is not None and spec.namespace:
+                item["namespace"] = spec.namespace
             if self.faults.on("rs-missing-call-id"):
                 del item["call_id"]
             out += self._open(item)
             self.parts.append(Part(kind="tool_call", call=ToolCall(index=event.index, id=event.id, name=event.name)))
         elif isinstance(event, ToolCallArgsDelta):
-            self.open["arguments"] += event.text
             self.parts[-1].call.arguments += event.text
-            out.append(self._delta("response.function_call_arguments.delta", event.text))
+            if self.open["type"] == "custom_tool_call":
+                text = self._input.feed(event.text) if self._input and not self.empty_arguments else ""
+                if text:
+                    self.open["input"] += text
+                    out.append(self._delta("response.custom_tool_call_input.delta", text))
+            elif not self.empty_arguments:
+                self.open["arguments"] += event.text
+                out.append(self._delta("response.function_call_arguments.delta", event.text))
         elif isinstance(event, ToolCallEnd):
             out += self._close()
         elif isinstance(event, Finish):
@@ -517,7 +678,7 @@ def routes(ctx: ApiContext, store: ResponseStore) -> list[BaseRoute]:
         body = await ctx.body(request)
         conv = parse(to_conversation, body, store, faults)
         turn = await service.start_turn(conv, id_prefix="call_")
-        adapter = ResponsesStream(response_id=response_id(), body=body, faults=faults)
+        adapter = ResponsesStream(response_id=response_id(), body=body, faults=faults, tools=conv.tools)
 
         def remember() -> None:
             if body.get("store", True) is not False:
