@@ -1,4 +1,5 @@
-"""Preflight: is the endpoint usable at all, before any check runs?
+"""Preflight: is the endpoint usable at all, before any check (or client, replay, profile, SWE-bench
+run) starts?
 
 A run against a closed port, a plain file server, a wrong API key or a model the endpoint does
 not serve would otherwise fail every check for the same reason. `preflight` asks a few short
@@ -10,32 +11,47 @@ questions instead and answers ok, or one line saying what is wrong and what to d
    request with a JSON object (an error in its own shape is fine: `POST /v1/messages {}` costs
    no generation);
 4. it accepts the API key (401 or 403 on any probe: refused);
-5. with a model given and a model list served, the model is on the list.
+5. with a model given and a model list served, the model is on the list: every page of it
+   (`has_more`, then `?after_id=LAST`, as Anthropic's list pages).
 
-Each probe has a short timeout and the whole preflight a deadline of a few seconds; it never
-raises for what the endpoint does.
+Real endpoints can be slow to answer their first request (a gateway starting lazily took 7.7 s,
+then 0.25 s), so each probe waits up to the run's `timeout` (`--timeout`) for its first byte and
+for its whole answer: a slow drip is bounded by the same deadline, and a probe that runs out of it
+ends the preflight at once with that line (so an endpoint that sends one byte a second fails in
+about one deadline). After a few seconds of waiting, `progress` (when given) is told what the
+probe waits for. Preflight never raises for what the endpoint does.
+
+`check/run`, `clients`, `replay`, `profile` and `swebench run` all use it (`require_usable`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from harnesscheck.conformance import apis as api_modules
 from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
 from harnesscheck.conformance.options import url_problem
-from harnesscheck.conformance.wire.client import new_client
+from harnesscheck.conformance.wire.client import tls_context
 
-__all__ = ["Preflight", "preflight"]
+__all__ = ["PROBE_CAP_S", "Preflight", "preflight", "probe_timeout", "require_usable", "say"]
 
-PROBE_TIMEOUT_S = 3.0  # at most, per probe; less when --timeout is shorter
-DEADLINE_S = 8.0  # no new probe starts after this
+# Commands whose --timeout bounds a longer task (a client turn, a replayed request, an agent run) give each
+# probe at most this (`probe_timeout`); check and run give it their --timeout as it is.
+PROBE_CAP_S = 60.0
+SAY_AFTER_S = 3.0  # a probe still waiting after this long says what it waits for (then every SAY_EVERY_S)
+SAY_EVERY_S = 10.0
+MAX_PAGES = 50  # model-list pages read at most
 _MAX_BODY = 1 << 20
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +82,44 @@ class _Unusable(Exception):
     """Raised inside preflight with the line to print."""
 
 
-def preflight(url: str, *, api_key: str | None, model: str | None, apis: list[str],
-              timeout: float) -> Preflight:
-    """Probe `url` (the endpoint's base URL) as the suite will use it; see the module docstring."""
+def preflight(url: str, *, api_key: str | None, model: str | Sequence[str] | None, apis: list[str],
+              timeout: float, progress: Progress | None = None) -> Preflight:
+    """Probe `url` (the endpoint's base URL) as the suite will use it; see the module docstring.
+    `model`: one model id or several that must all be served; `timeout`: each probe's deadline, from
+    its start to the last byte of its answer."""
     started = time.monotonic()
+    wanted = (model,) if isinstance(model, str) else tuple(model or ())
     try:
-        models = _run(url, api_key=api_key, model=model, apis=apis,
-                      probe_timeout=min(timeout, PROBE_TIMEOUT_S), deadline=started + DEADLINE_S)
+        models = asyncio.run(_run(url, api_key=api_key, models=wanted, apis=apis, timeout=timeout,
+                                  progress=progress))
     except _Unusable as unusable:
         return Preflight(ok=False, problem=str(unusable), seconds=time.monotonic() - started)
     return Preflight(ok=True, models=models, seconds=time.monotonic() - started)
 
 
-def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], probe_timeout: float,
-         deadline: float) -> tuple[str, ...]:
+def probe_timeout(task_timeout: float) -> float:
+    """A probe's deadline for a command whose --timeout bounds a longer task: that, at most PROBE_CAP_S."""
+    return min(task_timeout, PROBE_CAP_S)
+
+
+def say(line: str) -> None:
+    """The commands' `progress`: a preflight line on stdout, at once."""
+    print(line, flush=True)
+
+
+def require_usable(url: str, *, api_key: str | None, model: str | Sequence[str] | None, apis: list[str],
+                   timeout: float, progress: Progress | None = None) -> Preflight:
+    """`preflight`, raising UsageError (one line, exit 2 in every command) when the endpoint is unusable."""
+    from harnesscheck.errors import UsageError
+
+    checked = preflight(url, api_key=api_key, model=model, apis=apis, timeout=timeout, progress=progress)
+    if not checked.ok:
+        raise UsageError(checked.problem)
+    return checked
+
+
+async def _run(url: str, *, api_key: str | None, models: tuple[str, ...], apis: list[str], timeout: float,
+               progress: Progress | None) -> tuple[str, ...]:
     problem = url_problem(url)
     if problem:
         raise _Unusable(problem)
@@ -88,72 +128,159 @@ def _run(url: str, *, api_key: str | None, model: str | None, apis: list[str], p
     if api_key:
         headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
     seen: list[str] = []
-    with new_client(timeout=probe_timeout, headers=headers, follow_redirects=False) as client:
+    limits = httpx.Timeout(timeout)  # each read and connect; the probe's whole deadline is _Probe's
+    async with httpx.AsyncClient(verify=tls_context(), timeout=limits, headers=headers,
+                                 follow_redirects=False) as client:
+        probe = _Probe(client, base, timeout, progress)
         # GET /v1/models first: the model list, and most often the key check; then the routes of
         # the APIs to check until one answers in an API's shape.
-        answer = _probe(client, base, "GET", "/v1/models", probe_timeout)
+        answer = await probe("GET", "/v1/models")
         _refused_key(answer, "GET /v1/models", api_key)
-        models = _model_ids(answer)
+        listed = _model_ids(answer)
         seen.append(f"GET /v1/models: {answer.describe()}")
-        in_shape = models is not None
+        if listed is not None:
+            listed = await _more_pages(probe, answer, listed, models, api_key)
+        in_shape = listed is not None
         for api in apis:
-            if time.monotonic() > deadline:
+            if in_shape:  # the list, or one route, answered past the key check: enough
                 break
             path = api_modules.get(api).PATH
-            route = _probe(client, base, "POST", path, probe_timeout)
+            route = await probe("POST", path)
             _refused_key(route, f"POST {path}", api_key)
             seen.append(f"POST {path}: {route.describe()}")
-            if isinstance(route.body, dict) and route.status not in (404, 405, 501):
-                in_shape = True
-            if in_shape:  # one route answered past the key check: enough
-                break
+            in_shape = isinstance(route.body, dict) and route.status not in (404, 405, 501)
     if not in_shape:
         hint = "drop the trailing /v1 (the kit adds it)" if urlsplit(base).path.endswith("/v1") else \
             "is this the server's base URL, and its port?"
         raise _Unusable(f"{base} does not answer as an LLM API ({'; '.join(seen)}); {hint}")
-    if models is None:
-        if not model:
+    if listed is None:
+        if not models:
             raise _Unusable(f"{base} lists no models (GET /v1/models: {answer.describe()}); "
                             "pass the model with --model")
         return ()
-    if not models:
-        if not model:
+    if not listed:
+        if not models:
             raise _Unusable(f"{base}/v1/models lists no model; pass the model with --model")
-    elif model and model not in models:
-        shown = ", ".join(models[:6]) + (f" and {len(models) - 6} more" if len(models) > 6 else "")
-        raise _Unusable(f"the endpoint does not serve the model {model!r} (GET /v1/models lists {shown}); "
+        return ()
+    missing = [m for m in models if m not in listed]
+    if missing:
+        shown = ", ".join(listed[:6]) + (f" and {len(listed) - 6} more" if len(listed) > 6 else "")
+        raise _Unusable(f"the endpoint does not serve the model {missing[0]!r} (GET /v1/models lists {shown}); "
                         f"pass one of them with --model")
-    return models
+    return listed
 
 
-def _probe(client: httpx.Client, base: str, method: str, path: str, probe_timeout: float) -> _Answer:
-    """One request, its body read up to 1 MiB. Nothing there (refused, no TLS, no answer in time)
-    ends the preflight with the line that explains it; a broken answer (reset, not HTTP) is noted
-    and the next probe may still find the API."""
-    body = {"json": {}} if method == "POST" else {}
-    raw = b""
-    try:
-        with client.stream(method, base + path, **body) as response:
-            for chunk in response.iter_bytes():
-                raw += chunk
-                if len(raw) > _MAX_BODY:
-                    break
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError) as error:
-        return _Answer(status=0, failure=f"no HTTP answer ({str(error) or type(error).__name__})")
-    except httpx.HTTPError as error:
-        raise _Unusable(_transport_problem(error, base, f"{method} {path}", probe_timeout)) from None
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        parsed = None
-    return _Answer(status=response.status_code, content_type=response.headers.get("content-type", ""),
-                   body=parsed)
+async def _more_pages(probe: _Probe, answer: _Answer, listed: tuple[str, ...], models: tuple[str, ...],
+                      api_key: str | None) -> tuple[str, ...]:
+    """The later pages of a paginated model list (`has_more` with `last_id`, Anthropic's
+    `?after_id=`), until every wanted model is found, the list ends, or MAX_PAGES."""
+    body = answer.body
+    for _ in range(MAX_PAGES):
+        if all(m in listed for m in models) and models:
+            break
+        last = body.get("last_id") or (listed[-1] if listed else None)
+        if body.get("has_more") is not True or not isinstance(last, str):
+            break
+        path = f"/v1/models?after_id={quote(last, safe='')}"
+        page = await probe("GET", path)
+        _refused_key(page, f"GET {path}", api_key)
+        more = _model_ids(page)
+        if not more or all(m in listed for m in more):  # no progress: stop rather than loop
+            break
+        listed += tuple(m for m in more if m not in listed)
+        body = page.body
+    return listed
 
 
-def _transport_problem(error: httpx.HTTPError, base: str, what: str, probe_timeout: float) -> str:
+class _Probe:
+    """One request at a time, each bounded from its start to the last byte of its answer by the
+    deadline; a probe still waiting after SAY_AFTER_S tells `progress` what it waits for."""
+
+    def __init__(self, client: httpx.AsyncClient, base: str, timeout: float, progress: Progress | None):
+        self.client, self.base, self.timeout, self.progress = client, base, timeout, progress
+
+    async def __call__(self, method: str, path: str) -> _Answer:
+        """The answer, its body read up to 1 MiB. Nothing there (refused, no TLS, no answer in time)
+        ends the preflight with the line that explains it; a broken answer (reset, not HTTP) is
+        noted and the next probe may still find the API."""
+        state: dict[str, Any] = {"status": None, "bytes": 0}
+        task = asyncio.ensure_future(self._fetch(method, path, state))
+        started = time.monotonic()
+        say_at = SAY_AFTER_S
+        try:
+            while True:
+                waited = time.monotonic() - started
+                left = self.timeout - waited
+                if left <= 0:
+                    raise _Unusable(self._late(method, path, state))
+                step = min(left, max(0.01, say_at - waited)) if self.progress is not None else left
+                done, _ = await asyncio.wait({task}, timeout=step)
+                if done:
+                    return task.result()
+                waited = time.monotonic() - started
+                if self.progress is not None and waited >= say_at and waited < self.timeout:
+                    self.progress(self._waiting(method, path, state, waited))
+                    say_at += SAY_EVERY_S
+        except httpx.HTTPError as error:
+            raise _Unusable(_transport_problem(error, self.base, f"{method} {path}", self.timeout)) from None
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+
+    async def _fetch(self, method: str, path: str, state: dict[str, Any]) -> _Answer:
+        body = {"json": {}} if method == "POST" else {}
+        raw = b""
+        try:
+            async with self.client.stream(method, self.base + path, **body) as response:
+                state["status"] = response.status_code
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    state["bytes"] = len(raw)
+                    if len(raw) > _MAX_BODY:
+                        break
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.DecodingError) as error:
+            return _Answer(status=0, failure=f"no HTTP answer ({str(error) or type(error).__name__})")
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        return _Answer(status=response.status_code, content_type=response.headers.get("content-type", ""),
+                       body=parsed)
+
+    def _waiting(self, method: str, path: str, state: dict[str, Any], waited: float) -> str:
+        what = "its status line and headers" if state["status"] is None else \
+            f"the rest of its HTTP {state['status']} answer ({state['bytes']} bytes so far)"
+        return (f"preflight: {method} {path} at {self.base}: waiting for {what} after {waited:.0f} s "
+                f"(up to {self.timeout:g} s, --timeout)")
+
+    def _late(self, method: str, path: str, state: dict[str, Any]) -> str:
+        if state["status"] is None:
+            return (f"{self.base} accepted the connection but sent no HTTP answer to {method} {path} within "
+                    f"{self.timeout:g} s (--timeout): is an HTTP server up there? a slow one needs a longer "
+                    "--timeout")
+        return (f"{self.base} answered {method} {path} with HTTP {state['status']} but sent only {state['bytes']} "
+                f"bytes of its body within {self.timeout:g} s (--timeout): too slow to use")
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what caused it (anyio's "All connection attempts failed" hides the refusal)."""
+    chain: list[BaseException] = []
+    while error is not None and len(chain) < 10:
+        chain.append(error)
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return chain
+
+
+def _transport_problem(error: httpx.HTTPError, base: str, what: str, timeout: float) -> str:
     reason = str(error) or type(error).__name__
+    if any(isinstance(e, ConnectionRefusedError) for e in _causes(error)):
+        reason = "connection refused"
     if isinstance(error, httpx.ConnectTimeout):
-        return f"cannot connect to {base}: no answer within {probe_timeout:g} s (a wrong host or a firewall?)"
+        return f"cannot connect to {base}: no answer within {timeout:g} s (a wrong host or a firewall?)"
     if isinstance(error, httpx.ConnectError):
         if "ssl" in reason.lower() or "tls" in reason.lower():
             return (f"cannot connect to {base}: the TLS handshake failed ({reason}); "
@@ -162,7 +289,8 @@ def _transport_problem(error: httpx.HTTPError, base: str, what: str, probe_timeo
             return f"cannot connect to {base}: connection refused; is the server running, on that port?"
         return f"cannot connect to {base}: {reason}"
     if isinstance(error, httpx.TimeoutException):
-        return f"{base} accepted the connection but sent no HTTP answer to {what} within {probe_timeout:g} s"
+        return (f"{base} accepted the connection but sent no HTTP answer to {what} within {timeout:g} s "
+                "(--timeout)")
     return f"{what} at {base} failed: {type(error).__name__}: {reason}"
 
 

@@ -150,17 +150,16 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
             server.stop()
 
 
-def check_endpoint(options: SuiteOptions) -> None:
-    """UsageError with the one line to print when the --endpoint is unusable (conformance.preflight)."""
+def check_endpoint(options: SuiteOptions, progress: Callable[[str], None] | None = None) -> None:
+    """UsageError with the one line to print when the --endpoint is unusable (conformance.preflight:
+    each probe waits up to --timeout; `progress` hears what a slow one waits for)."""
     if not options.endpoint or not options.preflight:
         return
     from harnesscheck.conformance.options import split_apis
-    from harnesscheck.conformance.preflight import preflight
+    from harnesscheck.conformance.preflight import require_usable
 
-    checked = preflight(options.endpoint, api_key=options.api_key, model=options.model,
-                        apis=split_apis(options.apis), timeout=options.timeout)
-    if not checked.ok:
-        raise UsageError(checked.problem)
+    require_usable(options.endpoint, api_key=options.api_key, model=options.model, apis=split_apis(options.apis),
+                   timeout=options.timeout, progress=progress)
 
 
 def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:

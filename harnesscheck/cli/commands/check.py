@@ -88,7 +88,7 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            witness=args.hc_witness, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
                            concurrency=args.concurrency, min_verdicts=args.min_verdicts)
-    check_endpoint(options)
+    check_endpoint(options, progress=lambda line: print(line, flush=True))
     return options
 
 

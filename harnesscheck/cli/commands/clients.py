@@ -34,7 +34,11 @@ Examples:
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
   harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
 
-Exit status: 0 every client that ran passed its turns; 1 one failed.
+With --endpoint, the endpoint is checked first, as `check` does (conformance/preflight.py: it answers
+HTTP as an LLM API, takes the API key, serves --model; each probe waits up to --timeout, at most 60 s):
+an unusable endpoint is one line and exit 2, before any client is installed or run.
+
+Exit status: 0 every client that ran passed its turns; 1 one failed; 2 usage error or unusable endpoint.
 """
 
 DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
@@ -108,6 +112,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
         return 0
 
+    if args.endpoint:  # unusable: one line and exit 2, before any install or client run
+        from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
+
+        given_key = None if api_key == DUMMY_KEY else api_key
+        require_usable(args.endpoint, api_key=given_key, model=args.model,
+                       apis=list(dict.fromkeys(get_client(name, api).api for name, api in wanted)),
+                       timeout=probe_timeout(args.timeout), progress=say)
     results = []
     with ExitStack() as stack:
         endpoint = args.endpoint

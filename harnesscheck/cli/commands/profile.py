@@ -20,7 +20,10 @@ request). With --endpoint the endpoint must serve both ids.
 Example:
   harnesscheck profile --client codex --model gpt-5.5 --model openai/openai/gpt-5.5
 
-Exit status: 0 both profiles were captured; 1 one was not.
+With --endpoint, the endpoint is checked first, as `check` does (conformance/preflight.py): unusable, or
+not serving both ids, is one line and exit 2.
+
+Exit status: 0 both profiles were captured; 1 one was not; 2 usage error or unusable endpoint.
 """
 
 
@@ -42,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
     if len(args.model) != 2:
         print("give --model twice")
         return 2
+    if args.endpoint:  # it must serve both ids: checked first, as `check` does (one line, exit 2)
+        from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
+
+        require_usable(args.endpoint, api_key=os.environ.get("HARNESSCHECK_API_KEY") or None,
+                       model=tuple(args.model), apis=["responses"], timeout=probe_timeout(args.timeout),
+                       progress=say)
     inst = install.ensure("codex")
     if not inst.ok:
         print(f"codex skipped: {inst.skip}")

@@ -29,7 +29,10 @@ Example:
   harnesscheck replay builtin:agent-coding --endpoint http://10.0.0.5:8000 --concurrency 64 \
       --ray auto --workers 8
 
-Exit status: 0 every turn replayed; 1 a turn failed.
+The endpoint is checked first, as `check` does (conformance/preflight.py; each probe waits up to
+--timeout, at most 60 s): an unusable one is one line and exit 2 before any session starts.
+
+Exit status: 0 every turn replayed; 1 a turn failed; 2 usage error, bad trace or unusable endpoint.
 """
 
 
@@ -86,12 +89,18 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, TraceError, KeyError) as exc:
         print(f"error: {exc}")
         return 2
+    # The endpoint first, as `check` does: a closed port, a server that is no LLM API, a key refused or
+    # missing, a --model not served: each said as such, one line, exit 2, before any session starts.
+    from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
+
+    checked = require_usable(args.endpoint, api_key=api_key, model=args.model or None,
+                             apis=sorted({t.api for t in trace.turns}) or ["chat"],
+                             timeout=probe_timeout(args.timeout), progress=say)
     model = args.model
     if not model and any(not (t.request or {}).get("model", "x") for t in trace.turns):
-        model = first_model(args.endpoint, api_key)
+        model = checked.models[0] if checked.models else first_model(args.endpoint, api_key)
         if not model:
-            print("error: the trace has no model id and the endpoint lists none; pass --model")
-            return 2
+            raise UsageError("the trace has no model id and the endpoint lists none; pass --model")
     headers = {}
     for h in args.header:
         name, _, value = h.partition(":")

@@ -48,7 +48,8 @@ Examples:
 {ray}
 Folders (--run-dir, --repos) may be relative: they are made absolute once, before any clone.
 Exit status: 0 done; 1 the profiles could not be compared, or every run failed before its agent
-could run (a clone, a missing agent: said on the last line); 2 a bad task file or option (nothing runs).
+could run (a clone, a missing agent: said on the last line); 2 a bad task file or option, or a profile's
+endpoint unusable (checked first as `check` does, each probe up to --timeout, at most 60 s; nothing runs).
 """.format(toy=TOY_TEXT, ray=RAY_TEXT)
 ORDER = 71
 
@@ -224,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
             import_ray()
         except RayUnavailable as exc:
             raise UsageError(str(exc)) from exc
+    _check_endpoints(profiles, args.timeout)
     if toy and not args.repos and not (repos / "harnesscheck__toycalc").exists():
         build_toy_repo(repos / "harnesscheck__toycalc")
     try:
@@ -238,6 +240,25 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
         return 130
+
+
+def _check_endpoints(profiles: list, timeout: float) -> None:
+    """Each endpoint a profile names, checked first as `check` does (conformance/preflight.py: it answers
+    as an LLM API, takes the key, serves the profiles' models): unusable is one line and exit 2 before
+    any task runs. A profile's endpoint is an OpenAI base URL (…/v1); preflight takes the server's."""
+    import os
+
+    from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
+
+    by_endpoint: dict[str, list[str]] = {}
+    for p in profiles:
+        if p.endpoint:
+            base = p.endpoint.rstrip("/").removesuffix("/v1")
+            by_endpoint.setdefault(base, []).append(p.model)
+    key = os.environ.get("HARNESSCHECK_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+    for base, models in by_endpoint.items():
+        require_usable(base, api_key=key, model=tuple(dict.fromkeys(models)), apis=["responses", "chat"],
+                       timeout=probe_timeout(timeout), progress=say)
 
 
 def _with_embedded_server(stack: ExitStack, profiles: list, err) -> list:
