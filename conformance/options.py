@@ -31,6 +31,14 @@ def embedded_features(server_args: Iterable[str]) -> set[str]:
     return features
 
 
+# What --quick leaves out, in words (its help, the run header's settings.quick): a profile for slow
+# endpoints (a real model decoding a few tokens a second), whose verdicts stay true but fewer.
+QUICK_LEAVES_OUT = (
+    "samples beyond the first: --tries is 1 (a rule whose path the model did not take at once is inconclusive)",
+    "the timing witnesses (paired TTFT sessions of the history checks, the preamble checks' timing fallback)",
+    "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
+)
+
 PYTEST_PREFIX = "--hc-"  # the plugin's options: one prefix, so no bare name is added to every pytest session
 CLI_PREFIX = "--"
 
@@ -56,6 +64,8 @@ def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX, files: boo
         help="comma-separated APIs to check: anthropic, chat, responses (default: all)")
     add("--tries", type=int, default=3, metavar="N",
         help="attempts per scenario before a check that needs a model behaviour is inconclusive (default: 3)")
+    add("--quick", action="store_true", default=False,
+        help="a profile for slow endpoints; it leaves out: " + "; ".join(QUICK_LEAVES_OUT))
     add("--timeout", type=float, default=30.0, metavar="SECONDS",
         help="deadline for each request, streams included: a hung or trickling endpoint fails its check "
              "(default: 30)")

@@ -29,6 +29,7 @@ from harnesscheck.conformance import catalog
 from harnesscheck.conformance.options import (
     EMBEDDED_SERVER_ARGS,
     PYTEST_PREFIX,
+    QUICK_LEAVES_OUT,
     add_options,
     embedded_features,
     split_apis,
@@ -242,17 +243,20 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     expect = set(config.getoption("hc_expect"))
     if embedded:  # the embedded server offers every optional feature
         expect |= embedded_features(config.getoption("hc_server_arg"))
+    quick = bool(config.getoption("hc_quick"))
     endpoint = Endpoint(url=url, model=model, api_key=api_key, apis=tuple(split_apis(config.getoption("hc_apis"))),
-                        tries=int(config.getoption("hc_tries")), timeout=timeout, expect=frozenset(expect),
-                        embedded=embedded, server_args=tuple(config.getoption("hc_server_arg")),
-                        witness=config.getoption("hc_witness"))
+                        tries=1 if quick else int(config.getoption("hc_tries")), timeout=timeout,
+                        expect=frozenset(expect), embedded=embedded,
+                        server_args=tuple(config.getoption("hc_server_arg")), witness=config.getoption("hc_witness"),
+                        quick=quick)
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if embedded else url, model=model, apis=list(endpoint.apis),
         server=server_info(url, model, kind="embedded" if embedded else "external", api_key=api_key, timeout=timeout,
                            faults=[a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")]),
         settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
-                  "server_args": list(endpoint.server_args)},
+                  "server_args": list(endpoint.server_args),
+                  **({"quick": list(QUICK_LEAVES_OUT)} if quick else {})},
         secrets=[api_key] if api_key else [])
     config.stash[COLLECTOR] = collector
     try:
@@ -357,7 +361,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     level = check.weight_of(rules) if outcome is Outcome.FAIL else check.level
     result = CheckResult(check=check, outcome=outcome, message=message, duration_s=duration, finding=finding,
                          transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
-                         notes=_notes(attached), started=started,
+                         notes=[*(hc.attached.notes if hc else []), *_notes(attached)], started=started,
                          exercised=catalog.coverage(check, hc.exercised) if hc else {},
                          paths_seen=sorted(hc.exercised) if hc else [])
     collector = item.config.stash[COLLECTOR]

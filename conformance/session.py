@@ -20,17 +20,20 @@ T = TypeVar("T")
 
 class Exchanges(list):  # type: ignore[type-arg]
     """One check's recorded (label, transcript) exchanges, and the paths its answers took (catalog.PATHS):
-    cleared together, so the paths seen are always this check's. `recent` holds what the current try took."""
+    cleared together, so the paths seen are always this check's. `recent` holds what the current try took;
+    `notes` what the check says of how it judged (which witness spoke), shown with its result."""
 
     def __init__(self) -> None:
         super().__init__()
         self.paths: set[str] = set()
         self.recent: set[str] = set()
+        self.notes: list[str] = []
 
     def clear(self) -> None:
         super().clear()
         self.paths.clear()
         self.recent.clear()
+        self.notes.clear()
 
 
 @dataclass(slots=True)
@@ -45,6 +48,7 @@ class Endpoint:
     embedded: bool = False
     server_args: tuple[str, ...] = ()
     witness: str = "auto"  # history checks: auto | tokenize | cache | timing
+    quick: bool = False  # --quick: options.QUICK_LEAVES_OUT says what it leaves out (tries is 1 already)
 
     def headers(self, api: str) -> dict[str, str]:
         return apis.get(api).headers(self.api_key)
@@ -123,12 +127,15 @@ class Session:
             raise Inconclusive(f"endpoint stalled earlier in the run: {self.stalled}", cause="stalled")
 
     def post(self, api: str, path: str, body: Any = None, *, stream: bool = False,
-             headers: dict[str, str] | None = None, content: bytes | None = None, label: str = "") -> Transcript:
+             headers: dict[str, str] | None = None, content: bytes | None = None, label: str = "",
+             first_frames: int | None = None) -> Transcript:
+        """Post and record. ``first_frames``: stop reading a 2xx event stream after that many event frames
+        (acceptance is known at the status line and the first frames; wire.client)."""
         self._refuse_if_stalled()
         merged = {**self.endpoint.headers(api), **(headers or {})}
         call = client.stream_request if stream else client.post_json
         transcript = call(self._url(path), headers=merged, json_body=None if content is not None else body,
-                          content=content, timeout=self.endpoint.timeout, api=api,
+                          content=content, timeout=self.endpoint.timeout, api=api, first_frames=first_frames,
                           read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
         self.attach(label or f"POST {path}", transcript)
         self.note_stall([(label or f"POST {path}", transcript)])
@@ -155,6 +162,10 @@ class Session:
     def exercised(self) -> frozenset[str]:
         """The paths (catalog.PATHS) the current check's answers took, or the check marked."""
         return frozenset(self.attached.paths)
+
+    def note(self, text: str) -> None:
+        """Say how the current check judged (shown in its result's notes), e.g. which witness spoke."""
+        self.attached.notes.append(text)
 
     def saw(self, *paths: str) -> None:
         self.attached.paths.update(paths)

@@ -1,9 +1,13 @@
-"""Model routes: GET /v1/models in the Anthropic shape, /v1/models/{id} with ids that contain '/'
-(raw and percent-encoded, as the SDKs send them), and 404 in shape for an unknown id.
+"""Model routes: GET /v1/models in the Anthropic shape, GET /v1/models/{served id} first (the route a
+harness asks at start-up), then ids that contain '/' (raw and percent-encoded, as the SDKs send them),
+and an unknown model answered 404 in shape, on the retrieve route and on the generation routes.
 
-An endpoint without a GET /v1/models/{id} route at all (vLLM has none: every id gets the web
-framework's bare 404) lacks an optional feature: the slash rules are skipped with that reason, and
-the unknown-model rule is judged on the Messages route instead."""
+An endpoint without a GET /v1/models/{id} route (vLLM has none: every id gets the web framework's
+404; llama.cpp's server answers every unknown route with an OpenAI-shaped 404) fails AN-ROUTE-004,
+which says so; the slash rules are then skipped with that reason. A route-not-found 404 is not a
+model 404: the unknown-model rule is judged on the retrieve route only where the route knows the
+served id, and always on the generation routes (an endpoint that answers any model name with 200
+does not pass)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,10 @@ import pytest
 from harnesscheck.conformance import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.wire.transcript import Transcript
+
+UNKNOWN = "no-such-org/no-such-model-harnesscheck"
+NO_SUCH = "harnesscheck-no-such-model"  # an id without '/' that no endpoint serves
 
 
 def _slash_model(hc: Session) -> str:
@@ -35,16 +43,21 @@ def _api_error_shape(body: object) -> bool:
     return anthropic_shape or openai_shape
 
 
-def _no_retrieve_route(hc: Session, answer: object) -> str | None:
-    """Why the endpoint has no GET /v1/models/{id} route, or None: a bare 404 (not an API error) that
-    an id which cannot exist gets too."""
-    t = answer  # the answer for the real id
-    if getattr(t, "status", None) != 404 or _api_error_shape(t.json_body()):  # type: ignore[attr-defined]
+def _served(hc: Session) -> Transcript:
+    """GET /v1/models/{served id}, the id percent-encoded as the SDKs send it."""
+    return hc.get("anthropic", f"/v1/models/{quote(hc.endpoint.model, safe='')}", label="get the served model")
+
+
+def _no_retrieve_route(hc: Session, served: Transcript) -> str | None:
+    """Why the endpoint has no GET /v1/models/{id} route, or None: the served id gets a 404 whose body
+    is the same as an id that cannot exist gets (the answer does not depend on the id: a route-not-found
+    404, bare or in an API's error shape)."""
+    if served.status != 404:
         return None
-    probe = hc.get("anthropic", "/v1/models/harnesscheck-no-such-model", label="get a model that does not exist")
-    if probe.status == 404 and not _api_error_shape(probe.json_body()) and probe.text_body() == t.text_body():
-        return (f"the endpoint has no GET /v1/models/{{id}} route (every id, with or without '/', gets the same "
-                f"bare 404: {t.text_body()[:80]})")
+    probe = hc.get("anthropic", f"/v1/models/{NO_SUCH}", label="get a model that does not exist")
+    if probe.status == 404 and probe.text_body() == served.text_body():
+        return (f"the endpoint has no GET /v1/models/{{id}} route: the model it serves and an id that cannot "
+                f"exist get the same 404 ({served.text_body()[:100]})")
     return None
 
 
@@ -63,12 +76,27 @@ def test_models_list_anthropic_shape(hc: Session) -> None:
              transcript=t)
 
 
+@pytest.mark.check("AN-ROUTE-004")
+def test_served_model_by_id(hc: Session) -> None:
+    t = _served(hc)
+    if (absent := _no_retrieve_route(hc, t)) is not None:
+        fail(f"{absent}; a harness asks GET /v1/models/{{id}} for its model at start-up (article 1: Claude Code "
+             "got this 404 from Dynamo)", transcript=t)
+    ok_response(t, f"GET /v1/models/{quote(hc.endpoint.model, safe='')} (the served model)")
+    if (t.json_body() or {}).get("id") != hc.endpoint.model:
+        fail(f"the answer's id is not {hc.endpoint.model!r}", transcript=t)
+
+
+def _skip_without_route(hc: Session) -> None:
+    if (absent := _no_retrieve_route(hc, _served(hc))) is not None:
+        skip(f"{absent} (AN-ROUTE-004 reports it)")
+
+
 @pytest.mark.check("AN-ROUTE-002")
 def test_model_by_id_with_raw_slash(hc: Session) -> None:
     model = _slash_model(hc)
+    _skip_without_route(hc)
     t = hc.get("anthropic", f"/v1/models/{model}", label="get model (raw '/')")
-    if (absent := _no_retrieve_route(hc, t)) is not None:
-        skip(absent)
     ok_response(t, f"GET /v1/models/{model}")
     if (t.json_body() or {}).get("id") != model:
         fail(f"the answer's id is not {model!r}", transcript=t)
@@ -77,23 +105,54 @@ def test_model_by_id_with_raw_slash(hc: Session) -> None:
 @pytest.mark.check("AN-ROUTE-003")
 def test_model_by_id_percent_encoded(hc: Session) -> None:
     model = _slash_model(hc)
+    _skip_without_route(hc)
     t = hc.get("anthropic", f"/v1/models/{quote(model, safe='')}", label="get model (%2F)")
-    if (absent := _no_retrieve_route(hc, t)) is not None:
-        skip(absent)
     ok_response(t, f"GET /v1/models/{quote(model, safe='')}")
     if (t.json_body() or {}).get("id") != model:
         fail(f"the answer's id is not {model!r}", transcript=t)
 
 
+def _unknown_model_answer(hc: Session, t: Transcript, where: str) -> None:
+    """An unknown model must get 404 in an API's error shape: a 5xx or a body outside the shapes fails
+    the rule (MUST); a 2xx (any model name served) or another 4xx fails ``AN-ERR-002:generation``
+    (SHOULD: accepting a lenient request breaks no client)."""
+    if t.error or t.status is None:
+        fail(f"{where}: no answer ({t.error_kind}: {t.error})", transcript=t)
+    if t.status >= 500:
+        fail(f"{where}: an unknown model id answered HTTP {t.status}, expected 404", transcript=t)
+    if t.status >= 400 and not _api_error_shape(t.json_body()):
+        fail(f"{where}: the {t.status} body is in neither the Anthropic nor the OpenAI error shape: "
+             f"{t.text_body()[:200]}", transcript=t)
+    if t.status != 404:
+        said = ("was answered HTTP 200: the endpoint serves any model name" if t.ok
+                else f"was answered HTTP {t.status}")
+        fail(f"{where}: an unknown model id {said}; expected 404 not_found", transcript=t,
+             rule="AN-ERR-002:generation")
+
+
 @pytest.mark.check("AN-ERR-002")
 def test_unknown_model_404_in_shape(hc: Session) -> None:
-    t = hc.get("anthropic", "/v1/models/no-such-org/no-such-model-harnesscheck", label="get unknown model")
-    if _no_retrieve_route(hc, t) is not None:  # judge the unknown model where the endpoint takes one
-        body = hc.body("anthropic", "plain_text", stream=False)
-        t = hc.post("anthropic", apis.anthropic.PATH, {**body, "model": "no-such-org/no-such-model-harnesscheck"},
-                    label="message to an unknown model")
-    if t.status != 404:
-        fail(f"unknown model id answered HTTP {t.status}, expected 404", transcript=t)
-    if not _api_error_shape(t.json_body()):
-        fail(f"the 404 body is in neither the Anthropic nor the OpenAI error shape: {t.text_body()[:200]}",
-             transcript=t)
+    served = _served(hc)
+    if served.ok:  # the route knows ids: an unknown one must be its 404, in shape
+        t = hc.get("anthropic", f"/v1/models/{UNKNOWN}", label="get unknown model")
+        if t.status != 404:
+            fail(f"unknown model id answered HTTP {t.status}, expected 404", transcript=t)
+        if not _api_error_shape(t.json_body()):
+            fail(f"the 404 body is in neither the Anthropic nor the OpenAI error shape: {t.text_body()[:200]}",
+                 transcript=t)
+    else:
+        hc.note(f"GET /v1/models/{{id}} not judged: the served model answered HTTP {served.status} there")
+    answers = []
+    for api in hc.endpoint.apis:  # the generation routes: the model a request names must exist
+        module = apis.get(api)
+        body = {**module.first(hc.scenario("plain_text"), UNKNOWN, stream=False),
+                module.MAX_TOKENS_FIELD: module.MIN_OUTPUT_TOKENS}
+        answers.append((f"{module.PATH} with an unknown model",
+                        hc.post(api, module.PATH, body, label=f"{module.PATH} to an unknown model")))
+    for where, t in sorted(answers, key=lambda a: 0 if _broken(a[1]) else 1):  # MUST failures first
+        _unknown_model_answer(hc, t, where)
+
+
+def _broken(t: Transcript) -> bool:
+    """No answer, a 5xx, or an error outside the API shapes (what fails the rule itself)."""
+    return t.status is None or t.status >= 500 or (t.status >= 400 and not _api_error_shape(t.json_body()))

@@ -5,15 +5,20 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
   any, a named tool: rule ``<ID>``), and a forced one is obeyed: required / any makes at least one call
   (``<ID>:forced``), a named tool calls that tool and no other (``<ID>:named``). The prompt asks for no
   tool: forcing is what the endpoint guarantees (guided decoding, Anthropic's prefilled tool use), not
-  what a model may choose, so a forced answer without its call fails, whatever the model; one the
-  output limit cut before any call (a model may reason first) is sampled again, and not exercised if
-  every sample was cut so.
+  what a model may choose, so a forced answer without its call fails, whatever the model and whatever
+  the stop reason: text where the reference requires a call is the server's failure (Anthropic prefills
+  the tool use of a forced choice; OpenAI's required / named choice makes the model call). The one
+  answer that says nothing yet is one the output limit cut in reasoning alone, before any text or call
+  (a model may reason first: vLLM constrains the call only after the reasoning): it is sampled again,
+  and not exercised if every sample was cut so. The three APIs are read alike.
 - ``<P>-TOOLS-002``: tool_choice none makes no call, judged where the same request under auto made one
   (the calculator scenario, asked plainly and sampled up to --tries times); else not exercised.
 - ``<P>-TOOLS-003``: parallel tool use off (Anthropic ``disable_parallel_tool_use``, OpenAI
   ``parallel_tool_calls: false``) makes at most one call, judged where the same request made two.
 - ``<P>-TOOLS-004``: a strict tool's arguments validate against its JSON schema (strict-mode schemas,
-  sampled until a call is made).
+  sampled until a complete call is made). A call the output limit cut (the answer's stop reason says
+  so and the call is its last part) is judged by the cut-call rules (TOOLS-005) only: the references
+  let the limit truncate an answer, a call's arguments included.
 - ``<P>-TOOLS-005``: a forced call cut off by a small output limit, streamed and not: where the answer
   reached the limit its stop reason says so (max_tokens / length / incomplete, rule ``<ID>``), and the
   cut call is a structured call or absent, never tool-call markup as text (``<ID>:markup``). An answer
@@ -90,17 +95,42 @@ def _names(calls: list[ToolCall]) -> str:
 
 # -- <P>-TOOLS-001: every mode accepted, forced modes obeyed ------------------------------------------
 
+def _cut_in_reasoning(api: str, answer: dict[str, Any]) -> bool:
+    """The output limit cut the answer while it was reasoning: no text and no call began, reasoning did."""
+    module = apis.get(api)
+    kinds = {kind for kind, text in module.parts(answer) if text}
+    return module.stop_reason(answer) == module.LENGTH_STOP and kinds == {"reasoning"}
+
+
+def cut_call(api: str, answer: dict[str, Any], calls: list[ToolCall]) -> ToolCall | None:
+    """The call the output limit cut, if any: the answer stopped at its limit and the call is its last
+    part (what follows a call was said after it, so that call was complete). None otherwise."""
+    module = apis.get(api)
+    if not calls or module.stop_reason(answer) != module.LENGTH_STOP:
+        return None
+    kinds = [kind for kind, _ in module.parts(answer)]
+    return calls[-1] if kinds and kinds[-1] == "tool_call" else None
+
+
 def _forced(hc: Session, api: str, body: dict[str, Any],
             label: str) -> tuple[Transcript, list[ToolCall]] | None:
-    """A forced request, sampled again (up to --tries times) while the output limit cut its answer before
-    any call (a model may reason first: vLLM constrains the call only after the reasoning); None when
-    every answer was cut so. Every answer is judged by the caller's rule only once one ended on its own."""
-    module = apis.get(api)
+    """A forced request, sampled again (up to --tries times) while the output limit cut its answer in
+    reasoning alone (before any text or call: a model may reason first); None when every answer was
+    cut so. Any other answer is the one the caller judges: a call, or text where a call was required."""
     for n in range(max(1, hc.endpoint.tries)):
         transcript, calls = _post(hc, api, body, f"{label} (try {n + 1})" if n else label)
-        if calls or module.stop_reason(_answer(api, transcript)) != module.LENGTH_STOP:
+        if calls or not _cut_in_reasoning(api, _answer(api, transcript)):
             return transcript, calls
     return None
+
+
+def _said(api: str, transcript: Transcript) -> str:
+    """What a forced answer without its call said instead, in a few words: its text, its stop reason."""
+    module = apis.get(api)
+    answer = _answer(api, transcript)
+    text = " ".join(t for kind, t in module.parts(answer) if kind == "text" and t).strip()
+    what = f"text {text[:80]!r}" if text else "no text and no call"
+    return f"{what} (stop reason {module.stop_reason(answer)!r})"
 
 
 @pytest.mark.parametrize("api", _params("001"))
@@ -122,14 +152,15 @@ def test_tool_choice_modes(hc: Session, api: str) -> None:
             continue
         transcript, calls = answered
         if mode == "required" and not calls:
-            fail(f"{label} (a call is required) was answered without a tool call", transcript=transcript,
-                 rule=f"{check_id}:forced")
+            fail(f"{label} (a call is required) was answered without a tool call: {_said(api, transcript)}",
+                 transcript=transcript, rule=f"{check_id}:forced")
         if mode == "named" and (not calls or any(c.name != name for c in calls)):
-            fail(f"{label} forces a call of {name}; the answer called: {_names(calls)}",
+            said = f"; it said {_said(api, transcript)}" if not calls else ""
+            fail(f"{label} forces a call of {name}; the answer called: {_names(calls)}{said}",
                  transcript=transcript, rule=f"{check_id}:named")
     if cut:
-        inconclusive(f"not exercised: the output limit cut every answer to {' and '.join(cut)} before a call "
-                     f"({max(1, hc.endpoint.tries)} tries; the model may have spent it reasoning)")
+        inconclusive(f"not exercised: the output limit cut every answer to {' and '.join(cut)} while the model "
+                     f"was still reasoning, before any text or call ({max(1, hc.endpoint.tries)} tries)")
 
 
 # -- <P>-TOOLS-002: none makes no call ----------------------------------------------------------------
@@ -175,16 +206,15 @@ def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body(api, "calculator", stream=False)
     body["tools"], schemas = _strict_tools(api, scenario)
-
-    tries: list[tuple[Transcript, list[ToolCall]]] = []
-
-    def attempt() -> None:
-        label = f"calculator with strict tools (try {len(tries) + 1})"
-        tries.append(_post(hc, api, copy.deepcopy(body), label))
-
-    hc.until_taken((catalog.TOOL_USE,), attempt)
-    for transcript, calls in tries:  # every try is judged
+    complete = cut = 0  # calls judged; calls the output limit cut (TOOLS-005's, not judged here)
+    for n in range(max(1, hc.endpoint.tries)):  # sampled again only while no complete call came
+        transcript, calls = _post(hc, api, copy.deepcopy(body), f"calculator with strict tools (try {n + 1})")
+        truncated = cut_call(api, _answer(api, transcript), calls)
         for call in calls:
+            if call is truncated:
+                cut += 1
+                continue
+            complete += 1
             schema = schemas.get(call.name)
             if schema is None:
                 fail(f"a strict call names {call.name!r}, a tool the request does not declare",
@@ -196,6 +226,11 @@ def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
                        else f"not JSON ({problem})")
                 fail(f"the arguments of strict call {call.name} do not follow its schema: {why}; arguments "
                      f"{call.arguments[:200]}", transcript=transcript)
+        if complete:
+            break
+    if not complete and cut:
+        inconclusive(f"not exercised: every strict call ({cut}) was cut by the output limit "
+                     f"({max(1, hc.endpoint.tries)} tries); a cut call is judged by {_check_id(api, '005')}")
     hc.require_exercised(_check_id(api, "004"))
 
 

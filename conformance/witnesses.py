@@ -10,7 +10,11 @@ prompt. Strongest first; `--witness` forces one, `auto` takes the strongest the 
    paired Wilcoxon test shows the rewrite is slower, so prefix reuse is measurable at all).
 
 A witness that cannot be used raises WitnessUnavailable; the check then tries the next one (auto)
-or is skipped (forced), saying why.
+or is skipped (forced), saying why. A witness proves it works before it testifies: the tokenize
+witness is used only after the route tokenized a known non-empty conversation in the chat form into
+a non-empty list of ids and /detokenize gave text holding it back (a route that takes another form,
+e.g. `{"content": ...}`, answers the chat form with no tokens: no witness). The result's notes say
+which witness spoke (and why the stronger ones could not).
 
 The interleaved-history checks judge two cases. First the kit's own turn: the kit builds
 r0 t0 r1 t1 from the scenario's script, with the tool results, as a resumed session sends it back
@@ -100,25 +104,75 @@ def _second(hc: Session, api: str, body: dict[str, Any], *, label: str, max_toke
 
 # -- witnesses -------------------------------------------------------------------------------------
 
+PROBE_TEXT = "Witness probe: 15 * 23 = 345, and the word harnesscheck."
+_PROVEN: dict[tuple[str, str], tuple[str, str]] = {}  # (url, model) -> (prefix, "") or ("", why not)
+
+
+def _tokens(t: Transcript) -> list[int] | None:
+    """The token ids of a tokenize answer, or None when it holds no non-empty list of integers."""
+    tokens = (t.json_body() or {}).get("tokens") if isinstance(t.json_body(), dict) else None
+    ok = isinstance(tokens, list) and tokens and all(isinstance(x, int) and not isinstance(x, bool) for x in tokens)
+    return tokens if ok else None
+
+
+def _detokenized(hc: Session, prefix: str, tokens: list[int], label: str) -> Transcript:
+    return hc.post("chat", f"{prefix}/detokenize", {"model": hc.endpoint.model, "tokens": tokens}, label=label)
+
+
+def tokenize_route(hc: Session) -> str:
+    """The prefix ("/v1" or "") whose chat-form /tokenize proved it works: a known non-empty conversation
+    became a non-empty list of ids and /detokenize gave text holding it back. WitnessUnavailable, with
+    what the route answered, otherwise. Proven once per endpoint and model."""
+    key = (hc.endpoint.url, hc.endpoint.model)
+    if key not in _PROVEN:
+        _PROVEN[key] = _prove(hc)
+    prefix, why = _PROVEN[key]
+    if why:
+        raise WitnessUnavailable(why)
+    return prefix
+
+
+def _prove(hc: Session) -> tuple[str, str]:
+    payload = {"model": hc.endpoint.model, "messages": [{"role": "user", "content": PROBE_TEXT}],
+               "add_generation_prompt": True}
+    for prefix in TOKENIZE_PREFIXES:  # vLLM serves /tokenize without /v1
+        where = f"{prefix}/tokenize"
+        t = hc.post("chat", where, payload, label=f"tokenize witness probe (chat form, {where})")
+        if t.status in (404, 405):
+            continue
+        if not t.ok:
+            return "", f"chat-form {where} refused a known conversation: HTTP {t.status} {t.text_body()[:120]}"
+        tokens = _tokens(t)
+        if tokens is None:
+            return "", (f"{where} answered the chat form of a non-empty conversation with no token ids "
+                        f"({t.text_body()[:120]}): it does not speak that form")
+        back = _detokenized(hc, prefix, tokens, f"tokenize witness probe (detokenize, {prefix or 'no /v1'})")
+        if back.status in (404, 405):
+            return "", f"the endpoint offers {where} but no {prefix}/detokenize"
+        text = (back.json_body() or {}).get("prompt") if isinstance(back.json_body(), dict) else None
+        if not back.ok or not isinstance(text, str) or PROBE_TEXT not in text:
+            return "", (f"{prefix}/detokenize did not give the probe conversation back (HTTP {back.status}: "
+                        f"{back.text_body()[:120]})")
+        return prefix, ""
+    return "", "the endpoint offers no chat-form /v1/tokenize or /tokenize"
+
+
 def _rendered(hc: Session, api: str, body: dict[str, Any], *, add_generation_prompt: bool) -> str:
+    prefix = tokenize_route(hc)
     payload: dict[str, Any] = {"model": hc.endpoint.model, "add_generation_prompt": add_generation_prompt,
                                "tools": body.get("tools")}
     if _thinking_asked(body):  # the template renders as the request would (vLLM's chat_template_kwargs)
         payload["chat_template_kwargs"] = {"enable_thinking": True}
     payload.update(apis.get(api).tokenize_fields(body))
-    for prefix in TOKENIZE_PREFIXES:  # vLLM serves /tokenize without /v1
-        t = hc.post("chat", f"{prefix}/tokenize", payload, label=f"tokenize (chat form, {prefix or 'no /v1'})")
-        if t.status not in (404, 405):
-            break
-    else:
-        raise WitnessUnavailable("the endpoint offers no chat-form /v1/tokenize or /tokenize")
+    t = hc.post("chat", f"{prefix}/tokenize", payload, label=f"tokenize (chat form, {prefix or 'no /v1'})")
     if t.status == 400:
         raise WitnessUnavailable(f"chat-form {prefix}/tokenize refused this history shape: {t.text_body()[:160]}")
     ok_response(t, "tokenize")
-    back = hc.post("chat", f"{prefix}/detokenize", {"model": hc.endpoint.model,
-                                                    "tokens": (t.json_body() or {})["tokens"]}, label="detokenize")
-    if back.status in (404, 405):
-        raise WitnessUnavailable(f"the endpoint offers {prefix}/tokenize but no {prefix}/detokenize")
+    tokens = _tokens(t)
+    if tokens is None:
+        raise WitnessUnavailable(f"chat-form {prefix}/tokenize gave no token ids for this history: "
+                                 f"{t.text_body()[:160]}")
+    back = _detokenized(hc, prefix, tokens, "detokenize")
     ok_response(back, "detokenize")
     return (back.json_body() or {}).get("prompt", "")
 
@@ -208,11 +262,16 @@ def judge(hc: Session, api: str, scenario: str, turn1: Turn1, *, witnesses: tupl
         if name not in witnesses or name not in runners:
             reasons.append(f"{name}: this case has no {name} witness")
             continue
+        if name == "timing" and hc.endpoint.quick:
+            reasons.append("timing: left out by --quick")
+            continue
         try:
             runners[name](hc, api, scenario, turn1)
-            return name, reasons
         except WitnessUnavailable as why:
             reasons.append(f"{name}: {why}")
+            continue
+        hc.note(f"{scenario}: the {name} witness spoke" + (f" ({'; '.join(reasons)})" if reasons else ""))
+        return name, reasons
     return "", reasons
 
 

@@ -146,6 +146,12 @@ class _Recording:
         if time.monotonic_ns() >= self.deadline_ns:
             raise _Deadline()
 
+    def has_first_frames(self, wanted: int | None) -> bool:
+        """The answer is a 2xx event stream holding at least ``wanted`` event frames."""
+        if wanted is None or not self._sse or not 200 <= (self.t.status or 0) < 300:
+            return False
+        return sum(1 for f in self.t.frames if f.kind == "event") >= wanted
+
     def _add_frames(self, frames: list[SSEFrame]) -> None:
         if not frames:
             return
@@ -265,6 +271,7 @@ class RequestOptions(TypedDict, total=False):
     max_frame_bytes: int
     max_body_bytes: int
     secret_headers: Iterable[str]
+    first_frames: int | None
 
 
 @dataclass(frozen=True)
@@ -283,6 +290,9 @@ class _Request:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     secret_headers: Iterable[str] = ()
+    # Stop reading a 2xx event stream once it holds this many event frames (an acceptance is known at the
+    # status line and the first frames: a slow or endless answer cannot hide it). None: read to the end.
+    first_frames: int | None = None
 
 
 _STREAM: dict[str, Any] = {"expect_stream": True, "method": "POST", "timeout": 60.0}
@@ -322,6 +332,8 @@ def _exchange(req: _Request, client: httpx.Client | None) -> Transcript:
             rec.on_headers(resp)
             for chunk in resp.iter_bytes():
                 rec.on_chunk(chunk)
+                if rec.has_first_frames(req.first_frames):
+                    break  # closing the stream ends the exchange: what came is the transcript
         if guard.fired:  # a close-delimited body just ends when its socket is shut down
             raise _Deadline()
     except _RECOVERABLE as exc:
@@ -385,6 +397,8 @@ async def _aexchange(req: _Request, client: httpx.AsyncClient | None) -> Transcr
             rec.on_headers(resp)
             async for chunk in resp.aiter_bytes():
                 rec.on_chunk(chunk)
+                if rec.has_first_frames(req.first_frames):
+                    break
 
     try:
         await asyncio.wait_for(run(), timeout=req.timeout)

@@ -1,5 +1,5 @@
-"""A small independent endpoint (Anthropic Messages and Chat Completions, `/tokenize` without `/v1`
-as vLLM serves it), written apart from the reference server, whose "model" behaves like a real
+"""A small independent endpoint (Anthropic Messages, Chat Completions and Responses, `/tokenize` without
+`/v1` as vLLM serves it), written apart from the reference server, whose "model" behaves like a real
 small model: it interleaves reasoning and tool calls, or makes two calls in one turn, only when
 the user asks for it plainly ("in this one turn"), and with `--one-in N` only on every Nth such ask.
 Otherwise it thinks once and makes one call (when the user names a tool) or answers in text.
@@ -20,10 +20,30 @@ earlier prompt plus its output. `--mode` plants one history or stream bug:
 - buffer-tool-calls: streamed tool calls are held back to the end of the turn (after the reasoning
   and text the model said after them); non-streamed answers keep the model's order.
 
+`--mode` takes a comma-separated list: one of the modes above, plus any of these behaviours of the
+real serving stacks issue 36 met (a small verbose model behind a C++ server), none of them a bug the
+references forbid unless said:
+
+- verbose: the model reasons briefly and seldom ends a turn: after its answer it calls the same tool again (or says more)
+  until the request's output limit cuts it, so the last call is cut mid-arguments after complete
+  ones (stop max_tokens / length / incomplete); parallel tool use off still stops after one call;
+- history-500: a history whose tool call's arguments are not JSON (a cut call replayed) is answered
+  HTTP 500 (a bug: a client's mistake must be a 4xx);
+- tokenize-content: /tokenize takes llama.cpp's `{"content": ...}` and answers `{"tokens": []}` to any
+  other form (the chat form included); /detokenize answers `{"content": ...}`;
+- real-header-cache: the prefix cache normalises Claude Code 2.1.197's billing header
+  (`cc_version=X.Y.Z.<3 hex>; cc_entrypoint=...;`, with or without a five-character `cch`) before
+  matching, and no other form of it (the older `cch=<12 hex>==` stamp still defeats reuse);
+- forced-text: a forced or named tool_choice is answered with plain text (a bug in every API);
+  otherwise forced choices are obeyed (guided decoding: the call and nothing else) and `none` makes
+  no call;
+- openai-404: a route the server does not have answers 404 in OpenAI's error shape (as llama.cpp's
+  server does); it never has GET /v1/models/{id} and serves any model name.
+
 Streams otherwise carry the parts in the model's order (Chat too: reasoning, tool-call and content
 deltas as they were generated).
 
-    python -m tests.conformance.plain_model_server --port P [--mode M] [--one-in N]
+    python -m tests.conformance.plain_model_server --port P [--mode M[,BEHAVIOUR...]] [--one-in N]
 """
 
 from __future__ import annotations
@@ -49,6 +69,10 @@ from starlette.routing import Route
 MODEL = "plain/tiny-model"
 MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling",
          "buffer-tool-calls")
+BEHAVIOURS = ("verbose", "history-500", "tokenize-content", "real-header-cache", "forced-text", "openai-404")
+# Claude Code 2.1.197's header (what real-header-cache normalises), and no other form
+REAL_HEADER = re.compile(r"x-anthropic-billing-header: cc_version=\d+\.\d+\.\d+\.[0-9a-f]{3}; "
+                         r"cc_entrypoint=[\w-]+;(?: cch=[0-9a-f]{5};)?")
 BLOCK = 16
 ASK = "in this one turn"
 
@@ -60,6 +84,11 @@ class Part:
     name: str = ""
     arguments: str = "{}"
     call_id: str = ""
+    cut: bool = False  # a call the output limit cut: its arguments are the start of a JSON text
+
+
+class BadHistory(Exception):
+    """A history the server fails on (history-500): a tool call's arguments are not a JSON object."""
 
 
 @dataclass
@@ -99,13 +128,57 @@ def parse(messages: list[dict[str, Any]], system: Any = None) -> list[Message]:
             elif kind == "text" and b.get("text"):
                 parts.append(Part("text", b["text"]))
             elif kind == "tool_use":
+                if not isinstance(b.get("input", {}), dict):
+                    raise BadHistory(f"tool_use input {b.get('input')!r}")
                 parts.append(Part("call", name=b["name"], arguments=json.dumps(b.get("input", {})), call_id=b["id"]))
             elif kind == "tool_result":
                 parts.append(Part("result", _text(b.get("content")), call_id=b.get("tool_use_id", "")))
         for c in m.get("tool_calls") or []:
-            parts.append(Part("call", name=c["function"]["name"], arguments=c["function"].get("arguments") or "{}",
+            parts.append(Part("call", name=c["function"]["name"], arguments=_json_object(c["function"].get("arguments")),
                               call_id=c.get("id", "")))
         out.append(Message("user" if role == "user" else "assistant", parts))
+    return out
+
+
+def _json_object(arguments: Any) -> str:
+    """A history call's arguments, which must be a JSON object's text (else BadHistory)."""
+    try:
+        if isinstance(json.loads(arguments or "{}"), dict):
+            return arguments or "{}"
+    except (TypeError, ValueError):
+        pass
+    raise BadHistory(f"arguments {arguments!r}")
+
+
+def parse_input(body: dict[str, Any]) -> list[Message]:
+    """A Responses request's instructions and input items as one conversation."""
+    out: list[Message] = [Message("system", [Part("text", body["instructions"])])] if body.get("instructions") else []
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items or []:
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            content = item.get("content")
+            text = content if isinstance(content, str) else "".join(
+                c.get("text", "") for c in content or [] if isinstance(c, dict))
+            if role in ("system", "developer"):
+                out.append(Message("system", [Part("text", text)]))
+            else:
+                out.append(Message("user" if role == "user" else "assistant", [Part("text", text)]))
+            continue
+        if kind == "function_call_output":
+            out.append(Message("user", [Part("result", str(item.get("output")), call_id=item.get("call_id", ""))]))
+            continue
+        if not out or out[-1].role != "assistant":
+            out.append(Message("assistant"))
+        if kind == "reasoning":
+            text = " ".join(s.get("text", "") for s in item.get("summary") or item.get("content") or [])
+            out[-1].parts.append(Part("reasoning", text))
+        elif kind == "function_call":
+            out[-1].parts.append(Part("call", name=item.get("name", ""), arguments=_json_object(item.get("arguments")),
+                                      call_id=item.get("call_id", "")))
     return out
 
 
@@ -154,13 +227,14 @@ class Model:
         self.one_in = one_in
         self.asks = {"interleave": itertools.count(1), "parallel": itertools.count(1)}
 
-    def answer(self, messages: list[Message], tools: list[str]) -> list[Part]:
+    def answer(self, messages: list[Message], tools: dict[str, dict[str, Any]]) -> list[Part]:
         last = messages[-1] if messages else Message("user")
         if any(p.kind == "result" for p in last.parts) or last.role != "user":
             return [Part("reasoning", "The tool output answers the question, so I can reply now."),
                     Part("text", "Done: the tool output shows the cause.")]
         text = " ".join(p.text for p in last.parts if p.kind == "text")
-        named = sorted((t for t in tools if t in text), key=text.index) or tools[:1]
+        named = sorted((t for t in tools if t in text), key=text.index) or list(tools)[:1]
+        self.schemas = tools
         think = "Let me think about what the user wants before I act. " * 3
         lower = text.lower()
         if ASK in lower and named and ("think" in lower or "reason" in lower) and "twice" not in lower:
@@ -181,11 +255,22 @@ class Model:
     def _takes(self, kind: str) -> bool:
         return next(self.asks[kind]) % self.one_in == 0
 
-    @staticmethod
-    def _call(name: str, text: str, n: int) -> Part:
-        files = re.findall(r"[\w/-]+\.\w+", text) or ["x"]
-        return Part("call", name=name, arguments=json.dumps({"value": files[min(n, len(files) - 1)]}),
-                    call_id=f"call_{uuid.uuid4().hex[:12]}")
+    def _call(self, name: str, text: str, n: int) -> Part:
+        return call(name, text, n, getattr(self, "schemas", {}).get(name) or {})
+
+
+def call(name: str, text: str, n: int, schema: dict[str, Any]) -> Part:
+    """A call of `name` whose arguments follow the tool's schema (a file named in the text for a string)."""
+    files = re.findall(r"[\w/-]+\.\w+", text) or ["x"]
+    value = files[min(n, len(files) - 1)]
+    props = schema.get("properties") or {}
+    if not props:
+        args: dict[str, Any] = {"value": value}
+    else:
+        fill = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
+        args = {k: (p["enum"][0] if p.get("enum") else fill.get(p.get("type"), value))
+                for k, p in props.items() if k in (schema.get("required") or props)}
+    return Part("call", name=name, arguments=json.dumps(args), call_id=f"call_{uuid.uuid4().hex[:12]}")
 
 
 class Cache:
@@ -230,19 +315,47 @@ def _sampled(part: Part) -> Part:
 
 
 def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
+    flags = set(mode.split(","))
+    unknown = flags - set(MODES) - set(BEHAVIOURS)
+    if unknown:
+        raise ValueError(f"unknown mode {sorted(unknown)}")
+    mode = next((m for m in MODES if m in flags), "clean")  # the one history or stream bug
     model, cache = Model(one_in), Cache()
     history_mode = {"flatten-history": "flatten", "drop-agent-reasoning": "drop-agent-reasoning"}.get(mode, "")
     tokenize_mode = "flatten" if mode == "flatten-tokenize" else history_mode
 
-    def generate(messages: list[Message], tools: list[str]) -> tuple[list[Part], dict[str, int]]:
+    def cache_key(prompt: str) -> str:
+        if "real-header-cache" in flags:
+            return REAL_HEADER.sub("x-anthropic-billing-header: (normalised)", prompt)
+        return prompt
+
+    def generate(messages: list[Message], tools: dict[str, dict[str, Any]], *, choice: str = "auto",
+                 parallel: bool = True, limit: int | None = None) -> tuple[list[Part], dict[str, int], bool]:
+        """The answer's parts, its usage, and whether the output limit cut it."""
         prompt = render(messages, history_mode)
         parts = model.answer(messages, tools)
+        text = " ".join(p.text for p in (messages[-1].parts if messages else []) if p.kind == "text")
+        if choice == "none":
+            parts = [p for p in parts if p.kind != "call"] or [Part("text", "No tool is needed here.")]
+        elif choice != "auto" and tools:  # forced: guided decoding writes the call and nothing else
+            if "forced-text" in flags:
+                parts = [Part("text", "The weather and the time are both pleasant today, as far as I know.")]
+            else:
+                name = choice if choice in tools else next((p.name for p in parts if p.kind == "call"), list(tools)[0])
+                parts = [call(name, text, 0, tools[name])]
+        if not parallel:
+            first = next((i for i, p in enumerate(parts) if p.kind == "call"), None)
+            parts = parts if first is None else parts[:first + 1]
+        cut = False
+        if "verbose" in flags and limit is not None and (parallel or not any(p.kind == "call" for p in parts)):
+            parts, cut = _verbose(parts, limit)
         if mode == "sampling":
             parts = [_sampled(p) for p in parts]
         output = render_assistant(parts)
-        cached = cache.hit(prompt)
-        cache.store(prompt, prompt + output)
-        return parts, {"prompt": len(prompt), "cached": cached, "output": len(output)}
+        cached = cache.hit(cache_key(prompt))
+        cache.store(cache_key(prompt), cache_key(prompt + output))
+        used = min(len(output), limit) if cut and limit else len(output)
+        return parts, {"prompt": len(prompt), "cached": cached, "output": used}, cut
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0,
@@ -250,29 +363,37 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
 
     async def messages_route(request: Request) -> Response:
         body = await request.json()
-        tools = [t["name"] for t in body.get("tools") or []]
-        parts, usage = generate(parse(body["messages"], body.get("system")), tools)
+        tools = {t["name"]: t.get("input_schema") or {} for t in body.get("tools") or []}
+        tc = body.get("tool_choice") or {}
+        choice = {"any": "any", "none": "none", "tool": tc.get("name", "any")}.get(tc.get("type"), "auto")
+        parts, usage, cut = generate(parse(body["messages"], body.get("system")), tools, choice=choice,
+                                     parallel=not tc.get("disable_parallel_tool_use"), limit=body.get("max_tokens"))
         if (body.get("thinking") or {}).get("type") == "disabled":
             parts = [p for p in parts if p.kind != "reasoning"]
-        stop = "tool_use" if any(p.kind == "call" for p in parts) else "end_turn"
+        stop = "max_tokens" if cut else "tool_use" if any(p.kind == "call" for p in parts) else "end_turn"
         u = {"input_tokens": usage["prompt"] - usage["cached"], "cache_read_input_tokens": usage["cached"],
              "cache_creation_input_tokens": 0, "output_tokens": usage["output"]}
         msg_id = f"msg_{uuid.uuid4().hex[:16]}"
         if not body.get("stream"):
+            content = [{k: v for k, v in _an_block(p).items() if k != "_partial"} for p in parts]
             return JSONResponse({"id": msg_id, "type": "message", "role": "assistant", "model": MODEL,
-                                 "content": [_an_block(p) for p in parts], "stop_reason": stop, "stop_sequence": None,
-                                 "usage": u})
+                                 "content": content, "stop_reason": stop, "stop_sequence": None, "usage": u})
         blocks = [_an_block(p) for p in _streamed(parts, mode)]
         return StreamingResponse(_an_stream(msg_id, blocks, stop, u, mode), media_type="text/event-stream")
 
     async def chat_route(request: Request) -> Response:
         body = await request.json()
-        tools = [t["function"]["name"] for t in body.get("tools") or []]
-        parts, usage = generate(parse(body["messages"]), tools)
+        tools = {t["function"]["name"]: t["function"].get("parameters") or {} for t in body.get("tools") or []}
+        tc = body.get("tool_choice") or "auto"
+        choice = tc if isinstance(tc, str) and tc in ("none", "auto") else "any" if tc == "required" else \
+            ((tc.get("function") or {}).get("name") or "any") if isinstance(tc, dict) else "auto"
+        parts, usage, cut = generate(parse(body["messages"]), tools, choice=choice,
+                                     parallel=body.get("parallel_tool_calls") is not False,
+                                     limit=body.get("max_completion_tokens") or body.get("max_tokens"))
         calls = [p for p in parts if p.kind == "call"]
         reasoning = " ".join(p.text for p in parts if p.kind == "reasoning") or None
         content = "".join(p.text for p in parts if p.kind == "text") or None
-        finish = "tool_calls" if calls else "stop"
+        finish = "length" if cut else "tool_calls" if calls else "stop"
         u = {"prompt_tokens": usage["prompt"], "completion_tokens": usage["output"],
              "total_tokens": usage["prompt"] + usage["output"], "prompt_tokens_details": {"cached_tokens": usage["cached"]}}
         cid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
@@ -286,8 +407,25 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
         return StreamingResponse(_chat_stream(cid, created, _streamed(parts, mode), finish, usage_chunk, mode),
                                  media_type="text/event-stream")
 
+    async def responses_route(request: Request) -> Response:
+        body = await request.json()
+        tools = {t["name"]: t.get("parameters") or {} for t in body.get("tools") or [] if t.get("type") == "function"}
+        tc = body.get("tool_choice") or "auto"
+        choice = tc if isinstance(tc, str) and tc in ("none", "auto") else "any" if tc == "required" else \
+            (tc.get("name") or "any") if isinstance(tc, dict) else "auto"
+        parts, usage, cut = generate(parse_input(body), tools, choice=choice,
+                                     parallel=body.get("parallel_tool_calls") is not False,
+                                     limit=body.get("max_output_tokens"))
+        response = _response(parts, usage, cut)
+        if not body.get("stream"):
+            return JSONResponse(response)
+        return StreamingResponse(_rs_stream(response), media_type="text/event-stream")
+
     async def tokenize_route(request: Request) -> Response:
         body = await request.json()
+        if "tokenize-content" in flags:  # llama.cpp's dialect: content only, no count
+            text = body.get("content") if isinstance(body.get("content"), str) else ""
+            return JSONResponse({"tokens": [ord(c) for c in text]})
         if "messages" in body:
             text = render(parse(body["messages"], body.get("system")), tokenize_mode,
                           generation_prompt=bool(body.get("add_generation_prompt", True)))
@@ -301,12 +439,116 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
 
     async def detokenize_route(request: Request) -> Response:
         body = await request.json()
-        return JSONResponse({"prompt": "".join(chr(t) for t in body.get("tokens") or [])})
+        text = "".join(chr(t) for t in body.get("tokens") or [])
+        return JSONResponse({"content": text} if "tokenize-content" in flags else {"prompt": text})
+
+    async def bad_history(request: Request, exc: Exception) -> Response:
+        if "history-500" in flags:
+            return Response("Internal Server Error", status_code=500, media_type="text/plain")
+        return JSONResponse({"error": {"message": f"invalid history: {exc}", "type": "invalid_request_error",
+                                       "param": None, "code": None}}, status_code=400)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        if "openai-404" in flags:
+            return JSONResponse({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+                                status_code=404)
+        return Response("Not Found", status_code=404, media_type="text/plain")
 
     return Starlette(routes=[Route("/v1/models", models), Route("/v1/messages", messages_route, methods=["POST"]),
                              Route("/v1/chat/completions", chat_route, methods=["POST"]),
+                             Route("/v1/responses", responses_route, methods=["POST"]),
                              Route("/tokenize", tokenize_route, methods=["POST"]),
-                             Route("/detokenize", detokenize_route, methods=["POST"])])
+                             Route("/detokenize", detokenize_route, methods=["POST"])],
+                     exception_handlers={BadHistory: bad_history, 404: not_found})
+
+
+def _size(p: Part) -> int:
+    """A part's output tokens (one a character, as the template renders it)."""
+    return len(render_assistant([p])) - len("<|end|>\n")
+
+
+def _verbose(parts: list[Part], limit: int) -> tuple[list[Part], bool]:
+    """The answer of a model that seldom ends: it goes on (the last call again, or more text) until the
+    output limit cuts it; the part the limit falls in is cut, a call before its name is dropped."""
+    parts = [Part(p.kind, p.text[:24]) if p.kind == "reasoning" else p for p in parts]  # a small model: brief
+    last = next((p for p in reversed(parts) if p.kind == "call"), None)
+    while sum(_size(p) for p in parts) <= limit:
+        parts.append(Part("call", name=last.name, arguments=last.arguments, call_id=f"call_{uuid.uuid4().hex[:12]}")
+                     if last else Part("text", "And there is more to say about it. "))
+    out, used = [], 0
+    for p in parts:
+        if used + _size(p) <= limit:
+            out.append(p)
+            used += _size(p)
+            continue
+        room = limit - used
+        if p.kind == "call":
+            head = len(f'<tool_call>{{"name": "{p.name}", "arguments": ')  # the name is known from here on
+            if room > head:
+                out.append(Part("call", name=p.name, arguments=p.arguments[:room - head], call_id=p.call_id, cut=True))
+        elif room > 0:
+            out.append(Part(p.kind, p.text[:room]))
+        break
+    return out, True
+
+
+def _response(parts: list[Part], usage: dict[str, int], cut: bool) -> dict[str, Any]:
+    """The Responses answer: reasoning, function_call and message items in the model's order."""
+    output: list[dict[str, Any]] = []
+    for p in parts:
+        item_id = f"{p.kind[:2]}_{uuid.uuid4().hex[:12]}"
+        if p.kind == "reasoning":
+            output.append({"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": p.text}]})
+        elif p.kind == "call":
+            output.append({"type": "function_call", "id": item_id, "call_id": p.call_id, "name": p.name,
+                           "arguments": p.arguments, "status": "incomplete" if p.cut else "completed"})
+        else:
+            output.append({"type": "message", "id": item_id, "role": "assistant", "status": "completed",
+                           "content": [{"type": "output_text", "text": p.text, "annotations": []}]})
+    return {"id": f"resp_{uuid.uuid4().hex[:16]}", "object": "response", "created_at": int(time.time()),
+            "model": MODEL, "status": "incomplete" if cut else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "output": output,
+            "usage": {"input_tokens": usage["prompt"], "output_tokens": usage["output"],
+                      "total_tokens": usage["prompt"] + usage["output"],
+                      "input_tokens_details": {"cached_tokens": usage["cached"]},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def _rs_stream(response: dict[str, Any]) -> Iterator[bytes]:
+    seq = itertools.count()
+
+    def event(data: dict[str, Any]) -> bytes:
+        data = {**data, "sequence_number": next(seq)}
+        return _sse(data["type"], data)
+
+    opening = {**response, "status": "in_progress", "output": [], "incomplete_details": None}
+    yield event({"type": "response.created", "response": opening})
+    yield event({"type": "response.in_progress", "response": opening})
+    for n, item in enumerate(response["output"]):
+        yield event({"type": "response.output_item.added", "output_index": n,
+                     "item": {**item, "arguments": ""} if item["type"] == "function_call" else
+                     {**item, "content": []} if item["type"] == "message" else item})
+        if item["type"] == "function_call":
+            for piece in _pieces(item["arguments"], 5):
+                yield event({"type": "response.function_call_arguments.delta", "item_id": item["id"],
+                             "output_index": n, "delta": piece})
+            yield event({"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": n,
+                         "arguments": item["arguments"]})
+        elif item["type"] == "message":
+            text = item["content"][0]["text"]
+            part = {"type": "output_text", "text": "", "annotations": []}
+            yield event({"type": "response.content_part.added", "item_id": item["id"], "output_index": n,
+                         "content_index": 0, "part": part})
+            for piece in _pieces(text):
+                yield event({"type": "response.output_text.delta", "item_id": item["id"], "output_index": n,
+                             "content_index": 0, "delta": piece})
+            yield event({"type": "response.output_text.done", "item_id": item["id"], "output_index": n,
+                         "content_index": 0, "text": text})
+            yield event({"type": "response.content_part.done", "item_id": item["id"], "output_index": n,
+                         "content_index": 0, "part": {**part, "text": text}})
+        yield event({"type": "response.output_item.done", "output_index": n, "item": item})
+    final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    yield event({"type": final, "response": response})
 
 
 def _streamed(parts: list[Part], mode: str) -> list[Part]:
@@ -319,6 +561,8 @@ def _streamed(parts: list[Part], mode: str) -> list[Part]:
 def _an_block(p: Part) -> dict[str, Any]:
     if p.kind == "reasoning":
         return {"type": "thinking", "thinking": p.text, "signature": hashlib.sha256(p.text.encode()).hexdigest()}
+    if p.kind == "call" and p.cut:  # not JSON yet: no input to give, the streamed fragments are all there is
+        return {"type": "tool_use", "id": p.call_id, "name": p.name, "input": {}, "_partial": p.arguments}
     if p.kind == "call":
         return {"type": "tool_use", "id": p.call_id, "name": p.name, "input": json.loads(p.arguments)}
     return {"type": "text", "text": p.text}
@@ -342,7 +586,8 @@ def _an_stream(msg_id: str, blocks: list[dict[str, Any]], stop: str, usage: dict
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif block["type"] == "tool_use":
             opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": t} for t in _pieces(json.dumps(block["input"]), 5)]
+            deltas = [{"type": "input_json_delta", "partial_json": t}
+                      for t in _pieces(block.get("_partial", json.dumps(block["input"])), 5)]
         else:
             opened = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": t} for t in _pieces(block["text"])]
@@ -392,7 +637,8 @@ def _chat_stream(cid: str, created: int, parts: list[Part], finish: str, usage: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--mode", choices=MODES, default="clean")
+    parser.add_argument("--mode", default="clean", help=f"one of {', '.join(MODES)}, with any of "
+                        f"{', '.join(BEHAVIOURS)}, comma-separated")
     parser.add_argument("--one-in", type=int, default=1, help="take an asked-for path on every Nth ask only")
     args = parser.parse_args()
     uvicorn.run(create_app(args.mode, args.one_in), host="127.0.0.1", port=args.port, log_level="warning")
