@@ -5,8 +5,10 @@ session.py, results.py and the suites.
     pytest --pyargs harnesscheck.conformance --hc-endpoint http://localhost:8000 --hc-model my/model [-n 4]
 
 Under pytest-xdist (`-n N`) the controller starts the one embedded reference server and a lock
-folder and hands both to the workers (workerinput); each worker sends what it measured back in
-its workeroutput, and the controller writes the one results.json (as pytest-cov merges coverage).
+folder and hands both to the workers (workerinput); each worker sends each check's result to the
+controller with the check's own report (as it is measured, so a run stopped part way keeps it), and
+the controller writes the one results.json. A run stopped by Ctrl-C or SIGTERM writes what was
+measured until then, marked `run.interrupted`, in one process and under xdist alike.
 Checks run concurrently against the endpoint, except the timing-sensitive ones (TIMING_SENSITIVE),
 which hold it to themselves (EndpointLock).
 """
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import fcntl
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,7 +47,8 @@ from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_ou
 from harnesscheck.conformance.wire.server_info import server_info
 
 PACKAGE = Path(__file__).resolve().parent
-WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder; in workeroutput: results
+WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder
+RESULT_ATTR = "harnesscheck_result"  # on an xdist worker's report: the check's result, for the controller
 
 # Checks whose verdict rests on time measured at the endpoint: with other checks' requests in flight
 # (queueing, prefill of other prompts) their timings would move, so they hold the endpoint alone.
@@ -81,9 +86,33 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "check(id): the catalog check this test judges (conformance suites)")
     if _is_xdist_controller(config):
         config.stash[SHARED] = Shared()
+        config.pluginmanager.register(_LiveResults(config.stash[SHARED]), "harnesscheck-live-results")
+    if not hasattr(config, "workerinput") and _collects_suite(config):
+        _stop_on_sigterm(config)
+
+
+_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+
+
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """A SIGTERM stops the suite as Ctrl-C does (pytest's own default is to die at once, writing
+    nothing): the session ends, and what was measured is written, marked interrupted. Only where
+    nobody has a handler of their own (the CLI has), in the main thread; put back at unconfigure."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("stopped by SIGTERM")
+
+    config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, stop)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
     shared = config.stash.get(SHARED, None)
     if shared is not None:
         shared.close()
@@ -127,7 +156,7 @@ class Shared:
 
     folder: Path | None = None
     server: Any = None
-    payloads: list[dict[str, Any]] = field(default_factory=list)
+    payloads: list[dict[str, Any]] = field(default_factory=list)  # one per check, as its report came in
 
     def workerinput(self, config: pytest.Config) -> dict[str, Any]:
         if self.folder is None:
@@ -173,12 +202,26 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[WORKERINPUT_KEY] = shared.workerinput(node.config)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    shared = node.config.stash.get(SHARED, None)
-    payload = (getattr(node, "workeroutput", None) or {}).get(WORKERINPUT_KEY)
-    if shared is not None and payload:
-        shared.payloads.append(payload)
+class _LiveResults:
+    """The xdist controller's listener: each check's result arrives with its report (RESULT_ATTR, set
+    by the worker), so what was measured is here even when a worker never finishes (a run stopped by
+    SIGTERM or Ctrl-C, a worker lost)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = report.__dict__.pop(RESULT_ATTR, None)
+        if payload is not None:
+            self.shared.payloads.append(payload)
+
+
+def _result_payload(config: pytest.Config, result: CheckResult) -> dict[str, Any]:
+    """One check's result as a worker sends it (Collector.payload of that result alone)."""
+    collector = config.stash[COLLECTOR]
+    payload = Collector(run=collector.run, secrets=collector.secrets, results=[result]).payload()
+    payload["worker"] = config.workerinput.get("workerid", "")  # type: ignore[attr-defined]
+    return payload
 
 
 def _from_controller(config: pytest.Config) -> dict[str, Any]:
@@ -299,6 +342,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         result = _record(item, call, report, check)
+        if hasattr(item.config, "workerinput"):  # xdist: to the controller now, with this report
+            setattr(report, RESULT_ATTR, _result_payload(item.config, result))
         item.user_properties += [("outcome", str(result.outcome)), ("level", str(result.weight))]
         _align_report(report, result)
 
@@ -394,23 +439,25 @@ def _notes(attached: list[tuple[str, Any]]) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """One process: write results.json. An xdist worker: send its results to the controller. The
-    controller: merge its workers' results into the one results.json."""
+    """One process: write results.json. An xdist worker: nothing (each result went to the controller
+    with its report). The controller: merge its workers' results into the one results.json. A session
+    stopped by Ctrl-C or SIGTERM writes what was measured, marked `run.interrupted`."""
     config = session.config
     shared = config.stash.get(SHARED, None)
     if hasattr(config, "workerinput"):
-        if COLLECTOR in config.stash:
-            config.workeroutput[WORKERINPUT_KEY] = config.stash[COLLECTOR].payload()  # type: ignore[attr-defined]
         return
     payloads = shared.payloads if shared is not None else (
         [config.stash[COLLECTOR].payload()] if COLLECTOR in config.stash else [])
     if not payloads:
         return
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        for payload in payloads:
+            payload["run"]["interrupted"] = True
     results = config.getoption("hc_results")
     transcripts = config.getoption("hc_transcripts")
     results_path = Path(results) if results else None
     transcripts_dir = Path(transcripts) if transcripts else (results_path.parent / "transcripts" if results_path
                                                               else None)
     if results_path or transcripts_dir:
-        workers = {"workers": len(payloads)} if shared is not None else {}
+        workers = {"workers": len({p.get("worker") for p in payloads})} if shared is not None else {}
         write_results(payloads, results_path, transcripts_dir, settings=workers)
