@@ -695,3 +695,20 @@ def test_a_turn_that_only_ran_out_of_time_is_timed_out_not_breaks():
         assert (row["measured"], row["agrees"]) == ("timed out", None), said
     row = verify.compare_verdicts({OC: "unaffected"}, _measured({"openclaw": "timed out", "openclaw:chat": "breaks"}))[0]
     assert (row["measured"], row["agrees"]) == ("breaks", False)
+
+
+def test_profile_without_codex_is_an_error_not_a_success(tmp_path):
+    """`harnesscheck profile` with Codex neither installed nor installable (no npm on PATH) profiles
+    nothing: one line and exit 2 (it printed "codex skipped" and exited 0)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "bin"), "HARNESSCHECK_CLIENTS_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "harnesscheck", "profile", "--model", "a", "--model", "b",
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=120)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1, (run.returncode, run.stdout, run.stderr)
+    assert "codex is not usable: npm not found on PATH" in lines[0] and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()

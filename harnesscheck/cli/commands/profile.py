@@ -23,7 +23,8 @@ Example:
 With --endpoint, the endpoint is checked first, as `check` does (conformance/preflight.py): unusable, or
 not serving both ids, is one line and exit 2.
 
-Exit status: 0 both profiles were captured; 1 one was not; 2 usage error or unusable endpoint.
+Exit status: 0 both profiles were captured; 1 one was not; 2 usage error, unusable endpoint, or
+Codex not installed (and not installable) or not starting: nothing was profiled.
 """
 
 
@@ -52,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
                        model=tuple(args.model), apis=["responses"], timeout=probe_timeout(args.timeout),
                        progress=say)
     inst = install.ensure("codex")
-    if not inst.ok:
-        print(f"codex skipped: {inst.skip}")
-        return 0
+    why = inst.skip or install.runnable("codex", inst)
+    if why:  # nothing was profiled: never a success
+        from harnesscheck.errors import UsageError
+
+        raise UsageError(f"codex is not usable: {why} (python -m harnesscheck.agents.clients codex installs it)")
     out = Path(args.out)
     with ExitStack() as stack:
         endpoint = args.endpoint
