@@ -180,6 +180,9 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "AN-ROUTE-002": _r(SHOULD, "none: article 1 (404 on nvidia/...); the SDKs send %2F, raw '/' comes from "
                                "hand-written clients"),
     "AN-ROUTE-003": _r(MUST, "sdk: anthropic and openai SDKs percent-encode path parameters (models.retrieve)"),
+    "AN-ROUTE-004": _r(SHOULD, "none: article 1: a harness asks GET /v1/models/{id} for its model at start-up and "
+                               "Claude Code got a 404 from Dynamo; not measured to break 2.1.197 here (`claude -p` "
+                               "sends no such request)"),
     "AN-REQ-001": _r(MUST, "client: Claude Code 2.1.197 and OpenClaw break (fault reject-cache-control)"),
     "AN-REQ-002": _r(MUST, "client: Claude Code 2.1.197 breaks (fault reject-system-role)"),
     "AN-REQ-003": _r(MUST, "client: Claude Code 2.1.197 breaks (fault reject-unknown-fields)"),
@@ -191,8 +194,21 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                           "most SHOULD); the API itself refuses it with a 400")
        for p in ("AN", "CH", "RS")},
     "AN-ERR-002": _r(MUST, "reference: Anthropic and OpenAI errors: an unknown model is 404 not_found"),
+    "AN-ERR-002:generation": _r(SHOULD, "none: the references answer an unknown model with 404, but serving one "
+                                        "model under any name (or another 4xx in shape) accepts a lenient request "
+                                        "and breaks no measured client"),
+    # a follow-up turn (test_turns.py): a later turn's HTTP error is its own finding, not the earlier turn's
+    **{f"{p}-TURN-001": _r(MUST, "reference: Anthropic and OpenAI errors: a request the server cannot take is a "
+                                 "4xx (invalid_request_error); a 5xx says the server itself failed (api_error)")
+       for p in ("AN", "CH", "RS")},
+    **{f"{p}-TURN-001:refused": _r(SHOULD, "none: a follow-up built from the endpoint's own complete answer "
+                                           "refused with a 4xx stops the agent; no measured client run hit it")
+       for p in ("AN", "CH", "RS")},
     "AN-PREAMBLE-001": _r(SHOULD, "none: a cache-reuse goal (article 1: 168 / 912 / 169 ms)"),
     "AN-PREAMBLE-002": _r(SHOULD, "none: a cache-reuse goal (API_FACTS: the header as the only system block)"),
+    **{f"AN-PREAMBLE-00{n}:cch": _r(SHOULD, "none: a cache-reuse goal for older clients' header (the article's "
+                                            "cc_version=0.2.93; cch=<12 hex>==;); Claude Code 2.1.197 writes no "
+                                            "cch (measured)") for n in (1, 2)},
     "AN-HIST-001": _r(MUST, "reference: Anthropic extended thinking with tool use: thinking blocks are passed back "
                             "and must not be rearranged or modified (interleaved thinking)"),
     "AN-HIST-002": _r(SHOULD, "none: a cache-reuse goal (article 1: 167 vs 322 ms)"),
@@ -299,22 +315,6 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     **_CTX_RULES,
 }
 
-RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}
-
-# The one join of the two id spaces: the check that fails on each rule. A grammar rule (from
-# conformance/grammar) fails the stream check that judges it, listed here; a contract rule is named after its
-# check (ID, or ID:part for a second rule of one check). Every rule fails exactly one check (test_coverage.py).
-_GRAMMAR_CHECK: dict[str, str] = {
-    **dict.fromkeys(("AN-GRAMMAR-START", "AN-GRAMMAR-MESSAGE-START", "AN-GRAMMAR-ORDER",
-                    "AN-GRAMMAR-AFTER-STOP", "AN-GRAMMAR-STOP-MISSING"), "AN-STREAM-001"),
-    **dict.fromkeys(("AN-GRAMMAR-INDEX",), "AN-STREAM-002"),
-    **dict.fromkeys(("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN",
-                    "AN-GRAMMAR-BLOCK-CLOSED", "AN-GRAMMAR-BLOCK-UNSTOPPED"), "AN-STREAM-003"),
-    **dict.fromkeys(("AN-GRAMMAR-DELTA-TYPE",), "AN-STREAM-004"),
-    **dict.fromkeys(("AN-GRAMMAR-SIGNATURE", "AN-GRAMMAR-SIGNATURE-MISSING"), "AN-STREAM-005"),
-    **dict.fromkeys(("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON"), "AN-STREAM-006"),
-    **dict.fromkeys(("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE"), "AN-STREAM-007"),
-    **dict.fromkeys(("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
 # Request shapes and tool kinds the real clients send (issue 30: test_request_shapes.py, test_tool_kinds.py;
 # docs/API_FACTS.md "Request shapes and tool kinds").
 _RULE_TABLE.update({
@@ -377,6 +377,23 @@ _RULE_TABLE.update({
                                  "{error: {message, type, param, code}} (max_output_tokens below 16: "
                                  "integer_below_min_value), never a 5xx"),
 })
+
+RULES: dict[str, Rule] = {rid: Rule(rid, level, evidence) for rid, (level, evidence) in _RULE_TABLE.items()}
+
+# The one join of the two id spaces: the check that fails on each rule. A grammar rule (from
+# conformance/grammar) fails the stream check that judges it, listed here; a contract rule is named after its
+# check (ID, or ID:part for a second rule of one check). Every rule fails exactly one check (test_coverage.py).
+_GRAMMAR_CHECK: dict[str, str] = {
+    **dict.fromkeys(("AN-GRAMMAR-START", "AN-GRAMMAR-MESSAGE-START", "AN-GRAMMAR-ORDER",
+                    "AN-GRAMMAR-AFTER-STOP", "AN-GRAMMAR-STOP-MISSING"), "AN-STREAM-001"),
+    **dict.fromkeys(("AN-GRAMMAR-INDEX",), "AN-STREAM-002"),
+    **dict.fromkeys(("AN-GRAMMAR-ONE-OPEN", "AN-GRAMMAR-BLOCK-START", "AN-GRAMMAR-BLOCK-UNKNOWN",
+                    "AN-GRAMMAR-BLOCK-CLOSED", "AN-GRAMMAR-BLOCK-UNSTOPPED"), "AN-STREAM-003"),
+    **dict.fromkeys(("AN-GRAMMAR-DELTA-TYPE",), "AN-STREAM-004"),
+    **dict.fromkeys(("AN-GRAMMAR-SIGNATURE", "AN-GRAMMAR-SIGNATURE-MISSING"), "AN-STREAM-005"),
+    **dict.fromkeys(("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON"), "AN-STREAM-006"),
+    **dict.fromkeys(("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE"), "AN-STREAM-007"),
+    **dict.fromkeys(("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
 
                     "AN-GRAMMAR-AFTER-ERROR"), "AN-STREAM-008"),
     **dict.fromkeys(("AN-GRAMMAR-DELTA-USAGE",), "AN-STREAM-009"),
@@ -638,8 +655,13 @@ CHECKS: list[Check] = [
     _c("AN-ERR-001", "anthropic", "Bad requests get 4xx with the Anthropic error shape, never 5xx", MUST,
        "API_FACTS: Anthropic errors", "validate input; answer {type:error, error:{type,message}}",
        ("bad-input-500", "wrong-error-shape", "lenient-input")),
-    _c("AN-ERR-002", "any", "An unknown model id gets 404 in the API's error shape", MUST,
-       "API_FACTS: unknown id -> 404 not_found_error", "answer 404 not_found_error", "wrong-error-shape"),
+    _c("AN-ROUTE-004", "any", "GET /v1/models/{id} answers the model the endpoint serves", SHOULD,
+       "API_FACTS: GET /v1/models/{model_id} -> one model; article 1: the 404 a harness hit at start-up",
+       "serve GET /v1/models/{id} (decoding %2F) for every model in the list",
+       ("model-slash-404", "model-percent-2f-not-decoded")),
+    _c("AN-ERR-002", "any", "An unknown model id gets 404 in the API's error shape (the retrieve route and the "
+       "generation routes)", MUST, "API_FACTS: unknown id -> 404 not_found_error", "answer 404 not_found_error",
+       "wrong-error-shape"),
     _c("AN-PREAMBLE-001", "anthropic", "A per-session billing header does not defeat prefix-cache reuse", SHOULD,
        "article 1: --strip-anthropic-preamble; 168 / 912 / 169 ms",
        "strip x-anthropic-billing-header before tokenizing", "preamble-not-stripped",
@@ -761,6 +783,12 @@ CHECKS: list[Check] = [
            "structure (no tool-call markup as text), streamed and not", MUST,
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
            "in both forms", "forced-cut-raw-markup"))],
+    # --- a follow-up turn is answered, never with a 5xx (test_turns.py) ---------------------------
+    *[_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
+         "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
+         "API_FACTS: errors; a cut call's arguments do not parse", "answer a malformed history with a 4xx in "
+         "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"))
+      for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))],
     # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
     _c("AN-USAGE-004", "anthropic", "message_start splits the prompt into input, cache read and cache creation "
        "tokens as the final usage does", SHOULD, "API_FACTS: message_delta usage is cumulative; the split of "
@@ -875,13 +903,13 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "truncate-agent-reasoning": ("AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
     "rewrite-history-reasoning": ("AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
     "thinking-off-by-default": ("AN-HIST-003",),
-    "preamble-not-stripped": ("AN-PREAMBLE-001", "AN-PREAMBLE-002"),
-    "preamble-simple-strip": ("AN-PREAMBLE-002",),
+    "preamble-not-stripped": ("AN-PREAMBLE-001", "AN-PREAMBLE-002", "AN-PREAMBLE-001:cch", "AN-PREAMBLE-002:cch"),
+    "preamble-simple-strip": ("AN-PREAMBLE-002", "AN-PREAMBLE-002:cch"),
     "message-start-zero-input-tokens": ("AN-USAGE-001", "AN-USAGE-002", "AN-USAGE-003"),
     "message-start-estimated-input-tokens": ("AN-USAGE-001", "AN-USAGE-002"),
     "count-tokens-mismatch": ("AN-USAGE-001",),
-    "model-slash-404": ("AN-ROUTE-002", "AN-ROUTE-003"),
-    "model-percent-2f-not-decoded": ("AN-ROUTE-003",),
+    "model-slash-404": ("AN-ROUTE-002", "AN-ROUTE-003", "AN-ROUTE-004"),
+    "model-percent-2f-not-decoded": ("AN-ROUTE-003", "AN-ROUTE-004"),
     "reject-cache-control": ("AN-REQ-001",),  # AN-REQ-003 fails too (Claude Code's shape carries cache_control),
     # but a client measured under this fault speaks for cache_control, not for the rest of that shape
     "reject-system-role": ("AN-REQ-002",),

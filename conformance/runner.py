@@ -59,6 +59,7 @@ class SuiteOptions:
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
     min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
+    quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
@@ -80,6 +81,8 @@ class SuiteOptions:
             args += ["--hc-endpoint", self.endpoint]
         if self.model:
             args += ["--hc-model", self.model]
+        if self.quick:
+            args.append("--hc-quick")
         for feature in self.expect:
             args += ["--hc-expect", feature]
         for server_arg in self.server_args:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.session import Session, final_answer
+from harnesscheck.conformance.session import Session, final_answer, paths_in
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
@@ -89,6 +89,12 @@ def rewritten(api: str, answer: dict[str, Any]) -> dict[str, Any]:
     if edited is None:
         raise WitnessUnavailable("the model's turn has no reasoning to rewrite")
     return edited
+
+
+def _usage_only(api: str, body: dict[str, Any]) -> int | None:
+    """The output limit of a request whose answer only its usage is read from: the API's smallest, unless
+    the request thinks with a budget (Anthropic: max_tokens must exceed budget_tokens): then its own."""
+    return None if (body.get("thinking") or {}).get("budget_tokens") else apis.get(api).MIN_OUTPUT_TOKENS
 
 
 def _second(hc: Session, api: str, body: dict[str, Any], *, label: str, max_tokens: int | None = None) -> Transcript:
@@ -201,10 +207,11 @@ def cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
     body, answer = turn1
     prompt1, output1, _ = usage_of(api, answer)
     follow = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
-    second = _second(hc, api, follow, label="turn 2 (history kept)")
+    small = _usage_only(api, follow)  # only the usage is read
+    second = _second(hc, api, follow, label="turn 2 (history kept)", max_tokens=small)
     _, _, cached2 = usage_of(api, second.json_body() or {})
     if cached2 == 0:
-        repeat = _second(hc, api, follow, label="turn 2 repeated (control)")
+        repeat = _second(hc, api, follow, label="turn 2 repeated (control)", max_tokens=small)
         if usage_of(api, repeat.json_body() or {})[2] == 0:
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
     if cached2 < prompt1 + output1 - SLACK:
@@ -270,13 +277,18 @@ def judge(hc: Session, api: str, scenario: str, turn1: Turn1, *, witnesses: tupl
         except WitnessUnavailable as why:
             reasons.append(f"{name}: {why}")
             continue
-        hc.note(f"{scenario}: the {name} witness spoke" + (f" ({'; '.join(reasons)})" if reasons else ""))
+        case = "the kit's turn" if runners is KIT_RUNNERS else "the model's turn"
+        hc.note(f"{case} ({scenario}): the {name} witness spoke" + (f" ({'; '.join(reasons)})" if reasons else ""))
         return name, reasons
     return "", reasons
 
 
-def model_turn(hc: Session, api: str, scenario: str, path: str) -> Turn1 | None:
-    """Turn 1 as the model answers it, sampled up to --tries times until it takes `path`; None if never."""
+def model_turn(hc: Session, api: str, scenario: str, path: str, *, once: bool = False) -> Turn1 | None:
+    """Turn 1 as the model answers it, sampled up to --tries times until it takes `path` (once: one
+    sample, where the check's path was taken already); None if never."""
+    if once:
+        body, answer, t = run_turn1(hc, api, scenario)
+        return (body, answer) if path in paths_in(t) else None
     (body, answer, _), taken = hc.until_taken((path,), lambda: run_turn1(hc, api, scenario))
     return (body, answer) if taken else None
 
@@ -307,14 +319,15 @@ def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> Non
     follows it (past agent reasoning dropped or reformatted)."""
     body, answer = turn1
     resumed = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
-    first = _second(hc, api, resumed, label="kit turn resumed")
+    small = _usage_only(api, resumed)  # only the usage is read (and the short answer goes into the history)
+    first = _second(hc, api, resumed, label="kit turn resumed", max_tokens=small)
     prompt_x = usage_of(api, first.json_body() or {})[0]
     later = apis.get(api).follow(resumed, first.json_body() or {}, hc.scenario(scenario), 2)
     later = apis.get(api).append_user(later, "Thanks. Is anything else broken?")
-    second = _second(hc, api, later, label="kit turn, one turn later")
+    second = _second(hc, api, later, label="kit turn, one turn later", max_tokens=small)
     cached = usage_of(api, second.json_body() or {})[2]
     if cached == 0:
-        repeat = _second(hc, api, later, label="one turn later, repeated (control)")
+        repeat = _second(hc, api, later, label="one turn later, repeated (control)", max_tokens=small)
         if usage_of(api, repeat.json_body() or {})[2] == 0:
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
     hc.saw(catalog.CACHE_HIT)
@@ -348,8 +361,11 @@ def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenari
     used, kit_reasons = judge(hc, api, kit_scenario, kit, witnesses=witnesses, runners=KIT_RUNNERS)
     if used:
         hc.saw(catalog.KIT_INTERLEAVING)
-    turn1 = model_turn(hc, api, model_scenario, catalog.INTERLEAVING)
-    model_reasons = [f"the model did not interleave reasoning and tool calls in {hc.endpoint.tries} tries"]
+    # The model's own turn: sampled up to --tries times only while the kit's turn could not be judged
+    # (tries are spent where a path was not taken); once where it was.
+    turn1 = model_turn(hc, api, model_scenario, catalog.INTERLEAVING, once=bool(used))
+    tries = 1 if used else hc.endpoint.tries
+    model_reasons = [f"the model did not interleave reasoning and tool calls in {tries} tr{'y' if tries == 1 else 'ies'}"]
     if turn1 is not None:
         model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
         if model_used:

@@ -1,7 +1,16 @@
 """Strip Claude Code's per-session billing header before tokenizing (article 1).
 
-`x-anthropic-billing-header: cc_version=...; cch=<per request>;` at prompt position 0 makes every
-session's prefix unique, so nothing after it is ever reused from the prefix cache.
+The header at prompt position 0 makes every session's prefix unique, so nothing after it is ever
+reused from the prefix cache. Its real forms (docs/API_FACTS.md, "What the real clients send"), each
+stripped whole, whatever its fields:
+
+- Claude Code 2.1.197: `x-anthropic-billing-header: cc_version=2.1.197.<3 hex>; cc_entrypoint=sdk-cli;`
+  (the hex digits hash the session's first user message), with ` cch=00000;` for some providers and
+  ` cc_workload=...;` / ` cc_is_subagent=true;` in some sessions;
+- older clients (the article): `x-anthropic-billing-header: cc_version=0.2.93; cch=<12 hex>==;`.
+
+The line ends at its newline or at the end of the block (the header as its own block, as 2.1.197
+sends it).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            api_key=args.hc_api_key or os.environ.get("HARNESSCHECK_API_KEY"),
                            apis=args.hc_apis, tries=args.hc_tries, timeout=args.hc_timeout,
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
-                           witness=args.hc_witness, junit=args.junit,
+                           witness=args.hc_witness, quick=args.hc_quick, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
                            concurrency=args.concurrency, min_verdicts=args.min_verdicts)
     check_endpoint(options, progress=lambda line: print(line, flush=True))
