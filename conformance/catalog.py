@@ -50,6 +50,11 @@ _CHAT_REF = "reference: OpenAI Chat Completions streaming (chat.completion.chunk
 _RS_REF = "reference: OpenAI Responses streaming events"
 
 _CC, _CX = "Claude Code 2.1.197", "Codex 0.171.0"
+_OC = "OpenClaw 2026.9.6"
+# the recorded client sessions' checks (test_client_sessions.py) -> whose session
+_CLIENT_CHECKS = {"AN-CLIENT-001": _CC, "AN-CLIENT-002": f"{_OC} (Messages)",
+                  "RS-CLIENT-001": f"{_CX} (gpt-5.5 catalog profile)", "RS-CLIENT-002": f"{_CX} (fallback profile)",
+                  "RS-CLIENT-003": f"{_OC} (Responses)", "CH-CLIENT-001": f"{_OC} (Chat Completions)"}
 _ERR_REF = "reference: Anthropic and OpenAI errors: a request the API cannot take is a 4xx in its error shape"
 _CTX_RULES: dict[str, tuple[Level, str]] = {
     # docs/API_FACTS.md "Context overflow": measured with agents/clients/overflow.py (a session grown past the
@@ -89,6 +94,15 @@ _CTX_RULES: dict[str, tuple[Level, str]] = {
     "RS-CTX-003:marker": _r(MUST, "as RS-CTX-001:marker, at the end of a session"),
     **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
        for p in ("AN", "CH", "RS")},
+    # the real clients' recorded sessions replayed (test_client_sessions.py; scenarios/clients)
+    **{r: lvl for check, who in _CLIENT_CHECKS.items() for r, lvl in (
+        (check, _r(MUST, f"client: {who} sends exactly this request (recorded); a refused request ends its turn "
+                         "(CL-ANSWERED, measured: reject-cache-control, reject-system-role, reject-unknown-fields)")),
+        (f"{check}:grammar", _r(MUST, "as the API's MUST grammar rules (reference, sdk or client evidence each), "
+                                      f"on the answers {who} reads")),
+        (f"{check}:roundtrip", _r(MUST, f"client: {who} sends the endpoint's answer back in its next request; a "
+                                        "call it cannot send back or a refusal of it ends its turn (measured: "
+                                        "invalid-tool-json, rs-missing-call-id)")))},
 }
 
 _RULE_TABLE: dict[str, tuple[Level, str]] = {
@@ -438,11 +452,13 @@ INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT = ("interleaving", "kit-in
 DETERMINISTIC = "deterministic"  # two answers to one request at temperature 0 can be compared
 CUT_CALL = "cut-call"  # marked by test_tool_choice.py: a forced call's answer reached the output limit
 CONTEXT_WINDOW = "context-window"  # marked by test_context.py: the endpoint announces the model's context window
+# marked by test_client_sessions.py: a recorded client request went with the endpoint's own answer in it
+CLIENT_ROUNDTRIP = "client-roundtrip"
 CACHE_WRITE = "cache-write"  # marked by test_usage.py: the usage reported prompt tokens written to the cache
 # marked by test_dispatch.py: a streamed tool call completed before reasoning or text the model said after it
 OUTPUT_AFTER_CALL = "output-after-call"
 PATHS = (TOOL_USE, PARALLEL, THINKING, INTERLEAVING, KIT_INTERLEAVING, AGENT_TURN, CACHE_HIT, DETERMINISTIC,
-         OUTPUT_AFTER_CALL, CACHE_WRITE, CUT_CALL, CONTEXT_WINDOW)
+         OUTPUT_AFTER_CALL, CACHE_WRITE, CUT_CALL, CONTEXT_WINDOW, CLIENT_ROUNDTRIP)
 RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{r: (TOOL_USE,) for r in ("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON", "AN-GRAMMAR-STOP-TOOL-USE",
                                 "CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-ARGS",
@@ -469,6 +485,8 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     **{r: (CONTEXT_WINDOW,) for p in ("AN", "CH", "RS") for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
                                                                    f"{p}-CTX-003:window", f"{p}-CTX-003:marker")},
     **{f"{p}-CTX-004": (CACHE_HIT,) for p in ("AN", "CH", "RS")},
+    # the round trip only where the endpoint's answer had the recorded structure (the same tool calls)
+    **{f"{c}:roundtrip": (CLIENT_ROUNDTRIP,) for c in _CLIENT_CHECKS},
 }
 # What the model did instead, by the path it did not take (the inconclusive message's words).
 _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did not think",
@@ -479,7 +497,8 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
               DETERMINISTIC: "the endpoint answered the same request differently each time",
               OUTPUT_AFTER_CALL: "no tool call was followed by reasoning or text",
               CUT_CALL: "the output limit cut no forced call (it ended first, or reasoning used it up)",
-              CONTEXT_WINDOW: "the endpoint announces no context window (max_model_len in GET /v1/models)"}
+              CONTEXT_WINDOW: "the endpoint announces no context window (max_model_len in GET /v1/models)",
+              CLIENT_ROUNDTRIP: "the endpoint answered the recorded session another way (no round trip)"}
 
 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
@@ -572,6 +591,10 @@ def _highest(*rule_ids: str) -> Level:
 # The faults that break the context checks (test_context.py): the overflow forms (and every error response
 # bent by bad-input-500 / wrong-error-shape), and usage that leaves the history out (Chat and Responses also
 # when cached tokens are counted outside the prompt: the uncached rest is about the new turn's input).
+# The faults each recorded client session fails under (measured: the client checks alone, run against every
+# fault; the request-shape faults where the client sends that shape, the MUST grammar faults where its
+# answers take that path, the round trip where the answer cannot come back).
+_CLIENT_FAULTS: dict[str, tuple[str, ...]] = {c: ("invalid-tool-json",) for c in _CLIENT_CHECKS}
 _OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
 _USAGE_FAULTS = {"AN": ("usage-current-turn-only",),
                  "CH": ("usage-current-turn-only", "usage-cached-outside-prompt"),
@@ -752,7 +775,8 @@ CHECKS: list[Check] = [
        SHOULD, "article 2", "stream calls as they are parsed", "buffer-tool-calls", witness="frame timing"),
     _c("RS-STATE-001", "responses", "previous_response_id continues the conversation (prior input, output, new input)",
        MUST, "API_FACTS: previous_response_id order", "store responses and prepend them",
-       ("rs-ignore-previous-response-id", "invalid-tool-json"), witness="/tokenize or cache usage"),
+       ("rs-ignore-previous-response-id", "invalid-tool-json", "usage-current-turn-only"),  # the usage witness
+       witness="/tokenize or cache usage"),  # reads a prompt counted without its stored history as a lost one
     _c("RS-STATE-002", "responses", "Reasoning items carry encrypted_content when include asks for it", SHOULD,
        "API_FACTS: include reasoning.encrypted_content", "return encrypted_content", "rs-no-encrypted-content"),
     _c("RS-REQ-001", "responses", "Codex's request shape is accepted (store false, include, prompt_cache_key, "
@@ -828,6 +852,14 @@ CHECKS: list[Check] = [
            "turn's prefix", SHOULD, "DESIGN: the prefix property, over a long session",
            "render history exactly as generated, so each turn's prompt is cached for the next",
            ("rewrite-history-reasoning", "truncate-agent-reasoning"), witness="cache usage"))],
+    # --- the real clients' recorded sessions, replayed (test_client_sessions.py) ------------------
+    *[_c(check, api, f"{who}'s recorded tool session replays: every request accepted, every answer in the "
+         "grammar, each answer carried back in the client's form and accepted", MUST,
+         "API_FACTS: what the real clients send (scenarios/clients, captured from the clients)",
+         "accept what the client sends; answer so that it can send the answer back", _CLIENT_FAULTS[check],
+         witness="recorded client requests")
+      for check, who, api in ((c, w, {"AN": "anthropic", "CH": "chat", "RS": "responses"}[c[:2]])
+                              for c, w in _CLIENT_CHECKS.items())],
 ]
 
 # --- Request shapes and tool kinds the real clients send (issue 30) ----------------------------------
@@ -955,6 +987,11 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
     "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
+    **{f: tuple(f"{p}-CTX-{r}" for p in ("AN", "CH", "RS")
+                for r in ("001", "001:marker", "003:window", "003:marker"))
+       for f in ("overflow-detail-shape", "overflow-500")},
+    "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in ("AN", "CH", "RS") for r in ("001:marker", "003:marker")),
+    "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in ("AN", "CH", "RS") for n in ("002", "003")),
 }
 
 

@@ -166,17 +166,22 @@ def _pad_result(entry: Any, extra: str) -> bool:
 
 @pytest.mark.parametrize("api", _params("004"))
 def test_long_session_cache(hc: Session, api: str) -> None:
+    """From turn 1 on (turn 0's prompt may be cached by any earlier request with its prefix), the cached
+    part of each turn's prompt is larger than the turn before's."""
     check_id = _check_id(api, "004")
     seen: list[tuple[int, int, int]] = []
+    hit = False  # a turn after the first reported cached tokens
     for turn in range(SESSION_TURNS):
         transcript, usage = _turn_usage(hc, api, turn)
         if usage is None:
             inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage")
-        if usage[2] > 0:
-            hc.saw(catalog.CACHE_HIT)
-        if len(seen) >= 2 and any(u[2] for u in seen) and usage[2] <= seen[-1][2]:
+        hit = hit or (turn >= 1 and usage[2] > 0)
+        if turn >= 2 and hit and usage[2] <= seen[-1][2]:
             fail(f"{SESSION} turn {turn}: {usage[2]} cached prompt tokens, turn {turn - 1} had {seen[-1][2]}: the "
                  f"cache did not reuse turn {turn - 1}'s prompt ({seen[-1][0]} tokens) as this turn's prefix",
                  transcript=transcript)
         seen.append(usage)
+    if not hit:
+        inconclusive(f"not exercised: no turn of {SESSION} after the first reported cached prompt tokens "
+                     f"({catalog.CACHE_HIT})")
     hc.require_exercised(check_id)

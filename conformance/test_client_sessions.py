@@ -1,0 +1,115 @@
+"""The real clients' own recorded tool sessions, replayed turn by turn (issue 30).
+
+Each check replays one session of ``harnesscheck.scenarios.client_sessions`` (captured from the real
+client against the reference server: Claude Code; Codex under the gpt-5.5 catalog profile and under
+the fallback profile; OpenClaw over Messages, Responses and Chat) and judges every request:
+
+- ``<ID>`` accepted: the endpoint answers each request the client sends (a 2xx; the real APIs take
+  them). A refusal for the endpoint's own limits (context length) is inconclusive.
+- ``<ID>:grammar`` answered in the API's grammar: each streamed answer, validated by the API's grammar
+  (``grammar.validate_for``), breaks no MUST rule (the stream checks judge the SHOULD ones).
+- ``<ID>:roundtrip`` what the endpoint answered comes back in the client's next request, in the
+  client's form (conformance/client_replay.py puts the live answer's ids, arguments, reasoning and
+  signatures where the recorded answer's were), and that request is accepted. A refusal of it is
+  a round-trip failure when the same request with the recorded answer is accepted; an answer the
+  client cannot send back (a call without an id, input that does not parse) fails it too. When the
+  endpoint answers with another structure (no tool call where the client's session had one), the
+  round trip is not exercised and the later requests go as recorded.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from harnesscheck.conformance import apis, catalog, client_replay, grammar
+from harnesscheck.conformance.session import Session
+from harnesscheck.conformance.verdict import Inconclusive, fail, inconclusive, refused_for_config, timed_out
+from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.scenarios import client_sessions
+
+# session (scenarios/clients/<name>.json) -> its check
+SESSION_CHECKS = {"claude-code": "AN-CLIENT-001", "openclaw-anthropic": "AN-CLIENT-002",
+                  "codex-gpt-5.5": "RS-CLIENT-001", "codex-fallback": "RS-CLIENT-002",
+                  "openclaw-responses": "RS-CLIENT-003", "openclaw-chat": "CH-CLIENT-001"}
+# request headers the kit sets itself (the API's own, the key): never the recorded ones
+OWN_HEADERS = frozenset({"content-type", "accept", "x-api-key", "authorization"})
+
+
+def _params() -> list[Any]:
+    return [pytest.param(name, marks=pytest.mark.check(check_id), id=check_id)
+            for name, check_id in SESSION_CHECKS.items()]
+
+
+def _send(hc: Session, api: str, x: dict[str, Any], body: dict[str, Any], label: str) -> Transcript:
+    headers = {k: v for k, v in (x.get("headers") or {}).items() if k.lower() not in OWN_HEADERS}
+    return hc.post(api, x.get("path") or apis.get(api).PATH, body, stream=bool(body.get("stream")),
+                   headers=headers, label=label)
+
+
+def _refused(t: Transcript, where: str) -> str | None:
+    """Why the exchange is no answer (None for a 2xx); timeouts and limits refusals are inconclusive."""
+    if t.error and timed_out(t):
+        raise Inconclusive(f"{where}: timed out: {t.error}", cause="timeout")
+    if t.error and t.status is None:
+        return f"{t.error_kind or 'error'}: {t.error}"
+    if not t.ok:
+        config = refused_for_config(t)
+        if config:
+            raise Inconclusive(f"{where}: the endpoint refused it for its own limits (HTTP {t.status}): "
+                               f"{config[:300]}", cause="endpoint-config")
+        return f"HTTP {t.status}: {t.text_body()[:300]}"
+    return None
+
+
+def _grammar(api: str, t: Transcript, body: dict[str, Any], check_id: str, where: str) -> None:
+    if not t.frames:
+        return
+    broken = [f for f in grammar.validate_for(api, t, body)
+              if not f.informational and f.rule in catalog.RULES and catalog.RULES[f.rule].level == catalog.MUST]
+    if broken:
+        f = broken[0]
+        fail(f"{where}: the answer breaks {f.rule} at frame #{f.frame_index}: {f.message}"
+             + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""), transcript=t, rule=f"{check_id}:grammar")
+
+
+@pytest.mark.parametrize("name", _params())
+def test_client_session(hc: Session, name: str) -> None:
+    check_id = SESSION_CHECKS[name]
+    doc = client_sessions.get(name)
+    api, label = doc["api"], f"{doc['label']} {doc['client_version']}"
+    if api not in hc.endpoint.apis:
+        pytest.skip(f"{api} is not among the APIs checked")
+    exchanges = doc["exchanges"]
+    m: client_replay.Mapping | None = None
+    differs = ""  # why the round trip is not exercised
+    for i, x in enumerate(exchanges):
+        where = f"{label} ({doc['name']}) request {i + 1} of {len(exchanges)}"
+        recorded = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
+        body = client_replay.substitute(recorded, m) if m is not None else recorded
+        t = _send(hc, api, x, body, where)
+        why = _refused(t, where)
+        if why and m is not None:
+            again = _send(hc, api, x, recorded, f"{where}, as recorded")
+            if _refused(again, f"{where}, as recorded") is None:
+                fail(f"{where}: the client's request carrying the endpoint's own answer (call ids "
+                     f"{', '.join(m.live_call_ids) or 'none'}) was refused ({why}); the same request with the "
+                     "recorded answer was accepted", transcript=t, rule=f"{check_id}:roundtrip")
+        if why:
+            fail(f"{where}: the client's request was refused: {why}", transcript=t)
+        if m is not None:
+            hc.saw(catalog.CLIENT_ROUNDTRIP)
+        _grammar(api, t, body, check_id, where)
+        if i + 1 == len(exchanges):
+            break
+        live = apis.get(api).final_answer(t) if t.frames else t.json_body()
+        m, why, kind = client_replay.mapping(api, client_replay.recorded_answer(api, x.get("answer") or []), live)
+        if kind == client_replay.BROKEN:
+            fail(f"{where}: {why}", transcript=t, rule=f"{check_id}:roundtrip")
+        if kind == client_replay.DIFFERS:
+            differs = differs or f"{where}: {why}"
+    if differs and catalog.CLIENT_ROUNDTRIP not in hc.exercised:
+        inconclusive(f"not exercised: {differs}; the later requests went as recorded (accepted, in grammar)")
+    hc.require_exercised(check_id)
