@@ -639,7 +639,8 @@ CHECKS: list[Check] = [
        "an-usage-missing"),
     _c("AN-SDK-001", "anthropic", "The anthropic SDK's stream helper folds every scenario to the non-stream answer",
        MUST, "API_FACTS: SDK accumulate_event", "follow the event grammar; keep streamed and non-streamed "
-       "content equal", ("an-block-index-skip", "invalid-tool-json", "an-usage-missing", "an-delta-unstarted-block"),
+       "content equal", ("an-block-index-skip", "invalid-tool-json", "an-usage-missing", "an-delta-unstarted-block",
+                         "reject-history-thinking"),  # its turn 1 sends the thinking blocks back
        witness="anthropic SDK"),
     _c("AN-DISPATCH-001", "anthropic", "A tool_use block closes when its call is complete, not at the end of the turn",
        SHOULD, "article 2: content_block_stop != message_stop", "stream tool calls as they are parsed",
@@ -668,7 +669,7 @@ CHECKS: list[Check] = [
        ("model-slash-404", "model-percent-2f-not-decoded")),
     _c("AN-REQ-001", "anthropic", "cache_control is accepted on tools, system blocks and message blocks", MUST,
        "API_FACTS: a server that does no caching must still accept cache_control", "accept and ignore it",
-       "reject-cache-control"),
+       ("reject-cache-control", "reject-cache-control-extensions")),  # its request carries ttl 1h
     _c("AN-REQ-002", "anthropic", "role: system entries inside messages are accepted", MUST,
        "API_FACTS: Claude Code sends role system entries; servers hoist them", "hoist or render them in place",
        "reject-system-role"),
@@ -697,7 +698,7 @@ CHECKS: list[Check] = [
     _c("AN-HIST-001", "anthropic", "Interleaved reasoning and tool calls come back in order (r0 t0 r1 t1)", MUST,
        "article 1: <think>r0</think> t0 <think>r1</think> t1 must not be flattened or stripped on agent turns",
        "rebuild assistant turns part by part; keep reasoning bound to tool calls (truncate_history_thinking=false)",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "invalid-tool-json"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "invalid-tool-json", "reject-history-thinking"),
        witness="/tokenize, cache usage or timing"),
     _c("AN-HIST-002", "anthropic", "Turn N's prompt and output come back verbatim as turn N+1's prefix", SHOULD,
        "DESIGN: turn N's prompt + output is a token prefix of turn N+1's prompt; article 1: 167 vs 322 ms",

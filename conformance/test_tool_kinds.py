@@ -21,6 +21,7 @@ tool kinds").
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
@@ -30,7 +31,6 @@ from harnesscheck.conformance import apis
 from harnesscheck.conformance.apis.base import ToolCall
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response
-from harnesscheck.conformance.wire.transcript import Transcript
 
 # A small Lark grammar in the shape of Codex's apply_patch (an envelope of file operations), and a regex one.
 PATCH_GRAMMAR = "\n".join([
@@ -114,12 +114,13 @@ def custom_call_problems(answer: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
-def custom_stream_problems(transcript: Transcript) -> list[str]:
-    """Where a streamed custom call's input deltas, its .done and its item at output_item.done disagree."""
+def custom_stream_problems(events: Iterable[Any]) -> list[str]:
+    """Where a streamed custom call's input deltas, its .done and its item at output_item.done disagree
+    (`events`: the stream's decoded data objects)."""
     deltas: dict[Any, list[str]] = {}
     done: dict[Any, Any] = {}
     final: dict[Any, Any] = {}
-    for event in (f.json for f in transcript.events):
+    for event in events:
         if not isinstance(event, dict):
             continue
         typ = event.get("type")
@@ -150,7 +151,7 @@ def test_custom_tool_call(hc: Session) -> None:
     problems = custom_call_problems(answer, APPLY_PATCH["name"])
     if problems:
         fail(problems[0], transcript=t)
-    problems = custom_stream_problems(t)
+    problems = custom_stream_problems(f.json for f in t.events)
     if problems:
         fail(problems[0], transcript=t, rule="RS-TOOLKIND-002:stream")
 
