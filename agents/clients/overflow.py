@@ -227,23 +227,40 @@ def _tune(client: Client, prep: Any, window: int, kind: str) -> None:
         path.write_text(head + path.read_text())
 
 
-def run_overflow(out: Path, *, clients: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None)),
-                 cases: tuple[str, ...] = (*FORM_CASES, *USAGE_CASES), timeout: float = 600.0,
+DEFAULT_CLIENTS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None))
+DEFAULT_CASES = (*FORM_CASES, *USAGE_CASES, *COMPACT_CASES)
+# the model ids each client runs under: Codex under its gpt-5.5 catalog profile and its fallback profile
+MODELS = {"claude-code": ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",),
+          "codex": ("gpt-5.5", "openai/openai/gpt-5.5"), "openclaw": ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",)}
+
+
+def applies(client: Client, case: str) -> bool:
+    """Whether a case means something for a client: message_start is Anthropic's; only Codex sends a
+    compaction request the window can refuse (Claude Code compacts first, measured)."""
+    if case == "zero-input-tokens":
+        return client.api == "anthropic"
+    if case in COMPACT_CASES:
+        return client.name == "codex"
+    return True
+
+
+def run_overflow(out: Path, *, clients: tuple[tuple[str, str | None], ...] = DEFAULT_CLIENTS,
+                 cases: tuple[str, ...] = DEFAULT_CASES, timeout: float = 600.0,
                  progress: Any = None) -> dict[str, Any]:
-    """Every case for every installed client (the cache only: nothing installed here); the document
-    docs/API_FACTS.md records: {"clients": {key: version}, "skipped": {key: why}, "cases": {key: {case: obs}}}."""
-    from harnesscheck.agents.clients import client_key, prepare_clients
+    """Every case for every installed client, under each of its model ids (MODELS; the cache only:
+    nothing is installed here); the document docs/API_FACTS.md records: {"clients": {key: version},
+    "skipped": {key: why}, "cases": {"key model": {case: observation}}}."""
+    from harnesscheck.agents.clients import prepare_clients
 
     prepared, skipped = prepare_clients(clients, install_missing=False)
     doc: dict[str, Any] = {"clients": {}, "skipped": skipped, "cases": {}}
     for key, client, inst in prepared:
         doc["clients"][key] = inst.version
-        for case in cases:
-            if case == "zero-input-tokens" and client.api != "anthropic":
-                continue
-            obs = run_case(client, inst, case, out / key / case, timeout=timeout)
-            doc["cases"].setdefault(key, {})[case] = obs.to_dict()
-            if progress:
-                progress(f"{client.label} {inst.version} [{case}] {obs.outcome}")
-    _ = client_key
+        for model in MODELS.get(client.name, MODELS["claude-code"]):
+            for case in (c for c in cases if applies(client, c)):
+                folder = out / key / model.replace("/", "_") / case
+                obs = run_case(client, inst, case, folder, model=model, timeout=timeout)
+                doc["cases"].setdefault(f"{key} {model}", {})[case] = obs.to_dict()
+                if progress:
+                    progress(f"{client.label} {inst.version} ({model}) [{case}] {obs.outcome}")
     return doc

@@ -9,7 +9,8 @@ from pathlib import Path
 
 NAME = "clients"
 ORDER = 22
-HELP = "run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact"
+HELP = ("run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact; "
+        "--overflow: what they do at the context window; --refresh-fixtures: re-capture their recorded sessions")
 DESCRIPTION = """\
 Installs (once, into $HARNESSCHECK_CLIENTS_DIR or ~/.cache/harnesscheck/clients) and runs the real
 clients from the npm registry against the endpoint, each for a text turn ("Say ok") and a tool
@@ -27,12 +28,26 @@ POST (the reference server answers the upgrade 426, so Codex falls back at once)
 what breaks real clients), and writes the fault -> client table to conformance/impact.json
 (or --impact FILE); `harnesscheck check` then shows a per-harness verdict for each check.
 
+--overflow runs Claude Code and Codex (the installed ones) through a session that grows past a small
+context window of the reference server, once per overflow form (the API's own refusal, {"detail": ...},
+a 500, a 400 without the marker) and per usage bug (input_tokens 0 at message_start, usage that counts
+only the new turn), and prints what each client did: compacted (on its usage meter or on the refusal)
+and went on, or broke (its own error). docs/API_FACTS.md "Context overflow" records the results;
+--case NAME runs only some cases. Writes overflow.json to --out.
+
+--refresh-fixtures re-captures the recorded tool sessions the conformance suite replays
+(scenarios/clients/*.json, conformance/test_client_sessions.py) with the installed clients against a
+fresh reference server, and rewrites them (a client not installed keeps its old fixture); --session NAME
+only some. tests/clients/test_fixtures_fresh.py says when the shipped ones are older than the clients.
+
 Examples:
   harnesscheck clients
   harnesscheck clients --endpoint http://localhost:8000 --model nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
   harnesscheck clients --clients codex --websocket-probe
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
   harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
+  harnesscheck clients --overflow --clients claude-code,codex
+  harnesscheck clients --refresh-fixtures --session codex-gpt-5.5
 
 With --endpoint, the endpoint is checked first, as `check` does (conformance/preflight.py: it answers
 HTTP as an LLM API, takes the API key, serves --model; each probe waits up to --timeout, at most 60 s):
@@ -62,6 +77,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults; 'all': every reference-server fault (default: the faults "
                         "API_FACTS names as breaking or tolerated). Each client meets only the faults of its API")
     parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/impact.json")
+    parser.add_argument("--overflow", action="store_true",
+                        help="what the clients do when their session outgrows the context window (per overflow form)")
+    parser.add_argument("--case", action="append", default=[], metavar="NAME",
+                        help="--overflow: only these cases (correct, detail, 500, bare-400, usage-correct, "
+                             "zero-input-tokens, current-turn-only, compact-detail, compact-500, compact-bare-400)")
+    parser.add_argument("--refresh-fixtures", action="store_true",
+                        help="re-capture the recorded client sessions (scenarios/clients) with the installed clients")
+    parser.add_argument("--session", action="append", default=[], metavar="NAME",
+                        help="--refresh-fixtures: only these sessions (claude-code, codex-gpt-5.5, codex-fallback, "
+                             "openclaw-anthropic, openclaw-responses, openclaw-chat)")
+    parser.add_argument("--fixtures", metavar="DIR", help="--refresh-fixtures: write here instead of scenarios/clients")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -85,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     wanted = _parse_clients(args.clients)
     api_key = args.api_key or os.environ.get("HARNESSCHECK_API_KEY") or DUMMY_KEY
 
+    if args.refresh_fixtures:
+        return _refresh(args, out)
+    if args.overflow:
+        return _overflow(args, out, wanted)
     if args.faults:
         if "all" in args.fault:  # each client then meets its API's faults (fault_runs.faults_for)
             from harnesscheck.reference_server.faults import FAULTS
@@ -157,6 +187,36 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {out / 'results.json'}")
     failed = [r for r in results if not r.get("skip") and not r.get("ok")]
     return 1 if failed else 0
+
+
+def _refresh(args: argparse.Namespace, out: Path) -> int:
+    from harnesscheck.agents.clients import fixtures
+    from harnesscheck.scenarios import client_sessions
+
+    target = Path(args.fixtures) if args.fixtures else client_sessions.FOLDER
+    report = fixtures.refresh(target, names=tuple(args.session), work=out / "fixtures", timeout=args.timeout,
+                              progress=lambda s: print(f"  {s}", flush=True))
+    print(f"fixtures: {target}")
+    return 1 if any(v.startswith("refused") for v in report.values()) else 0
+
+
+def _overflow(args: argparse.Namespace, out: Path, wanted: list[tuple[str, str | None]]) -> int:
+    from harnesscheck.agents.clients import overflow
+
+    clients = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else overflow.DEFAULT_CLIENTS
+    cases = tuple(args.case) or overflow.DEFAULT_CASES
+    unknown = [c for c in cases if c not in overflow.CASES]
+    if unknown:
+        from harnesscheck.errors import UsageError
+
+        raise UsageError(f"--case: unknown case {unknown[0]!r}; choose from {', '.join(overflow.CASES)}")
+    doc = overflow.run_overflow(out / "overflow", clients=clients, cases=cases, timeout=max(args.timeout, 400.0),
+                                progress=lambda s: print(f"  {s}", flush=True))
+    (out / "overflow.json").write_text(json.dumps(doc, indent=1))
+    for key, why in doc["skipped"].items():
+        print(f"skipped {key}: {why}")
+    print(f"results: {out / 'overflow.json'}")
+    return 0
 
 
 def _print_turn(r) -> None:  # noqa: ANN001
