@@ -31,7 +31,8 @@ CAUSES = ("not-exercised", "timeout", "stalled", "endpoint-error", "endpoint-con
 TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeout"})
 # Words an endpoint uses when it refuses a request for its own limits, not for its shape.
 _CONFIG_WORDS = ("context length", "context_length", "context window", "maximum context", "max_model_len",
-                 "too many tokens", "exceeds the model", "maximum allowed")
+                 "too many tokens", "exceeds the model", "maximum allowed",
+                 "prompt is too long")  # Anthropic's refusal of an over-long prompt (test_context.py judges it)
 
 
 class CheckFailed(AssertionError):
