@@ -41,3 +41,16 @@ def test_the_outcome_line_says_what_the_client_did() -> None:
                                client_error="Bad Request", refusals=[4])
     assert overflow.outcome_line(obs) == ("no compaction; 1 refused request(s) (first: #4); broke (exit 1): "
                                           "'Bad Request'")
+
+
+def test_an_unknown_case_is_a_usage_error(tmp_path) -> None:  # noqa: ANN001
+    from harnesscheck.cli.main import main
+
+    assert main(["clients", "--overflow", "--case", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_every_case_names_its_faults_and_each_fault_exists() -> None:
+    from harnesscheck.reference_server.faults import FAULTS
+
+    assert set(overflow.DEFAULT_CASES) == set(overflow.CASES)
+    assert all(f in FAULTS for faults, _ in overflow.CASES.values() for f in faults)
