@@ -1,6 +1,8 @@
-"""What every `harnesscheck bench` shares: arm and ratio summaries with bootstrap intervals, the
-results document (schema ``harnesscheck.results`` 1.0), the printed table, the PNG plot, request
-headers, the embedded servers and a deterministic filler text of a given token length."""
+"""What every `harnesscheck bench` shares: the options every benchmark against an endpoint or its own
+embedded reference servers takes (`BenchOptions`) and where its requests go (`target`), arm and ratio
+summaries with bootstrap intervals, the results document (schema ``harnesscheck.results`` 1.0), the
+printed table, the PNG plot, request headers, the embedded servers and a deterministic filler text of a
+given token length."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import contextlib
 import json
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,82 @@ from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
 
 PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (conformance/apis)
 RESAMPLES = 4000
+
+
+@dataclass(kw_only=True)
+class BenchOptions:
+    """What every benchmark that measures ``endpoint``, or with none its own embedded reference servers,
+    takes (keyword-only; a benchmark's options class adds its own fields and may change a default)."""
+
+    endpoint: str | None = None  # None: embedded reference servers
+    model: str | None = None  # default: the endpoint's first model (embedded: the server's default id)
+    api_key: str | None = None
+    # The embedded servers' timing model (a real-compute engine ignores it): a fixed cost before the
+    # first token, a cost per uncached prompt token, the interval between output tokens.
+    ttft_base_ms: float = 10.0
+    prefill_us_per_token: float = 100.0
+    decode_ms: float = 5.0
+    server_args: list[str] = field(default_factory=list)  # extra arguments for every embedded server
+    startup_timeout: float = 60.0  # seconds each embedded server may take to answer (real compute: loading)
+
+    def timing_args(self) -> list[str]:
+        """The timing model as reference-server arguments."""
+        return timing_args(self.ttft_base_ms, self.prefill_us_per_token, self.decode_ms)
+
+    def timing_model(self, server: dict[str, Any]) -> dict[str, float] | None:
+        """The timing model for a results document's settings: only when the benchmark ran on embedded
+        servers that follow it (``server["timing"]`` is ``scripted-model``), else None."""
+        if self.endpoint or server.get("timing") != "scripted-model":
+            return None
+        return {"ttft_base_ms": self.ttft_base_ms, "prefill_us_per_token": self.prefill_us_per_token,
+                "decode_ms": self.decode_ms}
+
+
+@dataclass
+class Target:
+    """Where a benchmark's requests go: the endpoint (one URL), or one embedded server per mode."""
+
+    urls: list[str]
+    model: str
+    embedded: bool
+    args: list[list[str]]  # each embedded server's arguments (none for an endpoint)
+    api_key: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The results document's ``run.endpoint``: the URL, or ``embedded``."""
+        return "embedded" if self.embedded else self.urls[0]
+
+    def server_info(self) -> dict[str, Any]:
+        """The (first) server's description for the results document (``wire.server_info``)."""
+        from harnesscheck.conformance.wire.server_info import server_info
+
+        if self.embedded:
+            return server_info(self.urls[0], self.model, kind="embedded")
+        return server_info(self.urls[0], self.model, kind="external", api_key=self.api_key)
+
+
+@contextlib.contextmanager
+def target(opts: BenchOptions, *modes: Sequence[str]) -> Iterator[Target]:
+    """``opts.endpoint`` with ``--model`` or its first model; with no endpoint, one embedded reference
+    server per argument list in ``modes`` (one server when none is given), each started with the mode's
+    arguments, the timing model and ``opts.server_args``, all stopped at the end."""
+    if opts.endpoint:
+        url = opts.endpoint.rstrip("/")
+        yield Target([url], resolve_model(url, opts.model, opts.api_key), False, [], opts.api_key)
+        return
+    from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
+
+    arg_lists = [[*mode, *opts.timing_args(), *opts.server_args] for mode in (modes or ((),))]
+    with embedded_servers(*arg_lists, startup_timeout=opts.startup_timeout) as servers:
+        yield Target([s.url for s in servers], opts.model or DEFAULT_MODEL_IDS[0], True, arg_lists)
+
+
+def first_request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
+    """The first-turn request body of a scenario in an API (``conformance.apis``' ``first``)."""
+    from harnesscheck.scenarios.loader import get
+
+    return apis.get(api).first(get(scenario_id), model)
 
 
 def _round(x: float) -> float:

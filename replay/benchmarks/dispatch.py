@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from harnesscheck.conformance import apis
-from harnesscheck.conformance.wire.server_info import server_info
 from harnesscheck.replay.benchmarks import common
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
 
@@ -37,19 +36,12 @@ MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-s
          "dispatch": []}
 
 
-@dataclass
-class DispatchOptions:
-    endpoint: str | None = None
-    model: str | None = None
-    api_key: str | None = None
-    sessions: int = 5
-    warmup: int = 1
+@dataclass(kw_only=True)
+class DispatchOptions(common.BenchOptions):
+    sessions: int = 5  # measured per mode
+    warmup: int = 1  # rounds discarded
     apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
-    ttft_base_ms: float = 10.0
-    prefill_us_per_token: float = 100.0
-    decode_ms: float = 5.0
-    server_args: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -120,18 +112,12 @@ class _Fold:
                 turn.boundary.setdefault(call.index, t)
 
 
-def _request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from harnesscheck.scenarios.loader import get
-
-    return apis.get(api).first(get(scenario_id), model)
-
-
 async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> dict[tuple[str, str, str], list[Turn]]:
     import aiohttp
 
     hdrs = common.headers(opts.api_key)
     out: dict[tuple[str, str, str], list[Turn]] = {}
-    bodies = {(s, a): _request(a, s, model) for s in opts.scenarios for a in opts.apis}
+    bodies = {(s, a): common.first_request(a, s, model) for s in opts.scenarios for a in opts.apis}
     modes = list(urls)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         for rnd in range(opts.warmup + opts.sessions):
@@ -147,26 +133,14 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
 
 
 def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
-    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
+    from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
-    if opts.endpoint:
-        url = opts.endpoint.rstrip("/")
-        model = common.resolve_model(url, opts.model, opts.api_key)
-        turns = run_async(_measure({"endpoint": url}, model, opts))
-        server = server_info(url, model, kind="external", api_key=opts.api_key)
-        endpoint = url
-    else:
-        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
-
-        model = opts.model or DEFAULT_MODEL_IDS[0]
-        timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
-        arg_lists = [[*extra, *timing, *opts.server_args] for extra in MODES.values()]
-        with common.embedded_servers(*arg_lists) as servers:
-            turns = run_async(_measure({m: s.url for m, s in zip(MODES, servers, strict=True)}, model, opts))
-            server = server_info(servers[0].url, model, kind="embedded")
-        endpoint = "embedded"
+    with common.target(opts, *MODES.values()) as target:
+        names = list(MODES) if target.embedded else ["endpoint"]
+        turns = run_async(_measure(dict(zip(names, target.urls, strict=True)), target.model, opts))
+        server = target.server_info()
     benchmarks = []
     for scenario in opts.scenarios:
         for api in opts.apis:
@@ -176,11 +150,10 @@ def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
                 "scenarios": opts.scenarios, "concurrency": 1,
                 "modes": {m: " ".join(a) or "(default)" for m, a in MODES.items()} if not opts.endpoint else
                 {"endpoint": "the endpoint's own setting"}}
-    if not opts.endpoint:
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
-    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=opts.apis,
-                                   server=server, settings=settings, started_at=started)
+    if timing_model := opts.timing_model(server):
+        settings["timing_model"] = timing_model
+    return common.results_document(benchmarks=benchmarks, endpoint=target.endpoint, model=target.model,
+                                   apis=opts.apis, server=server, settings=settings, started_at=started)
 
 
 def _benchmark(scenario: str, api: str, by_mode: dict[str, list[Turn]], timing: str,

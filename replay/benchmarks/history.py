@@ -16,10 +16,9 @@ case it is.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.conformance.wire.server_info import server_info
 from harnesscheck.replay.benchmarks import common
 
 NOTE_TOOL = {"type": "function", "function": {
@@ -27,20 +26,13 @@ NOTE_TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
 
 
-@dataclass
-class HistoryOptions:
-    endpoint: str | None = None
-    model: str | None = None
-    api_key: str | None = None
-    sessions: int = 8
-    warmup: int = 1
+@dataclass(kw_only=True)
+class HistoryOptions(common.BenchOptions):
+    sessions: int = 8  # measured per arm
+    warmup: int = 1  # rounds discarded (round 0 also warms the shared system prompt)
     system_tokens: int = 2000
-    turn_tokens: int = 1500
-    ttft_base_ms: float = 10.0
-    prefill_us_per_token: float = 100.0
+    turn_tokens: int = 1500  # the previous assistant turn after its reasoning (the Note call's text)
     decode_ms: float = 0.2
-    server_args: list[str] = field(default_factory=list)
-    startup_timeout: float = 60.0  # seconds each embedded server may take to answer (real compute loads weights)
 
 
 def _cached(usage: dict[str, Any]) -> int | None:
@@ -88,29 +80,17 @@ async def _measure(urls: dict[str, str], model: str, system: str, note: str,
 
 
 def run_history(opts: HistoryOptions) -> dict[str, Any]:
-    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
+    from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
     system = common.filler_text(opts.system_tokens, seed=1)
     note = common.filler_text(opts.turn_tokens, seed=2).replace("`", "'")
-    if opts.endpoint:
-        url = opts.endpoint.rstrip("/")
-        model = common.resolve_model(url, opts.model, opts.api_key)
-        found = run_async(_measure({"endpoint": url}, model, system, note, opts))
-        server = server_info(url, model, kind="external", api_key=opts.api_key)
-        endpoint = url
-    else:
-        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
-
-        model = opts.model or DEFAULT_MODEL_IDS[0]
-        timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
-        with common.embedded_servers([*timing, *opts.server_args],
-                                     ["--fault", "rewrite-history-reasoning", *timing, *opts.server_args],
-                                     startup_timeout=opts.startup_timeout) as (a, b):
-            found = run_async(_measure({"kept": a.url, "rewritten": b.url}, model, system, note, opts))
-            server = server_info(a.url, model, kind="embedded")
-        endpoint = "embedded"
+    with common.target(opts, [], ["--fault", "rewrite-history-reasoning"]) as target:
+        names = ("kept", "rewritten") if target.embedded else ("endpoint",)
+        urls = dict(zip(names, target.urls, strict=True))
+        found = run_async(_measure(urls, target.model, system, note, opts))
+        server = target.server_info()
     arms = {name: common.arm(name, [m["ttft_ms"] for m in ms], seed=n) for n, (name, ms) in enumerate(found.items())}
     ratios = [common.ratio("rewritten/kept", arms["rewritten"], arms["kept"], seed=21)] if "rewritten" in arms else []
     usage = {name: {k: ms[0][k] for k in ("prompt_tokens", "cached_tokens", "turn1_output_tokens")}
@@ -122,11 +102,10 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
                                 "arms": {"kept": "default server", "rewritten": "--fault rewrite-history-reasoning"}
                                 if not opts.endpoint else {"endpoint": "the endpoint's own behaviour"},
                                 "usage_first_sample": usage, "summary": summary}
-    if not opts.endpoint and server["timing"] == "scripted-model":  # a real-compute engine ignores it
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    if timing_model := opts.timing_model(server):
+        settings["timing_model"] = timing_model
     bench = {"name": "history-ttft", "title": "Next-turn TTFT: history kept vs past reasoning rewritten",
              "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
              "arms": list(arms.values()), "ratios": ratios}
-    return common.results_document(benchmarks=[bench], endpoint=endpoint, model=model, apis=["chat"],
-                                   server=server, settings=settings, started_at=started)
+    return common.results_document(benchmarks=[bench], endpoint=target.endpoint, model=target.model,
+                                   apis=["chat"], server=server, settings=settings, started_at=started)

@@ -24,6 +24,7 @@ an undisturbed gap is about that; ``--endpoint URL`` measures another server ins
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import time
@@ -35,11 +36,8 @@ from harnesscheck.replay.benchmarks import common
 LARGE_ROUTES = {"count_tokens": "/v1/messages/count_tokens", "tokenize": "/tokenize"}
 
 
-@dataclass
-class MixedOptions:
-    endpoint: str | None = None
-    model: str | None = None
-    api_key: str | None = None
+@dataclass(kw_only=True)
+class MixedOptions(common.BenchOptions):
     concurrency: int = 16
     windows: int = 4  # per arm; the arms alternate
     window_s: float = 4.0
@@ -48,10 +46,7 @@ class MixedOptions:
     large_route: str = "count_tokens"
     apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
     scenario: str = "long_reasoning"
-    ttft_base_ms: float = 10.0
     prefill_us_per_token: float = 0.0
-    decode_ms: float = 5.0
-    server_args: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -101,11 +96,10 @@ def large_body(route: str, model: str, n_bytes: int) -> bytes:
 
 
 def stream_bodies(model: str, opts: MixedOptions) -> list[tuple[str, dict[str, Any]]]:
-    from harnesscheck.conformance.apis import get as get_api
-    from harnesscheck.scenarios.loader import get
+    from harnesscheck.conformance import apis
 
-    return [(api, {**get_api(api).first(get(opts.scenario), model),
-                   get_api(api).MAX_TOKENS_FIELD: opts.stream_tokens}) for api in opts.apis]
+    return [(api, {**common.first_request(api, opts.scenario, model),
+                   apis.get(api).MAX_TOKENS_FIELD: opts.stream_tokens}) for api in opts.apis]
 
 
 async def _large_loop(session: Any, url: str, data: bytes, hdrs: dict[str, str], stop: asyncio.Event,
@@ -171,7 +165,7 @@ async def _measure(url: str, model: str, opts: MixedOptions) -> list[Window]:
     out: list[Window] = []
     timeout = aiohttp.ClientTimeout(total=600)
     async with StreamClient(limit=0) as client, aiohttp.ClientSession(timeout=timeout) as session:
-        warm = MixedOptions(**{**opts.__dict__, "window_s": 0.0})
+        warm = dataclasses.replace(opts, window_s=0.0)
         await _window(client, session, url, "warm-up", bodies, large, warm, hdrs)  # imports, caches, connections
         for n in range(2 * opts.windows):
             arm = ("idle", "large")[n % 2] if (n // 2) % 2 == 0 else ("large", "idle")[n % 2]  # ABBA order
@@ -180,28 +174,16 @@ async def _measure(url: str, model: str, opts: MixedOptions) -> list[Window]:
 
 
 def run_mixed(opts: MixedOptions) -> dict[str, Any]:
-    from harnesscheck.reports.schema import now_iso
-    from harnesscheck.conformance.wire.server_info import server_info
     from harnesscheck.replay.client import run_async
+    from harnesscheck.reports.schema import now_iso
 
     if opts.large_route not in LARGE_ROUTES:
         raise ValueError(f"--large-route: expected one of {', '.join(LARGE_ROUTES)}")
     started = now_iso()
-    if opts.endpoint:
-        url = opts.endpoint.rstrip("/")
-        model = common.resolve_model(url, opts.model, opts.api_key)
-        windows = run_async(_measure(url, model, opts))
-        server = server_info(url, model, kind="external", api_key=opts.api_key)
-        args: list[str] = []
-    else:
-        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
-
-        model = opts.model or DEFAULT_MODEL_IDS[0]
-        args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms), *opts.server_args]
-        with common.embedded_servers(args) as (srv,):
-            windows = run_async(_measure(srv.url, model, opts))
-            server = server_info(srv.url, model, kind="embedded")
-    return _document(windows, opts, model, args, server, started)
+    with common.target(opts) as target:
+        windows = run_async(_measure(target.urls[0], target.model, opts))
+        server = target.server_info()
+    return _document(windows, opts, target.model, target.args[0] if target.args else [], server, started)
 
 
 def _document(windows: list[Window], opts: MixedOptions, model: str, args: list[str], server: dict[str, Any],
@@ -231,9 +213,8 @@ def _document(windows: list[Window], opts: MixedOptions, model: str, args: list[
                                 "large_bytes": opts.large_bytes, "large_route": opts.large_route,
                                 "server_args": args, "worst_gap_ms": {k: round(v, 2) for k, v in overall.items()},
                                 "worst_gap_difference_ms": round(diff, 2), "rows": rows, "summary": summary}
-    if not opts.endpoint:
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    if timing_model := opts.timing_model(server):
+        settings["timing_model"] = timing_model
     base = {"timing": server["timing"], "better": "lower", "unit": "ms"}
     short = {k: v for k, v in settings.items() if k not in ("rows", "summary")}
     benchmarks = [

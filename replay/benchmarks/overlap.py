@@ -30,25 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from harnesscheck.conformance.wire.server_info import server_info
 from harnesscheck.replay.benchmarks import common
 
 
-@dataclass
-class OverlapOptions:
-    endpoint: str | None = None
-    model: str | None = None
-    api_key: str | None = None
-    sessions: int = 6
-    warmup: int = 1
+@dataclass(kw_only=True)
+class OverlapOptions(common.BenchOptions):
+    sessions: int = 6  # measured per arm
+    warmup: int = 1  # rounds discarded
     apis: list[str] = field(default_factory=lambda: ["anthropic", "chat", "responses"])
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
-    tool_ms: list[float] = field(default_factory=lambda: [300.0, 300.0])
-    concurrency_safe: bool = False
-    ttft_base_ms: float = 10.0
-    prefill_us_per_token: float = 100.0
-    decode_ms: float = 5.0
-    server_args: list[str] = field(default_factory=list)
+    tool_ms: list[float] = field(default_factory=lambda: [300.0, 300.0])  # per call index, the last repeated
+    concurrency_safe: bool = False  # the fake tools run in parallel
 
 
 ARMS = ("stream", "after-stream", "streaming")
@@ -85,7 +77,7 @@ class Sample:
 async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str, str, str], list[Sample]]:
     from harnesscheck.replay.executor import ExecutorClient, sleep_tool
 
-    bodies = {(s, a): _body(a, s, model) for s in opts.scenarios for a in opts.apis}
+    bodies = {(s, a): common.first_request(a, s, model) for s in opts.scenarios for a in opts.apis}
     hdrs = common.headers(opts.api_key)
     out: dict[tuple[str, str, str], list[Sample]] = {}
     durations = _durations(opts, 64)
@@ -111,33 +103,14 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
     return out
 
 
-def _body(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    from harnesscheck.conformance import apis
-    from harnesscheck.scenarios.loader import get
-
-    return apis.get(api).first(get(scenario_id), model)
-
-
 def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
-    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
+    from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
-    if opts.endpoint:
-        url = opts.endpoint.rstrip("/")
-        model = common.resolve_model(url, opts.model, opts.api_key)
-        samples = run_async(_measure(url, model, opts))
-        server = server_info(url, model, kind="external", api_key=opts.api_key)
-        endpoint = url
-    else:
-        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
-
-        model = opts.model or DEFAULT_MODEL_IDS[0]
-        timing = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
-        with common.embedded_servers([*timing, *opts.server_args]) as (srv,):
-            samples = run_async(_measure(srv.url, model, opts))
-            server = server_info(srv.url, model, kind="embedded")
-        endpoint = "embedded"
+    with common.target(opts) as target:
+        samples = run_async(_measure(target.urls[0], target.model, opts))
+        server = target.server_info()
     benchmarks = [_benchmark(s, a, {arm: samples[(s, a, arm)] for arm in ARMS}, server["timing"], opts)
                   for s in opts.scenarios for a in opts.apis]
     settings: dict[str, Any] = {
@@ -145,11 +118,10 @@ def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
         "concurrency": 1, "tool_ms": opts.tool_ms, "concurrency_safe": opts.concurrency_safe,
         "tools": "asyncio.sleep fakes (replay.executor), per call index",
         "executor": "replay.executor.StreamingToolExecutor via ExecutorClient (aiohttp + uvloop)"}
-    if not opts.endpoint:
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
-    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=opts.apis,
-                                   server=server, settings=settings, started_at=started)
+    if timing_model := opts.timing_model(server):
+        settings["timing_model"] = timing_model
+    return common.results_document(benchmarks=benchmarks, endpoint=target.endpoint, model=target.model,
+                                   apis=opts.apis, server=server, settings=settings, started_at=started)
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -21,29 +21,21 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.conformance.wire.server_info import server_info
 from harnesscheck.replay.benchmarks import common
 
 HEADER_TEMPLATE = "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint=cli; cch={cch};"
 
 
-@dataclass
-class PreambleOptions:
-    endpoint: str | None = None
-    model: str | None = None
-    api_key: str | None = None
-    system_tokens: int = 8000
-    sessions: int = 16
-    warmup: int = 1
-    max_tokens: int = 16
-    ttft_base_ms: float = 10.0
-    prefill_us_per_token: float = 100.0
+@dataclass(kw_only=True)
+class PreambleOptions(common.BenchOptions):
+    system_tokens: int = 8000  # the shared system prompt
+    sessions: int = 16  # measured per arm
+    warmup: int = 1  # rounds discarded
+    max_tokens: int = 16  # output tokens per request
     decode_ms: float = 1.0
-    server_args: list[str] = field(default_factory=list)
-    startup_timeout: float = 60.0  # seconds each embedded server may take to answer (real compute loads weights)
 
 
 def billing_header() -> str:
@@ -90,30 +82,22 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
 
 def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
     """Run the benchmark; returns the results document (``common.write_outputs`` writes it)."""
-    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.client import run_async
+    from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
     system = common.filler_text(opts.system_tokens)
-    timing_model = common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms)
-    if opts.endpoint:
-        url = opts.endpoint.rstrip("/")
-        model = common.resolve_model(url, opts.model, opts.api_key)
-        targets = {"stable": (url, False), "header": (url, True)}
-        samples, usage = run_async(_measure(targets, model, system, opts, [(url, False)]))
-        server = server_info(url, model, kind="external", api_key=opts.api_key)
-        endpoint = url
-    else:
-        from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
-
-        model = opts.model or DEFAULT_MODEL_IDS[0]
-        keep = ["--no-strip-anthropic-preamble", *timing_model, *opts.server_args]
-        strip = ["--strip-anthropic-preamble", *timing_model, *opts.server_args]
-        with common.embedded_servers(keep, strip, startup_timeout=opts.startup_timeout) as (a, b):
-            targets = {"stable": (a.url, False), "header": (a.url, True), "stripped": (b.url, True)}
-            samples, usage = run_async(_measure(targets, model, system, opts, [(a.url, False), (b.url, True)]))
-            server = server_info(a.url, model, kind="embedded")
-        endpoint = "embedded"
+    keep, strip = ["--no-strip-anthropic-preamble"], ["--strip-anthropic-preamble"]
+    with common.target(opts, keep, strip) as target:
+        if target.embedded:
+            a, b = target.urls
+            targets = {"stable": (a, False), "header": (a, True), "stripped": (b, True)}
+            warm = [(a, False), (b, True)]
+        else:
+            (url,) = target.urls
+            targets, warm = {"stable": (url, False), "header": (url, True)}, [(url, False)]
+        samples, usage = run_async(_measure(targets, target.model, system, opts, warm))
+        server = target.server_info()
     arms = {name: common.arm(name, xs, seed=n) for n, (name, xs) in enumerate(samples.items())}
     ratios = [common.ratio("header/stable", arms["header"], arms["stable"], seed=11)]
     if "stripped" in arms:
@@ -125,12 +109,10 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
                          opts.endpoint else "fresh header per session, the endpoint's own setting",
                          "stripped": "fresh header per session, stripping on"},
                 "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
-    if not opts.endpoint and server["timing"] == "scripted-model":  # a real-compute engine ignores it
-        settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms,
-                                    "prefill_us_per_token": opts.prefill_us_per_token, "decode_ms": opts.decode_ms}
+    if timing_model := opts.timing_model(server):
+        settings["timing_model"] = timing_model
     bench = {"name": "preamble-ttft", "title": "TTFT: stable prefix vs per-session billing header vs stripped",
              "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
              "arms": list(arms.values()), "ratios": ratios}
-    doc = common.results_document(benchmarks=[bench], endpoint=endpoint, model=model, apis=["anthropic"],
-                                  server=server, settings=settings, started_at=started)
-    return doc
+    return common.results_document(benchmarks=[bench], endpoint=target.endpoint, model=target.model,
+                                   apis=["anthropic"], server=server, settings=settings, started_at=started)

@@ -71,11 +71,17 @@ def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
                    help=f"measured samples per arm (default: {sessions}; the gate needs a minimum, docs/gate.md)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up rounds discarded (default: 1)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
-    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    p.add_argument("--ttft-base-ms", type=float, default=10.0,
+                   help="embedded timing: fixed cost before token 1 (default: 10 ms)")
     p.add_argument("--prefill-us-per-token", type=float, default=100.0,
                    help="embedded timing: cost per uncached prompt token (default: 100 µs)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for the embedded servers, repeatable (e.g. --server-arg=--block-size=32)")
+
+
+def _decode_ms(p: argparse.ArgumentParser, default: float) -> None:
+    p.add_argument("--decode-ms", type=float, default=default,
+                   help=f"embedded timing: interval between output tokens (default: {default:g} ms)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,21 +91,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(p, sessions=16)  # 8 let one load burst on a 2-core machine move a median
     p.add_argument("--system-tokens", type=int, default=8000,
                    help="length of the shared system prompt in tokens (default: 8000; the article's GPU run: 52K)")
-    p.add_argument("--decode-ms", type=float, default=1.0, help="embedded timing: interval between output tokens")
+    _decode_ms(p, 1.0)
     p = sub.add_parser("dispatch", help="tool-ready latency: buffered vs inline vs dispatch")
     _common(p, sessions=5)
-    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    _decode_ms(p, 5.0)
     p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated APIs (default: all three)")
     p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
     p = sub.add_parser("history", help="next-turn TTFT: history kept vs past reasoning rewritten")
     _common(p, sessions=8)
-    p.add_argument("--decode-ms", type=float, default=0.2, help="embedded timing: interval between output tokens")
+    _decode_ms(p, 0.2)
     p.add_argument("--system-tokens", type=int, default=2000, help="shared system prompt tokens (default: 2000)")
     p.add_argument("--turn-tokens", type=int, default=1500,
                    help="tokens of the previous assistant turn after its reasoning (default: 1500)")
     p = sub.add_parser("overlap", help="turn latency: tools after the stream vs while streaming")
     _common(p, sessions=6)
-    p.add_argument("--decode-ms", type=float, default=5.0, help="embedded timing: interval between output tokens")
+    _decode_ms(p, 5.0)
     p.add_argument("--apis", default="anthropic,chat,responses", help="comma-separated APIs (default: all three)")
     p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
     p.add_argument("--tool-ms", default="300,300", metavar="MS,MS",
@@ -409,46 +415,47 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
     elif args.bench == "preamble":
         from harnesscheck.replay.benchmarks.preamble import PreambleOptions, run_preamble
 
-        doc = run_preamble(PreambleOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, system_tokens=args.system_tokens,
-            sessions=args.sessions, warmup=args.warmup, ttft_base_ms=args.ttft_base_ms,
-            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+        doc = run_preamble(PreambleOptions(**_bench_options(args, api_key), system_tokens=args.system_tokens))
     elif args.bench == "dispatch":
         from harnesscheck.replay.benchmarks.dispatch import DispatchOptions, run_dispatch
 
-        doc = run_dispatch(DispatchOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
-            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
-            scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
-            ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
-            decode_ms=args.decode_ms, server_args=args.server_arg))
+        doc = run_dispatch(DispatchOptions(**_bench_options(args, api_key), apis=_split(args.apis),
+                                           scenarios=_split(args.scenarios)))
     elif args.bench == "overlap":
         from harnesscheck.replay.benchmarks.overlap import OverlapOptions, run_overlap
 
         doc = run_overlap(OverlapOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
-            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
-            scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
-            tool_ms=[float(x) for x in args.tool_ms.split(",") if x.strip()],
-            concurrency_safe=args.concurrency_safe, ttft_base_ms=args.ttft_base_ms,
-            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+            **_bench_options(args, api_key), apis=_split(args.apis), scenarios=_split(args.scenarios),
+            tool_ms=[float(x) for x in _split(args.tool_ms)], concurrency_safe=args.concurrency_safe))
     elif args.bench == "history":
         from harnesscheck.replay.benchmarks.history import HistoryOptions, run_history
 
-        doc = run_history(HistoryOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, sessions=args.sessions, warmup=args.warmup,
-            system_tokens=args.system_tokens, turn_tokens=args.turn_tokens, ttft_base_ms=args.ttft_base_ms,
-            prefill_us_per_token=args.prefill_us_per_token, decode_ms=args.decode_ms, server_args=args.server_arg))
+        doc = run_history(HistoryOptions(**_bench_options(args, api_key), system_tokens=args.system_tokens,
+                                         turn_tokens=args.turn_tokens))
     elif args.bench == "mixed":
         from harnesscheck.replay.benchmarks.mixed import MixedOptions, run_mixed
 
         doc = run_mixed(MixedOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, concurrency=args.concurrency,
-            windows=args.windows, window_s=args.window_s, stream_tokens=args.stream_tokens,
-            large_bytes=args.large_bytes, large_route=args.large_route,
-            apis=[a.strip() for a in args.apis.split(",") if a.strip()], scenario=args.scenario,
-            ttft_base_ms=args.ttft_base_ms, decode_ms=args.decode_ms, server_args=args.server_arg))
+            **_bench_options(args, api_key), concurrency=args.concurrency, windows=args.windows,
+            window_s=args.window_s, stream_tokens=args.stream_tokens, large_bytes=args.large_bytes,
+            large_route=args.large_route, apis=_split(args.apis), scenario=args.scenario))
     return doc
+
+
+# The flags behind replay.benchmarks.common.BenchOptions' fields (and --sessions / --warmup where a
+# benchmark has them), as `_common` and the mixed parser define them.
+_BENCH_FIELDS = ("endpoint", "model", "sessions", "warmup", "ttft_base_ms", "prefill_us_per_token", "decode_ms")
+
+
+def _bench_options(args: argparse.Namespace, api_key: str | None) -> dict:
+    """The fields a BenchOptions subclass shares, from the flags this benchmark's parser defines."""
+    fields = {name: getattr(args, name) for name in _BENCH_FIELDS if hasattr(args, name)}
+    return {**fields, "api_key": api_key, "server_args": args.server_arg}
+
+
+def _split(text: str) -> list[str]:
+    """A comma-separated flag's items, blanks left out."""
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def _load_figures(doc: dict) -> dict[str, list[dict]]:
