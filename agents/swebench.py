@@ -113,16 +113,19 @@ def validate_tasks(tasks: Iterable[SweTask]) -> None:
         raise TaskFileError(f"task file rejected, nothing was run: {'; '.join(problems[:5])}{more}")
 
 
-def _as_list(value: Any) -> tuple[str, ...]:
+def _as_list(value: Any, column: str = "test list") -> tuple[str, ...]:
+    """A test-id list: a list of strings, or the dataset's JSON text of one (a lone id as itself)."""
     if value is None or value == "":
         return ()
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return (value,)
     if isinstance(value, str):
         return (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise TaskFileError(f"{column} must be a list of test ids, got {str(value)[:80]!r}")
     return tuple(str(v) for v in value)
 
 
@@ -155,9 +158,15 @@ class SweTask:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweTask:
+        if not isinstance(row, dict):
+            raise TaskFileError(f"a task must be a JSON object, got {str(row)[:80]!r}")
         missing = [c for c in ("instance_id", "repo", "base_commit", "problem_statement") if not row.get(c)]
         if missing:
             raise ValueError(f"task row lacks {missing}: {str(row)[:120]}")
+        wrong = [c for c in ("instance_id", "repo", "base_commit", "problem_statement")
+                 if not isinstance(row[c], str)]
+        if wrong:
+            raise TaskFileError(f"task row's {', '.join(wrong)} must be text: {str(row)[:120]}")
         return cls(
             instance_id=_as_str(row["instance_id"]),
             repo=_as_str(row["repo"]),
@@ -165,8 +174,8 @@ class SweTask:
             problem_statement=_as_str(row["problem_statement"]),
             patch=_as_str(row.get("patch")),
             test_patch=_as_str(row.get("test_patch")),
-            fail_to_pass=_as_list(row.get("FAIL_TO_PASS")),
-            pass_to_pass=_as_list(row.get("PASS_TO_PASS")),
+            fail_to_pass=_as_list(row.get("FAIL_TO_PASS"), "FAIL_TO_PASS"),
+            pass_to_pass=_as_list(row.get("PASS_TO_PASS"), "PASS_TO_PASS"),
             version=_as_str(row.get("version")),
             environment_setup_commit=_as_str(row.get("environment_setup_commit")),
             hints_text=_as_str(row.get("hints_text")),
@@ -269,8 +278,18 @@ def _read_direct(path: Path) -> list[dict[str, Any]]:
         return pq.read_table(path).to_pylist()
     text = path.read_text(encoding="utf-8")
     if suffix == ".json" and text.lstrip().startswith("["):
-        return list(json.loads(text))
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+        try:
+            return list(json.loads(text))
+        except (ValueError, RecursionError) as exc:
+            raise TaskFileError(f"{path}: not a JSON list of tasks ({exc})") from None
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except (ValueError, RecursionError) as exc:
+                raise TaskFileError(f"{path}: line {n} is not JSON ({exc})") from None
+    return rows
 
 
 def load_tasks(

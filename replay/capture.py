@@ -307,7 +307,13 @@ class CaptureProxy:
         t.url = redact_url(t.url)
         record = {"exchange": self.count, "api": t.api if t.api in FORMS else None, "request": req_info,
                   **({"response": response} if response else {}), "transcript": t.to_dict()}
-        line = redact_text(json.dumps(record, ensure_ascii=False), self.secrets)
+        text = json.dumps(record, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (a client's "\ud800"): kept as its \u escape
+                text = json.dumps(record)
+        line = redact_text(text, self.secrets)
         async with self._lock:
             self.count += 1
             if self._fh is not None:
@@ -344,8 +350,8 @@ def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise ValueError(f"{path}: empty capture")
     try:
         head = json.loads(lines[0])
-    except ValueError:
-        raise ValueError(f"{path}: line 1 is not JSON: not a capture file") from None
+    except (ValueError, RecursionError):
+        raise ValueError(f"{path}: line 1 is not JSON (or nested too deeply): not a capture file") from None
     if not isinstance(head, dict) or head.get("schema") != CAPTURE_SCHEMA:
         schema = head.get("schema") if isinstance(head, dict) else None
         raise ValueError(f"{path}: not a capture file (header schema {schema!r})")
@@ -356,8 +362,8 @@ def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
     for n, line in enumerate(lines[1:], 2):
         try:
             rec = json.loads(line)
-        except ValueError:
-            raise ValueError(f"{path}: line {n} is not JSON") from None
+        except (ValueError, RecursionError):
+            raise ValueError(f"{path}: line {n} is not JSON (or nested too deeply)") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("transcript"), dict):
             raise ValueError(f"{path}: line {n} is not an exchange record (no transcript object)")
         records.append(rec)

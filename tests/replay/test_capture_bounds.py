@@ -196,3 +196,17 @@ def test_the_proxy_never_buffers_more_than_asked_for_a_huge_frame(upstream, tmp_
     assert r.status_code == 200 and len(r.content) == 6 + 160 * 65536
     _, (rec,) = load_capture(tmp_path / "c.jsonl")
     assert "exceeds 8388608 bytes" in rec["response"]["cut"]["reason"] and len(warned) == 1
+
+
+def test_a_request_with_a_lone_surrogate_is_recorded(upstream, tmp_path) -> None:
+    """JSON may escape a lone surrogate (`"\\ud800"`); the record keeps it as that escape (writing it
+    as UTF-8 failed, and the exchange went unrecorded), and the capture converts or is refused in one
+    line."""
+    cap = tmp_path / "c.jsonl"
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "x\\ud800y"}]}'
+    with ProxyThread(upstream=upstream.url, out=cap) as proxy:
+        r = httpx.post(proxy.url + "/echo", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    _, (rec,) = load_capture(cap)
+    assert rec["transcript"]["request_body"]["messages"][0]["content"] == "x\ud800y"
+    assert main(["trace", "from-capture", str(cap), "--out", str(tmp_path / "t.jsonl")]) in (0, 2)

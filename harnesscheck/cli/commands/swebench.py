@@ -182,8 +182,8 @@ def run(args: argparse.Namespace) -> int:
     toy = getattr(args, "toy", False)
     try:
         tasks = _select(args, TOY_TASKS if toy else None, err)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:  # one line, whatever the file held
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     if args.action == "select":
         write_tasks_jsonl(tasks, args.out)

@@ -108,11 +108,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {s.id}: {len(s.turns)} turn(s), api {','.join(apis)}, "
                       f"{sum(1 for t in s.turns if t.delta is not None)} delta(s)")
             return 0
-    except (OSError, ValueError, TraceError, KeyError, TypeError, AttributeError) as exc:
-        # a missing or malformed input file (JSON of the wrong shape surfaces as Key/Type/AttributeError)
+        save(trace, args.out)  # (text the input held that a trace file cannot: a lone surrogate)
+    except (OSError, ValueError, TraceError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # a missing or malformed input file (JSON of the wrong shape surfaces as Key/Type/AttributeError,
+        # JSON nested too deeply as RecursionError)
         named = [getattr(args, name, None) for name in ("capture", "file", "trace")]
         source = next((n for n in named if n), args.action)
         raise UsageError(f"{source}: {exc}") from None
-    save(trace, args.out)
     print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.out}")
     return 0
