@@ -81,6 +81,7 @@ class TurnResult:
     ws_probes: int = 0
     marker_seen: bool | None = None
     skip: str = ""
+    kit_error: str = ""  # the client could not be run at all (no verdict on the endpoint): why
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -358,6 +359,9 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
             t0 = time.time()
             rc, out, err, timed_out = _run(cmd, prep.env, prep.cwd, timeout)
             res.seconds = round(time.time() - t0, 3)
+    except OSError as exc:  # the client could not be started (or its config written): the kit's side
+        res.kit_error = res.error = redact_text(f"could not run {client.label}: {exc}", secrets)
+        return res
     finally:
         shutil.rmtree(private, ignore_errors=True)
         watcher.forget_folder(private)

@@ -13,8 +13,9 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
     installed from npm here; ``python -m harnesscheck.agents.clients`` installs them): a client not
     installed, or whose binary does not start, is listed with ``skipped`` set, never an error.
     ``api_key`` None gives the clients a dummy key. Captures and the clients' output go to
-    ``out/<client>[-<api>]/<turn>/``. ``timeout`` limits each turn; ``progress(str)`` hears a line
-    per client. Returns::
+    ``out/<client>[-<api>]/<turn>/`` (made absolute: a relative ``--out`` works the same). A client
+    that could not be started at all is listed with ``skipped`` and ``kit_error`` set, never as a
+    break. ``timeout`` limits each turn; ``progress(str)`` hears a line per client. Returns::
 
         {"endpoint": ..., "model": ..., "apis": [...],
          "clients": {"codex": {"label": "Codex 0.171.0", "api": "responses",
@@ -87,6 +88,13 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
             progress(f"{key}: running {client.label} {inst.version} over {client.api}")
         results = turns.run_client(client, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
                                    timeout=timeout)
+        kit_error = next((r.kit_error for r in results if r.kit_error), "")
+        if kit_error:  # not run: no verdict either way
+            clients[key] = {"label": LABELS[client.name], "api": client.api, "turns": {}, "measured": "",
+                            "skipped": kit_error, "kit_error": True}
+            if progress:
+                progress(f"{key}: {kit_error}")
+            continue
         by_turn = {r.turn: {"ok": r.ok, "failed": [f"{c.id}: {c.detail[:300]}" for c in r.checks if not c.ok],
                             "error": r.error[:500], "final_text": r.final_text[:200], "seconds": r.seconds,
                             "timed_out": r.timed_out, "capture": r.capture} for r in results}
@@ -137,7 +145,9 @@ def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 
     ``after``, with ``timeout`` bound): the real clients against the endpoint the suite checked
     (``suite``, its SuiteOptions), captures under ``out/clients/``. It sets results.json's
     ``client_verification``: ``verify_clients``' document plus ``comparison``, the measured verdicts
-    beside the ones the results infer (``compare_verdicts``)."""
+    beside the ones the results infer (``compare_verdicts``). When every installed client failed to
+    start (the kit's side, no verdict on the endpoint), results.json is written and a UsageError says
+    so (exit 2), never a comparison of nothing."""
     from harnesscheck.conformance.options import split_apis
     from harnesscheck.conformance.runner import inferred_verdicts
 
@@ -147,6 +157,15 @@ def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 
                               progress=lambda line: print(f"  {line}", flush=True))
     comparison = compare_verdicts(inferred_verdicts(doc), measured)
     doc["client_verification"] = {**measured, "comparison": comparison}
+    tried = [c for c in measured["clients"].values() if c.get("kit_error") or c.get("measured")]
+    if tried and all(c.get("kit_error") for c in tried):  # every client failed on the kit's side: say so
+        import json
+
+        from harnesscheck.errors import UsageError
+
+        (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        raise UsageError(f"client verification: no installed client could be run ({tried[0]['skipped']}); "
+                         f"the suite's results are in {out / 'results.json'}")
 
 
 def verification_lines(doc: dict[str, Any]) -> list[str]:

@@ -712,3 +712,15 @@ def test_profile_without_codex_is_an_error_not_a_success(tmp_path):
     assert run.returncode == 2 and len(lines) == 1, (run.returncode, run.stdout, run.stderr)
     assert "codex is not usable: npm not found on PATH" in lines[0] and "Traceback" not in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_client_that_cannot_start_is_not_a_verdict(reference_server, tmp_path):
+    """A client whose binary cannot be started: the turn says so (kit_error), no crash, no "breaks"."""
+    class Missing(_Fake):
+        def command(self, inst, prep, prompt, model):
+            return [str(tmp_path / "no-such-client")]
+
+    r = turns.run_turn(Missing(), fake_install(tmp_path, "claude-code"), reference_server,
+                        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", tmp_path / "w", turn="text",
+                        prompt="Say ok", timeout=30)
+    assert not r.ok and "could not run" in r.kit_error and "no-such-client" in r.kit_error
