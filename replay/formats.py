@@ -26,22 +26,26 @@ What each AIPerf field becomes, and why (AIPerf's loaders and endpoints, same ve
   ``payload`` the whole request body.
 
 Every field a row gave is kept in the turn's ``synthetic`` record, so exporting an imported trace
-gives the same rows back (``tests/replay/test_trace_interop.py``). Exporting any other trace says
-in ``Export.warnings`` what the target cannot hold (tool results as tool messages, tool
-definitions, recorded answers, rewritten history), instead of changing it silently.
+gives the same rows back (``tests/replay/test_trace_interop.py``). Every other export says in
+``Export.warnings``, field by field with counts, what the target cannot hold (tool results as tool
+messages, tool definitions and choice, recorded answers, the model id, rewritten history, the
+history a single_turn row does not carry, the live answers a Mooncake row cannot hold, a prompt
+that Mooncake's lengths keep only as counts), instead of changing it silently; a value that is
+dropped is said to be dropped, never to have been absent. An AIPerf turn's ``output_length`` and
+``extra`` mean the same in a Mooncake row and are carried over.
 
 Mooncake prompts: each hash id is a block of ``block_size`` words drawn from a fixed vocabulary
 by a generator seeded with the id (the last block cut so the prompt has ``input_length`` words),
 so requests sharing hash ids share a text prefix. Export of a trace that did not come from
 Mooncake counts the prompt's words (``\\w+`` or one punctuation mark each) and numbers its blocks
-by a hash chain, so identical prefixes get identical ids; ``output_length`` is the recorded
-output's length (``meta.output_tokens``, else the recorded answer's words), never ``max_tokens``.
+by a hash chain, so identical prefixes get identical ids; ``output_length`` is an AIPerf row's own,
+else the recorded output's length (``meta.output_tokens``, else the recorded answer's words), never
+a captured request's ``max_tokens`` (a client's cap); the request's other fields go into ``extra``.
 """
 
 from __future__ import annotations
 
 import copy
-import gzip
 import hashlib
 import json
 import random
@@ -58,7 +62,7 @@ from harnesscheck.conformance.apis import get as get_api
 
 from .forms import form
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key
-from .trace import is_answer_marker
+from .trace import is_answer_marker, read_file_text
 
 __all__ = [
     "AiperfMultiTurn",
@@ -189,11 +193,9 @@ class Export:
 # -- reading -------------------------------------------------------------------------------
 
 def read_text(path: str | Path) -> str:
-    """A file's text, gunzipped when it starts with the gzip magic bytes (any name)."""
-    data = Path(path).read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
+    """A file's text, gunzipped when it starts with the gzip magic bytes (any name), within the trace
+    reader's size bound (``trace.read_file_text``: TraceError for a broken or oversized file)."""
+    return read_file_text(path)
 
 
 def _rows(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
@@ -212,6 +214,8 @@ def _rows(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]
             d = json.loads(ln)
         except ValueError as exc:
             raise ValueError(f"line {n}: not JSON: {exc}") from exc
+        except RecursionError:
+            raise ValueError(f"line {n}: JSON nested too deeply") from None
         if not isinstance(d, dict):
             raise ValueError(f"line {n}: expected a JSON object")
         out.append((n, d))
@@ -291,6 +295,9 @@ def _delta_fields(prev: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
 # -- AIPerf import -------------------------------------------------------------------------
 
 def _aiperf_kind(rows: list[tuple[int, dict[str, Any]]]) -> str:
+    for n, d in rows:
+        if d.get("type") is not None and not isinstance(d["type"], str):
+            raise ValueError(f"line {n}: 'type' must be a string, got {json.dumps(d['type'])[:60]}")
     kinds = {d.get("type") or ("multi_turn" if "turns" in d else "single_turn") for _, d in rows}
     if len(kinds) > 1:
         raise ValueError(f"rows of more than one AIPerf type in one file: {sorted(kinds)}")
@@ -374,16 +381,19 @@ def import_aiperf(source: str | Path | Iterable[str], *, api: str = "chat", mode
 # -- AIPerf export -------------------------------------------------------------------------
 
 class _Notes:
-    """What an export could not carry, counted per kind, as sentences at the end."""
+    """What an export could not carry, field by field, counted: one sentence per (field, what),
+    "TARGET: FIELD: what became of it (N turns)". A value that was there and is not written is said
+    to be dropped, never to have been absent."""
 
     def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[tuple[str, str, str]] = Counter()
 
-    def add(self, what: str, n: int = 1) -> None:
-        self.counts[what] += n
+    def add(self, field: str, what: str, n: int = 1, unit: str = "turn") -> None:
+        self.counts[(field, what, unit)] += n
 
     def sentences(self, target: str) -> list[str]:
-        return [f"{target}: {n} x {what}" for what, n in self.counts.items()]
+        return [f"{target}: {field}: {what} ({n} {unit}{'s' if n != 1 else ''})"
+                for (field, what, unit), n in self.counts.items()]
 
 
 def _part_texts(api: str, content: Any, notes: _Notes) -> list[str]:
@@ -391,17 +401,17 @@ def _part_texts(api: str, content: Any, notes: _Notes) -> list[str]:
     if isinstance(content, str):
         return [content]
     out: list[str] = []
-    for block in content or ():
+    for block in content if isinstance(content, list) else ():
         if not isinstance(block, dict):
             continue
         typ = block.get("type")
         if typ in ("text", "input_text", "output_text") and isinstance(block.get("text"), str):
             out.append(block["text"])
         elif typ == "tool_result":
-            notes.add("tool result exported as user text (AIPerf turns are text messages, no tool results)")
+            notes.add("tool results", "exported as user text (AIPerf turns are text messages)", unit="result")
             out += _part_texts(api, block.get("content") or "", _Notes())
         else:
-            notes.add(f"content block {typ!r} dropped (AIPerf text turns)")
+            notes.add("content", f"{typ!r} blocks dropped (AIPerf turns hold text only)", unit="block")
     return out
 
 
@@ -410,14 +420,17 @@ def _entry_texts(api: str, e: Any, notes: _Notes) -> tuple[str | None, list[str]
     if not isinstance(e, dict):
         return None, [], False
     if e.get("role") == "tool" or e.get("type") == "function_call_output":
-        notes.add("tool result exported as user text (AIPerf turns are text messages, no tool results)")
+        notes.add("tool results", "exported as user text (AIPerf turns are text messages)", unit="result")
         content = e.get("content", e.get("output"))
         return "user", _part_texts(api, content or "", _Notes()), False
     content = e.get("content")
-    return e.get("role"), _part_texts(api, content, notes), isinstance(content, str)
+    role = e.get("role") if isinstance(e.get("role"), str) else None
+    return role, _part_texts(api, content, notes), isinstance(content, str)
 
 
 def _is_model_entry(api: str, e: Any) -> bool:
+    if not isinstance(e, dict) or not isinstance(e.get("type", ""), str):
+        return False
     return form(api).model_entry(e)
 
 
@@ -431,13 +444,13 @@ def _system_of(api: str, full: dict[str, Any], notes: _Notes) -> tuple[list[str]
         return [value], True, 0
     if isinstance(value, list):
         if any(set(b) - {"type", "text"} for b in value if isinstance(b, dict)):
-            notes.add("system block attribute (cache_control, ...) dropped")
+            notes.add("system", "block attributes (cache_control, ...) dropped")
         return _part_texts(api, value, notes), False, 0
     lead = 0
     while (lead < len(hist) and isinstance(hist[lead], dict)
            and hist[lead].get("role") in ("system", "developer")):
         if hist[lead].get("role") == "developer":
-            notes.add("developer message exported as the system turn")
+            notes.add("history", "developer message exported as the system turn", unit="message")
         lead += 1
     if not lead:
         return None, False, 0
@@ -467,7 +480,8 @@ def _text_fields(texts: list[str], plain: bool, rec: dict[str, Any] | None) -> d
 def _new_entries(api: str, t: TraceTurn, full: dict[str, Any], lead: int, notes: _Notes) -> list[Any]:
     if t.delta is not None:
         if t.delta.get("keep") is not None:
-            notes.add("turn rewrites earlier history (delta keep): AIPerf only appends, exported as appended")
+            notes.add("history", "a rewrite of earlier history (delta keep) exported as appended messages "
+                                 "(AIPerf only appends)")
         return [e for e in t.delta.get("append") or () if not is_answer_marker(e)]
     hist = full.get(history_key(api))
     if isinstance(hist, str):
@@ -475,7 +489,8 @@ def _new_entries(api: str, t: TraceTurn, full: dict[str, Any], lead: int, notes:
     hist = list(hist or [])[lead:]
     last_model = max((i for i, e in enumerate(hist) if _is_model_entry(api, e)), default=-1)
     if last_model >= 0:
-        notes.add("recorded history before a turn's last model answer dropped (AIPerf builds history live)")
+        notes.add("history", "the recorded conversation up to the turn's last model answer dropped (AIPerf "
+                             "builds the history from the endpoint's live answers)")
     return hist[last_model + 1:]
 
 
@@ -505,12 +520,15 @@ def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: 
         texts, plain, lead = _system_of(api, full, notes)
         if texts is not None:
             if kind == "single_turn":
-                notes.add("system prompt dropped (AIPerf single_turn rows have none)")
+                notes.add("system", "system prompt dropped (AIPerf single_turn rows have none)")
             else:
                 sys_rec = syn.get("system_turn") or {}
                 system_turn = {**{k2: v for k2, v in sys_rec.items() if k2 not in ("texts", "text_fields")},
                                "role": "system", **_text_fields(texts, plain, sys_rec)}
     entries = _new_entries(api, t, full, lead, notes)
+    if kind == "single_turn" and k > 0:
+        notes.add("history", "sent without the conversation before it (single_turn rows carry no history; "
+                             "multi_turn keeps it)")
     roles, texts, plains = [], [], []
     for e in entries:
         role, ts, plain = _entry_texts(api, e, notes)
@@ -524,15 +542,29 @@ def _export_turn(t: TraceTurn, k: int, full: dict[str, Any], fixed: bool, kind: 
     d.update(_timing_fields(t, k, fixed, rec))
     if rec is None:
         role = roles[0] if roles and all(r == roles[0] for r in roles) else "user"
+        if len(set(roles)) > 1:
+            notes.add("role", f"messages of roles {', '.join(sorted(map(str, set(roles))))} merged into one "
+                              "user turn")
         if role not in (None, "user"):
             d["role"] = role
         out_len = full.get(get_api(api).MAX_TOKENS_FIELD, full.get("max_completion_tokens"))
-        if out_len is not None:
-            d["output_length"] = int(out_len)
+        if isinstance(out_len, int) and not isinstance(out_len, bool) and out_len > 0:
+            d["output_length"] = out_len
+        elif out_len is not None:
+            notes.add("output_length", f"the request's {get_api(api).MAX_TOKENS_FIELD} {str(out_len)[:40]!r} is "
+                                       "not a positive integer: dropped")
         extra = {k2: v for k2, v in full.items() if k2 not in _STANDARD}
         if extra:
             d["extra"] = extra
+        _note_request_fields(full, notes)
     return system_turn, d
+
+
+def _note_request_fields(full: dict[str, Any], notes: _Notes) -> None:
+    """The standard request fields a row of the target has no place for (the model id aside)."""
+    for key in ("tool_choice", "parallel_tool_calls"):
+        if key in full:
+            notes.add(key, "dropped with the tool definitions")
 
 
 def export_aiperf(trace: Trace, *, kind: str | None = None) -> Export:
@@ -544,11 +576,17 @@ def export_aiperf(trace: Trace, *, kind: str | None = None) -> Export:
     for s in trace.sessions:
         fulls = _safe_expand(s.turns)
         if any(f.get("tools") for f in fulls):
-            notes.add("session's tool definitions dropped (AIPerf turns carry no tools)")
+            notes.add("tools", "tool definitions dropped (AIPerf turns carry no tools)", unit="session")
         if any(t.response for t in s.turns):
-            notes.add("session's recorded answers not exported (AIPerf threads the endpoint's live answers)")
+            notes.add("recorded answers", "not exported (AIPerf threads the endpoint's live answers)",
+                      unit="session")
         if any(f.get(k) != fulls[0].get(k) for f in fulls[1:] for k in ("system", "instructions")):
-            notes.add("session's system prompt changes mid-session: only the first is exported")
+            notes.add("system", "changes mid-session: only the first is exported", unit="session")
+        models = {str(f.get("model")) for t, f in zip(s.turns, fulls)
+                  if f.get("model") and (t.synthetic or {}).get("format") != "aiperf"}  # an import's is --model's
+        if models:
+            notes.add("model", f"{', '.join(sorted(map(str, models)))} not held by AIPerf rows (give it with "
+                               "`trace import --model` or `replay --model`)", len(s.turns))
         fixed = all(t.timing.at_ms is not None and t.timing.think_ms + t.timing.tool_ms == 0 for t in s.turns)
         syn0 = (s.turns[0].synthetic or {}) if s.turns else {}
         sid_given = syn0.get("session_id", True) if syn0.get("format") == "aiperf" else True
@@ -599,7 +637,7 @@ def _entry_text(entry: Any) -> str:
     if isinstance(content, str):
         return content
     parts: list[str] = []
-    for block in content or ():
+    for block in content if isinstance(content, list) else ():
         if isinstance(block, dict):
             if isinstance(block.get("text"), str):
                 parts.append(block["text"])
@@ -616,7 +654,7 @@ def request_text(api: str, body: dict[str, Any]) -> str:
         if isinstance(v, str):
             parts.append(v)
         elif isinstance(v, list):
-            parts += [b.get("text", "") for b in v if isinstance(b, dict)]
+            parts += [b["text"] for b in v if isinstance(b, dict) and isinstance(b.get("text"), str)]
     if body.get("tools"):
         parts.append(json.dumps(body["tools"], sort_keys=True))
     hist = body.get(history_key(api))
@@ -717,6 +755,9 @@ def import_mooncake(source: str | Path | Iterable[str], *, api: str = "chat", mo
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+# An AIPerf turn's fields a Mooncake row holds or counts (texts into input_length, role in the prompt)
+_AIPERF_CARRIED = {"type", "session_id", "role", "text", "texts", "text_fields", "timestamp", "delay", "output_length",
+                   "extra"}
 _MOONCAKE_INPUTS = ("text_input", "messages", "tools", "payload")
 
 
@@ -745,7 +786,12 @@ def _mooncake_inputs(api: str, full: dict[str, Any], names: list[str]) -> dict[s
 
 
 def _output_length(t: TraceTurn) -> int | None:
-    """The recorded output's length: the usage a capture kept, else the recorded answer's words."""
+    """The output length a Mooncake row asks for: an AIPerf row's own ``output_length`` (the same
+    field in both formats: the turn's max tokens), else the recorded output's length (the usage a
+    capture kept, else the recorded answer's words)."""
+    syn = t.synthetic or {}
+    if syn.get("format") == "aiperf" and isinstance((syn.get("fields") or {}).get("output_length"), int):
+        return int(syn["fields"]["output_length"])
     tokens = (t.meta or {}).get("output_tokens")
     if isinstance(tokens, int):
         return tokens
@@ -763,9 +809,18 @@ def export_mooncake(trace: Trace, *, block_size: int = DEFAULT_BLOCK_SIZE, mode:
     notes = _Notes()
     ids: dict[str, int] = {}
     rows: list[dict[str, Any]] = []
+    apis = Counter(t.api for t in trace.turns)
+    if len(apis) > 1:
+        notes.add("api", "rows carry no API or route: every row goes to the one endpoint AIPerf is given ("
+                         + ", ".join(f"{n} {a}" for a, n in sorted(apis.items())) + ")", sum(apis.values()))
     for s in trace.sessions:
         fulls = _safe_expand(s.turns)
         multi = len(s.turns) > 1
+        live = [t for prev, t in zip(s.turns, s.turns[1:]) if prev.response is None and t.delta is not None
+                and any(is_answer_marker(e) for e in t.delta.get("append") or ())]
+        if live:
+            notes.add("history", "the endpoint's live answer to the turn before ($answer) is not in the row "
+                                 "(a Mooncake row is a whole request, sent as written)", len(live))
         for t, full in zip(s.turns, fulls, strict=True):
             syn = t.synthetic or {}
             gap = t.timing.think_ms + t.timing.tool_ms
@@ -789,11 +844,31 @@ def export_mooncake(trace: Trace, *, block_size: int = DEFAULT_BLOCK_SIZE, mode:
                 d["payload"] = full
             else:
                 d["input_length"], d["hash_ids"] = _hash_blocks(request_text(t.api, full), block_size, ids)
+                notes.add("prompt", "text counted into input_length + hash_ids, not kept (the words are made "
+                                    "up again on import; --mooncake-mode payload keeps them)")
+                if full.get("tools"):
+                    notes.add("tools", "tool definitions counted into input_length, not kept")
+                _note_request_fields(full, notes)
+                extra = {k2: v for k2, v in full.items() if k2 not in _STANDARD}
+                fields = (syn.get("fields") or {}) if syn.get("format") == "aiperf" else {}
+                if isinstance(fields.get("extra"), dict):
+                    extra = {**extra, **fields["extra"]}
+                for name in sorted(set(fields) - _AIPERF_CARRIED):
+                    notes.add(name, "an AIPerf field Mooncake rows do not have, dropped")
+                if extra:
+                    d["extra"] = extra
             out_len = _output_length(t)
             if out_len is not None:
                 d["output_length"] = out_len
             elif mode == "lengths":
-                notes.add("turn without a recorded output: output_length left out (the endpoint decides)")
+                cap = full.get(get_api(t.api).MAX_TOKENS_FIELD, full.get("max_completion_tokens"))
+                if cap is not None:
+                    notes.add("output_length", f"not written: no recorded output, and the request's "
+                                               f"{get_api(t.api).MAX_TOKENS_FIELD} (a cap, not a length) dropped; "
+                                               "the endpoint decides")
+                else:
+                    notes.add("output_length", "not written: the turn has no recorded output and no output "
+                                               "limit; the endpoint decides")
             if gap > 0:
                 d["delay"] = _int(gap)
             rows.append(d)

@@ -31,6 +31,7 @@ import copy
 import gzip
 import json
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TraceError(HarnesscheckError, ValueError):
-    """A trace that does not follow the format; the message says where (line, session, turn)."""
+    """A trace that does not follow the format; the message (one line) says where (line, session,
+    turn); ``problems`` lists every problem found."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+def _invalid(problems: list[str]) -> TraceError:
+    more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
+    return TraceError(f"invalid trace: {problems[0]}{more}", problems)
 
 
 def history_key(api: str) -> str:
@@ -382,11 +393,29 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
                 errs.append(f"{where}: delta 'set' must be an object")
             if not isinstance(delta.get("unset", []), list):
                 errs.append(f"{where}: delta 'unset' must be a list of field names")
-    if d.get("response") is not None and not isinstance(d["response"], list):
-        errs.append(f"{where}: 'response' must be a list of history entries")
-    if "headers" in d and not (isinstance(d["headers"], dict)
-                               and all(isinstance(v, str) for v in d["headers"].values())):
-        errs.append(f"{where}: 'headers' must map names to strings")
+    if has_req and isinstance(d["request"], dict):
+        errs += _body_problems(d["request"], api if api in APIS else "chat", f"{where}: request")
+    if has_delta and isinstance(d["delta"], dict):
+        delta = d["delta"]
+        if not _objects(delta.get("append", [])):
+            errs.append(f"{where}: delta 'append' entries must be JSON objects (history entries or "
+                        "{\"$answer\": \"previous\"})")
+        if isinstance(delta.get("set", {}), dict):
+            errs += _body_problems(delta.get("set") or {}, api if api in APIS else "chat", f"{where}: delta set",
+                                   history=False)
+        unset = delta.get("unset", [])
+        if isinstance(unset, list) and not all(isinstance(x, str) for x in unset):
+            errs.append(f"{where}: delta 'unset' must be a list of field names")
+    if d.get("response") is not None and not _objects(d["response"]):
+        errs.append(f"{where}: 'response' must be a list of history entries (JSON objects)")
+    if "headers" in d:
+        errs += _header_problems(d["headers"], where)
+    for name in ("meta", "synthetic", "expect"):
+        if d.get(name) is not None and not isinstance(d[name], dict):
+            errs.append(f"{where}: {name!r} must be a JSON object")
+    if isinstance(d.get("meta"), dict) and "output_tokens" in d["meta"] and not (
+            isinstance(d["meta"]["output_tokens"], int) and not isinstance(d["meta"]["output_tokens"], bool)):
+        errs.append(f"{where}: meta 'output_tokens' must be an integer")
     timing = d.get("timing")
     if timing is not None:
         if not isinstance(timing, dict):
@@ -398,6 +427,50 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
             for k, v in timing.items():
                 if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
                     errs.append(f"{where}: timing {k!r} must be a number >= 0, got {v!r}")
+    return errs
+
+
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, dict) for x in value)
+
+
+def _body_problems(body: Mapping[str, Any], api: str, where: str, *, history: bool = True) -> list[str]:
+    """What in a request body (or a delta's ``set``) the kit could not build on: the history a list of
+    JSON objects (Responses' ``input`` may be a string), the system prompt a string or a list of
+    objects, the tools a list of objects."""
+    errs: list[str] = []
+    key = history_key(api)
+    if key in body:
+        value = body[key]
+        if not history:
+            errs.append(f"{where}: {key!r} belongs in 'append' (the history), not in 'set'")
+        elif not (_objects(value) or (api == "responses" and isinstance(value, str))):
+            errs.append(f"{where}: {key!r} must be a list of JSON objects"
+                        + (" or a string" if api == "responses" else ""))
+    for name in ("system", "instructions"):
+        if name in body and body[name] is not None and not (isinstance(body[name], str) or _objects(body[name])):
+            errs.append(f"{where}: {name!r} must be a string or a list of JSON objects")
+    if "tools" in body and body["tools"] is not None and not _objects(body["tools"]):
+        errs.append(f"{where}: 'tools' must be a list of JSON objects")
+    return errs
+
+
+# RFC 9110 field names are tokens; field values hold no CR, LF or NUL (and go on the wire as Latin-1)
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_problems(headers: Any, where: str) -> list[str]:
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return [f"{where}: 'headers' must map names to strings"]
+    errs: list[str] = []
+    for name, value in headers.items():
+        if not name or not set(name) <= _TOKEN_CHARS:
+            errs.append(f"{where}: header name {name[:60]!r} is not an HTTP token (letters, digits, "
+                        "!#$%&'*+-.^_`|~)")
+        elif any(c in value for c in "\r\n\0"):
+            errs.append(f"{where}: header {name!r} holds a line break or NUL (HTTP cannot send it)")
+        elif any(ord(c) > 0xFF for c in value):
+            errs.append(f"{where}: header {name!r} holds characters outside Latin-1 (HTTP cannot send them)")
     return errs
 
 
@@ -438,6 +511,8 @@ def loads(text: str, *, check: bool = True) -> Trace:
         head = json.loads(first)
     except ValueError as exc:
         raise TraceError(f"line {n0}: header is not JSON: {exc}") from exc
+    except RecursionError:
+        raise TraceError(f"line {n0}: header is JSON nested too deeply") from None
     if not isinstance(head, dict) or head.get("schema") != SCHEMA:
         raise TraceError(f"line {n0}: expected a header with \"schema\": {SCHEMA!r}, got {first[:120]!r}")
     if head.get("version") != VERSION:
@@ -450,32 +525,55 @@ def loads(text: str, *, check: bool = True) -> Trace:
         except ValueError as exc:
             errs.append(f"line {n}: not JSON: {exc}")
             continue
+        except RecursionError:
+            errs.append(f"line {n}: JSON nested too deeply")
+            continue
         problems = validate_turn_dict(d, n)
         if problems:
             errs += problems
             continue
         turns.append(TraceTurn.from_dict(d))
     if errs:
-        raise TraceError("invalid trace:\n  " + "\n  ".join(errs[:50]))
+        raise _invalid(errs)
     trace = Trace.build(turns, source=head.get("source", ""), meta=head.get("meta"))
     trace.created = head.get("created", "")
     if check:
         problems = validate(trace)
         if problems:
-            raise TraceError("invalid trace:\n  " + "\n  ".join(problems[:50]))
+            raise _invalid(problems)
     return trace
+
+
+#: The most a trace or AIPerf file may hold once decompressed (a gzip bomb stops here, with its name).
+MAX_FILE_BYTES = 1 << 30
+
+
+def read_file_text(path: str | Path, *, limit: int = MAX_FILE_BYTES) -> str:
+    """A file's text, gunzipped when it starts with the gzip magic bytes (any name), at most ``limit``
+    bytes once decompressed. TraceError for a broken gzip stream, a file past the limit, text that
+    is not UTF-8; OSError when the file cannot be read."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head == _GZIP_MAGIC:
+            try:
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    data = gz.read(limit + 1)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TraceError(f"{path}: not a valid gzip file: {exc}") from None
+        else:
+            data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TraceError(f"{path}: more than {limit:,} bytes{' once decompressed' if head == _GZIP_MAGIC else ''}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text (nor gzip): {exc}") from None
 
 
 def load(path: str | Path, *, check: bool = True) -> Trace:
     """A trace file; gzip-compressed ones (told by the magic bytes, whatever the name) too."""
-    data = Path(path).read_bytes()
-    if data[:2] == _GZIP_MAGIC:
-        data = gzip.decompress(data)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{path}: not UTF-8 text (nor gzip): {exc}") from None
-    return loads(text, check=check)
+    return loads(read_file_text(path), check=check)
 
 
 def dumps(trace: Trace) -> str:

@@ -100,7 +100,7 @@ def test_validation_across_turns() -> None:
         loads("\n".join([HEADER, *map(json.dumps, first_delta)]))
     not_list = [{"session": "a", "turn": 0, "request": {"messages": "x"}},
                 {"session": "a", "turn": 1, "delta": {"base": "previous", "append": []}}]
-    with pytest.raises(TraceError, match="to be a list"):
+    with pytest.raises(TraceError, match="must be a list"):
         loads("\n".join([HEADER, *map(json.dumps, not_list)]))
     with pytest.raises(TraceError, match="expected a header"):
         loads(json.dumps({"session": "a"}))

@@ -170,11 +170,12 @@ def test_agent_export_to_aiperf_says_what_it_cannot_hold() -> None:
          "extra": {"thinking": {"type": "enabled", "budget_tokens": 1024}}},
     ]}]
     assert out.warnings == [
-        "AIPerf multi_turn: 1 x session's tool definitions dropped (AIPerf turns carry no tools)",
-        "AIPerf multi_turn: 1 x session's recorded answers not exported "
-        "(AIPerf threads the endpoint's live answers)",
-        "AIPerf multi_turn: 1 x tool result exported as user text "
-        "(AIPerf turns are text messages, no tool results)",
+        "AIPerf multi_turn: tools: tool definitions dropped (AIPerf turns carry no tools) (1 session)",
+        "AIPerf multi_turn: recorded answers: not exported (AIPerf threads the endpoint's live answers) "
+        "(1 session)",
+        "AIPerf multi_turn: model: m not held by AIPerf rows (give it with `trace import --model` or "
+        "`replay --model`) (2 turns)",
+        "AIPerf multi_turn: tool results: exported as user text (AIPerf turns are text messages) (1 result)",
     ]
 
 
@@ -182,8 +183,8 @@ def test_cli_export_prints_the_warnings(tmp_path, capsys) -> None:
     path = save(_agent_trace(), tmp_path / "agent.jsonl")
     assert main(["trace", "export", "aiperf", str(path), "--out", str(tmp_path / "a.jsonl")]) == 0
     err = capsys.readouterr().err
-    assert "warning: AIPerf multi_turn: 1 x session's tool definitions dropped" in err
-    assert "tool result exported as user text" in err
+    assert "warning: AIPerf multi_turn: tools: tool definitions dropped" in err
+    assert "tool results: exported as user text" in err
 
 
 def test_mooncake_export_writes_the_recorded_output_length() -> None:
@@ -195,9 +196,14 @@ def test_mooncake_export_writes_the_recorded_output_length() -> None:
     assert rows[0]["output_length"] == answer_marks == 13
     assert rows[0]["output_length"] != 4096
     assert "output_length" not in rows[1]  # no recorded answer: left to the endpoint
+    assert rows[0]["extra"] == rows[1]["extra"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
     out = export_mooncake(trace, block_size=4)
-    assert out.warnings == ["Mooncake: 1 x turn without a recorded output: output_length left out "
-                            "(the endpoint decides)"]
+    assert out.warnings == [
+        "Mooncake: prompt: text counted into input_length + hash_ids, not kept (the words are made up again on "
+        "import; --mooncake-mode payload keeps them) (2 turns)",
+        "Mooncake: tools: tool definitions counted into input_length, not kept (2 turns)",
+        "Mooncake: output_length: not written: no recorded output, and the request's max_tokens (a cap, not a "
+        "length) dropped; the endpoint decides (1 turn)"]
     assert rows[1]["delay"] == 300 and rows[1]["session_id"] == "a" and rows[1]["timestamp"] == 900
 
 
@@ -252,3 +258,46 @@ def test_mooncake_payload_mode_keeps_the_whole_request() -> None:
     assert rows[1]["payload"]["messages"][1] == trace.turns[0].response[0]
     back = import_mooncake(export_mooncake(trace, mode="payload").text, api="anthropic")
     assert back.turns[1].request == rows[1]["payload"]
+
+
+def test_multi_turn_to_mooncake_carries_output_length_and_extra_and_names_what_it_drops() -> None:
+    """Issue 33: output_length and extra were dropped (the warning said there was no output)."""
+    trace = import_aiperf(MULTI, api="chat", model="m")
+    out = export_mooncake(trace, block_size=8)
+    rows = _rows(out.text)
+    assert rows[0]["output_length"] == 32 and "extra" not in rows[0]
+    assert rows[1]["extra"] == {"temperature": 0} and rows[1]["timestamp"] == 1500
+    assert [r["session_id"] for r in rows] == ["s1", "s1", "aiperf-2", "aiperf-2"]
+    assert out.warnings == [
+        "Mooncake: history: the endpoint's live answer to the turn before ($answer) is not in the row (a "
+        "Mooncake row is a whole request, sent as written) (2 turns)",
+        "Mooncake: prompt: text counted into input_length + hash_ids, not kept (the words are made up again on "
+        "import; --mooncake-mode payload keeps them) (4 turns)",
+        "Mooncake: output_length: not written: the turn has no recorded output and no output limit; the "
+        "endpoint decides (3 turns)",
+        "Mooncake: x_note: an AIPerf field Mooncake rows do not have, dropped (1 turn)"]
+    payload = export_mooncake(trace, mode="payload")
+    assert _rows(payload.text)[0]["payload"]["max_tokens"] == 32  # the payload holds the whole request
+    assert [w.split(": ")[1] for w in payload.warnings] == ["history"]
+
+
+def test_multi_turn_to_single_turn_says_the_history_is_not_sent() -> None:
+    trace = import_aiperf(MULTI, api="chat", model="m")
+    out = export_aiperf(trace, kind="single_turn")
+    rows = _rows(out.text)
+    assert len(rows) == 4 and all("turns" not in r for r in rows)
+    assert out.warnings == [
+        "AIPerf single_turn: system: system prompt dropped (AIPerf single_turn rows have none) (2 turns)",
+        "AIPerf single_turn: history: sent without the conversation before it (single_turn rows carry no "
+        "history; multi_turn keeps it) (2 turns)"]
+
+
+def test_cli_export_names_each_field_on_stderr(tmp_path, capsys) -> None:
+    src = tmp_path / "multi.jsonl"
+    src.write_text(MULTI)
+    assert main(["trace", "import", "aiperf", str(src), "--out", str(tmp_path / "t.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["trace", "export", "mooncake", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "m.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[2] for line in err] == ["history", "prompt", "output_length", "x_note"]
+    assert all(line.startswith("warning: Mooncake: ") for line in err)
