@@ -18,10 +18,13 @@ Trace files (docs/trace-format.md) are what `harnesscheck replay` plays.
 
 FORMAT: aiperf (import: single_turn or multi_turn, told by the rows; export: multi_turn, or
 single_turn for a trace imported from one), single_turn, multi_turn, mooncake (= mooncake_trace).
-Input files may be gzip-compressed (.gz, or any name). An export prints a warning on stderr for
-everything the format cannot hold (tool results, tool definitions, recorded answers, ...).
+Input files may be gzip-compressed (.gz, or any name; at most 1 GiB once decompressed). An export
+prints one warning on stderr per field the format cannot hold, with how many turns it touched,
+e.g. "warning: AIPerf single_turn: history: sent without the conversation before it (...) (3
+turns)" or "warning: Mooncake: prompt: text counted into input_length + hash_ids, not kept (...)";
+AIPerf's output_length and extra are carried into Mooncake rows.
 
-Exit status: 0 done, 2 a missing or invalid input file.
+Exit status: 0 done, 2 a missing or invalid input file (one line saying what and where).
 """
 _FORMATS = ["aiperf", "single_turn", "multi_turn", "mooncake", "mooncake_trace"]
 _APIS = ["anthropic", "chat", "responses"]
