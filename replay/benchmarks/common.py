@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
 
 PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (conformance/apis)
 RESAMPLES = 4000
+T = TypeVar("T")
 
 
 @dataclass(kw_only=True)
@@ -53,6 +54,21 @@ class BenchOptions:
                 "decode_ms": self.decode_ms}
 
 
+@dataclass(kw_only=True)
+class RoundsOptions(BenchOptions):
+    """A benchmark that measures its arms in rounds: every arm once a round, in an order rotated each
+    round (no arm always goes first), the first ``warmup`` rounds discarded."""
+
+    sessions: int = 8  # rounds measured: samples per arm
+    warmup: int = 1  # rounds run first and discarded
+
+    def rounds(self, arms: Sequence[T]) -> Iterator[tuple[bool, list[T]]]:
+        """Each round: whether it is measured, and the arms in its order."""
+        for n in range(self.warmup + self.sessions):
+            k = n % len(arms)
+            yield n >= self.warmup, [*arms[k:], *arms[:k]]
+
+
 @dataclass
 class Target:
     """Where a benchmark's requests go: the endpoint (one URL), or one embedded server per mode."""
@@ -75,6 +91,12 @@ class Target:
         if self.embedded:
             return server_info(self.urls[0], self.model, kind="embedded")
         return server_info(self.urls[0], self.model, kind="external", api_key=self.api_key)
+
+    def document(self, benchmarks: list[dict[str, Any]], *, apis: list[str], server: dict[str, Any],
+                 settings: dict[str, Any], started_at: str) -> dict[str, Any]:
+        """The run's results document (`results_document`), its endpoint and model this target's."""
+        return results_document(benchmarks=benchmarks, endpoint=self.endpoint, model=self.model, apis=apis,
+                                server=server, settings=settings, started_at=started_at)
 
 
 @contextlib.contextmanager
@@ -156,6 +178,13 @@ def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: 
     run = schema.run_header(endpoint=endpoint, model=model, apis=apis, server=server, settings=settings,
                             started_at=started_at, finished_at=schema.now_iso())
     return schema.results_document(run, [], benchmarks=benchmarks)
+
+
+def benchmark(name: str, title: str, *, timing: str, settings: dict[str, Any], arms: list[dict[str, Any]],
+              ratios: list[dict[str, Any]], unit: str = "ms", better: str = "lower") -> dict[str, Any]:
+    """One entry of a results document's ``benchmarks`` (docs/results-schema.md)."""
+    return {"name": name, "title": title, "unit": unit, "timing": timing, "better": better,
+            "settings": settings, "arms": arms, "ratios": ratios}
 
 
 def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:

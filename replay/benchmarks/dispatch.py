@@ -37,9 +37,8 @@ MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-s
 
 
 @dataclass(kw_only=True)
-class DispatchOptions(common.BenchOptions):
-    sessions: int = 5  # measured per mode
-    warmup: int = 1  # rounds discarded
+class DispatchOptions(common.RoundsOptions):  # the arms are the server modes
+    sessions: int = 5
     apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
 
@@ -120,14 +119,13 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
     bodies = {(s, a): common.first_request(a, s, model) for s in opts.scenarios for a in opts.apis}
     modes = list(urls)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-        for rnd in range(opts.warmup + opts.sessions):
-            k = rnd % len(modes)
-            for mode in modes[k:] + modes[:k]:
+        for measured, order in opts.rounds(modes):
+            for mode in order:
                 for (scenario, api), body in bodies.items():
                     turn = await record(session, urls[mode] + common.PATHS[api], api, body, hdrs)
                     if turn.error:
                         raise RuntimeError(f"{mode}/{scenario}/{api}: {turn.error}")
-                    if rnd >= opts.warmup:
+                    if measured:
                         out.setdefault((scenario, api, mode), []).append(turn)
     return out
 
@@ -152,8 +150,7 @@ def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
                 {"endpoint": "the endpoint's own setting"}}
     if timing_model := opts.timing_model(server):
         settings["timing_model"] = timing_model
-    return common.results_document(benchmarks=benchmarks, endpoint=target.endpoint, model=target.model,
-                                   apis=opts.apis, server=server, settings=settings, started_at=started)
+    return target.document(benchmarks, apis=opts.apis, server=server, settings=settings, started_at=started)
 
 
 def _benchmark(scenario: str, api: str, by_mode: dict[str, list[Turn]], timing: str,
@@ -188,8 +185,7 @@ def _benchmark(scenario: str, api: str, by_mode: dict[str, list[Turn]], timing: 
             if mode != "buffered" and f"{mode} tool0 complete" in names:
                 ratios.append(common.ratio(f"{mode}/buffered tool0 complete", names[f"{mode} tool0 complete"],
                                            names["buffered tool0 complete"]))
-    return {"name": f"dispatch-{scenario}-{api}", "title": f"Tool-ready latency: {scenario}, {api}", "unit": "ms",
-            "timing": timing, "better": "lower",
-            "settings": {"scenario": scenario, "api": api, "sessions": opts.sessions, "modes": per_mode,
-                         "summary": summary},
-            "arms": arms, "ratios": ratios}
+    settings = {"scenario": scenario, "api": api, "sessions": opts.sessions, "modes": per_mode,
+                "summary": summary}
+    return common.benchmark(f"dispatch-{scenario}-{api}", f"Tool-ready latency: {scenario}, {api}",
+                            timing=timing, settings=settings, arms=arms, ratios=ratios)

@@ -27,9 +27,8 @@ NOTE_TOOL = {"type": "function", "function": {
 
 
 @dataclass(kw_only=True)
-class HistoryOptions(common.BenchOptions):
-    sessions: int = 8  # measured per arm
-    warmup: int = 1  # rounds discarded (round 0 also warms the shared system prompt)
+class HistoryOptions(common.RoundsOptions):
+    sessions: int = 8
     system_tokens: int = 2000
     turn_tokens: int = 1500  # the previous assistant turn after its reasoning (the Note call's text)
     decode_ms: float = 0.2
@@ -70,11 +69,10 @@ async def _measure(urls: dict[str, str], model: str, system: str, note: str,
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in urls}
     names = list(urls)
     async with StreamClient(limit=4) as client:
-        for rnd in range(opts.warmup + opts.sessions):  # round 0 also warms the shared system prompt
-            k = rnd % len(names)
-            for name in names[k:] + names[:k]:
+        for measured, order in opts.rounds(names):  # the first round also warms the shared system prompt
+            for name in order:
                 m = await _session(client, urls[name], model, system, note, hdrs)
-                if rnd >= opts.warmup:
+                if measured:
                     out[name].append(m)
     return out
 
@@ -104,8 +102,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
                                 "usage_first_sample": usage, "summary": summary}
     if timing_model := opts.timing_model(server):
         settings["timing_model"] = timing_model
-    bench = {"name": "history-ttft", "title": "Next-turn TTFT: history kept vs past reasoning rewritten",
-             "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
-             "arms": list(arms.values()), "ratios": ratios}
-    return common.results_document(benchmarks=[bench], endpoint=target.endpoint, model=target.model,
-                                   apis=["chat"], server=server, settings=settings, started_at=started)
+    bench = common.benchmark("history-ttft", "Next-turn TTFT: history kept vs past reasoning rewritten",
+                             timing=server["timing"], settings=settings, arms=list(arms.values()),
+                             ratios=ratios)
+    return target.document([bench], apis=["chat"], server=server, settings=settings, started_at=started)

@@ -34,9 +34,8 @@ from harnesscheck.replay.benchmarks import common
 
 
 @dataclass(kw_only=True)
-class OverlapOptions(common.BenchOptions):
-    sessions: int = 6  # measured per arm
-    warmup: int = 1  # rounds discarded
+class OverlapOptions(common.RoundsOptions):
+    sessions: int = 6
     apis: list[str] = field(default_factory=lambda: ["anthropic", "chat", "responses"])
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
     tool_ms: list[float] = field(default_factory=lambda: [300.0, 300.0])  # per call index, the last repeated
@@ -82,9 +81,8 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
     out: dict[tuple[str, str, str], list[Sample]] = {}
     durations = _durations(opts, 64)
     async with ExecutorClient() as client:
-        for rnd in range(opts.warmup + opts.sessions):
-            k = rnd % len(ARMS)
-            for arm in ARMS[k:] + ARMS[:k]:
+        for measured, order in opts.rounds(ARMS):
+            for arm in order:
                 for (scenario, api), body in bodies.items():
                     if arm == "stream":
                         tool, after = sleep_tool(0, safe=True), False
@@ -96,7 +94,7 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
                         raise RuntimeError(f"{arm}/{scenario}/{api}: {result.error}")
                     if not ex.calls:
                         raise RuntimeError(f"{scenario}/{api}: the turn made no tool call")
-                    if rnd >= opts.warmup:
+                    if measured:
                         out.setdefault((scenario, api, arm), []).append(Sample(
                             ex.barrier_ns / 1e6, ex.stream_end_ns / 1e6, [c.ready_ns / 1e6 for c in ex.calls],
                             [c.start_ns / 1e6 for c in ex.calls]))
@@ -120,8 +118,7 @@ def run_overlap(opts: OverlapOptions) -> dict[str, Any]:
         "executor": "replay.executor.StreamingToolExecutor via ExecutorClient (aiohttp + uvloop)"}
     if timing_model := opts.timing_model(server):
         settings["timing_model"] = timing_model
-    return common.results_document(benchmarks=benchmarks, endpoint=target.endpoint, model=target.model,
-                                   apis=opts.apis, server=server, settings=settings, started_at=started)
+    return target.document(benchmarks, apis=opts.apis, server=server, settings=settings, started_at=started)
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -182,12 +179,11 @@ def _benchmark(scenario: str, api: str, by_arm: dict[str, list[Sample]], timing:
                  f"{'within' if v['within_slack'] else 'beyond'} the {v['slack_ms']:.1f} ms timer slack)"
                  for k, v in agreement.items()),
                f"saving per turn (after-stream - streaming): {saving:.1f} ms"]
-    return {"name": f"overlap-{scenario}-{api}",
-            "title": f"Turn latency, tools after vs while streaming: {scenario}, {api}",
-            "unit": "ms", "timing": timing, "better": "lower",
-            "settings": {"scenario": scenario, "api": api, "sessions": opts.sessions, "tool_ms": durations,
-                         "concurrency_safe": safe, "agreement": agreement, "saving_per_turn_ms": round(saving, 3),
-                         "model": "after-stream: E + tools run from E; streaming: max(E, last tool finish), each "
-                                  "tool from max(call complete, previous finish if not concurrency-safe)",
-                         "summary": summary},
-            "arms": arms, "ratios": ratios}
+    settings = {"scenario": scenario, "api": api, "sessions": opts.sessions, "tool_ms": durations,
+                "concurrency_safe": safe, "agreement": agreement, "saving_per_turn_ms": round(saving, 3),
+                "model": "after-stream: E + tools run from E; streaming: max(E, last tool finish), each "
+                         "tool from max(call complete, previous finish if not concurrency-safe)",
+                "summary": summary}
+    return common.benchmark(f"overlap-{scenario}-{api}",
+                            f"Turn latency, tools after vs while streaming: {scenario}, {api}", timing=timing,
+                            settings=settings, arms=arms, ratios=ratios)

@@ -30,10 +30,9 @@ HEADER_TEMPLATE = "x-anthropic-billing-header: cc_version=2.1.197; cc_entrypoint
 
 
 @dataclass(kw_only=True)
-class PreambleOptions(common.BenchOptions):
+class PreambleOptions(common.RoundsOptions):
     system_tokens: int = 8000  # the shared system prompt
-    sessions: int = 16  # measured per arm
-    warmup: int = 1  # rounds discarded
+    sessions: int = 16
     max_tokens: int = 16  # output tokens per request
     decode_ms: float = 1.0
 
@@ -64,15 +63,14 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
                                   max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
             if not r.ok:
                 raise RuntimeError(f"warm-up request to {url} failed: {r.error}")
-        for rnd in range(opts.warmup + opts.sessions):
-            k = rnd % len(names)
-            for name in names[k:] + names[:k]:
+        for measured, order in opts.rounds(names):
+            for name in order:
                 url, header = targets[name]
                 r = await client.post(url + common.PATHS["anthropic"], body(model, system, header=header,
                                       max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
                 if not r.ok or r.ttft_ns is None:
                     raise RuntimeError(f"{name}: request failed: {r.error or 'no content event'}")
-                if rnd >= opts.warmup:
+                if measured:
                     samples[name].append(r.ttft_ns / 1e6)
                     usage.setdefault(name, []).append(
                         {k2: r.usage.get(k2) for k2 in ("input_tokens", "cache_read_input_tokens")
@@ -111,8 +109,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
                 "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
     if timing_model := opts.timing_model(server):
         settings["timing_model"] = timing_model
-    bench = {"name": "preamble-ttft", "title": "TTFT: stable prefix vs per-session billing header vs stripped",
-             "unit": "ms", "timing": server["timing"], "better": "lower", "settings": settings,
-             "arms": list(arms.values()), "ratios": ratios}
-    return common.results_document(benchmarks=[bench], endpoint=target.endpoint, model=target.model,
-                                   apis=["anthropic"], server=server, settings=settings, started_at=started)
+    bench = common.benchmark("preamble-ttft", "TTFT: stable prefix vs per-session billing header vs stripped",
+                             timing=server["timing"], settings=settings, arms=list(arms.values()),
+                             ratios=ratios)
+    return target.document([bench], apis=["anthropic"], server=server, settings=settings, started_at=started)

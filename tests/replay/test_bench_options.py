@@ -12,7 +12,7 @@ import importlib
 import pytest
 
 from harnesscheck.cli.commands import bench
-from harnesscheck.replay.benchmarks.common import BenchOptions
+from harnesscheck.replay.benchmarks.common import BenchOptions, RoundsOptions
 
 BENCHES = {"preamble": "PreambleOptions", "dispatch": "DispatchOptions", "history": "HistoryOptions",
            "overlap": "OverlapOptions", "mixed": "MixedOptions"}
@@ -62,3 +62,11 @@ def test_the_timing_model_is_recorded_only_where_the_embedded_server_follows_it(
     assert opts.timing_model({"timing": "real-compute"}) is None  # a transformers engine ignores it
     assert dataclasses.replace(opts, endpoint="http://h").timing_model({"timing": "scripted-model"}) is None
     assert opts.timing_args() == ["--ttft-base-ms", "1", "--prefill-us-per-token", "2", "--decode-ms", "3"]
+
+
+def test_rounds_rotate_the_arms_and_discard_the_warm_up_rounds():
+    opts = RoundsOptions(sessions=3, warmup=1)
+    assert list(opts.rounds(("a", "b"))) == [(False, ["a", "b"]), (True, ["b", "a"]), (True, ["a", "b"]),
+                                             (True, ["b", "a"])]
+    assert [order for _, order in RoundsOptions(sessions=2, warmup=0).rounds(["x", "y", "z"])] == [
+        ["x", "y", "z"], ["y", "z", "x"]]
