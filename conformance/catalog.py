@@ -594,6 +594,12 @@ def _highest(*rule_ids: str) -> Level:
 # The faults each recorded client session fails under (measured: the client checks alone, run against every
 # fault; the request-shape faults where the client sends that shape, the MUST grammar faults where its
 # answers take that path, the round trip where the answer cannot come back).
+# issue 30, request shapes and tool kinds: the recorded sessions carry what these faults refuse (Codex's
+# custom / namespace / web_search tools, id-less replayed items; Claude Code's thinking blocks sent back)
+for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-request-schema")),
+                      ("RS-CLIENT-002", ("rs-function-tools-only",)), ("RS-CLIENT-003", ("rs-narrow-request-schema",)),
+                      ("AN-CLIENT-001", ("reject-history-thinking",))):
+    _CLIENT_FAULTS[_check] = (*_CLIENT_FAULTS[_check], *_more)
 _CLIENT_FAULTS: dict[str, tuple[str, ...]] = {c: ("invalid-tool-json",) for c in _CLIENT_CHECKS}
 _OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
 _USAGE_FAULTS = {"AN": ("usage-current-turn-only",),
