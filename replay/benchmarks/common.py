@@ -187,6 +187,17 @@ def benchmark(name: str, title: str, *, timing: str, settings: dict[str, Any], a
             "settings": settings, "arms": arms, "ratios": ratios}
 
 
+def one_benchmark_document(opts: BenchOptions, target: Target, server: dict[str, Any], *, name: str,
+                           title: str, api: str, settings: dict[str, Any], arms: list[dict[str, Any]],
+                           ratios: list[dict[str, Any]], started_at: str) -> dict[str, Any]:
+    """The document of a run of one benchmark (ms, lower is better) over one API whose settings are the
+    run's too, with the timing model where the embedded servers follow it."""
+    if timing_model := opts.timing_model(server):
+        settings = {**settings, "timing_model": timing_model}
+    bench = benchmark(name, title, timing=server["timing"], settings=settings, arms=arms, ratios=ratios)
+    return target.document([bench], apis=[api], server=server, settings=settings, started_at=started_at)
+
+
 def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     """Validate and write OUT/<stem>.json plus one PNG per benchmark (OUT/<stem>[-n].png)."""
     from harnesscheck.reports.plots import arms_plot

@@ -100,9 +100,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
                                 "arms": {"kept": "default server", "rewritten": "--fault rewrite-history-reasoning"}
                                 if not opts.endpoint else {"endpoint": "the endpoint's own behaviour"},
                                 "usage_first_sample": usage, "summary": summary}
-    if timing_model := opts.timing_model(server):
-        settings["timing_model"] = timing_model
-    bench = common.benchmark("history-ttft", "Next-turn TTFT: history kept vs past reasoning rewritten",
-                             timing=server["timing"], settings=settings, arms=list(arms.values()),
-                             ratios=ratios)
-    return target.document([bench], apis=["chat"], server=server, settings=settings, started_at=started)
+    return common.one_benchmark_document(
+        opts, target, server, name="history-ttft",
+        title="Next-turn TTFT: history kept vs past reasoning rewritten", api="chat", settings=settings,
+        arms=list(arms.values()), ratios=ratios, started_at=started)

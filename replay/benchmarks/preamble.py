@@ -107,9 +107,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
                          opts.endpoint else "fresh header per session, the endpoint's own setting",
                          "stripped": "fresh header per session, stripping on"},
                 "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
-    if timing_model := opts.timing_model(server):
-        settings["timing_model"] = timing_model
-    bench = common.benchmark("preamble-ttft", "TTFT: stable prefix vs per-session billing header vs stripped",
-                             timing=server["timing"], settings=settings, arms=list(arms.values()),
-                             ratios=ratios)
-    return target.document([bench], apis=["anthropic"], server=server, settings=settings, started_at=started)
+    return common.one_benchmark_document(
+        opts, target, server, name="preamble-ttft",
+        title="TTFT: stable prefix vs per-session billing header vs stripped", api="anthropic",
+        settings=settings, arms=list(arms.values()), ratios=ratios, started_at=started)
