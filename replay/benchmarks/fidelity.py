@@ -52,6 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnesscheck.replay.benchmarks import fidelity_peers
+from harnesscheck.replay.benchmarks.fidelity_records import Measured
 from harnesscheck.replay.shard import Shard, default_processes, run_sharded
 
 FIRST_MS = 50.0
@@ -287,17 +289,6 @@ def requests_for(c: int, requests: int | None) -> int:
     return -(-max(n, c) // c) * c
 
 
-@dataclass
-class Measured:
-    """One request as a client saw it: times in ms from its start; ``start_ns`` on the shared clock."""
-
-    rid: str
-    ttft_ms: float | None = None
-    token_ms: list[float] = field(default_factory=list)
-    error: str | None = None
-    start_ns: int = 0
-
-
 _BODY = {"model": "ground-truth", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -397,8 +388,6 @@ class ArmRun:
 
 def run_arm(url: str, arm: str, c: int, n: int, opts: FidelityOptions, workdir: str) -> ArmRun:
     """Reset the server, run one arm at concurrency ``c`` for ``n`` requests, read the server's log."""
-    from harnesscheck.replay.benchmarks import fidelity_peers
-
     get_json(url + "/reset")
     stagger = (opts.first_ms + opts.chunks * opts.gap_ms) / 1000
     per_worker = n // c
@@ -509,8 +498,8 @@ def run_fidelity(opts: FidelityOptions) -> dict[str, Any]:
     import random
     import tempfile
 
-    from harnesscheck.reports.schema import now_iso
     from harnesscheck.replay.benchmarks import common
+    from harnesscheck.reports.schema import now_iso
 
     if opts.pattern not in PATTERNS:
         raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {opts.pattern!r}")

@@ -1,6 +1,6 @@
 """The peers of `bench fidelity`: the benchmark clients a user would run instead of the kit's, each
 run as a subprocess from its own environment against the same ground-truth server, its
-per-request records read back as ``fidelity.Measured`` and paired with the server's log by id.
+per-request records read back as ``fidelity_records.Measured`` and paired with the server's log by id.
 
 - ``aiperf`` (AIPerf, e.g. 0.13): ``aiperf profile --endpoint-type chat --streaming --concurrency C
   --request-count N --export-level records``. It sends an ``X-Request-ID`` header per request
@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harnesscheck.replay.benchmarks.fidelity import Measured
+from harnesscheck.replay.benchmarks.fidelity_records import Measured
 
 PEERS = ("aiperf", "vllm-bench")
 _ENV = {"aiperf": "HARNESSCHECK_AIPERF_PYTHON", "vllm-bench": "HARNESSCHECK_VLLM_PYTHON"}
