@@ -408,7 +408,6 @@ _GRAMMAR_CHECK: dict[str, str] = {
     **dict.fromkeys(("AN-GRAMMAR-TOOL-START", "AN-GRAMMAR-TOOL-JSON"), "AN-STREAM-006"),
     **dict.fromkeys(("AN-GRAMMAR-STOP-REASON", "AN-GRAMMAR-STOP-TOOL-USE"), "AN-STREAM-007"),
     **dict.fromkeys(("AN-GRAMMAR-EVENT-NAME", "AN-GRAMMAR-JSON", "AN-GRAMMAR-DONE", "AN-GRAMMAR-EVENT-LINE",
-
                     "AN-GRAMMAR-AFTER-ERROR"), "AN-STREAM-008"),
     **dict.fromkeys(("AN-GRAMMAR-DELTA-USAGE",), "AN-STREAM-009"),
     **dict.fromkeys(("CH-GRAMMAR-TOOL-FIRST", "CH-GRAMMAR-TOOL-REPEAT", "CH-GRAMMAR-TOOL-INDEX"), "CH-STREAM-001"),
@@ -488,6 +487,9 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     # the round trip only where the endpoint's answer had the recorded structure (the same tool calls)
     **{f"{c}:roundtrip": (CLIENT_ROUNDTRIP,) for c in _CLIENT_CHECKS},
 }
+# issue 30: cache_control on a sent-back thinking block, and the thinking blocks sent back, need a turn that thought
+RULE_PATHS.update({"AN-REQ-004:thinking": (THINKING,), "AN-REQ-007": (THINKING,)})
+
 # What the model did instead, by the path it did not take (the inconclusive message's words).
 _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did not think",
               INTERLEAVING: "the model did not interleave reasoning and tool calls",
@@ -504,9 +506,6 @@ _NOT_TAKEN = {TOOL_USE: "the model made no tool call", THINKING: "the model did 
 def coverage(check: Check, seen: set[str] | frozenset[str]) -> dict[str, list[str]]:
     """For each of the check's rules that needs a path, the paths of its own it saw ([] : not exercised)."""
     return {r: sorted(set(RULE_PATHS[r]) & seen) for r in check.own_rules if r in RULE_PATHS}
-
-# issue 30: cache_control on a sent-back thinking block, and the thinking blocks sent back, need a turn that thought
-RULE_PATHS.update({"AN-REQ-004:thinking": (THINKING,), "AN-REQ-007": (THINKING,)})
 
 
 def unexercised(check: Check, seen: set[str] | frozenset[str]) -> list[str]:
@@ -594,13 +593,13 @@ def _highest(*rule_ids: str) -> Level:
 # The faults each recorded client session fails under (measured: the client checks alone, run against every
 # fault; the request-shape faults where the client sends that shape, the MUST grammar faults where its
 # answers take that path, the round trip where the answer cannot come back).
+_CLIENT_FAULTS: dict[str, tuple[str, ...]] = {c: ("invalid-tool-json",) for c in _CLIENT_CHECKS}
 # issue 30, request shapes and tool kinds: the recorded sessions carry what these faults refuse (Codex's
 # custom / namespace / web_search tools, id-less replayed items; Claude Code's thinking blocks sent back)
 for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-request-schema")),
                       ("RS-CLIENT-002", ("rs-function-tools-only",)), ("RS-CLIENT-003", ("rs-narrow-request-schema",)),
                       ("AN-CLIENT-001", ("reject-history-thinking",))):
     _CLIENT_FAULTS[_check] = (*_CLIENT_FAULTS[_check], *_more)
-_CLIENT_FAULTS: dict[str, tuple[str, ...]] = {c: ("invalid-tool-json",) for c in _CLIENT_CHECKS}
 _OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
 _USAGE_FAULTS = {"AN": ("usage-current-turn-only",),
                  "CH": ("usage-current-turn-only", "usage-cached-outside-prompt"),
@@ -1001,15 +1000,6 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in ("AN", "CH", "RS") for n in ("002", "003")),
 }
 
-
-# Checks that send a real client's own request shape (API_FACTS: what the real clients send): when
-# the endpoint refuses that request for its own limits, that client would break on this deployment.
-CLIENT_SHAPES: dict[str, str] = {"AN-REQ-003": "claude-code", "RS-REQ-001": "codex"}
-
-
-def faults_planting(rule_id: str) -> list[str]:
-    """The reference-server faults whose violation includes ``rule_id``."""
-    return [f for f, rules in PLANTED.items() if rule_id in rules]
 PLANTED.update({  # issue 30: request shapes and tool kinds
     "rs-function-tools-only": ("RS-TOOLKIND-001",),
     "rs-custom-tool-dropped": ("RS-TOOLKIND-002",),
@@ -1031,3 +1021,12 @@ for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-i
                       ("wrong-error-shape", ("RS-REQ-003:probe",))):
     PLANTED[_fault] = (*PLANTED[_fault], *_more)
 
+
+# Checks that send a real client's own request shape (API_FACTS: what the real clients send): when
+# the endpoint refuses that request for its own limits, that client would break on this deployment.
+CLIENT_SHAPES: dict[str, str] = {"AN-REQ-003": "claude-code", "RS-REQ-001": "codex"}
+
+
+def faults_planting(rule_id: str) -> list[str]:
+    """The reference-server faults whose violation includes ``rule_id``."""
+    return [f for f, rules in PLANTED.items() if rule_id in rules]

@@ -223,6 +223,8 @@ def items_to_messages(items: Any, faults: Faults | None = None) -> tuple[list[st
         if not isinstance(item, dict):
             raise ApiError(400, f"{where}: expected an object", param=where)
         kind = item.get("type", "message" if "role" in item else None)
+        if faults is not None and faults.on("rs-narrow-request-schema"):
+            _narrow_item(item, kind, where)
         if kind == "message":
             role = item.get("role")
             text = _text(item.get("content"), f"{where}.content")
@@ -230,8 +232,6 @@ def items_to_messages(items: Any, faults: Faults | None = None) -> tuple[list[st
                 (system.append(text) if not messages else messages.append(Message(role="system", text=text)))
             elif role == "user":
                 messages.append(Message(role="user", text=text))
-        if faults is not None and faults.on("rs-narrow-request-schema"):
-            _narrow_item(item, kind, where)
             elif role == "assistant":
                 if text:
                     assistant().parts.append(Part(kind="text", text=text))
@@ -281,7 +281,6 @@ def _narrow_item(item: dict[str, Any], kind: Any, where: str) -> None:
 
 # A custom tool is offered to the model as a function of one string, `input`; its call's text is that string.
 CUSTOM_PARAMETERS = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
-CUSTOM_FORMATS = {"text": (), "grammar": ("lark", "regex")}  # CustomToolInputFormat: type -> grammar syntaxes
 GRAMMAR_CHARS = 8000  # the most of a grammar's definition put into the tool's description
 
 
@@ -313,13 +312,6 @@ def tools_of(raw: Any, faults: Faults | None = None) -> list[ToolSpec]:
     return tools
 
 
-def thinking_of(body: dict[str, Any]) -> bool | None:
-    reasoning = body.get("reasoning")
-    if reasoning is None:
-        return None
-    if not isinstance(reasoning, dict):
-        raise ApiError(400, "reasoning: expected an object", param="reasoning")
-    return reasoning.get("effort") not in ("none",)
 def _tool_spec(tool: dict[str, Any], where: str, faults: Faults | None, *,
                namespace: str | None = None) -> ToolSpec | None:
     """One function or custom tool (None: a custom tool the fault rs-custom-tool-dropped leaves out)."""
@@ -332,23 +324,26 @@ def _tool_spec(tool: dict[str, Any], where: str, faults: Faults | None, *,
         # unmarked: strict, the API normalizing the schema into strict mode (function calling guide)
         return ToolSpec(name=name, description=description, parameters=params,
                         strict=tool.get("strict") is not False, namespace=namespace)
-    fmt = expect(tool, "format", dict, where=f"{where}.")
-    if fmt is not None:
-        syntaxes = CUSTOM_FORMATS.get(fmt.get("type"))  # type: ignore[arg-type]
-        if syntaxes is None:
-            raise ApiError(400, f"{where}.format.type: expected text or grammar", param=f"{where}.format.type")
-        if fmt["type"] == "grammar":
-            if fmt.get("syntax") not in syntaxes:
-                raise ApiError(400, f"{where}.format.syntax: expected lark or regex", param=f"{where}.format.syntax")
-            definition = expect(fmt, "definition", str, required=True, where=f"{where}.format.")
-            description += (f"\n\nThe input is free-form text in this {fmt['syntax']} grammar:\n"
-                            f"{definition[:GRAMMAR_CHARS]}")
+    fmt = expect(tool, "format", dict, where=f"{where}.") or {}
+    definition = fmt.get("definition")
+    if fmt.get("type") == "grammar" and isinstance(definition, str) and definition:
+        # CustomToolInputFormat: {"type": "text"} or a grammar (syntax lark | regex, definition); one this
+        # server cannot read is taken as free text, not refused (it constrains nothing here anyway)
+        description += (f"\n\nThe input is free-form text in this {fmt.get('syntax') or 'grammar'} grammar:\n"
+                        f"{definition[:GRAMMAR_CHARS]}")
     if faults is not None and faults.on("rs-custom-tool-dropped"):
         return None
     return ToolSpec(name=name, description=description, parameters=CUSTOM_PARAMETERS, kind="custom",
                     namespace=namespace)
 
 
+def thinking_of(body: dict[str, Any]) -> bool | None:
+    reasoning = body.get("reasoning")
+    if reasoning is None:
+        return None
+    if not isinstance(reasoning, dict):
+        raise ApiError(400, "reasoning: expected an object", param="reasoning")
+    return reasoning.get("effort") not in ("none",)
 
 
 KNOWN_FIELDS = {"model", "input", "instructions", "stream", "tools", "tool_choice", "parallel_tool_calls",
@@ -381,6 +376,9 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     for value in include:
         if not isinstance(value, str):
             raise ApiError(400, "include: expected an array of strings", param="include")
+    text = expect(body, "text", dict)  # ResponseTextConfigParam: format and verbosity, both optional
+    if faults.on("rs-narrow-request-schema") and text is not None and "format" not in text:
+        raise ApiError(400, "text.format: Field required", param="text.format")
     # The ranges of CreateResponse (openai-openapi): max_output_tokens >= 16, temperature 0..2,
     # top_p 0..1, top_logprobs 0..20.
     max_tokens = int_in(body, "max_output_tokens", MIN_OUTPUT_TOKENS)
@@ -388,26 +386,12 @@ def to_conversation(body: dict[str, Any], store: ResponseStore, faults: Faults) 
     number_in(body, "top_p", 0, 1)
     int_in(body, "top_logprobs", 0, 20)
     return Conversation(model=model, system=([instructions] if instructions else []) + system, messages=messages,
-    text = expect(body, "text", dict)  # ResponseTextConfigParam: format and verbosity, both optional
-    if faults.on("rs-narrow-request-schema") and text is not None and "format" not in text:
-        raise ApiError(400, "text.format: Field required", param="text.format")
                         tools=tools_of(body.get("tools"), faults),
                         tool_choice=tool_choice_of(body.get("tool_choice"), hosted=True),
                         max_tokens=max_tokens, thinking=thinking_of(body),
                         parallel_tool_calls=parallel is not False)
 
 
-class ResponsesStream:
-    """Internal events -> Responses events with sequence numbers, items in output order. A call of a custom
-    tool (``tools``: the request's, ToolSpec.kind "custom") is a custom_tool_call item whose ``input`` streams
-    as response.custom_tool_call_input.delta / .done (openai-python ResponseCustomToolCallInput*Event); a
-    call of a namespace's tool carries the ``namespace``."""
-
-    def __init__(self, *, response_id: str, body: dict[str, Any], faults: Faults,
-                 tools: list[ToolSpec] | tuple[ToolSpec, ...] = ()) -> None:
-        self.id = response_id
-        self.body = body
-        self.faults = faults
 class InputText:
     """The text of a custom tool's call as it streams: the model writes ``{"input": "..."}`` (the function
     it was offered, CUSTOM_PARAMETERS); `feed` takes the next fragment of that JSON and gives the next part
@@ -467,6 +451,21 @@ class InputText:
         return self.sent or self.raw
 
 
+class ResponsesStream:
+    """Internal events -> Responses events with sequence numbers, items in output order. A call of a custom
+    tool (``tools``: the request's, ToolSpec.kind "custom") is a custom_tool_call item whose ``input`` streams
+    as response.custom_tool_call_input.delta / .done (openai-python ResponseCustomToolCallInput*Event); a
+    call of a namespace's tool carries the ``namespace``."""
+
+    def __init__(self, *, response_id: str, body: dict[str, Any], faults: Faults,
+                 tools: list[ToolSpec] | tuple[ToolSpec, ...] = ()) -> None:
+        self.id = response_id
+        self.body = body
+        self.faults = faults
+        self.tools = {t.name: t for t in tools}
+        self._input: InputText | None = None  # the open custom tool call's text
+        # fault stream-tool-input-empty: a streamed call's arguments are not sent (the store keeps them)
+        self.empty_arguments = bool(body.get("stream")) and faults.on("stream-tool-input-empty")
         self.seq = 0
         self.output: list[dict[str, Any]] = []
         self.open: dict[str, Any] | None = None
@@ -474,10 +473,6 @@ class InputText:
         self.created_at = int(time.time())
         self.usage: dict[str, Any] | None = None
         self.status = "in_progress"
-        self.tools = {t.name: t for t in tools}
-        self._input: InputText | None = None  # the open custom tool call's text
-        # fault stream-tool-input-empty: a streamed call's arguments are not sent (the store keeps them)
-        self.empty_arguments = bool(body.get("stream")) and faults.on("stream-tool-input-empty")
         self.incomplete: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
         self.parts: list[Part] = []  # the turn, for the response store
@@ -559,13 +554,6 @@ class InputText:
                 out.append(self._event("response.reasoning_summary_text.done", **at, text=text))
                 out.append(self._event("response.reasoning_summary_part.done", **at, part=dict(part)))
                 item["summary"] = [part]
-        elif item["type"] == "function_call":
-            arguments = item["arguments"]
-            if self.faults.on("rs-arguments-done-mismatch"):
-                arguments = arguments.rstrip("}") + ', "extra": 1}' if arguments.endswith("}") else arguments + " "
-            out.append(self._event("response.function_call_arguments.done", arguments=arguments, name=item["name"],
-                                   **where))
-        item["status"] = "completed"
         elif item["type"] == "custom_tool_call":
             final = "" if self.empty_arguments else (self._input.final() if self._input else "")
             if final != item["input"] and final.startswith(item["input"]):  # a rest never streamed
@@ -573,10 +561,17 @@ class InputText:
             item["input"] = final
             out.append(self._event("response.custom_tool_call_input.done", input=final, **where))
             self._input = None
-        if not self.faults.on("rs-missing-output-item-done"):
+        elif item["type"] == "function_call":
             if self.empty_arguments:
                 item["arguments"] = "{}"
                 out.append(self._delta("response.function_call_arguments.delta", "{}"))
+            arguments = item["arguments"]
+            if self.faults.on("rs-arguments-done-mismatch"):
+                arguments = arguments.rstrip("}") + ', "extra": 1}' if arguments.endswith("}") else arguments + " "
+            out.append(self._event("response.function_call_arguments.done", arguments=arguments, name=item["name"],
+                                   **where))
+        item["status"] = "completed"
+        if not self.faults.on("rs-missing-output-item-done"):
             out.append(self._event("response.output_item.done", output_index=where["output_index"],
                                    item=copy.deepcopy(item)))
         self.open = None
