@@ -39,6 +39,9 @@ QUICK_LEAVES_OUT = (
     "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
 )
 
+# Peer profiles (conformance/levers.py): how every generation request is bent for one kind of endpoint.
+PEERS = ("dynamo-mocker",)
+
 PYTEST_PREFIX = "--hc-"  # the plugin's options: one prefix, so no bare name is added to every pytest session
 CLI_PREFIX = "--"
 
@@ -82,6 +85,11 @@ def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX, files: boo
              "auto takes the strongest the endpoint offers (default: auto)")
     add("--server-arg", action="append", default=[], metavar="ARG",
         help="extra argument for the embedded reference server, repeatable (e.g. --server-arg=--fault=NAME)")
+    add("--peer", default="", choices=("", *PEERS), metavar="PROFILE",
+        help="a peer profile that bends every generation request: dynamo-mocker sends Dynamo's nvext "
+             "output_replay_id annotation of each scenario turn, so its CPU mocker plays the kit's scripted "
+             "output (start the mocker with the trace of `python -m harnesscheck.conformance.mocker_replay`; "
+             "docs/peers/dynamo-1.6.1.md); default: none")
     add("--no-preflight", action="store_true", default=False,
         help="do not check the endpoint before the suite (reachable, an LLM API, key accepted, model served; "
              "conformance/preflight.py)")

@@ -39,6 +39,7 @@ from harnesscheck.conformance.options import (
     split_apis,
     validate_options,
 )
+from harnesscheck.conformance.levers import tried_words
 from harnesscheck.conformance.outcome import Outcome
 from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
@@ -291,7 +292,7 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
                         tries=1 if quick else int(config.getoption("hc_tries")), timeout=timeout,
                         expect=frozenset(expect), embedded=embedded,
                         server_args=tuple(config.getoption("hc_server_arg")), witness=config.getoption("hc_witness"),
-                        quick=quick)
+                        quick=quick, peer=config.getoption("hc_peer") or "")
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if embedded else url, model=model, apis=list(endpoint.apis),
@@ -299,7 +300,8 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
                            faults=[a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")]),
         settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
                   "server_args": list(endpoint.server_args),
-                  **({"quick": list(QUICK_LEAVES_OUT)} if quick else {})},
+                  **({"quick": list(QUICK_LEAVES_OUT)} if quick else {}),
+                  **({"peer": endpoint.peer} if endpoint.peer else {})},
         secrets=[api_key] if api_key else [])
     config.stash[COLLECTOR] = collector
     try:
@@ -317,6 +319,8 @@ def hc_session(hc_endpoint: Endpoint) -> Session:
 @pytest.fixture()
 def hc(hc_session: Session, request: pytest.FixtureRequest) -> Iterator[Session]:
     hc_session.attached.clear()
+    marker = request.node.get_closest_marker("check")
+    hc_session.check_id = marker.args[0] if marker is not None else ""  # some checks take fewer levers
     if hc_session.stalled:  # judged already: every later check would wait out its deadline for nothing
         raise Inconclusive(f"endpoint stalled earlier in the run: {hc_session.stalled}", cause="stalled")
     folder = _from_controller(request.config).get("lock_folder")
@@ -383,6 +387,8 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
         outcome, message, cause = Outcome.INCONCLUSIVE, error.reason, error.cause
         if cause == "timeout" and "--timeout" not in message:
             message += f"; the endpoint may be slow: try --timeout {_longer(hc)}"
+        if cause == "not-exercised" and hc is not None and any(t.levers for t in hc.attached.tried):
+            message += f"; {tried_words(hc.attached.tried)}"  # which levers, and what came back
     elif report.skipped:
         outcome, message = Outcome.SKIP, str(getattr(error, "msg", error) if error else "skipped")
     elif isinstance(error, AssertionError) and (late := _timed_out_exchange(attached)) is not None:
@@ -408,7 +414,8 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
                          transcript=transcript, excerpt=excerpt, rules=rules, level=level, cause=cause,
                          notes=[*(hc.attached.notes if hc else []), *_notes(attached)], started=started,
                          exercised=catalog.coverage(check, hc.exercised) if hc else {},
-                         paths_seen=sorted(hc.exercised) if hc else [])
+                         paths_seen=sorted(hc.exercised) if hc else [],
+                         levers=hc.lever_record() if hc else {})
     collector = item.config.stash[COLLECTOR]
     collector.add(result)
     if hc is not None and hc.stall and "stall" not in collector.run:  # the run header says where it stalled

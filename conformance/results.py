@@ -34,6 +34,7 @@ class CheckResult:
     started: float | None = None  # wall clock (time.time()) when the check began
     exercised: dict[str, list[str]] = field(default_factory=dict)  # per path-dependent rule: paths seen ([]: none)
     paths_seen: list[str] = field(default_factory=list)  # every path (catalog.PATHS) the check's answers took
+    levers: dict[str, Any] = field(default_factory=dict)  # conformance/levers.py: tried, and behind each judged answer
 
     @property
     def weight(self) -> Level:
@@ -90,6 +91,8 @@ class Collector:
             entry["exercised"] = r.exercised
         if r.paths_seen:
             entry["paths_seen"] = r.paths_seen
+        if r.levers:
+            entry["levers"] = r.levers
         transcript = None
         if r.transcript is not None:
             transcript = {"text": redact_text(r.transcript.to_json(indent=1), self.secrets),

@@ -60,6 +60,7 @@ class SuiteOptions:
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
     min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
     quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
+    peer: str = ""  # a peer profile (conformance/levers.py), e.g. dynamo-mocker
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
@@ -85,6 +86,8 @@ class SuiteOptions:
             args.append("--hc-quick")
         for feature in self.expect:
             args += ["--hc-expect", feature]
+        if self.peer:
+            args += ["--hc-peer", self.peer]
         for server_arg in self.server_args:
             args.append(f"--hc-server-arg={server_arg}")
         if self.junit:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance import apis, catalog, levers
 from harnesscheck.conformance.wire import client
 from harnesscheck.conformance.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario, get as get_scenario
@@ -21,19 +21,27 @@ T = TypeVar("T")
 class Exchanges(list):  # type: ignore[type-arg]
     """One check's recorded (label, transcript) exchanges, and the paths its answers took (catalog.PATHS):
     cleared together, so the paths seen are always this check's. `recent` holds what the current try took;
-    `notes` what the check says of how it judged (which witness spoke), shown with its result."""
+    `notes` what the check says of how it judged (which witness spoke), shown with its result. The levers
+    (conformance/levers.py): `levers` are on for this check's opening requests toward the paths `wanted`,
+    `tried` the samples a ladder took, `bent` the levers (or peer profile) behind each answer it judged."""
 
     def __init__(self) -> None:
         super().__init__()
         self.paths: set[str] = set()
         self.recent: set[str] = set()
         self.notes: list[str] = []
+        self.levers: list[levers.Lever] = []
+        self.wanted: set[str] = set()
+        self.tried: list[levers.Tried] = []
+        self.bent: dict[str, list[str]] = {}
+        self.refusals: list[tuple[list[str], Transcript]] = []  # levered requests the endpoint refused (4xx)
 
     def clear(self) -> None:
         super().clear()
         self.paths.clear()
         self.recent.clear()
         self.notes.clear()
+        self.levers, self.wanted, self.tried, self.bent, self.refusals = [], set(), [], {}, []
 
 
 @dataclass(slots=True)
@@ -49,6 +57,7 @@ class Endpoint:
     server_args: tuple[str, ...] = ()
     witness: str = "auto"  # history checks: auto | tokenize | cache | timing
     quick: bool = False  # --quick: options.QUICK_LEAVES_OUT says what it leaves out (tries is 1 already)
+    peer: str = ""  # --peer: a profile that bends every generation request (levers.PEERS), e.g. dynamo-mocker
 
     def headers(self, api: str) -> dict[str, str]:
         return apis.get(api).headers(self.api_key)
@@ -72,6 +81,10 @@ class Session:
     stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
     stall: dict[str, Any] | None = None  # that stall as measured (results.json run.stall): request, frames, seconds
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
+    check_id: str = ""  # the check running now (the plugin sets it): some take fewer levers (levers.ladder)
+    _bent: dict[int, tuple[Transcript, list[str], set[str]]] = field(default_factory=dict)  # answer -> levers, wanted
+    _lever_memo: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
+    _ladder_spent: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
 
     def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
         """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
@@ -132,11 +145,26 @@ class Session:
         """Post and record. ``first_frames``: stop reading a 2xx event stream after that many event frames
         (acceptance is known at the status line and the first frames; wire.client)."""
         self._refuse_if_stalled()
+        built = body
+        body, bent = self._bend(api, path, body) if content is None else (body, [])
         merged = {**self.endpoint.headers(api), **(headers or {})}
         call = client.stream_request if stream else client.post_json
-        transcript = call(self._url(path), headers=merged, json_body=None if content is not None else body,
-                          content=content, timeout=self.endpoint.timeout, api=api, first_frames=first_frames,
-                          read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
+
+        def send(json_body: Any) -> Transcript:
+            return call(self._url(path), headers=merged, json_body=None if content is not None else json_body,
+                        content=content, timeout=self.endpoint.timeout, api=api, first_frames=first_frames,
+                        read_timeout=self.endpoint.timeout)  # slow engines may queue a request for long
+
+        transcript = send(body)
+        pulled = [n for n in bent if n in levers.BY_NAME]
+        if pulled and transcript.status is not None and 400 <= transcript.status < 500 and \
+                transcript.status not in (401, 403, 408, 429):
+            # the endpoint refused a lever: no check judges that refusal; the request goes as the check built it
+            self.attached.refusals.append((pulled, transcript))
+            body, bent = self._bend(api, path, built, with_levers=False)
+            transcript = send(body)
+        if bent:
+            self._bent[id(transcript)] = (transcript, bent, set(self.attached.wanted))
         self.attach(label or f"POST {path}", transcript)
         self.note_stall([(label or f"POST {path}", transcript)])
         if self.stalled and transcript.error:  # this request found the stall: the check says so, not "timeout"
@@ -155,7 +183,62 @@ class Session:
 
     def attach(self, label: str, transcript: Transcript) -> None:
         self.attached.append((label, transcript))
+        marked = self._bent.get(id(transcript))
+        if marked is not None and marked[0] is transcript:
+            self.attached.bent[label] = marked[1]
+            if not levers.allowed(marked[1], self.check_id):  # e.g. a forced answer, for a rule on unforced ones
+                return
         self.saw(*paths_in(transcript))
+
+    # -- levers (conformance/levers.py): what bends a generation request, and the ladder -------------
+    def _bend(self, api: str, path: str, body: Any, *, with_levers: bool = True) -> tuple[Any, list[str]]:
+        """A generation request as the peer profile and this check's levers send it, and their names."""
+        if api not in apis.APIS or path.split("?")[0] != apis.get(api).PATH or not isinstance(body, dict):
+            return body, []
+        names: list[str] = []
+        if self.endpoint.peer:
+            body, names = levers.peer_bend(self.endpoint.peer, api, body)
+        if self.attached.levers and with_levers:
+            body, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+            names += used
+        return body, names
+
+    def _sample(self, wanted: set[str], attempt: Callable[[], T],
+                on: list[levers.Lever]) -> tuple[T, bool, str | None, levers.Tried]:
+        """One try of `attempt` with the levers `on`: its result, whether it took a wanted path, the API of
+        its last generation answer (None: it made none), and the record of it."""
+        self.attached.levers, self.attached.wanted, self.attached.recent = list(on), wanted, set()
+        mark, refusals = len(self.attached), len(self.attached.refusals)
+        result = attempt()
+        answers = [t for _, t in self.attached[mark:]
+                   if t.api in apis.APIS and t.url.split("?")[0].endswith(apis.get(t.api).PATH)]
+        last = answers[-1] if answers else None
+        took = bool(self.attached.recent & wanted)
+        marked = self._bent.get(id(last)) if last is not None else None
+        used = marked[1] if marked is not None and marked[0] is last else []
+        refused = self.attached.refusals[refusals:]
+        if refused:  # the levers as sent, and the endpoint's refusal of them (the check got the request as built)
+            names, answer = refused[-1]
+            record = levers.Tried(levers=names, wanted=sorted(wanted), came_back=levers.came_back(answer.api, answer),
+                                  took=took, refused=True)
+        else:
+            record = levers.Tried(levers=[n for n in used if not n.startswith("replay:")], wanted=sorted(wanted),
+                                  came_back=levers.came_back(last.api, last) if last is not None else "no request",
+                                  took=took, refused=bool(answers) and all(
+                                      t.status is not None and 400 <= t.status < 500 for t in answers))
+        record.extra["timed_out"] = last is not None and last.error_kind in ("deadline", "read_timeout",
+                                                                              "connect_timeout", "timeout")
+        self.attached.tried.append(record)
+        return result, took, last.api if last is not None else None, record
+
+    def lever_record(self) -> dict[str, Any]:
+        """This check's levers for its result (results.json `levers`): every sample a ladder took, with the
+        levers on it and what came back, and the levers (or peer profile) behind each answer it judged;
+        {} when none was pulled."""
+        pulled = any(t.levers for t in self.attached.tried) or self.attached.bent
+        if not pulled:
+            return {}
+        return {"tried": [t.to_dict() for t in self.attached.tried], "judged": dict(self.attached.bent)}
 
     # -- coverage: the paths this check saw, and retries of scenarios that depend on them ------------
     @property
@@ -180,16 +263,63 @@ class Session:
             raise Inconclusive(catalog.not_exercised_reason(check, self.exercised), cause="not-exercised")
 
     def until_taken(self, paths: Iterable[str], attempt: Callable[[], T]) -> tuple[T, bool]:
-        """Run a scenario that depends on the model taking one of `paths` up to --tries times; return
-        the first try that took one (True), else the last try (False). Every try is recorded, so a
-        check judges each one: a broken contract on any try is a failure, a path never taken is not."""
+        """Run a scenario that depends on the model taking one of `paths`: as the check built it, then with
+        the levers of its API (levers.ladder: one more each try, a refused one dropped), then the strongest
+        accepted set for the rest of --tries; return the first try that took one (True), else the last
+        (False). The levers that took it stay on for the check's later opening requests (the same request,
+        e.g. with tool_choice none), and a later check of the same API and paths starts with them. Every
+        try is recorded, so a check judges each one: a broken contract on any try is a failure, a path
+        never taken is not (its result says which levers were tried and what came back)."""
         wanted = set(paths)
-        for _ in range(max(1, self.endpoint.tries)):
-            self.attached.recent = set()
-            result = attempt()
-            if self.attached.recent & wanted:
-                return result, True
-        return result, False
+        result, took, api, record = self._sample(wanted, attempt, [])
+        if took or api is None or record.refused or record.extra["timed_out"]:
+            if not took and api is None:  # it made no request the kit can bend: plain tries, as before
+                for _ in range(max(1, self.endpoint.tries) - 1):
+                    result, took, _, _ = self._sample(wanted, attempt, [])
+                    if took:
+                        break
+            if not took:
+                self.attached.levers = []
+            return result, took
+        key = (api, frozenset(wanted))
+        plan: list[list[levers.Lever]] = []
+        if key in self._lever_memo:  # what took this path before, for this API: first
+            plan.append(self._lever_memo[key])
+        active = [lever for lever in self._ladder_spent.get(key, []) if levers.allowed([lever.name], self.check_id)]
+        refused: set[str] = set()
+        ladder = [] if key in self._ladder_spent else levers.ladder(api, wanted, check_id=self.check_id)
+
+        def run(on: list[levers.Lever]) -> bool:
+            nonlocal result, took, record
+            result, took, _, record = self._sample(wanted, attempt, on)
+            if took:
+                self._lever_memo[key] = on
+            return took or record.extra["timed_out"]  # a deadline: more tries would wait it out again
+
+        for on in plan:
+            if not levers.allowed([lever.name for lever in on], self.check_id):
+                continue
+            if run(on):
+                return self._taken(result, took)
+        for lever in ladder:
+            if lever.fallback and lever.fallback not in refused:
+                continue
+            if run([*active, lever]):
+                return self._taken(result, took)
+            if record.refused:
+                refused.add(lever.name)
+            elif lever.name in record.levers:  # it applied and was accepted: keep it on
+                active = [*active, lever]
+        self._ladder_spent[key] = active
+        for _ in range(max(1, self.endpoint.tries) - 1):
+            if run(active):
+                return self._taken(result, took)
+        return self._taken(result, took)
+
+    def _taken(self, result: T, took: bool) -> tuple[T, bool]:
+        if not took:
+            self.attached.levers = []  # nothing stays on for the check's later requests
+        return result, took
 
     def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:
         """The shared stream of a scenario's turn 0, then fresh ones, up to --tries in all, until one
@@ -239,6 +369,11 @@ class Session:
             if answer is None:
                 return body
             body = apis.get(api).follow(body, answer, scenario, k)
+        if turn > 0:  # a conversation keeps the words and the thinking switch its opening answer was sampled with
+            opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
+            kept = [levers.BY_NAME[n] for n in (opened[1] if opened else []) if n in levers.BY_NAME]
+            if opened and kept:
+                body = levers.bend([lv for lv in kept if lv.conversation], api, body, opened[2])[0]
         return body
 
 

@@ -193,3 +193,77 @@ def test_should_failure_is_reported_not_a_junit_failure(tmp_path: Path) -> None:
     assert case.find("skipped") is not None and "SHOULD failed" in case.find("skipped").get("message", "")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props.get("check_id") == "RS-STREAM-001" and props.get("level") == "SHOULD"
+
+
+# -- levers (issue 35): every rule driven down its path before it is "not exercised" ------------------
+
+def _through_reasoning_proxy(tmp_path: Path, select: str, *extra: str) -> dict:
+    """The suite (checks `select`) through tests/conformance/reasoning_proxy.py: a reasoning model that
+    calls no tool, named or forced, unless thinking is turned off (as vLLM's tiny Qwen3 under its qwen3
+    reasoning parser)."""
+    with ServerProcess(["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]) as upstream:
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", upstream.url,
+                                 "--port", str(port), *extra], cwd=ROOT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    httpx.get(url + "/v1/models", timeout=2)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            return run_suite(SuiteOptions(endpoint=url, timeout=30.0, select=select), tmp_path,
+                             subprocess_run=True, quiet=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_path: Path) -> None:
+    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or AN-STREAM-006 or CH-TOOLS-002 or RS-TOOLS-003")
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert {i: c["outcome"] for i, c in by_id.items()} == dict.fromkeys(
+        ("AN-STREAM-006", "CH-STREAM-003", "CH-TOOLS-002", "RS-TOOLS-003"), "pass"), _bad(doc)
+    # as built, then one lever more each try, until thinking was off: each try says what came back
+    tried = by_id["CH-STREAM-003"]["levers"]["tried"]
+    assert [t["levers"] for t in tried] == [[], ["name-the-tool"], ["name-the-tool", "tool-choice-required"],
+                                            ["name-the-tool", "tool-choice-required", "thinking-off"]], tried
+    assert [t["took"] for t in tried] == [False, False, False, True]
+    assert tried[0]["came_back"] == "reasoning and text, no tool call (stop)"
+    assert tried[-1]["came_back"] == "1 tool call (calculator) (tool_calls)"
+    assert ["name-the-tool", "tool-choice-required", "thinking-off"] in by_id["CH-STREAM-003"]["levers"]["judged"].values()
+    # tool_choice none and parallel-off judge what the model does unforced: no forced answer counts for them,
+    # and the judged request carries the same levers (the same request, with none / parallel off)
+    for check_id in ("CH-TOOLS-002", "RS-TOOLS-003"):
+        levers = by_id[check_id]["levers"]
+        took = [t for t in levers["tried"] if t["took"]]
+        assert took and all("tool-choice-required" not in t["levers"] for t in took), levers
+        assert any("tool choice none" in label.replace("_", " ") or "parallel tool use off" in label
+                   for label, names in levers["judged"].items() if "thinking-off" in names), levers
+
+
+def test_no_lever_helps_the_result_says_what_was_tried(tmp_path: Path) -> None:
+    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or AN-STREAM-006", "--never")
+    for c in doc["checks"]:
+        assert (c["outcome"], c["cause"]) == ("inconclusive", "not-exercised"), c
+        assert "levers tried: as built -> reasoning and text, no tool call" in c["message"], c["message"]
+        for lever in ("name-the-tool", "tool-choice-required", "thinking-off", "thinking-off-template"):
+            assert lever in c["message"], (lever, c["message"])
+    anthropic = next(c for c in doc["checks"] if c["id"] == "AN-STREAM-006")
+    assert "prefill" in anthropic["message"]  # the Messages API takes an assistant prefill; Chat does not
+
+
+def test_a_lever_the_endpoint_refuses_is_never_judged_and_its_fallback_is_tried(tmp_path: Path) -> None:
+    """A model before gpt-5.1 refuses reasoning effort "none" with a 400: that refusal fails nothing (the
+    check gets its request as built), and "minimal" is tried in its place."""
+    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or RS-STREAM-006", "--refuse-none")
+    assert _bad(doc) == [], "\n".join(_bad(doc))
+    for c in doc["checks"]:
+        assert c["outcome"] == "pass", c
+        tried = c["levers"]["tried"]
+        refused = [t for t in tried if "thinking-off" in t["levers"] and t["came_back"].startswith("HTTP 400")]
+        assert refused and "does not support 'none'" in refused[0]["came_back"], tried
+        assert tried[-1]["took"] and "reasoning-minimal" in tried[-1]["levers"], tried
+        assert "thinking-off" not in tried[-1]["levers"], tried  # the refused lever is dropped

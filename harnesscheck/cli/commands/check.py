@@ -87,7 +87,7 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, quick=args.hc_quick, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
-                           concurrency=args.concurrency, min_verdicts=args.min_verdicts)
+                           concurrency=args.concurrency, min_verdicts=args.min_verdicts, peer=args.hc_peer)
     check_endpoint(options, progress=lambda line: print(line, flush=True))
     return options
 

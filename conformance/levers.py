@@ -1,0 +1,390 @@
+"""The levers the kit pulls, in order, to drive a rule down the model path it needs before it says
+"not exercised" (issue 35), and the peer profiles that replace the model's own choice.
+
+A rule that needs a path (catalog.RULE_PATHS: a tool call, parallel calls, thinking, ...) is judged
+only on an answer that took it. A small or random model, or a reasoning model that spends the whole
+output limit thinking, seldom takes it by chance; the APIs and the servers offer levers that make it
+far likelier. `Session.until_taken` samples the check's request as the check built it first, then
+pulls the levers of `ladder` one more each try (cumulatively: a lever the endpoint refused with a 4xx
+is dropped, and its `fallback` tried instead), then samples the strongest accepted set for the
+remaining `--tries`:
+
+1. a plain prompt that names the tool (or asks to think, or for two calls);
+2. `tool_choice` forcing a call (Anthropic `any`, OpenAI `required`): never where a rule judges what
+   the model does unforced (AN/CH/RS-TOOLS-002/003 judge `none` and parallel-off "where the same
+   request under auto called");
+3. thinking turned off the API's own way (Anthropic `thinking: {"type": "disabled"}`, Chat
+   `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`; "minimal" where "none" is
+   refused, as the models before gpt-5.1 refuse it), then through `chat_template_kwargs:
+   {"enable_thinking": false}` (vLLM's and SGLang's template switch): a reasoning model whose
+   reasoning never ends before the limit (vLLM constrains a forced call only after it) then answers;
+4. for the thinking paths the same switches turned on instead (Anthropic `enabled` with a budget,
+   `reasoning_effort` / `reasoning.effort` "high" with a summary, `enable_thinking: true`);
+5. an assistant prefill, where the API allows one (Anthropic: the last message is the assistant's start);
+6. more tries of the strongest set.
+
+A lever only ever adds to a request: it never changes a field the check set (a check that sends its
+own `tool_choice` or `thinking` keeps it); the forced choice and the prefill bend only the opening
+request of a sample, while the prompt's words and the thinking switches stay on every later turn of it
+(the history holds the first user message as it was sent, and a client keeps its thinking setting), so
+a history check compares the turns the endpoint really saw; and it never changes what a rule judges. That is why a *named* forced tool is not a lever on Chat: vLLM and, per
+API_FACTS, OpenAI-compatible servers answer it `finish_reason: "stop"`, which CH-GRAMMAR-FINISH-TOOL-CALLS
+would then have to excuse; `required` keeps `tool_calls`. Every answer a lever produced is marked with
+the levers in its check's result (results.json `levers`), and an inconclusive result lists what was
+tried and what came back.
+
+Peer profiles (`--peer NAME`) bend every generation request for one kind of endpoint: `dynamo-mocker`
+sends Dynamo's `nvext: {"annotations": ["output_replay_id:hc-SCENARIO-TURN"]}` so that Dynamo's CPU
+mocker plays the kit's own scripted output of that scenario turn (token ids in the mocker's trace,
+written by `conformance/mocker_replay.py`) instead of random tokens; a request that forces a tool is
+left alone (the mocker cannot force; a scripted call would be the kit obeying for it).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnesscheck.conformance import apis, options
+from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
+
+__all__ = ["LADDER", "PEERS", "Lever", "allowed", "bend", "came_back", "is_opening", "ladder", "peer_bend", "replay_key",
+           "scenario_turn", "tried_words"]
+
+Body = dict[str, Any]
+_CALL_PATHS = frozenset({TOOL_USE, PARALLEL, OUTPUT_AFTER_CALL})
+_THINK_PATHS = frozenset({THINKING, AGENT_TURN, INTERLEAVING})
+_ANSWER_ITEMS = ("function_call", "function_call_output", "reasoning", "custom_tool_call", "custom_tool_call_output")
+THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens; max_tokens must exceed it
+
+
+@dataclass(frozen=True, slots=True)
+class Lever:
+    name: str
+    words: str  # what it is, in the inconclusive message
+    paths: frozenset[str]  # the paths it drives toward
+    apis: frozenset[str] = frozenset(apis.NAMES)
+    forcing: bool = False  # forces the call: left out where a rule judges what the model does unforced
+    fallback: str = ""  # tried only when the lever of this name was refused (4xx)
+    conversation: bool = False  # a setting a client keeps on every turn (thinking): not only the opening request
+
+
+LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whose `paths` name it
+    Lever("name-the-tool", "a plain prompt that names the tool (or asks to think)", _CALL_PATHS | _THINK_PATHS,
+          conversation=True),  # the words stay in the first user message of every later turn, as sent
+    Lever("thinking-on", "thinking on the API's way (thinking enabled / reasoning effort high)", _THINK_PATHS,
+          conversation=True),
+    Lever("thinking-on-template", "chat_template_kwargs enable_thinking true", _THINK_PATHS, conversation=True),
+    Lever("tool-choice-required", "tool_choice forcing a call (any / required)", _CALL_PATHS | {AGENT_TURN},
+          forcing=True),
+    Lever("thinking-off", "thinking off the API's way (thinking disabled / reasoning effort none)", _CALL_PATHS,
+          conversation=True),
+    Lever("reasoning-minimal", "reasoning effort minimal", _CALL_PATHS, apis=frozenset({"chat", "responses"}),
+          fallback="thinking-off", conversation=True),
+    Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _CALL_PATHS, conversation=True),
+    Lever("prefill", "an assistant prefill", _CALL_PATHS, apis=frozenset({"anthropic"})),
+)
+BY_NAME = {lever.name: lever for lever in LADDER}
+
+# Checks whose rules judge what the model does unforced, or the endpoint's default: they take fewer levers.
+UNFORCED = frozenset(f"{p}-TOOLS-{n}" for p in ("AN", "CH", "RS") for n in ("002", "003"))
+UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask: no lever may ask
+
+
+def allowed(names: Iterable[str], check_id: str) -> bool:
+    """Whether an answer bent by the levers `names` may count as taking a path for the check `check_id`
+    (a forced answer never shows what the model does unforced; AN-HIST-003 takes no lever at all)."""
+    names = [n for n in names if n in BY_NAME]
+    if check_id in UNLEVERED:
+        return not names
+    return not (check_id in UNFORCED and any(BY_NAME[n].forcing for n in names))
+
+
+def ladder(api: str, wanted: Iterable[str], *, check_id: str = "") -> list[Lever]:
+    """The levers for `api` toward any of the `wanted` paths, in order, for the check `check_id`."""
+    if check_id in UNLEVERED:
+        return []
+    wanted = set(wanted)
+    return [lever for lever in LADDER if lever.paths & wanted and api in lever.apis
+            and not (lever.forcing and check_id in UNFORCED)]
+
+
+# -- what a lever does to an opening request --------------------------------------------------------
+
+def is_opening(api: str, body: Any) -> bool:
+    """Whether `body` is the opening request of a sample (no earlier answer in it): levers bend only these."""
+    if not isinstance(body, dict):
+        return False
+    if api == "responses":
+        if body.get("previous_response_id"):
+            return False
+        items = body.get("input")
+        if items is None or isinstance(items, str):
+            return True
+        return isinstance(items, list) and not any(
+            isinstance(i, dict) and (i.get("type") in _ANSWER_ITEMS or i.get("role") == "assistant") for i in items)
+    messages = body.get("messages")
+    return isinstance(messages, list) and not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool")
+                                                  for m in messages)
+
+
+def _tool_names(api: str, body: Body) -> list[str]:
+    names = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            name = tool.get("name") or (tool.get("function") or {}).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _ask(api: str, body: Body, wanted: set[str]) -> str:
+    """The plain words that name the tool (or ask to think) for the wanted paths."""
+    names = _tool_names(api, body) or ["the tool"]
+    a, b = names[0], names[1] if len(names) > 1 else names[0]
+    words = []
+    if THINKING in wanted or AGENT_TURN in wanted or INTERLEAVING in wanted:
+        words.append("Think it through step by step first.")
+    if INTERLEAVING in wanted:
+        words.append(f"Then call {a}; then think again and call {b}, all in this one turn.")
+    elif AGENT_TURN in wanted:
+        words.append(f"Then call the {a} tool.")
+    if PARALLEL in wanted:
+        words.append(f"Call {a} and {b} now, both in this one turn." if b != a else
+                     f"Call {a} twice now, in this one turn, with different arguments.")
+    elif TOOL_USE in wanted:
+        words.append(f"Call the {a} tool now.")
+    if OUTPUT_AFTER_CALL in wanted:
+        words.append(f"Call the {a} tool, then write one sentence about what you are doing, in this same turn.")
+    return " ".join(dict.fromkeys(words))
+
+
+def _append_user_text(api: str, body: Body, text: str) -> Body | None:
+    """`body` with `text` after the first user message's own words (kept first: the reference server's
+    scripted engine finds its scenario by them)."""
+    if not text:
+        return None
+    key = "input" if api == "responses" else "messages"
+    items = body.get(key)
+    if api == "responses" and isinstance(items, str):
+        return None if text in items else {**body, "input": f"{items} {text}"}
+    if not isinstance(items, list):
+        return None
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if text in json.dumps(content, ensure_ascii=False):
+                return None  # already asked (a later turn of a conversation built from the request as sent)
+            if isinstance(content, str):
+                new = {**item, "content": f"{content} {text}"}
+            elif isinstance(content, list):
+                part = {"type": "input_text" if api == "responses" else "text", "text": text}
+                new = {**item, "content": [*content, part]}
+            else:
+                return None
+            return {**body, key: [*items[:i], new, *items[i + 1:]]}
+    return None
+
+
+def _set(body: Body, **fields: Any) -> Body | None:
+    """`body` with `fields` added; None when the check set one of them itself (a lever never changes those)."""
+    if any(k in body for k in fields):
+        return None
+    return {**body, **fields}
+
+
+def _template_kwargs(body: Body, enable: bool) -> Body | None:
+    kwargs = body.get("chat_template_kwargs")
+    if isinstance(kwargs, dict) and "enable_thinking" in kwargs:
+        return None
+    return {**body, "chat_template_kwargs": {**(kwargs or {}), "enable_thinking": enable}}
+
+
+def _reasoning(body: Body, effort: str, summary: bool = False) -> Body | None:
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and "effort" in reasoning:
+        return None
+    extra = {"summary": "auto"} if summary and not (reasoning or {}).get("summary") else {}
+    return {**body, "reasoning": {**(reasoning or {}), "effort": effort, **extra}}
+
+
+def _thinking_enabled(body: Body) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _thinking_on_anthropic(body: Body) -> Body | None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return None  # extended thinking refuses forced tool use (API_FACTS, request validation)
+    bent = _set(body, thinking={"type": "enabled", "budget_tokens": THINKING_BUDGET})
+    if bent is not None:
+        bent["max_tokens"] = max(int(body.get("max_tokens") or 0), THINKING_BUDGET + 256)
+    return bent
+
+
+def _prefill(api: str, body: Body, wanted: set[str]) -> Body | None:
+    names = _tool_names(api, body) or ["the tool"]
+    start = f"I will call {names[0]} and {names[1]} now." if PARALLEL in wanted and len(names) > 1 else \
+        f"I will call the {names[0]} tool now."
+    return {**body, "messages": [*body["messages"], {"role": "assistant", "content": start}]}
+
+
+_Bend = Callable[[str, Body, set[str]], "Body | None"]
+_BENDS: dict[str, _Bend] = {
+    "name-the-tool": lambda api, b, w: _append_user_text(api, b, _ask(api, b, w)),
+    "tool-choice-required": lambda api, b, w: _set(b, tool_choice=apis.get(api).tool_choice("required"))
+    if b.get("tools") and not (api == "anthropic" and _thinking_enabled(b)) else None,
+    "thinking-off": lambda api, b, w: {"anthropic": lambda: _set(b, thinking={"type": "disabled"}),
+                                       "chat": lambda: _set(b, reasoning_effort="none"),
+                                       "responses": lambda: _reasoning(b, "none")}[api](),
+    "reasoning-minimal": lambda api, b, w: _set(b, reasoning_effort="minimal") if api == "chat"
+    else _reasoning(b, "minimal"),
+    "thinking-off-template": lambda api, b, w: _template_kwargs(b, False),
+    "thinking-on": lambda api, b, w: {"anthropic": lambda: _thinking_on_anthropic(b),
+                                      "chat": lambda: _set(b, reasoning_effort="high"),
+                                      "responses": lambda: _reasoning(b, "high", summary=True)}[api](),
+    "thinking-on-template": lambda api, b, w: _template_kwargs(b, True),
+    "prefill": _prefill,
+}
+
+
+def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str]) -> tuple[Body, list[str]]:
+    """`body` with each lever applied in order (a copy), and the names of those that changed it: on the
+    opening request every lever, on a follow-up turn only the settings a client keeps on every turn
+    (thinking on or off: a conversation does not switch it between turns). A lever that does not apply
+    (the check set that field; no tools to force) is skipped."""
+    out, used = copy.deepcopy(body), []
+    wanted = set(wanted)
+    opening = is_opening(api, body)
+    for lever in levers:
+        if api not in lever.apis or not (opening or lever.conversation):
+            continue
+        bent = _BENDS[lever.name](api, out, wanted)
+        if bent is not None:
+            out = bent
+            used.append(lever.name)
+    return out, used
+
+
+def words(names: Iterable[str]) -> str:
+    """'name-the-tool + thinking-off' -> the levers' words, joined."""
+    return " + ".join(BY_NAME[n].words if n in BY_NAME else n for n in names)
+
+
+# -- what came back, and what was tried --------------------------------------------------------------
+
+def came_back(api: str, transcript: Any) -> str:
+    """A few words on one answer: 'HTTP 400: ...', 'timed out', 'reasoning only, cut at 256 tokens
+    (max_tokens)', 'text, no tool call (end_turn)', '2 tool calls (Read, Read)'."""
+    if transcript is None:
+        return "no request"
+    if transcript.error:
+        return f"{transcript.error_kind or 'error'}: {str(transcript.error)[:120]}"
+    if not transcript.ok:
+        return f"HTTP {transcript.status}: {transcript.text_body()[:160]}"
+    module = apis.get(api)
+    try:
+        answer = module.final_answer(transcript) if transcript.frames else transcript.json_body()
+    except Exception:  # an answer that does not fold: the grammar judges it
+        return "an answer the kit could not fold"
+    if not isinstance(answer, dict):
+        return "no answer object"
+    calls = module.tool_calls(answer)
+    kinds = [k for k, text in module.parts(answer) if text or k == "tool_call"]
+    stop = module.stop_reason(answer)
+    out_tokens = module.usage_tokens(answer)[1]
+    if calls:
+        what = f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} ({', '.join(c.name for c in calls)})"
+    elif kinds == ["reasoning"]:
+        what = "reasoning only, no tool call"
+    elif "text" in kinds:
+        what = f"{'reasoning and ' if 'reasoning' in kinds else ''}text, no tool call"
+    else:
+        what = "an empty answer"
+    cut = stop == module.LENGTH_STOP
+    return f"{what}{f', cut at {out_tokens} tokens' if cut else ''} ({stop})"
+
+
+@dataclass(slots=True)
+class Tried:
+    """One sample a lever ladder took: the levers on it, the paths wanted, what came back."""
+
+    levers: list[str]
+    wanted: list[str]
+    came_back: str
+    took: bool = False
+    refused: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"levers": self.levers, "wanted": self.wanted, "came_back": self.came_back, "took": self.took}
+
+
+def tried_words(tried: list[Tried], limit: int = 8) -> str:
+    """'levers tried: plain -> reasoning only ...; name-the-tool -> ...'."""
+    shown = [f"{' + '.join(t.levers) or 'as built'} -> {t.came_back}" for t in tried[:limit]]
+    more = f"; and {len(tried) - limit} more" if len(tried) > limit else ""
+    return "levers tried: " + "; ".join(shown) + more
+
+
+# -- peer profiles ---------------------------------------------------------------------------------
+
+PEERS = options.PEERS  # dynamo-mocker
+
+
+def scenario_turn(api: str, body: Any) -> tuple[str, int] | None:
+    """(scenario id, turn) of a request the kit built from a scenario: the scenario whose first user text
+    the first user message holds, and the number of answers already in the history. None otherwise."""
+    from harnesscheck.scenarios.loader import find_by_user_text
+
+    if not isinstance(body, dict):
+        return None
+    items = body.get("input") if api == "responses" else body.get("messages")
+    if api == "responses" and isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        return None
+    first = next((i for i in items if isinstance(i, dict) and i.get("role") == "user"), None)
+    if first is None:
+        return None
+    content = first.get("content")
+    text = content if isinstance(content, str) else " ".join(
+        p.get("text", "") for p in content or [] if isinstance(p, dict) and isinstance(p.get("text"), str))
+    scenario = find_by_user_text(text)
+    if scenario is None:
+        return None
+    answers, inside = 0, False
+    for item in items:
+        out = isinstance(item, dict) and (item.get("role") == "assistant" or item.get("type") in (
+            "function_call", "reasoning", "custom_tool_call"))
+        if out and not inside:
+            answers += 1
+        inside = out
+    return (scenario.id, answers) if answers < len(scenario.turns) else None
+
+
+def replay_key(scenario_id: str, turn: int) -> str:
+    """The mocker trace's key of a scenario turn's scripted output."""
+    return f"hc-{scenario_id}-{turn}"
+
+
+def _forces(body: Body) -> bool:
+    choice = body.get("tool_choice")
+    if isinstance(choice, str):
+        return choice == "required"
+    return isinstance(choice, dict) and choice.get("type") in ("any", "tool", "function")
+
+
+def peer_bend(peer: str, api: str, body: Any) -> tuple[Any, list[str]]:
+    """`body` as the peer profile sends it, and the profile's mark (['replay:KEY']) when it changed it."""
+    if peer != "dynamo-mocker" or not isinstance(body, dict) or _forces(body) or "nvext" in body:
+        return body, []
+    found = scenario_turn(api, body)
+    if found is None:
+        return body, []
+    key = replay_key(*found)
+    return {**body, "nvext": {"annotations": [f"output_replay_id:{key}"]}}, [f"replay:{key}"]

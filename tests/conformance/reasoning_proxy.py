@@ -1,0 +1,125 @@
+"""A reasoning model that never leaves its reasoning unless thinking is turned off: a proxy in front of
+a reference server, written for the lever tests (issue 35), modelled on vLLM 0.32 serving a tiny random
+Qwen3 under `--reasoning-parser qwen3` (every answer reasoning to the output limit; a forced tool call
+constrained only after the reasoning, so never made).
+
+An opening request (no answer in its history) that does not turn thinking off reaches the reference
+server with its user text replaced by one no scenario answers and without its `tool_choice`: the answer
+is a short thought and "ok", never a tool call, whatever the prompt names or forces. One that turns
+thinking off in any of the ways vLLM reads (Anthropic `thinking: {"type": "disabled"}`, Chat
+`reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`, `chat_template_kwargs:
+{"enable_thinking": false}`) goes through as it is, and the scripted model takes the scenario's path.
+Follow-up turns go through as they are. With `--never`, no request goes through as it is. With
+`--refuse-none`, it is a model before gpt-5.1: an effort of "none" is refused with a 400 in OpenAI's
+shape, and "minimal", the lowest effort it takes, turns thinking off.
+
+    python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--never]
+        [--refuse-none]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+_HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "host"}
+_GENERATION = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
+HIDDEN = "Think about it."  # a user text no scenario answers
+
+
+def effort(body: dict[str, Any]) -> Any:
+    reasoning = body.get("reasoning")
+    return body.get("reasoning_effort") or (reasoning.get("effort") if isinstance(reasoning, dict) else None)
+
+
+def thinking_off(body: dict[str, Any], lowest: str = "none") -> bool:
+    thinking, kwargs = body.get("thinking"), body.get("chat_template_kwargs")
+    return ((isinstance(thinking, dict) and thinking.get("type") == "disabled") or effort(body) == lowest
+            or (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False))
+
+
+def opening(body: dict[str, Any]) -> bool:
+    items = body.get("messages") if "messages" in body else body.get("input")
+    if body.get("previous_response_id"):
+        return False
+    if not isinstance(items, list):
+        return True
+    if items and isinstance(items[-1], dict) and items[-1].get("role") == "assistant" and \
+            isinstance(items[-1].get("content"), str):
+        items = items[:-1]  # an assistant prefill: still the opening request
+    return not any(isinstance(i, dict) and (i.get("role") in ("assistant", "tool") or i.get("type") in (
+        "function_call", "function_call_output", "reasoning")) for i in items)
+
+
+def hide(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with its user text replaced and no tool_choice: the model only thinks and says ok."""
+    out = {k: v for k, v in body.items() if k != "tool_choice"}
+    key = "messages" if "messages" in body else "input"
+    if isinstance(out.get(key), str):
+        out[key] = HIDDEN
+    elif isinstance(out.get(key), list):
+        out[key] = [{**i, "content": HIDDEN} if isinstance(i, dict) and i.get("role") == "user" else i
+                    for i in out[key] if not (isinstance(i, dict) and i.get("role") == "assistant")]
+    return out
+
+
+def create_app(upstream: str, *, never: bool = False, refuse_none: bool = False) -> Starlette:
+    client = httpx.AsyncClient(base_url=upstream, timeout=httpx.Timeout(300.0))
+
+    async def proxy(request: Request) -> Response:
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        content = await request.body()
+        if request.method == "POST" and request.url.path in _GENERATION:
+            try:
+                body = json.loads(content)
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and refuse_none and effort(body) == "none":
+                return Response(json.dumps({"error": {"message": "Unsupported value: 'reasoning_effort' does not support "
+                                                      "'none' with this model.", "type": "invalid_request_error",
+                                                      "param": "reasoning_effort", "code": "unsupported_value"}}),
+                                status_code=400, media_type="application/json")
+            lowest = "minimal" if refuse_none else "none"
+            if isinstance(body, dict) and opening(body) and (never or not thinking_off(body, lowest)):
+                content = json.dumps(hide(body)).encode()
+            elif isinstance(body, dict) and effort(body) == "minimal":  # the upstream need not know it
+                content = json.dumps({k: v for k, v in body.items() if k not in ("reasoning_effort", "reasoning")}).encode()
+        answer = await client.send(client.build_request(request.method, path, headers=headers, content=content),
+                                   stream=True)
+        out_headers = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in answer.aiter_bytes():
+                    yield chunk
+            finally:
+                await answer.aclose()
+
+        return StreamingResponse(relay(), status_code=answer.status_code, headers=out_headers)
+
+    return Starlette(routes=[Route("/{path:path}", proxy, methods=["GET", "POST", "HEAD"])])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--never", action="store_true", help="no lever helps: every opening request is hidden")
+    parser.add_argument("--refuse-none", action="store_true", help="refuse effort none (400); minimal turns it off")
+    args = parser.parse_args()
+    uvicorn.run(create_app(args.upstream, never=args.never, refuse_none=args.refuse_none), host="127.0.0.1",
+                port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
