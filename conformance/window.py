@@ -23,7 +23,6 @@ per API (docs/API_FACTS.md "Context overflow"):
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from harnesscheck.conformance import apis
@@ -34,7 +33,6 @@ OVERFLOW_CODE = "context_length_exceeded"
 # Claude Code 2.1.197's own test for the refusal (read from the client): the message contains this
 # (case-insensitive); it then reads the two numbers with /prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)/i.
 ANTHROPIC_MARKER = "prompt is too long"
-ANTHROPIC_NUMBERS = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.IGNORECASE)
 OVERSHOOT = 1.25  # the over-long prompt: this many times the window
 
 

@@ -22,10 +22,6 @@ def sign(text: str) -> str:
     return base64.b64encode(b"hc1" + mac).decode()
 
 
-def verify(text: str, signature: str) -> bool:
-    return hmac.compare_digest(sign(text), signature or "")
-
-
 def pack_reasoning(text: str) -> str:
     blob = zlib.compress(json.dumps({"v": 1, "r": text}, ensure_ascii=False).encode())
     return "hc1." + base64.urlsafe_b64encode(blob).decode() + "." + sign(text)[4:20]

@@ -51,7 +51,6 @@ class Client:
     install_name = ""
     apis: tuple[str, ...] = ()  # wire APIs it can use; the first is the default
     tool = ""  # the shell tool it offers the model
-    tool_arg = "command"
 
     def __init__(self, api: str | None = None, **options: Any) -> None:
         self.api = api or self.apis[0]

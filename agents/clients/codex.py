@@ -55,7 +55,6 @@ class Codex(Client):
     install_name = "codex"
     apis = ("responses",)
     tool = "exec_command"
-    tool_arg = "cmd"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
         home = work.resolve() / "home"  # absolute: the client runs in another folder

@@ -192,14 +192,12 @@ class SSEDecoder:
         self._next_index = 0
         self._closed = False
         self.retry: int | None = None  # the stream's reconnection time, last valid value
-        self.bytes_fed = 0
 
     # -- public -------------------------------------------------------------------------
     def feed(self, chunk: bytes, *, t_ns: int | None = None, chunk_index: int | None = None) -> list[SSEFrame]:
         """Add received bytes; return the frames they complete (stamped with t_ns/chunk_index)."""
         if self._closed:
             raise WireError("feed() after flush()")
-        self.bytes_fed += len(chunk)
         self._buf += chunk
         if not self._bom_checked:
             if len(self._buf) < len(_BOM) and _BOM.startswith(bytes(self._buf)):

@@ -30,7 +30,6 @@ THINKING_KWARGS = ("enable_thinking", "truncate_history_thinking", "thinking")
 
 # Probe markers: strings no template writes on its own.
 R_MARK, C_MARK, U_MARK, T_MARK = "hcprobe-reasoning-q7", "hcprobe-content-q7", "hcprobe-user-q7", "hcprobe_tool_q7"
-S_MARK = "hcprobe-segment-q7"
 
 
 class TemplateError(ValueError):

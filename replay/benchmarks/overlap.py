@@ -70,7 +70,6 @@ class Sample:
     turn_ms: float
     stream_end_ms: float
     ready_ms: list[float]
-    starts_ms: list[float]
 
 
 async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str, str, str], list[Sample]]:
@@ -96,8 +95,7 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
                         raise RuntimeError(f"{scenario}/{api}: the turn made no tool call")
                     if measured:
                         out.setdefault((scenario, api, arm), []).append(Sample(
-                            ex.barrier_ns / 1e6, ex.stream_end_ns / 1e6, [c.ready_ns / 1e6 for c in ex.calls],
-                            [c.start_ns / 1e6 for c in ex.calls]))
+                            ex.barrier_ns / 1e6, ex.stream_end_ns / 1e6, [c.ready_ns / 1e6 for c in ex.calls]))
     return out
 
 
