@@ -2,7 +2,8 @@
 
 Anthropic thinking blocks carry a `signature`; Responses reasoning items carry
 `encrypted_content` when `include: ["reasoning.encrypted_content"]` is asked. Both are produced
-here: a keyed MAC (so a tampered block is noticed) and a reversible packing of the reasoning text
+here: a keyed MAC of the text (opaque, as a real signature is; nothing here checks it when it
+comes back) and a reversible packing of the reasoning text
 (so a stateless client that sends the item back gets the reasoning into the next prompt).
 """
 
