@@ -130,9 +130,6 @@ class Session:
     def _url(self, path: str) -> str:
         return self.endpoint.url.rstrip("/") + path
 
-    def _secret_headers(self) -> list[str]:
-        return ["x-api-key", "authorization"]
-
     def _refuse_if_stalled(self) -> None:
         if self.stalled:
             from harnesscheck.conformance.verdict import Inconclusive
