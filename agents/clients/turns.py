@@ -52,7 +52,10 @@ DEFAULT_TURN_TIMEOUT = 180.0
 
 
 @dataclass
-class Check:
+class TurnCheck:
+    """One thing a client turn is judged on (CL-ANSWERED, CL-FINAL-TEXT, CL-TOOL-RUN): not a catalog
+    check (conformance.catalog.Check), a verdict on the client's run."""
+
     id: str
     ok: bool
     detail: str = ""
@@ -76,7 +79,7 @@ class TurnResult:
     stderr_tail: str = ""
     capture: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
+    checks: list[TurnCheck] = field(default_factory=list)
     first_post_s: float | None = None  # process start -> first POST of a model request
     ws_probes: int = 0
     marker_seen: bool | None = None
@@ -251,9 +254,9 @@ def request_summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | None, final_text: str,
-                   client_error: str = "", marker: str = TOOL_MARKER) -> tuple[list[Check], bool | None]:
+                   client_error: str = "", marker: str = TOOL_MARKER) -> tuple[list[TurnCheck], bool | None]:
     """The verdicts on one turn's capture and the client's result; and whether the marker came back."""
-    checks: list[Check] = []
+    checks: list[TurnCheck] = []
     bad = []
     models = [t for t in records if is_model_request(t)]
     for t in records:
@@ -269,11 +272,11 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
             bad += [f"{where}: {e}" for e in stream_errors(t)]
     if not models:
         bad.append("the client sent no model request")
-    checks.append(Check("CL-ANSWERED", not bad, "; ".join(bad[:5]) or f"{len(records)} request(s), "
-                        f"{len(models)} model request(s), all answered"))
+    checks.append(TurnCheck("CL-ANSWERED", not bad, "; ".join(bad[:5]) or f"{len(records)} request(s), "
+                            f"{len(models)} model request(s), all answered"))
     text_ok = rc == 0 and not client_error and bool(final_text.strip())
-    checks.append(Check("CL-FINAL-TEXT", text_ok, f"final text {final_text.strip()[:120]!r}" if text_ok else
-                        (client_error[:500] or f"exit {rc}, final text {final_text.strip()[:120]!r}")))
+    checks.append(TurnCheck("CL-FINAL-TEXT", text_ok, f"final text {final_text.strip()[:120]!r}" if text_ok
+                            else (client_error[:500] or f"exit {rc}, final text {final_text.strip()[:120]!r}")))
     marker_seen: bool | None = None
     if tool_turn:
         calls = [(i, c) for i, t in enumerate(models) for c in tool_calls(t)]
@@ -294,7 +297,7 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
             call, res = ran[0]
             detail = (f"{call['name']} {call['arguments'][:120]} -> result {res['text'].strip()[:160]!r}; "
                       f"asked command's output {'seen' if marker_seen else 'not seen'}")
-        checks.append(Check("CL-TOOL-RUN", bool(ran), detail))
+        checks.append(TurnCheck("CL-TOOL-RUN", bool(ran), detail))
     return checks, marker_seen
 
 
@@ -356,8 +359,13 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
             env = {k: ("[REDACTED]" if v == api_key else redact_text(v, secrets)) for k, v in prep.env.items()}
             (work / "command.json").write_text(json.dumps({"cmd": [redact_text(c, secrets) for c in cmd],
                                                            "env": env}, indent=1))
+            # the client's own temporary files (Claude Code's shell snapshots, ...) go with its home; Node's
+            # compile cache (compiled code, nothing of the run's) stays beside the installs, warm
+            (private / "tmp").mkdir()
+            run_env = {"TMPDIR": str(private / "tmp"),
+                       "NODE_COMPILE_CACHE": str(inst.prefix.parent / "node-compile-cache"), **prep.env}
             t0 = time.time()
-            rc, out, err, timed_out = _run(cmd, prep.env, prep.cwd, timeout)
+            rc, out, err, timed_out = _run(cmd, run_env, prep.cwd, timeout)
             res.seconds = round(time.time() - t0, 3)
     except OSError as exc:  # the client could not be started (or its config written): the kit's side
         res.kit_error = res.error = redact_text(f"could not run {client.label}: {exc}", secrets)
