@@ -676,9 +676,9 @@ def test_codex_environment_context_switch_is_top_level():
 
 
 def _turn(ok: bool, *, timed_out: bool = False, answered: bool = True):
-    from harnesscheck.agents.clients.turns import Check, TurnResult
+    from harnesscheck.agents.clients.turns import TurnCheck, TurnResult
 
-    checks = [Check("CL-ANSWERED", answered), Check("CL-FINAL-TEXT", ok)]
+    checks = [TurnCheck("CL-ANSWERED", answered), TurnCheck("CL-FINAL-TEXT", ok)]
     return TurnResult(client="openclaw", label=OC, version="1", api="chat", turn="text", prompt="p", ok=ok,
                       timed_out=timed_out, checks=checks)
 
