@@ -38,7 +38,7 @@ def server_factory() -> Iterator[Callable[..., str]]:
         server.stop()
 
 
-# --- Real-client tests (tests/clients, tests/stats/test_toy_codex_e2e.py) ----------------------------
+# --- Real-client tests (tests/clients, tests/agents/test_toy_codex_e2e.py) ----------------------------
 # Real-client tests are opt-in: ``@pytest.mark.e2e`` runs only with HARNESSCHECK_E2E=1.
 # 
 # Then each client is installed (once, into the cache folder) within HARNESSCHECK_E2E_INSTALL_BUDGET

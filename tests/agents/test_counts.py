@@ -1,4 +1,6 @@
-"""The article's two tables out of the compare pipeline, from CSVs and from synthetic rollouts."""
+"""The article's two tables out of the compare pipeline (`agents.counts`: per-task counts read from CSVs
+and from run folders of rollouts, compared, written; the `compare` command), from CSVs and from
+synthetic rollouts. The pure comparison (`stats.compare`) is tested in tests/stats/test_compare.py."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.cli.commands import compare as compare_cmd
 from harnesscheck.agents.counts import compare_sources, load_counts, write_comparison
-from harnesscheck.stats.compare import compare_counts
+from harnesscheck.cli.commands import compare as compare_cmd
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUN1 = (FIXTURES / "article_run1_gpt-5.5.csv", FIXTURES / "article_run1_fallback.csv")
@@ -131,16 +132,6 @@ def test_same_tables_from_synthetic_rollouts(tmp_path: Path, run: tuple[Path, Pa
     assert label == "other" and usages is not None and usages[0].model == "openai/openai/gpt-5.5"
     paths = write_comparison(from_rollouts, tmp_path / "out", usages_a=usages, usages_b=usages)
     assert paths["tasks_a"].read_text().startswith("task_id,profile,tool_calls")
-
-
-def test_unpaired_tasks_are_reported(tmp_path: Path) -> None:
-    comp = compare_counts({"t1": 3, "t2": 5, "t3": 4}, {"t2": 6, "t3": 4, "t4": 9}, label_a="x", label_b="y")
-    assert comp.n_tasks == 2 and comp.only_a == ("t1",) and comp.only_b == ("t4",)
-    assert comp.permutation.method == "exact"
-    assert comp.to_dict()["unpaired"] == {"a_only": ["t1"], "b_only": ["t4"]}
-    assert "Only in A: t1; only in B: t4" in comp.to_markdown()
-    with pytest.raises(ValueError):
-        compare_counts({"a": 1}, {"b": 1})
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,7 +31,7 @@ from harnesscheck.agents.swebench import (
 )
 from harnesscheck.stats.compare import write_outputs
 
-from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
+from tests.agents.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 HAVE_DATASETS = importlib.util.find_spec("datasets") is not None
 

@@ -1,6 +1,6 @@
 """The toy agent's pieces: arguments, the patch tool, exec_command, and a failed request's rollout.
 
-Its loop against a reference server runs in tests/stats/test_swebench.py (the toy SWE-style run).
+Its loop against a reference server runs in tests/agents/test_swebench.py (the toy SWE-style run).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from harnesscheck.agents.counts import compare_sources
 from harnesscheck.agents.driver import DEFAULT_COMMAND
 from harnesscheck.agents.rollouts import load_run_dir
-from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
+from tests.agents.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy
 
 OPTED_IN = os.environ.get("HARNESSCHECK_E2E") == "1"
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not OPTED_IN, reason="opt-in e2e: set HARNESSCHECK_E2E=1")]

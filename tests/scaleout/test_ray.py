@@ -28,7 +28,7 @@ from harnesscheck.agents.driver import TOY_AGENT_COMMAND, Profile  # noqa: E402
 from harnesscheck.agents.rollouts import load_run_dir  # noqa: E402
 from harnesscheck.agents.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
 from harnesscheck.replay.cluster import ray_session  # noqa: E402
-from tests.stats.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
+from tests.agents.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
 
 TOY_TESTS = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
 SMALL_TASK = RayOptions(memory_mb=256)  # the toy agent needs little; leaves room on a 2-core CI machine
