@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,14 +123,14 @@ def test_relative_folders_are_made_absolute_once(tmp_path: Path, toy,
     assert seen["cwd"].startswith(str(tmp_path / "work"))
 
 
-def test_swebench_run_whose_every_run_failed_says_so(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_swebench_run_whose_every_run_failed_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     server_factory: Callable[..., str]) -> None:
+    url = server_factory("--model-id", "m") + "/v1"  # a usable endpoint: the runs fail on the kit's side
     broken = tmp_path / "repos" / "harnesscheck__toycalc"
     (broken / ".git").mkdir(parents=True)  # a git folder that is no repository: every clone fails
     rc = main(["swebench", "run", "--toy", "--ids", "harnesscheck__toycalc-1",
                "--run-dir", str(tmp_path / "run"), "--repos", str(tmp_path / "repos"),
-               "--profile", "a=m@http://127.0.0.1:9/v1",
-               "--profile", "b=m@http://127.0.0.1:9/v1"])
+               "--profile", f"a=m@{url}", "--profile", f"b=m@{url}"])
     captured = capsys.readouterr()
     assert rc == 1, captured
     last = [line for line in captured.err.splitlines() if line.strip()][-1]
