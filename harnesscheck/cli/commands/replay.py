@@ -32,6 +32,10 @@ Example:
 The endpoint is checked first, as `check` does (conformance/preflight.py; each probe waits up to
 --timeout, at most 60 s): an unusable one is one line and exit 2 before any session starts.
 
+Byte bounds on each answer: a gzip/deflate/zstd body decodes to at most 64 MiB and an SSE event is at
+most 8 MiB (replay.http1, replay.codings); past either, that turn fails with the reason (a truncated
+coded body too).
+
 Exit status: 0 every turn replayed; 1 a turn failed; 2 usage error, bad trace or unusable endpoint.
 """
 
