@@ -10,8 +10,8 @@ overflow" and "Usage across turns").
   grows on every turn: it counts the whole prompt, history included, not only the new turn's input.
 - <P>-CTX-003: the same session for 30 turns, its usage growing turn by turn as the prompt does, then
   one more turn whose tool result takes the prompt past the window: refused in the recognised form.
-- <P>-CTX-004: in that session the prefix cache reuses each turn's prefix: the cached part of the
-  prompt grows turn by turn (judged where the endpoint reports cached tokens at all).
+- <P>-CTX-004: in that session the prefix cache reuses each turn's prefix: the cached part of each
+  turn's prompt covers the turn before's whole prompt (judged where the endpoint reports cached tokens).
 
 The session's turns are the shared scenario streams (``hc.stream``): CTX-002's ten are the first ten
 of CTX-003's thirty, and CTX-004 reads the same thirty. Each turn adds a ~80-character tool result,
@@ -35,6 +35,7 @@ from harnesscheck.conformance.wire.transcript import Transcript
 SESSION = "long_session"
 USAGE_TURNS = 10
 SESSION_TURNS = 30
+CACHE_STEP = 128  # OpenAI's prompt cache grows in 128-token steps (prompt caching guide); vLLM's blocks are 16
 
 
 def _check_id(api: str, number: str) -> str:
@@ -166,8 +167,9 @@ def _pad_result(entry: Any, extra: str) -> bool:
 
 @pytest.mark.parametrize("api", _params("004"))
 def test_long_session_cache(hc: Session, api: str) -> None:
-    """From turn 1 on (turn 0's prompt may be cached by any earlier request with its prefix), the cached
-    part of each turn's prompt is larger than the turn before's."""
+    """From turn 2 on, the cached part of each turn's prompt covers the turn before's whole prompt (to
+    within CACHE_STEP tokens). Judged once a turn after the first reported cached tokens at all (turn
+    0's prompt may be cached by any earlier request with its prefix)."""
     check_id = _check_id(api, "004")
     seen: list[tuple[int, int, int]] = []
     hit = False  # a turn after the first reported cached tokens
@@ -176,10 +178,10 @@ def test_long_session_cache(hc: Session, api: str) -> None:
         if usage is None:
             inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage")
         hit = hit or (turn >= 1 and usage[2] > 0)
-        if turn >= 2 and hit and usage[2] <= seen[-1][2]:
-            fail(f"{SESSION} turn {turn}: {usage[2]} cached prompt tokens, turn {turn - 1} had {seen[-1][2]}: the "
-                 f"cache did not reuse turn {turn - 1}'s prompt ({seen[-1][0]} tokens) as this turn's prefix",
-                 transcript=transcript)
+        if turn >= 2 and hit and usage[2] < seen[-1][0] - CACHE_STEP:
+            fail(f"{SESSION} turn {turn}: {usage[2]} cached prompt tokens, though turn {turn - 1}'s whole prompt "
+                 f"({seen[-1][0]} tokens) is this turn's prefix: the cache did not reuse it (turn {turn - 1} had "
+                 f"{seen[-1][2]} cached)", transcript=transcript)
         seen.append(usage)
     if not hit:
         inconclusive(f"not exercised: no turn of {SESSION} after the first reported cached prompt tokens "

@@ -49,6 +49,9 @@ _ALL = [
           "after the last assistant turn), not the history: a one-turn prompt is counted right",
           "issue 30: endpoints and proxies that count only the new turn (the clients' context meters read near "
           "zero and auto-compaction never fires)"),
+    Fault("cache-static-prefix-only", "the prefix cache reuses only the static prefix (system prompt and tools), "
+          "never the conversation: a long session re-prefills its whole history every turn (its usage says so)",
+          "issue 30: the cache must reuse each turn's prefix over a long session"),
     Fault("usage-cached-outside-prompt", "prompt_tokens / input_tokens count only the uncached part (Anthropic's "
           "accounting in OpenAI's fields) while total_tokens counts the whole prompt",
           "API_FACTS: cached tokens are part of the prompt tokens", apis=('chat', 'responses')),

@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import itertools
+import json
 import os
 import sys
 import threading
@@ -180,6 +181,7 @@ class _Prepared:
     eos_id: int
     end_ids: tuple[int, ...]
     counted: int | None = None  # fault usage-current-turn-only: the prompt tokens usage reports
+    static: int | None = None  # fault cache-static-prefix-only: the most cached tokens usage reports
 
 
 @dataclass(slots=True)
@@ -192,6 +194,7 @@ class Turn:
     faults: Faults
     end_ids: frozenset[int]
     counted: int | None = None  # fault usage-current-turn-only: what usage reports instead of the prompt
+    static: int | None = None  # fault cache-static-prefix-only: the most cached tokens usage reports
 
     @property
     def prompt_tokens(self) -> int:
@@ -199,7 +202,10 @@ class Turn:
 
     @property
     def cached_tokens(self) -> int:
-        return self.generation.cached_tokens if self.counted is None else 0
+        if self.counted is not None:
+            return 0
+        cached = self.generation.cached_tokens
+        return cached if self.static is None else min(cached, self.static)
 
     async def events(self) -> AsyncIterator[Event]:
         async for step in self.steps():
@@ -435,7 +441,7 @@ class Service:
             end_ids=prep.end_ids, script_text=prep.script))
         return Turn(plan=prep.plan, prompt=prep.prompt, generation=generation, parser=prep.parser,
                     decoder=IncrementalDecoder(self._decodes), faults=self.faults,
-                    end_ids=frozenset(prep.end_ids), counted=prep.counted)
+                    end_ids=frozenset(prep.end_ids), counted=prep.counted, static=prep.static)
 
     def _prepare(self, conv: Conversation, id_prefix: str) -> _Prepared:
         """A turn's CPU work before the engine starts: its plan, prompt, ids and the scripted output."""
@@ -454,9 +460,16 @@ class Service:
             script = "\n</think>\n\n" + script  # empty reasoning, closed at once
         end_ids = self._end_ids[plan.profile.id]
         counted = self._current_turn_tokens(conv) if self.faults.on("usage-current-turn-only") else None
+        static = self._static_tokens(conv) if self.faults.on("cache-static-prefix-only") else None
         return _Prepared(plan=plan, prompt=prompt, request_id=request_id, script=script,
                          parser=StreamParser(reasoning_parser=plan.reasoning, tool_parser=plan.tools),
-                         eos_id=end_ids[0], end_ids=end_ids, counted=counted)
+                         eos_id=end_ids[0], end_ids=end_ids, counted=counted, static=static)
+
+    def _static_tokens(self, conv: Conversation) -> int:
+        """The fault cache-static-prefix-only: about the tokens of the system prompt and the tools (their
+        text), the most a cache that keeps only the static prefix reuses."""
+        tools = "".join(t.name + t.description + json.dumps(t.parameters) for t in conv.tools)
+        return len(encode_text(self.tokenizer, conv.system_text + tools).ids)
 
     def _current_turn_tokens(self, conv: Conversation) -> int | None:
         """The fault usage-current-turn-only: the tokens of the messages after the last assistant turn
