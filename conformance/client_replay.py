@@ -113,6 +113,8 @@ class Mapping:
     strings: dict[str, str] = field(default_factory=dict)
     objects: list[tuple[Any, Any]] = field(default_factory=list)
     live_call_ids: list[str] = field(default_factory=list)
+    # recorded arguments as a client re-serialises them, whose live counterpart does not parse
+    unparsed: set[str] = field(default_factory=set)
 
 
 def _alnum(s: str) -> str:
@@ -156,9 +158,56 @@ def mapping(api: str, recorded: dict[str, Any] | None,
             m.strings[v] = new if isinstance(new, str) else ""
             if k == "call_id" and _alnum(v) != v:
                 m.strings.setdefault(_alnum(v), _alnum(new))
+            if k == "arguments":
+                _reserialised(v, new, m)
         else:
             m.objects.append((v, new))
     return m, "", ""
+
+
+_STYLES = ({"separators": (",", ":")}, {}, {"separators": (",", ":"), "ensure_ascii": False},
+           {"ensure_ascii": False})
+
+
+def _reserialised(recorded: str, live: Any, m: Mapping) -> None:
+    """Map the forms a client that parses tool arguments and writes them again (OpenClaw) sends them in;
+    where the live arguments do not parse, note those forms as ones the client cannot write."""
+    try:
+        parsed = json.loads(recorded)
+    except ValueError:
+        return
+    forms = {json.dumps(parsed, **style): style for style in _STYLES}
+    forms.pop(recorded, None)
+    try:
+        live_parsed = json.loads(live) if isinstance(live, str) else None
+    except ValueError:
+        live_parsed = None
+    if not isinstance(live_parsed, dict):
+        m.unparsed.update(forms)
+        return
+    for form, style in forms.items():
+        m.strings.setdefault(form, json.dumps(live_parsed, **style))
+
+
+def uncarried(body: Any, m: Mapping) -> str | None:
+    """Why the client could not have sent this request with the live answer: it re-serialises the tool
+    arguments (the recorded request holds them re-written) and the endpoint's do not parse."""
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and v in m.unparsed:
+            found.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(body)
+    if not found:
+        return None
+    return (f"the client writes tool arguments again from their parsed form ({found[0][:80]!r}), and the "
+            "endpoint's arguments do not parse: it cannot send them back")
 
 
 def _describe(shape: list[Value]) -> str:

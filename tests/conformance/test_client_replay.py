@@ -120,3 +120,16 @@ def test_the_loader_refuses_other_documents(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text(json.dumps({"schema": client_sessions.SCHEMA, "version": 99}))
     with pytest.raises(ValueError, match="version 99"):
         client_sessions.load(tmp_path / "x.json")
+
+
+def test_arguments_the_client_writes_again_take_the_live_values_in_its_style() -> None:
+    """OpenClaw parses the arguments and writes them compact; the live ones go in the same style."""
+    def call(arguments: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "exec", "arguments": arguments}}]}
+    m, _, _ = client_replay.mapping("chat", call('{"command": "ls"}'), call('{"command": "ls -l"}'))
+    assert m is not None
+    assert client_replay.substitute({"arguments": '{"command":"ls"}'}, m) == {"arguments": '{"command":"ls -l"}'}
+    assert client_replay.uncarried({"arguments": '{"command":"ls"}'}, m) is None
+    m, _, _ = client_replay.mapping("chat", call('{"command": "ls"}'), call('{{"command": "ls"}'))
+    assert m is not None and "cannot send them back" in client_replay.uncarried({"a": '{"command":"ls"}'}, m)
