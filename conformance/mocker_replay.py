@@ -53,7 +53,9 @@ def scripted_texts(reasoning_parser: str = "qwen3", tool_parser: str = "hermes")
                     parts.append(Part(part.kind, part.text))  # type: ignore[arg-type]
             reasoning = get_reasoning_parser(reasoning_parser)()
             tool = get_tool_parser(tool_parser)(tools=tools, id_factory=lambda i: f"call_{i}")
-            out[replay_key(scenario.id, turn_index)] = render_parts(parts, reasoning, tool)
+            # as the model writes it before its end token: no trailing whitespace (Qwen3's own template ends
+            # a call at `</tool_call>`, a text at its last word)
+            out[replay_key(scenario.id, turn_index)] = render_parts(parts, reasoning, tool).rstrip()
     return out
 
 

@@ -228,6 +228,14 @@ class Session:
         self.attached.tried.append(record)
         return result, took, last.api if last is not None else None, record
 
+    def peer_extra(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """What the peer profile adds to a generation request sent outside `post` (an official SDK's own
+        call takes it as `extra_body`), e.g. dynamo-mocker's nvext annotation; {} without a profile."""
+        if not self.endpoint.peer:
+            return {}
+        bent, _ = levers.peer_bend(self.endpoint.peer, api, body)
+        return {k: v for k, v in bent.items() if k not in body}
+
     def lever_record(self) -> dict[str, Any]:
         """This check's levers for its result (results.json `levers`): every sample a ladder took, with the
         levers on it and what came back, and the levers (or peer profile) behind each answer it judged;

@@ -135,6 +135,8 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
         body = apis.get(api).first(scenario, hc.endpoint.model, stream=False)
         for turn in range(min(2, len(scenario.turns))):
             params = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+            extra = hc.peer_extra(api, params)  # a peer profile's fields (--peer), as the SDK sends them
+            params = {**params, "extra_body": extra} if extra else params
             sdk = apis.get(api).SDK
             try:
                 streamed, created = streamed_answer(params), created_answer(params)

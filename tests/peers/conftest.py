@@ -29,3 +29,16 @@ def dynamo():
     proc = dynamo_helper.start(replay={REPLAY_KEY: tok.encode(raw) + [tok.token_id("<|im_end|>")]})
     yield proc
     proc.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def dynamo_scripted():
+    """Dynamo's frontend + mocker serving ``harnesscheck/qwen3-tiny`` with the qwen3 / hermes parsers and the
+    kit's scripted outputs (conformance/mocker_replay.py): what ``--peer dynamo-mocker`` annotates."""
+    from harnesscheck.conformance.mocker_replay import scripted_outputs
+
+    model = dynamo_helper.model_dir()
+    proc = dynamo_helper.start(model="harnesscheck/qwen3-tiny", reasoning_parser="qwen3", tool_call_parser="hermes",
+                               replay=scripted_outputs(model, reasoning_parser="qwen3", tool_parser="hermes"))
+    yield proc
+    proc.__exit__(None, None, None)

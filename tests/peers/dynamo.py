@@ -2,7 +2,9 @@
 (``replay.benchmarks.dynamo_peer.DynamoProcess``), or a skip with the reason.
 
 Where: ``$HARNESSCHECK_DYNAMO_PYTHON`` (the Python of an environment with ``ai-dynamo-runtime==1.6.1``
-and ``ai-dynamo==1.6.1 --no-deps``), else ``/work/dynamo-venv/bin/python`` when it exists; the model
+and ``ai-dynamo==1.6.1 --no-deps``, plus the few modules the frontend and mocker import that ``--no-deps``
+leaves out: ``pyyaml packaging msgspec "zstandard<1"``), else ``/work/dynamo-venv/bin/python`` when it
+exists; the model
 folder: ``$HARNESSCHECK_DYNAMO_MODEL`` else ``/work/models/qwen3-tiny`` (tokenizer, chat template,
 config; no weights needed). CI has neither, so these tests skip there. Start-up budget:
 ``$HARNESSCHECK_DYNAMO_STARTUP_S`` seconds (default 180); a start that overruns it skips with

@@ -1,6 +1,8 @@
 """Dynamo 1.6.1's frontend + CPU mocker (opt-in: skips without a Dynamo environment): the mocker
 replays the scripted output only for a request that names it, Dynamo's parsers turn it into
-reasoning and a tool call on Chat and Messages, and `bench server` measures both sides."""
+reasoning and a tool call on Chat and Messages, `bench server` measures both sides, and the suite's
+peer profile (`--peer dynamo-mocker`) drives the tool-call rules down their paths and keeps the
+findings docs/peers/dynamo-1.6.1.md verified by hand."""
 
 from __future__ import annotations
 
@@ -67,3 +69,29 @@ def test_bench_server_measures_the_reference_server_and_dynamo_the_same_way():
     assert abs(dyn / ref - 1) < 0.05, (ref, dyn)
     assert [r["name"] for r in bench["ratios"]] == ["reference/dynamo c=2"]
     assert not any("not measured now" in line for line in bench["settings"]["summary"])
+
+
+# The findings of docs/peers/dynamo-1.6.1.md that only the scripted outputs reach, each verified by hand:
+# check id -> (outcome, level, the rule that leads the failure).
+PROFILE_FINDINGS = {
+    "AN-STREAM-003": ("fail", "MUST", "AN-GRAMMAR-BLOCK-CLOSED"),  # a second reasoning after a call, at index 0
+    "RS-STREAM-002": ("fail", "MUST", "RS-GRAMMAR-ITEM-ORDER"),  # the message item stays open over the call
+    "AN-SDK-001": ("fail", "SHOULD", "AN-SDK-001:nonstream"),  # text after the call when not streamed
+    "RS-SDK-001": ("fail", "SHOULD", "RS-SDK-001:nonstream"),
+    "AN-DISPATCH-001": ("fail", "SHOULD", "AN-DISPATCH-001"),
+    "RS-STATE-001": ("fail", "MUST", "RS-STATE-001"),  # 501: previous_response_id is not supported
+    "AN-STREAM-006": ("pass", "MUST", ""), "CH-STREAM-002": ("pass", "MUST", ""), "RS-STREAM-006": ("pass", "MUST", ""),
+    "CH-STREAM-003": ("pass", "MUST", ""), "CH-SDK-001": ("pass", "MUST", ""),
+}
+
+
+def test_the_peer_profile_drives_the_tool_rules_and_keeps_the_verified_findings(dynamo_scripted, tmp_path):
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+
+    select = " or ".join(PROFILE_FINDINGS)
+    doc = run_suite(SuiteOptions(endpoint=dynamo_scripted.url, model=dynamo_scripted.model, peer="dynamo-mocker",
+                                 select=select), tmp_path, subprocess_run=True, quiet=True)
+    got = {c["id"]: (c["outcome"], c["level"], (c.get("rules_failed") or [""])[0]) for c in doc["checks"]}
+    assert got == PROFILE_FINDINGS, {k: (got.get(k), v) for k, v in PROFILE_FINDINGS.items() if got.get(k) != v}
+    replayed = [names for c in doc["checks"] for names in (c.get("levers") or {}).get("judged", {}).values()]
+    assert any(n.startswith("replay:hc-calculator-0") for names in replayed for n in names), replayed
