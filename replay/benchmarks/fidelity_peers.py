@@ -103,9 +103,9 @@ def run_peer(peer: str, url: str, c: int, n: int, python: str | None, tokenizer:
 
 def default_tokenizer() -> str:
     """The folder of the reference server's tokenizer (a Hugging Face ``tokenizer.json``)."""
-    from harnesscheck import reference_server
+    from harnesscheck.reference_server.tokenizer import DATA
 
-    return str(Path(reference_server.__file__).parent / "data")
+    return str(DATA)
 
 
 def read_aiperf(path: Path) -> list[Measured]:
