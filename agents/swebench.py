@@ -80,8 +80,6 @@ VERIFIED_FIXTURE = SCENARIO_DIR / "verified_fixture.jsonl"
 TOY_DIR = SCENARIO_DIR / "toy"
 TOY_TASKS = TOY_DIR / "tasks.jsonl"
 
-DEFAULT_DATASET = "princeton-nlp/SWE-bench_Verified"
-
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,99}"
 #: an instance id as SWE-bench writes them, ``owner__repo-NUMBER``: owner and repository names of
 #: letters, digits, ``_``, ``-`` and single dots, starting with a letter or digit; so an id is always
