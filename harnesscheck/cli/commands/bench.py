@@ -71,12 +71,18 @@ def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
                    help=f"measured samples per arm (default: {sessions}; the gate needs a minimum, docs/gate.md)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up rounds discarded (default: 1)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
-    p.add_argument("--ttft-base-ms", type=float, default=10.0,
-                   help="embedded timing: fixed cost before token 1 (default: 10 ms)")
-    p.add_argument("--prefill-us-per-token", type=float, default=100.0,
-                   help="embedded timing: cost per uncached prompt token (default: 100 µs)")
+    _timing(p, prefill=100.0)
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for the embedded servers, repeatable (e.g. --server-arg=--block-size=32)")
+
+
+def _timing(p: argparse.ArgumentParser, *, prefill: float | None) -> None:
+    """The embedded servers' timing model: --ttft-base-ms, and --prefill-us-per-token unless None."""
+    p.add_argument("--ttft-base-ms", type=float, default=10.0,
+                   help="embedded timing: fixed cost before token 1 (default: 10 ms)")
+    if prefill is not None:
+        p.add_argument("--prefill-us-per-token", type=float, default=prefill,
+                       help=f"embedded timing: cost per uncached prompt token (default: {prefill:g} µs)")
 
 
 def _decode_ms(p: argparse.ArgumentParser, default: float) -> None:
@@ -183,7 +189,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="where the large prompt goes: /v1/messages/count_tokens or /tokenize (default: count_tokens)")
     p.add_argument("--apis", default="chat,anthropic,responses", help="comma-separated stream APIs, rotated")
     p.add_argument("--scenario", default="long_reasoning", help="the streams' scenario (default: long_reasoning)")
-    p.add_argument("--ttft-base-ms", type=float, default=10.0, help="embedded timing: fixed cost before token 1")
+    _timing(p, prefill=None)
     p.add_argument("--decode-ms", type=float, default=5.0,
                    help="embedded timing: interval between output tokens, the undisturbed gap (default: 5)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG", help="extra server argument")
@@ -232,12 +238,8 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="warm-up requests discarded before the sweeps (default: 1)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
-    p.add_argument("--ttft-base-ms", type=float, default=10.0,
-                   help="embedded timing: fixed cost before token 1")
-    p.add_argument("--prefill-us-per-token", type=float, default=0.0,
-                   help="embedded timing: cost per uncached prompt token (default: 0)")
-    p.add_argument("--decode-ms", type=float, default=5.0,
-                   help="embedded timing: interval between output tokens")
+    _timing(p, prefill=0.0)
+    _decode_ms(p, 5.0)
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for the embedded server, repeatable")
 
