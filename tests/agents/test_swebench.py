@@ -280,10 +280,12 @@ def test_cli_toy_run_against_the_embedded_server(tmp_path: Path, capsys: pytest.
 
 
 def test_cli_toy_server_only_for_profiles_without_endpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    server_factory: Callable[..., str],
 ) -> None:
     """A profile with its own endpoint is used as given; the embedded server serves the others and
-    is stopped on Ctrl-C; with every endpoint given no server starts."""
+    is stopped on Ctrl-C; with every endpoint given no server starts. The own endpoint is a real
+    server serving both ids (swebench run preflights every endpoint it is given)."""
     from harnesscheck.agents import driver
     from harnesscheck.reference_server import launch
 
@@ -295,7 +297,7 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(driver, "run_profiles", interrupted)
-    own = "http://127.0.0.1:9/v1"
+    own = server_factory("--model-id", "m", "--model-id", "m2") + "/v1"
     argv = ["run", "--toy", "--run-dir", str(tmp_path / "run"), "--profile", f"b=m@{own}"]
     assert _cli([*argv, "--profile", "a=harnesscheck/other"]) == 130
     (b, a), = seen
