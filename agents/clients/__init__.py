@@ -63,6 +63,14 @@ class Client:
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
         raise NotImplementedError
 
+    @staticmethod
+    def home(work: Path, config_dir: str = "") -> Path:
+        """The client's own HOME inside the turn's folder, made with ``config_dir`` in it (absolute: the
+        client runs in another folder)."""
+        home = work.resolve() / "home"
+        (home / config_dir).mkdir(parents=True, exist_ok=True)
+        return home
+
     def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:
         raise NotImplementedError
 

@@ -21,8 +21,7 @@ class ClaudeCode(Client):
     tool = "Bash"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
-        home = work.resolve() / "home"  # absolute: the client runs in another folder
-        home.mkdir(parents=True, exist_ok=True)
+        home = self.home(work)
         env = {"HOME": str(home), "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key,
                "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}

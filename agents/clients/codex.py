@@ -57,9 +57,8 @@ class Codex(Client):
     tool = "exec_command"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
-        home = work.resolve() / "home"  # absolute: the client runs in another folder
+        home = self.home(work, ".codex")
         codex_home = home / ".codex"
-        codex_home.mkdir(parents=True, exist_ok=True)
         text = config_toml(base_url.rstrip("/") + "/v1", model, websockets=self.options.get("websockets"),
                            environment_context=self.options.get("environment_context"))
         (codex_home / "config.toml").write_text(text)

@@ -63,8 +63,7 @@ class OpenClaw(Client):
     tool = "exec"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
-        home = work.resolve() / "home"  # absolute: the client runs in another folder
-        (home / ".openclaw").mkdir(parents=True, exist_ok=True)
+        home = self.home(work, ".openclaw")
         text = json.dumps(openclaw_config(base_url, model, self.api), indent=1)  # the key: by environment
         path = home / ".openclaw" / "openclaw.json"
         path.write_text(text)
