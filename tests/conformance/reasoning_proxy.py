@@ -9,12 +9,11 @@ is a short thought and "ok", never a tool call, whatever the prompt names or for
 thinking off in any of the ways vLLM reads (Anthropic `thinking: {"type": "disabled"}`, Chat
 `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`, `chat_template_kwargs:
 {"enable_thinking": false}`) goes through as it is, and the scripted model takes the scenario's path.
-Follow-up turns go through as they are. With `--never`, no request goes through as it is. With
-`--refuse-none`, it is a model before gpt-5.1: an effort of "none" is refused with a 400 in OpenAI's
-shape, and "minimal", the lowest effort it takes, turns thinking off.
+Follow-up turns go through as they are. Per API (`--modes anthropic=never,chat=refuse-none`): `never`, no
+request goes through as it is; `refuse-none`, it is a model before gpt-5.1: an effort of "none" is refused
+with a 400 in OpenAI's shape, and "minimal", the lowest effort it takes, turns thinking off.
 
-    python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--never]
-        [--refuse-none]
+    python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "host"}
-_GENERATION = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
+_GENERATION = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
 HIDDEN = "Think about it."  # a user text no scenario answers
 
 
@@ -72,7 +71,7 @@ def hide(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def create_app(upstream: str, *, never: bool = False, refuse_none: bool = False) -> Starlette:
+def create_app(upstream: str, modes: dict[str, str]) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=httpx.Timeout(300.0))
 
     async def proxy(request: Request) -> Response:
@@ -84,6 +83,8 @@ def create_app(upstream: str, *, never: bool = False, refuse_none: bool = False)
                 body = json.loads(content)
             except ValueError:
                 body = None
+            mode = modes.get(_GENERATION[request.url.path], "")
+            never, refuse_none = mode == "never", mode == "refuse-none"
             if isinstance(body, dict) and refuse_none and effort(body) == "none":
                 return Response(json.dumps({"error": {"message": "Unsupported value: 'reasoning_effort' does not support "
                                                       "'none' with this model.", "type": "invalid_request_error",
@@ -114,11 +115,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--never", action="store_true", help="no lever helps: every opening request is hidden")
-    parser.add_argument("--refuse-none", action="store_true", help="refuse effort none (400); minimal turns it off")
+    parser.add_argument("--modes", default="", help="API=MODE,...: never (no lever helps), refuse-none (effort "
+                                                     "none refused with a 400, minimal turns thinking off)")
     args = parser.parse_args()
-    uvicorn.run(create_app(args.upstream, never=args.never, refuse_none=args.refuse_none), host="127.0.0.1",
-                port=args.port, log_level="warning")
+    modes = dict(item.split("=", 1) for item in args.modes.split(",") if item)
+    uvicorn.run(create_app(args.upstream, modes), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

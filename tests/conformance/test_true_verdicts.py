@@ -222,18 +222,24 @@ def _through_reasoning_proxy(tmp_path: Path, select: str, *extra: str) -> dict:
 
 
 def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_path: Path) -> None:
-    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or AN-STREAM-006 or CH-TOOLS-002 or RS-TOOLS-003")
+    """One run through the reasoning proxy, one behaviour per API: Responses, a reasoning model that calls
+    once thinking is off; Chat, the same model before gpt-5.1 (effort "none" refused with a 400, "minimal"
+    the lowest it takes); Anthropic, a model no lever helps."""
+    doc = _through_reasoning_proxy(tmp_path, "RS-STREAM-006 or RS-TOOLS-003 or CH-STREAM-003 or CH-TOOLS-002 or "
+                                   "AN-STREAM-006", "--modes", "anthropic=never,chat=refuse-none")
+    assert _bad(doc) == [], "\n".join(_bad(doc))
     by_id = {c["id"]: c for c in doc["checks"]}
-    assert {i: c["outcome"] for i, c in by_id.items()} == dict.fromkeys(
-        ("AN-STREAM-006", "CH-STREAM-003", "CH-TOOLS-002", "RS-TOOLS-003"), "pass"), _bad(doc)
+    assert {i: c["outcome"] for i, c in by_id.items()} == {**dict.fromkeys(
+        ("RS-STREAM-006", "RS-TOOLS-003", "CH-STREAM-003", "CH-TOOLS-002"), "pass"), "AN-STREAM-006": "inconclusive"}
     # as built, then one lever more each try, until thinking was off: each try says what came back
-    tried = by_id["CH-STREAM-003"]["levers"]["tried"]
+    tried = by_id["RS-STREAM-006"]["levers"]["tried"]
     assert [t["levers"] for t in tried] == [[], ["name-the-tool"], ["name-the-tool", "tool-choice-required"],
                                             ["name-the-tool", "tool-choice-required", "thinking-off"]], tried
     assert [t["took"] for t in tried] == [False, False, False, True]
-    assert tried[0]["came_back"] == "reasoning and text, no tool call (stop)"
-    assert tried[-1]["came_back"] == "1 tool call (calculator) (tool_calls)"
-    assert ["name-the-tool", "tool-choice-required", "thinking-off"] in by_id["CH-STREAM-003"]["levers"]["judged"].values()
+    assert tried[0]["came_back"] == "reasoning and text, no tool call (completed)"
+    assert tried[-1]["came_back"] == "1 tool call (calculator) (completed)"
+    judged = by_id["RS-STREAM-006"]["levers"]["judged"].values()
+    assert ["name-the-tool", "tool-choice-required", "thinking-off"] in judged
     # tool_choice none and parallel-off judge what the model does unforced: no forced answer counts for them,
     # and the judged request carries the same levers (the same request, with none / parallel off)
     for check_id in ("CH-TOOLS-002", "RS-TOOLS-003"):
@@ -241,29 +247,16 @@ def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_pat
         took = [t for t in levers["tried"] if t["took"]]
         assert took and all("tool-choice-required" not in t["levers"] for t in took), levers
         assert any("tool choice none" in label.replace("_", " ") or "parallel tool use off" in label
-                   for label, names in levers["judged"].items() if "thinking-off" in names), levers
-
-
-def test_no_lever_helps_the_result_says_what_was_tried(tmp_path: Path) -> None:
-    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or AN-STREAM-006", "--never")
-    for c in doc["checks"]:
-        assert (c["outcome"], c["cause"]) == ("inconclusive", "not-exercised"), c
-        assert "levers tried: as built -> reasoning and text, no tool call" in c["message"], c["message"]
-        for lever in ("name-the-tool", "tool-choice-required", "thinking-off", "thinking-off-template"):
-            assert lever in c["message"], (lever, c["message"])
-    anthropic = next(c for c in doc["checks"] if c["id"] == "AN-STREAM-006")
-    assert "prefill" in anthropic["message"]  # the Messages API takes an assistant prefill; Chat does not
-
-
-def test_a_lever_the_endpoint_refuses_is_never_judged_and_its_fallback_is_tried(tmp_path: Path) -> None:
-    """A model before gpt-5.1 refuses reasoning effort "none" with a 400: that refusal fails nothing (the
-    check gets its request as built), and "minimal" is tried in its place."""
-    doc = _through_reasoning_proxy(tmp_path, "CH-STREAM-003 or RS-STREAM-006", "--refuse-none")
-    assert _bad(doc) == [], "\n".join(_bad(doc))
-    for c in doc["checks"]:
-        assert c["outcome"] == "pass", c
-        tried = c["levers"]["tried"]
-        refused = [t for t in tried if "thinking-off" in t["levers"] and t["came_back"].startswith("HTTP 400")]
-        assert refused and "does not support 'none'" in refused[0]["came_back"], tried
-        assert tried[-1]["took"] and "reasoning-minimal" in tried[-1]["levers"], tried
-        assert "thinking-off" not in tried[-1]["levers"], tried  # the refused lever is dropped
+                   for label, names in levers["judged"].items() if "name-the-tool" in names), levers
+    # a lever the endpoint refuses fails nothing (the check gets its request as built), its fallback is tried
+    tried = by_id["CH-STREAM-003"]["levers"]["tried"]
+    refused = [t for t in tried if "thinking-off" in t["levers"] and t["came_back"].startswith("HTTP 400")]
+    assert refused and "does not support 'none'" in refused[0]["came_back"], tried
+    assert tried[-1]["took"] and "reasoning-minimal" in tried[-1]["levers"], tried
+    assert "thinking-off" not in tried[-1]["levers"], tried  # the refused lever is dropped
+    # no lever helps: not exercised, and the message says each lever tried and what came back
+    message = by_id["AN-STREAM-006"]["message"]
+    assert by_id["AN-STREAM-006"]["cause"] == "not-exercised", message
+    assert "levers tried: as built -> reasoning and text, no tool call" in message, message
+    for lever in ("name-the-tool", "tool-choice-required", "thinking-off", "thinking-off-template", "prefill"):
+        assert lever in message, (lever, message)
