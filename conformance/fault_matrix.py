@@ -2,23 +2,34 @@
 fault on, and require that the checks the catalog maps to it fail, that at least one of them fails
 on a rule the fault plants (catalog.PLANTED: what its client measurements speak for), and that no
 other check fails at MUST weight; the clean server must pass everything. A transport fault (a
-stalled stream) plants no rule: no check may fail and the run must say the endpoint stalled. Runs
-are independent processes, two at a time."""
+stalled stream) plants no rule: no check may fail and the run must say the endpoint stalled.
+
+One pass of the whole suite per fault, each against its own server with that fault on, with no
+modelled time (MATRIX_TIMING): no check of a default run measures the clock (the history checks
+read /tokenize or the prefix cache, the preamble checks the cache reads, the dispatch checks the
+order of frames), and every verdict is the same as with the embedded server's timing; the timing
+witnesses, which do need modelled time, are proven in tests/conformance/test_history_witnesses.py.
+The runs are forked from a warm process (conformance/forked.py: no interpreter, pytest or SDK
+start-up per fault), two at a time; a transport fault (a stall) is given a short deadline, since
+all it must show is the stall."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.runner import SuiteOptions
 from harnesscheck.reference_server.faults import FAULTS
 
 CLEAN = "(clean)"
+MATRIX_TIMING = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
+TIMEOUT_S = 15.0  # per request: far above what the unmodelled server takes, on a busy 2-core machine too
+STALL_TIMEOUT_S = 5.0  # a transport fault's run: the stall is seen after one deadline, the rest skipped
 
 
 @dataclass(slots=True)
@@ -61,11 +72,15 @@ class FaultRun:
 
 
 def run_one(fault: str, out: Path) -> FaultRun:
-    server_args = () if fault == CLEAN else (f"--fault={fault}",)
+    """The suite against a server with `fault` on (CLEAN: none), its results in OUT/FAULT/."""
+    from harnesscheck.conformance.forked import run_forked
+
+    server_args = MATRIX_TIMING + (() if fault == CLEAN else (f"--fault={fault}",))
+    transport = fault != CLEAN and FAULTS[fault].transport
     folder = out / fault.strip("()")
     junit = folder / "junit.xml"
-    doc = run_suite(SuiteOptions(server_args=server_args, timeout=15.0, junit=str(junit)), folder,
-                    subprocess_run=True, quiet=True)
+    doc = run_forked(SuiteOptions(server_args=server_args, timeout=STALL_TIMEOUT_S if transport else TIMEOUT_S,
+                                  junit=str(junit)), folder)
     run = FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]},
                    levels={c["id"]: c["level"] for c in doc["checks"]},
                    rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
@@ -103,14 +118,23 @@ def junit_disagreements(doc: dict[str, Any], junit: Path) -> list[str]:
 
 def run_matrix(out: Path, *, faults: Sequence[str] | None = None, workers: int = 2,
                progress: Callable[[FaultRun], None] | None = None) -> dict[str, Any]:
+    """Every fault's row (and the clean server's), `workers` at a time; `progress` is called with each
+    row as it finishes (in finishing order); the matrix lists the rows in the order given."""
     names = [CLEAN, *(faults or sorted(FAULTS))]
-    runs: list[FaultRun] = []
+    done: dict[str, FaultRun] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for run in pool.map(lambda f: run_one(f, out), names):
-            runs.append(run)
-            if progress:
-                progress(run)
-    return matrix_json(runs)
+        futures = {pool.submit(run_one, name, out): name for name in names}
+        try:
+            for future in as_completed(futures):
+                run = future.result()
+                done[run.fault] = run
+                if progress:
+                    progress(run)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return matrix_json([done[name] for name in names])
 
 
 def matrix_json(runs: Sequence[FaultRun]) -> dict[str, Any]:

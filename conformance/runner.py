@@ -67,8 +67,9 @@ class SuiteOptions:
                 "--hc-results", str(out / "results.json"), "--hc-transcripts", str(out / "transcripts"),
                 "--hc-apis", self.apis, "--hc-tries", str(self.tries), "--hc-timeout", str(self.timeout),
                 "--hc-witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
-                # pytest-benchmark would leave its storage folder (.benchmarks/) in the working directory
-                "-p", "no:benchmark",
+                # pytest-benchmark would leave its storage folder (.benchmarks/) in the working directory;
+                # hypothesis's plugin imports hypothesis (a second or more) to print its summary
+                "-p", "no:benchmark", "-p", "no:hypothesispytest",
                 # httpx (so anyio, a pytest plugin) is imported before pytest when the runner checks the
                 # endpoint or starts the server: nothing of the suite's to rewrite there
                 "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}",

@@ -1,21 +1,71 @@
-"""Shared fixtures: real reference-server subprocesses over loopback HTTP (no mocks)."""
+"""Shared fixtures: real reference-server subprocesses over loopback HTTP (no mocks); the tiers of the
+run; no process left behind.
+
+Tiers: the README's `python -m pytest -n 2` runs everything but the tests marked `slow` (real-compute
+engines at CPU size, soaks, peers' fidelity), which it deselects and names at the end; `python -m
+pytest -n 2 -m slow` runs them (CI runs both, .ci/run). A slow test named on the command line (its
+file or node id) runs anyway, as does any run given its own `-m`.
+
+Stopping: every server the fixtures here start runs in a process group of its own (tests/processes.py)
+and is ended with its fixture, or at the exit of the process that started it; SIGTERM to pytest or
+to an xdist worker is an interruption like Ctrl-C, so teardowns run (tests/test_no_process_left.py).
+"""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from harnesscheck.reference_server.launch import ServerProcess
+from tests.processes import GroupServer, end_all_groups
 
 FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
+SLOW_TIER = "python -m pytest -n 2 -m slow"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _interrupt_on_sigterm()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    end_all_groups()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """After the fixtures' teardown: end what is left, also in an xdist worker that was interrupted
+    (it lingers until the controller ends, and must not keep its servers meanwhile)."""
+    end_all_groups()
+    if "harnesscheck.conformance.forked" in __import__("sys").modules:
+        from harnesscheck.conformance.forked import close_all
+
+        close_all()
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in this process's main thread, as Ctrl-C does, so pytest ends
+    the session, tears the fixtures down (stopping their servers) and reports; a second SIGTERM ends
+    the process at once. Left alone when something else handles SIGTERM already."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 @pytest.fixture(scope="session")
 def reference_server() -> Iterator[str]:
     """The URL of one default-config server (no modelled delays), shared by the whole session."""
-    with ServerProcess(FAST) as server:
+    with GroupServer(FAST) as server:
         yield server.url
 
 
@@ -26,10 +76,10 @@ def server_factory() -> Iterator[Callable[..., str]]:
     Servers start fast (no modelled delays) unless the args set their own timing; they live until
     the end of the module that asked for them.
     """
-    started: list[ServerProcess] = []
+    started: list[GroupServer] = []
 
     def start(*args: str, fast: bool = True) -> str:
-        server = ServerProcess([*(FAST if fast else ()), *args]).start()
+        server = GroupServer([*(FAST if fast else ()), *args]).start()
         started.append(server)
         return server.url
 
@@ -49,6 +99,7 @@ def server_factory() -> Iterator[Callable[..., str]]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _deselect_the_slow_tier(config, items)
     if os.environ.get("HARNESSCHECK_E2E") == "1":
         return
     why = os.environ.get("HARNESSCHECK_E2E_SKIP")  # .ci/run says why the clients are not there
@@ -86,3 +137,20 @@ def e2e_install():
         return inst
 
     return get
+
+
+def _deselect_the_slow_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without `-m`, tests marked `slow` are left out unless their file or node id was named."""
+    if config.option.markexpr:
+        return
+    named = {(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args}
+    slow = [item for item in items if "slow" in item.keywords and item.path.resolve() not in named]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        keep = set(map(id, slow))
+        items[:] = [item for item in items if id(item) not in keep]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if not config.option.markexpr and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(f"slow tier (real-compute engines, soaks, peers): {SLOW_TIER}")
