@@ -3,6 +3,7 @@ scenario streams shared by the checks that judge the same stream (so the suite s
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -81,6 +82,9 @@ class Session:
     stalled: str | None = None  # set once a stream stopped sending: the rest of the run is not judged
     stall: dict[str, Any] | None = None  # that stall as measured (results.json run.stall): request, frames, seconds
     _streams: dict[tuple[Any, ...], Transcript] = field(default_factory=dict)
+    # (api, scenario, turn) -> (that turn's request, the turn-before stream it was built on): a long
+    # session (test_context.py, 30 turns) builds each request once, not again from turn 0 every turn
+    _bodies: dict[tuple[Any, ...], tuple[dict[str, Any], Transcript]] = field(default_factory=dict)
     check_id: str = ""  # the check running now (the plugin sets it): some take fewer levers (levers.ladder)
     _bent: dict[int, tuple[Transcript, list[str], set[str]]] = field(default_factory=dict)  # answer -> levers, wanted
     _lever_memo: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
@@ -368,12 +372,21 @@ class Session:
 
     def request_for(self, api: str, scenario_id: str, turn: int) -> dict[str, Any]:
         scenario = self.scenario(scenario_id)
-        body = apis.get(api).first(scenario, self.endpoint.model)
-        for k in range(1, turn + 1):
-            answer = final_answer(api, self.stream(api, scenario_id, turn=k - 1))
+        body, start = apis.get(api).first(scenario, self.endpoint.model), 1
+        for k in range(turn, 0, -1):  # the latest request built on the streams still shared
+            memo = self._bodies.get((api, scenario_id, k))
+            if memo is not None and memo[1] is self._streams.get((api, scenario_id, k - 1)):
+                body, start = copy.deepcopy(memo[0]), k + 1
+                break
+        for k in range(start, turn + 1):
+            before = self.stream(api, scenario_id, turn=k - 1)
+            answer = final_answer(api, before)
             if answer is None:
-                return body
-            body = apis.get(api).follow(body, answer, scenario, k)
+                return copy.deepcopy(body)
+            body = apis.get(api).follow(body, answer, scenario, k)  # follow copies: the memo stays as built
+            self._bodies[(api, scenario_id, k)] = (body, before)
+        if start <= turn:
+            body = copy.deepcopy(body)  # the caller's to change; the memo keeps its own
         if turn > 0:  # a conversation keeps the words and the thinking switch its opening answer was sampled with
             opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
             kept = [levers.BY_NAME[n] for n in (opened[1] if opened else []) if n in levers.BY_NAME]
