@@ -44,7 +44,7 @@ from harnesscheck.agents.clients import DUMMY_KEY, get_client
 from harnesscheck.agents.clients.install import Install
 from harnesscheck.scenarios import client_sessions
 
-MAX_STRING = 400  # characters kept of a long string the client wrote (system prompt, tool description)
+MAX_STRING = 160  # characters kept of a long string the client wrote (system prompt, tool description)
 WORK = "/work"  # what the throwaway run folder becomes in a fixture
 COMMAND = "echo harnesscheck-$((6*7))"
 PROMPT = "Use the {tool} tool to run `{command}` 2 times, one call at a time, then say what it printed."
