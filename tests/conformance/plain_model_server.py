@@ -24,9 +24,10 @@ earlier prompt plus its output. `--mode` plants one history or stream bug:
 real serving stacks issue 36 met (a small verbose model behind a C++ server), none of them a bug the
 references forbid unless said:
 
-- verbose: the model reasons briefly and seldom ends a turn: after its answer it calls the same tool again (or says more)
-  until the request's output limit cuts it, so the last call is cut mid-arguments after complete
-  ones (stop max_tokens / length / incomplete); parallel tool use off still stops after one call;
+- verbose: the model reasons briefly and seldom ends a turn: after its answer it calls the same tool
+  again (or says more) until the request's output limit cuts it, so the last call is cut mid-arguments
+  after complete ones (stop max_tokens / length / incomplete); parallel tool use off still stops after
+  one call;
 - history-500: a history whose tool call's arguments are not JSON (a cut call replayed) is answered
   HTTP 500 (a bug: a client's mistake must be a 4xx);
 - tokenize-content: /tokenize takes llama.cpp's `{"content": ...}` and answers `{"tokens": []}` to any
@@ -482,10 +483,10 @@ def _verbose(parts: list[Part], limit: int) -> tuple[list[Part], bool]:
             used += _size(p)
             continue
         room = limit - used
-        if p.kind == "call":
-            head = len(f'<tool_call>{{"name": "{p.name}", "arguments": ')  # the name is known from here on
-            if room > head:
-                out.append(Part("call", name=p.name, arguments=p.arguments[:room - head], call_id=p.call_id, cut=True))
+        if p.kind == "call":  # cut inside its arguments (a few characters at least: the name is known)
+            head = len(f'<tool_call>{{"name": "{p.name}", "arguments": ')
+            keep = min(len(p.arguments) - 1, max(3, room - head))
+            out.append(Part("call", name=p.name, arguments=p.arguments[:keep], call_id=p.call_id, cut=True))
         elif room > 0:
             out.append(Part(p.kind, p.text[:room]))
         break
