@@ -594,18 +594,18 @@ def _highest(*rule_ids: str) -> Level:
 # when cached tokens are counted outside the prompt: the uncached rest is about the new turn's input).
 # The faults each recorded client session fails under (measured: the client checks alone, run against every
 # fault; the request-shape faults where the client sends that shape, the MUST grammar faults where its
-# answers take that path, the round trip where the answer cannot come back).
+# answers take that path, the round trip where the answer cannot come back; the request-shape and
+# tool-kind faults of issue 30 are added below).
 _AN_STREAM_FAULTS = ("an-block-index-skip", "an-delta-type-mismatch", "an-delta-unstarted-block",
                      "an-end-turn-after-tool-use", "an-event-name-mismatch", "an-missing-block-stop",
                      "an-missing-message-stop", "an-usage-missing", "invalid-tool-json")
 _RS_STREAM_FAULTS = ("invalid-tool-json", "rs-missing-call-id", "rs-missing-completed", "rs-missing-output-item-done")
 _CLIENT_FAULTS: dict[str, tuple[str, ...]] = {
-    "AN-CLIENT-001": (*_AN_STREAM_FAULTS, "reject-cache-control", "reject-history-thinking", "reject-system-role",
-                      "reject-unknown-fields"),
+    "AN-CLIENT-001": (*_AN_STREAM_FAULTS, "reject-cache-control", "reject-system-role", "reject-unknown-fields"),
     "AN-CLIENT-002": (*_AN_STREAM_FAULTS, "reject-cache-control"),  # OpenClaw sends no thinking back
-    "RS-CLIENT-001": (*_RS_STREAM_FAULTS, "reject-unknown-fields", "rs-function-tools-only", "rs-narrow-request-schema"),
-    "RS-CLIENT-002": (*_RS_STREAM_FAULTS, "reject-unknown-fields", "rs-function-tools-only"),
-    "RS-CLIENT-003": (*_RS_STREAM_FAULTS, "rs-narrow-request-schema"),
+    "RS-CLIENT-001": (*_RS_STREAM_FAULTS, "reject-unknown-fields"),
+    "RS-CLIENT-002": (*_RS_STREAM_FAULTS, "reject-unknown-fields"),
+    "RS-CLIENT-003": _RS_STREAM_FAULTS,
     "CH-CLIENT-001": ("chat-finish-stop-after-tool-calls", "chat-no-done", "chat-no-usage-chunk",
                       "chat-repeat-tool-id-name", "invalid-tool-json"),
 }
