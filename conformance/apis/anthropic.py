@@ -179,14 +179,18 @@ def _block_event(typ: str, event: dict[str, Any], snapshot: dict[str, Any]) -> d
     return {**snap, "content": new_content}
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
     block = dict(block)
     raw = text(block.pop("_partial_json", ""))
     if raw.strip() == "":
         block["input"] = {}
     else:
-        try:
-            block["input"] = json.loads(raw)
+        try:  # NaN and Infinity are no JSON (RFC 8259): Python would read them, and a history holding them
+            block["input"] = json.loads(raw, parse_constant=_not_json)  # could never be sent again
         except (ValueError, RecursionError):
             block["input"] = raw  # keep what was sent; the validator reports it
     return block

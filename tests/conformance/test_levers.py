@@ -116,3 +116,16 @@ def test_a_follow_up_turn_keeps_the_words_and_the_thinking_switch_not_the_forcin
     assert bent["thinking"] == {"type": "disabled"} and bent["messages"][-1]["role"] == "user"
     assert bent["messages"][0] == opening["messages"][0]  # the words as sent, once
     assert _bend("anthropic", names, bent)[0]["messages"][0] == opening["messages"][0]  # not twice
+
+
+def test_a_tool_input_that_is_no_json_is_kept_as_sent():
+    """vLLM 0.32 under a forced choice streamed `Infinity` as a tool's input: Python's json reads it, but
+    it is no JSON (RFC 8259) and a history holding the float could never be sent again (a kit error in
+    every later check): the fold keeps the text, and the grammar reports it."""
+    from harnesscheck.conformance.apis import anthropic
+
+    block = anthropic._parse_tool_input({"type": "tool_use", "id": "t", "name": "calculator",
+                                         "_partial_json": "Infinity"})
+    assert block["input"] == "Infinity"
+    assert anthropic._parse_tool_input({"type": "tool_use", "_partial_json": '{"a": NaN}'})["input"] == '{"a": NaN}'
+    assert anthropic._parse_tool_input({"type": "tool_use", "_partial_json": '{"a": 1}'})["input"] == {"a": 1}
