@@ -1,5 +1,10 @@
 """Issue 5's proof: the history checks pass on the clean reference server with each witness forced
-in turn, and fail under each history fault with each witness that can see it."""
+in turn, and fail under each history fault with each witness that can see it.
+
+Each case is the history suite forked from a warm process (conformance/forked.py) against its own
+server. The timing witness reads modelled time: its cases keep a steep prefill cost (what reuse
+saves) and a fixed first-token cost, with no decode time (its requests ask for one token; the long
+turn-1 answers would only add wall time); the tokenize and cache witnesses read no clock."""
 
 from __future__ import annotations
 
@@ -7,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.forked import run_forked
+from harnesscheck.conformance.runner import SuiteOptions
+
+FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
+# A steep prefill cost makes reuse stand out from scheduling noise on a busy 2-core machine.
+TIMED = ("--decode-ms", "0", "--ttft-base-ms", "1", "--prefill-us-per-token", "200")
 
 HIST = {"AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"}
 ALWAYS_PASS = {"AN-HIST-003"}  # thinking on by default: no witness involved
@@ -24,14 +34,13 @@ EXPECTED_FAIL = {
     ("timing", "rewrite-history-reasoning"): HIST,
 }
 CASES = [(w, None) for w in ("tokenize", "cache", "timing")] + list(EXPECTED_FAIL)
+SELECT = " or ".join(sorted(HIST | ALWAYS_PASS))  # the checks by id (-k): other history checks have their own tests
 
 
 @pytest.mark.parametrize(("witness", "fault"), CASES, ids=[f"{w}-{f or 'clean'}" for w, f in CASES])
 def test_history_checks_by_witness(witness: str, fault: str | None, tmp_path: Path) -> None:
-    # A steep prefill cost makes reuse stand out from scheduling noise on a busy 2-core machine.
-    server_args = ("--prefill-us-per-token=200",) + ((f"--fault={fault}",) if fault else ())
-    doc = run_suite(SuiteOptions(select="test_history", witness=witness, server_args=server_args, timeout=30.0),
-                    tmp_path, subprocess_run=True, quiet=True)
+    server_args = (TIMED if witness == "timing" else FAST) + ((f"--fault={fault}",) if fault else ())
+    doc = run_forked(SuiteOptions(select=SELECT, witness=witness, server_args=server_args, timeout=30.0), tmp_path)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
     assert set(outcomes) == HIST | ALWAYS_PASS
     expected = EXPECTED_FAIL.get((witness, fault), set()) if fault else set()
@@ -46,9 +55,8 @@ DEEPSEEK = "deepseek-ai/DeepSeek-R1"  # a family whose template drops plain-turn
 @pytest.mark.parametrize("fault", [None, "truncate-agent-reasoning"])
 def test_drop_plain_turn_family_keeps_agent_turn_reasoning(fault: str | None, tmp_path: Path) -> None:
     """Policy: a DeepSeek-R1-style family may drop reasoning on plain turns, never on agent turns."""
-    server_args = (f"--fault={fault}",) if fault else ()
-    doc = run_suite(SuiteOptions(select="test_history", model=DEEPSEEK, server_args=server_args), tmp_path,
-                    subprocess_run=True, quiet=True)
+    server_args = FAST + ((f"--fault={fault}",) if fault else ())
+    doc = run_forked(SuiteOptions(select=SELECT, model=DEEPSEEK, server_args=server_args), tmp_path)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
     if fault is None:
         assert all(v == "pass" for v in outcomes.values()), outcomes
