@@ -171,7 +171,7 @@ def test_long_session_to_window(hc: Session, api: str) -> None:
 
 
 def _with_result_padding(api: str, body: dict[str, Any], size: int, tokens: int, ratio: float) -> dict[str, Any]:
-    """The request with its last tool result grown to pass the window by a quarter."""
+    """The request with its last tool result grown to pass the window by a tenth."""
     extra = window.filler(int(max(size * window.OVERSHOOT - tokens, size * (window.OVERSHOOT - 1)) / ratio) + 1)
     body = copy.deepcopy(body)
     history = body[apis.get(api).FORM.history_key]

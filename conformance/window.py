@@ -5,7 +5,7 @@
 ``max_context_length``, ``max_input_tokens``; at the top of the entry or in its ``metadata``).
 
 ``over_long(hc, api, body, window, ...)`` sends ``body`` with a filler put before its system prompt,
-sized to pass the window by a quarter. The filler's tokens per character are measured on the
+sized to pass the window by a tenth. The filler's tokens per character are measured on the
 endpoint (``tokens_per_char``: its /tokenize, else two small answers), so the prompt is over the
 window for any tokenizer without sending far more than it takes.
 
@@ -33,7 +33,7 @@ OVERFLOW_CODE = "context_length_exceeded"
 # Claude Code 2.1.197's own test for the refusal (read from the client): the message contains this
 # (case-insensitive); it then reads the two numbers with /prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)/i.
 ANTHROPIC_MARKER = "prompt is too long"
-OVERSHOOT = 1.25  # the over-long prompt: this many times the window
+OVERSHOOT = 1.1  # the over-long prompt: this many times the window (the filler measured on the endpoint)
 
 
 def _int(value: Any) -> int | None:
@@ -112,7 +112,7 @@ def tokens_per_char(hc: Any, api: str, body: dict[str, Any], label: str) -> floa
 
 def over_long(hc: Any, api: str, body: dict[str, Any], window: int, *, label: str, base_tokens: int = 0,
               ratio: float | None = None) -> tuple[Transcript, int]:
-    """``body`` with enough filler to pass ``window`` by a quarter (``base_tokens``: what the body
+    """``body`` with enough filler to pass ``window`` by a tenth (``base_tokens``: what the body
     already holds, if known), sent streamed; and the filler's size in characters."""
     ratio = ratio or tokens_per_char(hc, api, body, label)
     chars = int(max(window * OVERSHOOT - base_tokens, window * (OVERSHOOT - 1)) / ratio) + 1
