@@ -4,11 +4,12 @@ on a rule the fault plants (catalog.PLANTED: what its client measurements speak 
 other check fails at MUST weight; the clean server must pass everything. A transport fault (a
 stalled stream) plants no rule: no check may fail and the run must say the endpoint stalled.
 
-One pass of the whole suite per fault, each against its own server with that fault on, with no
-modelled time (MATRIX_TIMING): no check of a default run measures the clock (the history checks
-read /tokenize or the prefix cache, the preamble checks the cache reads, the dispatch checks the
-order of frames), and every verdict is the same as with the embedded server's timing; the timing
-witnesses, which do need modelled time, are proven in tests/conformance/test_history_witnesses.py.
+One pass of the whole suite per fault, each against its own embedded server with that fault on,
+which has no modelled time (options.EMBEDDED_SERVER_ARGS): no check of a default run measures the
+clock (the history checks read /tokenize or the prefix cache, the preamble checks the cache reads,
+the dispatch checks the order of frames), and every verdict is the same as with a timing model on
+(measured fault by fault); the timing witnesses, which do need modelled time, are proven in
+tests/conformance/test_history_witnesses.py.
 The runs are forked from a warm process (conformance/forked.py: no interpreter, pytest or SDK
 start-up per fault), two at a time; a transport fault (a stall) is given a short deadline, since
 all it must show is the stall."""
@@ -27,7 +28,6 @@ from harnesscheck.conformance.runner import SuiteOptions
 from harnesscheck.reference_server.faults import FAULTS
 
 CLEAN = "(clean)"
-MATRIX_TIMING = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
 TIMEOUT_S = 15.0  # per request: far above what the unmodelled server takes, on a busy 2-core machine too
 STALL_TIMEOUT_S = 5.0  # a transport fault's run: the stall is seen after one deadline, the rest skipped
 
@@ -75,7 +75,7 @@ def run_one(fault: str, out: Path) -> FaultRun:
     """The suite against a server with `fault` on (CLEAN: none), its results in OUT/FAULT/."""
     from harnesscheck.conformance.forked import run_forked
 
-    server_args = MATRIX_TIMING + (() if fault == CLEAN else (f"--fault={fault}",))
+    server_args = () if fault == CLEAN else (f"--fault={fault}",)
     transport = fault != CLEAN and FAULTS[fault].transport
     folder = out / fault.strip("()")
     junit = folder / "junit.xml"

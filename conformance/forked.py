@@ -231,10 +231,10 @@ class Forker:
 
     def run(self, options: SuiteOptions, out: Path) -> dict[str, Any]:
         """The suite with `options` against a forked reference server started with
-        `options.server_args`; the results document (results.json in `out`, the children's stderr
+        `options.server_args` after the embedded server's own; the results document (results.json in `out`, the children's stderr
         in `out`/suite.log). RunInterrupted (or Interrupted before anything was measured) when
         stopped by Ctrl-C."""
-        from harnesscheck.conformance.options import embedded_features
+        from harnesscheck.conformance.options import embedded_features, embedded_server_args
 
         if options.endpoint:
             raise ValueError("a forked run starts its own reference server: give server_args, not an endpoint")
@@ -245,7 +245,8 @@ class Forker:
                         expect=tuple(sorted(set(options.expect) | embedded_features(options.server_args))))
         args = [*suite.pytest_args(out), "-W", "ignore::pytest.PytestAssertRewriteWarning"]
         env = {"HARNESSCHECK_API_KEY": options.api_key} if options.api_key else {}
-        job = {"args": args, "server_args": list(options.server_args), "env": env, "log": str(out / "suite.log")}
+        server_args = [*embedded_server_args(options.witness), *options.server_args]  # as the plugin starts it
+        job = {"args": args, "server_args": server_args, "env": env, "log": str(out / "suite.log")}
         proc = self._zygote()
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps(job) + "\n")

@@ -15,12 +15,20 @@ from urllib.parse import urlsplit
 APIS = ("anthropic", "chat", "responses")  # apis.NAMES, written out: the CLI builds its parser without
 # importing the API modules (tests/conformance/test_apis.py holds the two equal)
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
-# The embedded reference server: fast, but with time in it (decode and prefill costs the timing
-# witnesses can see); it offers every optional feature its --server-arg values leave on. Its context window
-# (64K tokens, half the reference server's default) keeps the over-long prompts of the context checks
-# (test_context.py) small, with room for the real clients' requests (Claude Code's first is ~33K tokens).
-EMBEDDED_SERVER_ARGS = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50",
+# The embedded reference server; it offers every optional feature its --server-arg values leave on. Its
+# context window (64K tokens, half the reference server's default) keeps the over-long prompts of the
+# context checks (test_context.py) small, with room for the real clients' requests (Claude Code's first is
+# ~33K tokens). No modelled time: no check of a run reads the clock while the endpoint offers /tokenize and
+# cache usage (the fault matrix runs every fault this way with the same verdicts), so it would only be
+# waited out; with --witness timing (embedded_server_args) decode and prefill cost what that witness sees.
+EMBEDDED_SERVER_ARGS = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0",
                         "--context-window", "65536")
+EMBEDDED_TIMING = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50")
+
+
+def embedded_server_args(witness: str = "auto") -> tuple[str, ...]:
+    """The embedded server's arguments for a run with this `--witness` (timing: a timing model on)."""
+    return (*EMBEDDED_SERVER_ARGS, *(EMBEDDED_TIMING if witness == "timing" else ()))
 
 
 def embedded_features(server_args: Iterable[str]) -> set[str]:

@@ -31,11 +31,11 @@ import pytest
 
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance.options import (
-    EMBEDDED_SERVER_ARGS,
     PYTEST_PREFIX,
     QUICK_LEAVES_OUT,
     add_options,
     embedded_features,
+    embedded_server_args,
     split_apis,
     validate_options,
 )
@@ -255,8 +255,9 @@ class EndpointLock:
 def _start_embedded(config: pytest.Config) -> Any:
     from harnesscheck.reference_server.launch import ServerProcess
 
-    # Fast, but with time in it: decode and prefill costs that timing witnesses can see.
-    return ServerProcess([*EMBEDDED_SERVER_ARGS, *config.getoption("hc_server_arg")]).start()
+    # No modelled time, unless the timing witness is forced (options.embedded_server_args).
+    return ServerProcess([*embedded_server_args(config.getoption("hc_witness")),
+                          *config.getoption("hc_server_arg")]).start()
 
 
 @pytest.fixture(scope="session")

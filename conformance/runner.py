@@ -171,10 +171,10 @@ def check_endpoint(options: SuiteOptions, progress: Callable[[str], None] | None
 
 def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:
     """The embedded reference server, started here rather than by the plugin, so it outlives the suite."""
-    from harnesscheck.conformance.options import EMBEDDED_SERVER_ARGS, embedded_features
+    from harnesscheck.conformance.options import embedded_features, embedded_server_args
     from harnesscheck.reference_server.launch import ServerProcess
 
-    server = ServerProcess([*EMBEDDED_SERVER_ARGS, *options.server_args]).start()
+    server = ServerProcess([*embedded_server_args(options.witness), *options.server_args]).start()
     expect = tuple(sorted(set(options.expect) | embedded_features(options.server_args)))
     return server, replace(options, endpoint=server.url, expect=expect)
 

@@ -15,8 +15,8 @@ import pytest
 from harnesscheck.conformance.forked import run_forked
 from harnesscheck.conformance.runner import SuiteOptions
 
-FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
-# A steep prefill cost makes reuse stand out from scheduling noise on a busy 2-core machine.
+# The embedded server has no modelled time (options.EMBEDDED_SERVER_ARGS); the timing witness's cases
+# give it some. A steep prefill cost makes reuse stand out from scheduling noise on a busy 2-core machine.
 TIMED = ("--decode-ms", "0", "--ttft-base-ms", "1", "--prefill-us-per-token", "200")
 
 HIST = {"AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"}
@@ -39,7 +39,7 @@ SELECT = " or ".join(sorted(HIST | ALWAYS_PASS))  # the checks by id (-k): other
 
 @pytest.mark.parametrize(("witness", "fault"), CASES, ids=[f"{w}-{f or 'clean'}" for w, f in CASES])
 def test_history_checks_by_witness(witness: str, fault: str | None, tmp_path: Path) -> None:
-    server_args = (TIMED if witness == "timing" else FAST) + ((f"--fault={fault}",) if fault else ())
+    server_args = (TIMED if witness == "timing" else ()) + ((f"--fault={fault}",) if fault else ())
     doc = run_forked(SuiteOptions(select=SELECT, witness=witness, server_args=server_args, timeout=30.0), tmp_path)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
     assert set(outcomes) == HIST | ALWAYS_PASS
@@ -55,7 +55,7 @@ DEEPSEEK = "deepseek-ai/DeepSeek-R1"  # a family whose template drops plain-turn
 @pytest.mark.parametrize("fault", [None, "truncate-agent-reasoning"])
 def test_drop_plain_turn_family_keeps_agent_turn_reasoning(fault: str | None, tmp_path: Path) -> None:
     """Policy: a DeepSeek-R1-style family may drop reasoning on plain turns, never on agent turns."""
-    server_args = FAST + ((f"--fault={fault}",) if fault else ())
+    server_args = (f"--fault={fault}",) if fault else ()
     doc = run_forked(SuiteOptions(select=SELECT, model=DEEPSEEK, server_args=server_args), tmp_path)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
     if fault is None:
