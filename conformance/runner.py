@@ -73,6 +73,9 @@ class SuiteOptions:
                 # httpx (so anyio, a pytest plugin) is imported before pytest when the runner checks the
                 # endpoint or starts the server: nothing of the suite's to rewrite there
                 "-W", f"ignore:Module already imported so cannot be rewritten; anyio:{_REWRITE_WARNING}",
+                # the kit itself (the plugin's package) is imported by then too: its checks are plain asserts
+                # with their own messages
+                "-W", f"ignore:Module already imported so cannot be rewritten; harnesscheck:{_REWRITE_WARNING}",
                 # checked before (check_endpoint), or a broken server on purpose (the kit's own tests)
                 "--hc-no-preflight"]
         args += ["-v"] if self.verbose else ["-q"]
@@ -203,7 +206,12 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
 
         os.environ.update(env_key)
         watch = _StopWatch()
-        code = int(pytest.main(args, plugins=[watch]))
+        plugins: list[Any] = [watch]
+        if not quiet and not options.verbose and sys.stdout.isatty():  # a live line in the dots' place
+            from harnesscheck.conformance.progress import LiveLine
+
+            plugins.append(LiveLine(sys.stdout))
+        code = int(pytest.main(args, plugins=plugins))
         if watch.exit_reason and not (out / "results.json").exists():
             raise UsageError(watch.exit_reason)
         return code, watch.interrupted
