@@ -86,20 +86,20 @@ _CTX_RULES: dict[str, tuple[Level, str]] = {
     "AN-CTX-003": _r(SHOULD, "none: as AN-CTX-002, over a 30-turn session"),
     "CH-CTX-003": _r(SHOULD, "none: as CH-CTX-002, over a 30-turn session"),
     "RS-CTX-003": _r(MUST, f"client: as RS-CTX-002 ({_CX} breaks), over a 30-turn session"),
-    "AN-CTX-003:window": _r(MUST, "as AN-CTX-001, at the end of a session"),
-    "CH-CTX-003:window": _r(MUST, "as CH-CTX-001, at the end of a session"),
-    "RS-CTX-003:window": _r(MUST, "as RS-CTX-001, at the end of a session"),
-    "AN-CTX-003:marker": _r(MUST, "as AN-CTX-001:marker, at the end of a session"),
+    "AN-CTX-003:window": _r(MUST, f"{_ERR_REF}; client: as AN-CTX-001, at the end of a session"),
+    "CH-CTX-003:window": _r(MUST, f"{_ERR_REF} (as CH-CTX-001, at the end of a session)"),
+    "RS-CTX-003:window": _r(MUST, f"{_ERR_REF}; client: as RS-CTX-001, at the end of a session"),
+    "AN-CTX-003:marker": _r(MUST, "client: as AN-CTX-001:marker, at the end of a session"),
     "CH-CTX-003:marker": _r(SHOULD, "none: as CH-CTX-001:marker, at the end of a session"),
-    "RS-CTX-003:marker": _r(MUST, "as RS-CTX-001:marker, at the end of a session"),
+    "RS-CTX-003:marker": _r(MUST, "client: as RS-CTX-001:marker, at the end of a session"),
     **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
        for p in ("AN", "CH", "RS")},
     # the real clients' recorded sessions replayed (test_client_sessions.py; scenarios/clients)
     **{r: lvl for check, who in _CLIENT_CHECKS.items() for r, lvl in (
         (check, _r(MUST, f"client: {who} sends exactly this request (recorded); a refused request ends its turn "
                          "(CL-ANSWERED, measured: reject-cache-control, reject-system-role, reject-unknown-fields)")),
-        (f"{check}:grammar", _r(MUST, "as the API's MUST grammar rules (reference, sdk or client evidence each), "
-                                      f"on the answers {who} reads")),
+        (f"{check}:grammar", _r(MUST, "reference: the API's MUST grammar rules (each with its own reference, sdk "
+                                      f"or client evidence), on the answers {who} reads")),
         (f"{check}:roundtrip", _r(MUST, f"client: {who} sends the endpoint's answer back in its next request; a "
                                         "call it cannot send back or a refusal of it ends its turn (measured: "
                                         "invalid-tool-json, rs-missing-call-id)")))},
@@ -718,7 +718,7 @@ CHECKS: list[Check] = [
     _c("AN-HIST-001", "anthropic", "Interleaved reasoning and tool calls come back in order (r0 t0 r1 t1)", MUST,
        "article 1: <think>r0</think> t0 <think>r1</think> t1 must not be flattened or stripped on agent turns",
        "rebuild assistant turns part by part; keep reasoning bound to tool calls (truncate_history_thinking=false)",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "invalid-tool-json", "reject-history-thinking"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking"),
        witness="/tokenize, cache usage or timing"),
     _c("AN-HIST-002", "anthropic", "Turn N's prompt and output come back verbatim as turn N+1's prefix", SHOULD,
        "DESIGN: turn N's prompt + output is a token prefix of turn N+1's prompt; article 1: 167 vs 322 ms",
@@ -730,7 +730,7 @@ CHECKS: list[Check] = [
     _c("RS-HIST-001", "responses", "Interleaved reasoning items and function calls come back in order", MUST,
        "article 1: interleaved reasoning; API_FACTS: reasoning items with encrypted_content",
        "rebuild reasoning and function_call items in their original order",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id", "invalid-tool-json"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id"),
        witness="/tokenize, cache usage or timing"),
     _c("RS-HIST-002", "responses", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Responses)",
        SHOULD, "DESIGN: the prefix property", "replay reasoning items exactly",
@@ -755,7 +755,7 @@ CHECKS: list[Check] = [
        "API_FACTS: Chat streaming", "end with data: [DONE]", "chat-no-done"),
     _c("CH-SDK-001", "chat", "The openai SDK's chat stream helper folds every scenario to the non-stream answer",
        MUST, "API_FACTS: openai-python lib/streaming/_deltas.py", "send id and name once per index",
-       ("chat-repeat-tool-id-name", "invalid-tool-json"), witness="openai SDK"),
+       "chat-repeat-tool-id-name", witness="openai SDK"),
     _c("CH-DISPATCH-001", "chat", "Tool-call deltas stream as the call is parsed, not at the end of the turn",
        SHOULD, "article 1: buffered vs inline vs dispatch", "stream tool-call deltas inline", "buffer-tool-calls",
        witness="frame timing"),
@@ -791,7 +791,7 @@ CHECKS: list[Check] = [
        "API_FACTS: arguments join to valid JSON", "stream fragments of one object", "invalid-tool-json"),
     _c("RS-SDK-001", "responses", "The openai SDK's Responses stream helper folds every scenario to the "
        "non-stream answer", MUST, "openai-python responses stream helper", "end streams with response.completed",
-       ("rs-missing-completed", "rs-missing-call-id", "invalid-tool-json"), witness="openai SDK"),
+       ("rs-missing-completed", "rs-missing-call-id"), witness="openai SDK"),
     _c("RS-DISPATCH-001", "responses", "function_call_arguments.done arrives when the call is complete, not at the end",
        SHOULD, "article 2", "stream calls as they are parsed", "buffer-tool-calls", witness="frame timing"),
     _c("RS-STATE-001", "responses", "previous_response_id continues the conversation (prior input, output, new input)",
@@ -893,7 +893,7 @@ CHECKS += [
        "item (its input the text), streamed as custom_tool_call_input.delta / .done", MUST,
        "API_FACTS: request shapes and tool kinds (custom tools)", "offer custom tools to the model; answer their "
        "calls as custom_tool_call items", ("rs-custom-tool-dropped", "rs-custom-call-as-function",
-                                          "rs-function-tools-only")),
+                                          "rs-function-tools-only", "rs-missing-call-id")),
     _c("RS-TOOLKIND-003", "responses", "custom_tool_call / _output, tool_search_call / _output and replayed items "
        "without id or status are accepted as input", MUST, "API_FACTS: request shapes and tool kinds",
        "accept every InputItem type; make id and status optional where the reference does",
@@ -902,7 +902,8 @@ CHECKS += [
          "tool's schema (no empty input, no call lost from the stream)", MUST,
          "API_FACTS: request shapes and tool kinds (streamed tool arguments)",
          "stream each call's arguments as the non-streamed answer has them",
-         ("stream-tool-input-empty", "chat-stream-call-dropped") if p == "CH" else "stream-tool-input-empty",
+         ("stream-tool-input-empty", "invalid-tool-json", "strict-ignored",
+          *(("chat-stream-call-dropped",) if p == "CH" else ())),
          witness="jsonschema") for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))],
     _c("AN-REQ-004", "anthropic", "cache_control with ttl 1h, with scope, at the top level and on a sent-back "
        "thinking block is accepted", MUST, "API_FACTS: request shapes and tool kinds (cache_control)",
@@ -1034,7 +1035,11 @@ PLANTED.update({  # issue 30: request shapes and tool kinds
     "chat-stream-call-dropped": ("CH-TOOLS-006",),
 })
 for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-input-500", ("RS-REQ-003:probe",)),
-                      ("wrong-error-shape", ("RS-REQ-003:probe",))):
+                      ("wrong-error-shape", ("RS-REQ-003:probe",)),
+                      # the tool-kind and streamed-argument checks judge what these faults break too
+                      ("invalid-tool-json", ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006")),
+                      ("strict-ignored", ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006")),
+                      ("rs-missing-call-id", ("RS-TOOLKIND-002",))):
     PLANTED[_fault] = (*PLANTED[_fault], *_more)
 
 

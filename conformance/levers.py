@@ -23,6 +23,9 @@ remaining `--tries`:
 5. an assistant prefill, where the API allows one (Anthropic: the last message is the assistant's start);
 6. more tries of the strongest set.
 
+Output after a call (reasoning or text after a call, in the same turn: the dispatch rules) takes only the
+first: levers 2, 3 and 5 would each take away what it looks for.
+
 A lever only ever adds to a request: it never changes a field the check set (a check that sends its
 own `tool_choice` or `thinking` keeps it); the forced choice and the prefill bend only the opening
 request of a sample, while the prompt's words and the thinking switches stay on every later turn of it
@@ -57,6 +60,10 @@ __all__ = ["LADDER", "PEERS", "Lever", "allowed", "bend", "came_back", "is_openi
 Body = dict[str, Any]
 _CALL_PATHS = frozenset({TOOL_USE, PARALLEL, OUTPUT_AFTER_CALL})
 _THINK_PATHS = frozenset({THINKING, AGENT_TURN, INTERLEAVING})
+# Output after a call (reasoning or text after it, in the same turn) takes only the words: a forced answer
+# is the call and nothing after it (vLLM and SGLang constrain a `required` answer to the calls' JSON),
+# thinking off removes the reasoning that would follow a call, and a prefill answers in its place.
+_BARE_CALL_PATHS = _CALL_PATHS - {OUTPUT_AFTER_CALL}
 _ANSWER_ITEMS = ("function_call", "function_call_output", "reasoning", "custom_tool_call", "custom_tool_call_output")
 THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens; max_tokens must exceed it
 
@@ -78,14 +85,14 @@ LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whos
     Lever("thinking-on", "thinking on the API's way (thinking enabled / reasoning effort high)", _THINK_PATHS,
           conversation=True),
     Lever("thinking-on-template", "chat_template_kwargs enable_thinking true", _THINK_PATHS, conversation=True),
-    Lever("tool-choice-required", "tool_choice forcing a call (any / required)", _CALL_PATHS | {AGENT_TURN},
+    Lever("tool-choice-required", "tool_choice forcing a call (any / required)", _BARE_CALL_PATHS | {AGENT_TURN},
           forcing=True),
-    Lever("thinking-off", "thinking off the API's way (thinking disabled / reasoning effort none)", _CALL_PATHS,
+    Lever("thinking-off", "thinking off the API's way (thinking disabled / reasoning effort none)", _BARE_CALL_PATHS,
           conversation=True),
-    Lever("reasoning-minimal", "reasoning effort minimal", _CALL_PATHS, apis=frozenset({"chat", "responses"}),
+    Lever("reasoning-minimal", "reasoning effort minimal", _BARE_CALL_PATHS, apis=frozenset({"chat", "responses"}),
           fallback="thinking-off", conversation=True),
-    Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _CALL_PATHS, conversation=True),
-    Lever("prefill", "an assistant prefill", _CALL_PATHS, apis=frozenset({"anthropic"})),
+    Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _BARE_CALL_PATHS, conversation=True),
+    Lever("prefill", "an assistant prefill", _BARE_CALL_PATHS, apis=frozenset({"anthropic"})),
 )
 BY_NAME = {lever.name: lever for lever in LADDER}
 

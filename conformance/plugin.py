@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import catalog
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.options import (
     PYTEST_PREFIX,
     QUICK_LEAVES_OUT,
@@ -398,6 +398,12 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
         outcome, cause = Outcome.INCONCLUSIVE, "timeout"
         message = f"timed out: {label}: {t.error}; the endpoint may be slow: try --timeout {_longer(hc)}"
         transcript = t
+    elif isinstance(error, AssertionError) and (carried := _carried_broken_call(
+            getattr(error, "transcript", None) or transcript, error, check.id)):
+        # A history holding the endpoint's own broken call, refused: the call is its own rules' finding
+        # (the tool-JSON rules), the refusal <P>-TURN-001's; this check's rules were never reached.
+        outcome, cause = Outcome.INCONCLUSIVE, "not-exercised"
+        message = f"not exercised: the endpoint refused a history carrying its own broken call ({carried})"
     elif isinstance(error, CheckFailed):
         outcome, message = Outcome.FAIL, error.summary
         finding, rules = error.finding, error.rules or [check.id]
@@ -422,6 +428,19 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     if hc is not None and hc.stall and "stall" not in collector.run:  # the run header says where it stalled
         collector.run["stall"] = {"check": check.id, **hc.stall}
     return result
+
+
+# The checks that judge exactly that refusal (test_turns.py: a history with a broken call, never a 5xx).
+_JUDGES_REFUSED_HISTORY = frozenset(f"{apis.get(name).PREFIX}-TURN-001" for name in apis.NAMES)
+
+
+def _carried_broken_call(t: Any, error: BaseException, check_id: str) -> str:
+    """What broken call of the endpoint's own a refused request carried back, or '' (a finding of a
+    stream's grammar stays a failure: only a refusal of the history is set aside)."""
+    if t is None or getattr(error, "findings", None) or t.api not in apis.APIS or t.ok or t.error \
+            or check_id in _JUDGES_REFUSED_HISTORY:
+        return ""
+    return str(apis.get(t.api).malformed_history(t.request_body))
 
 
 def _longer(hc: Session | None) -> str:

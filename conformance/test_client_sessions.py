@@ -120,12 +120,18 @@ def _replayed(hc: Session) -> dict[str, tuple[BaseException | None, list[tuple[s
         except BaseException as raised:  # noqa: BLE001 - the check re-raises it as its own verdict
             error = raised
         results[doc["name"]] = (error, list(own.attached), set(own.attached.paths))
-        if own.stalled and not hc.stalled:
-            hc.stalled, hc.stall = own.stalled, own.stall
+        if own.stalled:
+            stalls[doc["name"]] = own
 
+    stalls: dict[str, Session] = {}
     with ThreadPoolExecutor(max(1, len(docs)), thread_name_prefix="hc-client-session") as pool:
         for job in [pool.submit(one, d) for d in docs]:
             job.result()
+    # The run's stall is the one its current check reports (else the first session's, in check order), not
+    # whichever thread noticed first: results.json's run.stall and the first stalled check name one request.
+    order = sorted(stalls, key=lambda name: (SESSION_CHECKS[name] != hc.check_id, list(SESSION_CHECKS).index(name)))
+    if order and not hc.stalled:
+        hc.stalled, hc.stall = stalls[order[0]].stalled, stalls[order[0]].stall
     return results
 
 

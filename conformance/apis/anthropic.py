@@ -90,6 +90,16 @@ def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, tur
     return body
 
 
+def malformed_history(body: Any) -> str:
+    """The first assistant tool_use in a request's history whose input is no JSON object (the fold keeps
+    an input that did not parse as its text, so the endpoint's own broken call comes back as it came), or ''."""
+    for m in (body.get("messages") or []) if isinstance(body, dict) else []:
+        for b in (m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None) or []:
+            if isinstance(b, dict) and b.get("type") == "tool_use" and not isinstance(b.get("input"), dict):
+                return f"tool_use {b.get('id')} ({b.get('name')}) with input {str(b.get('input'))[:80]!r}"
+    return ""
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -179,10 +189,6 @@ def _block_event(typ: str, event: dict[str, Any], snapshot: dict[str, Any]) -> d
     return {**snap, "content": new_content}
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
 def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
     block = dict(block)
     raw = text(block.pop("_partial_json", ""))
@@ -190,7 +196,7 @@ def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
         block["input"] = {}
     else:
         try:  # NaN and Infinity are no JSON (RFC 8259): Python would read them, and a history holding them
-            block["input"] = json.loads(raw, parse_constant=_not_json)  # could never be sent again
+            block["input"] = json.loads(raw, parse_constant=base.not_json)  # could never be sent again
         except (ValueError, RecursionError):
             block["input"] = raw  # keep what was sent; the validator reports it
     return block

@@ -11,6 +11,7 @@ history witnesses) asks the API module, so a fourth API is one new module.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -105,6 +106,7 @@ class Api(Protocol):
     def append_user(self, body: dict[str, Any], user: str) -> dict[str, Any]: ...
     def tokenize_fields(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def is_error_body(self, body: Any) -> bool: ...
+    def malformed_history(self, body: Any) -> str: ...  # a sent-back call whose arguments are no JSON object
     # what the replay client reads from a stream's snapshot, and the request shape of traces and capture
     FORM: Form
     PER_CALL_END: bool  # the wire marks each tool call's end (Chat's does not: the next index or the finish)
@@ -171,6 +173,18 @@ def is_openai_error(body: Any) -> bool:
     """The body is OpenAI's error shape (Chat Completions and Responses): ``{"error": {"message", "type"}}``."""
     error = body.get("error") if isinstance(body, dict) else None
     return isinstance(error, dict) and isinstance(error.get("message"), str) and "type" in error
+
+
+def not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def json_object_text(arguments: Any) -> bool:
+    """Whether tool-call arguments as sent (text) are a JSON object (RFC 8259: no NaN, no Infinity)."""
+    try:
+        return isinstance(json.loads(arguments, parse_constant=not_json), dict)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def is_int(v: Any) -> bool:

@@ -96,6 +96,17 @@ def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, tur
     return body
 
 
+def malformed_history(body: Any) -> str:
+    """The first assistant tool call in a request's history whose arguments are no JSON object (the
+    endpoint's own broken call, sent back as it came), or ''."""
+    for m in (body.get("messages") or []) if isinstance(body, dict) else []:
+        for c in (m.get("tool_calls") if isinstance(m, dict) and m.get("role") == "assistant" else None) or []:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict) and not base.json_object_text(fn.get("arguments")):
+                return f"tool call {c.get('id')} ({fn.get('name')}) with arguments {str(fn.get('arguments'))[:80]!r}"
+    return ""
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -103,6 +103,18 @@ def follow(body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, tur
     return body
 
 
+def malformed_history(body: Any) -> str:
+    """The first function_call input item whose arguments are no JSON object (the endpoint's own broken
+    call, sent back as it came), or ''. A custom tool's input is free text: never malformed."""
+    items = body.get("input") if isinstance(body, dict) else None
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "function_call" \
+                and not base.json_object_text(item.get("arguments")):
+            return f"function_call {item.get('call_id')} ({item.get('name')}) with arguments " \
+                   f"{str(item.get('arguments'))[:80]!r}"
+    return ""
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 def _set_at(items: Any, idx: Any, value: Any) -> list[Any]:

@@ -664,8 +664,12 @@ def test_e2e_skip_reason_from_ci(monkeypatch):
 
     monkeypatch.delenv("HARNESSCHECK_E2E", raising=False)
     monkeypatch.setenv("HARNESSCHECK_E2E_SKIP", "npm not found")
+    class Config:  # as under `-m e2e`: the slow tier's deselection stands aside
+        class option:
+            markexpr = "e2e"
+
     item = Item()
-    conftest.pytest_collection_modifyitems(None, [item])  # type: ignore[arg-type]
+    conftest.pytest_collection_modifyitems(Config(), [item])  # type: ignore[arg-type]
     assert item.markers[0].kwargs["reason"] == "real-client e2e test: npm not found"
 
 

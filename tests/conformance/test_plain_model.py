@@ -4,8 +4,8 @@
 - its clean mode passes the history, stream, tokenize and dispatch checks;
 - a flattened history, a flattened /tokenize rendering, reasoning dropped from tool-call turns and
   two parallel calls under one index are each a MUST failure;
-- with `--one-in 3` (the path taken on every third ask only), `--tries 3` gives pass, and
-  `--tries 1` leaves the parallel-call rules inconclusive (not exercised), never pass.
+- with `--one-in 3` (the path taken on every third ask only), `--tries 3` gives pass, and a path no
+  try and no lever reaches leaves the parallel-call rules inconclusive (not exercised), never pass.
 """
 
 from __future__ import annotations
@@ -63,13 +63,16 @@ def test_tries_find_a_path_taken_one_time_in_three(tmp_path: Path) -> None:
     select = "CH-STREAM-001 or AN-STREAM-006 or AN-HIST-001"
     with plain_server(one_in=3) as url:
         retried = _run(url, tmp_path / "tries3", select, tries=3)
-        once = _run(url, tmp_path / "tries1", "CH-STREAM-001", tries=1)
+    with plain_server(one_in=1000) as url:  # a path no try and no lever reaches
+        never = _run(url, tmp_path / "never", "CH-STREAM-001", tries=1)
     assert {k: c["outcome"] for k, c in retried.items()} == dict.fromkeys(
         ("CH-STREAM-001", "AN-STREAM-006", "AN-HIST-001"), "pass"), _brief(retried)
-    # The contrast: one try does not reach the third ask, and a rule never exercised is not a pass.
-    single = once["CH-STREAM-001"]
-    assert (single["outcome"], single.get("cause")) == ("inconclusive", "not-exercised"), _brief(once)
-    assert "not exercised: the model made one call" in single["message"]
+    # The contrast: every lever pulled (conformance/levers.py) and the path still not taken: a rule never
+    # exercised is not a pass, and its message says what was tried.
+    single = never["CH-STREAM-001"]
+    assert (single["outcome"], single.get("cause")) == ("inconclusive", "not-exercised"), _brief(never)
+    assert "not exercised: the model made one call" in single["message"], single["message"]
+    assert "tried" in single["message"], single["message"]
 
 
 def test_a_sampling_endpoint_leaves_the_stream_vs_nonstream_rule_unjudged(tmp_path: Path) -> None:
