@@ -80,6 +80,11 @@ class Api(Protocol):
     MIN_OUTPUT_TOKENS: int  # the smallest output limit the API accepts
     MAX_TOKENS_FIELD: str  # the request field of the output limit
     LENGTH_STOP: str  # stop_reason() of an answer cut by its output limit
+    # Per-API knowledge other parts of the kit read through the registry (issue 32: no table keyed by an
+    # API's name outside this package):
+    GRAMMAR: str  # the module of the API's stream validator (grammar.module_for imports it by this name)
+    ALIASES: tuple[str, ...]  # other names the grammar lookup accepts ("messages", "openai-chat", ...)
+    ANSWER_ENDS: tuple[str, ...]  # frame types after which a client has its whole answer (Chat's "[DONE]")
 
     def headers(self, api_key: str | None = None) -> dict[str, str]: ...
     def tools(self, scenario: Scenario) -> list[dict[str, Any]]: ...

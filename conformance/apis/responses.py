@@ -19,6 +19,9 @@ NAME = "responses"
 PATH = "/v1/responses"
 PREFIX = "RS"
 LABEL = "Responses"
+GRAMMAR = "harnesscheck.conformance.grammar.responses"  # its stream validator, by module name
+ALIASES = ("openai-responses",)  # other names the grammar lookup accepts
+ANSWER_ENDS = ("response.completed", "response.incomplete")  # a client has its whole answer after these
 # `max_output_tokens` has a minimum of 16 (openai-openapi CreateResponse): the kit never asks for less.
 MIN_OUTPUT_TOKENS = 16
 MAX_TOKENS_FIELD = "max_output_tokens"

@@ -2,42 +2,39 @@
 
 Each module has ``RULES`` (rule id -> description), ``validate(source, request=None)``,
 ``accumulate(event, snapshot)`` and ``final_message(source)``. ``validate_for(api, ...)`` picks
-the module by API name ("anthropic", "chat", "responses").
+the module by API name: the one the API module names (``apis.get(api).GRAMMAR``), so a fourth API's
+validator can live anywhere, its own module included (ALL_RULES holds the registered APIs' rules at import).
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 from typing import Any
 
-from . import anthropic, chat, responses
+from harnesscheck.conformance import apis
+
 from .findings import Finding, frames_and_request, rules_of
 
 __all__ = [
     "ALL_RULES",
     "Finding",
-    "anthropic",
-    "chat",
     "frames_and_request",
     "module_for",
-    "responses",
     "rules_of",
     "validate_for",
 ]
 
-_MODULES: dict[str, ModuleType] = {"anthropic": anthropic, "chat": chat, "responses": responses}
-_ALIASES = {"messages": "anthropic", "chat_completions": "chat", "openai-chat": "chat", "openai-responses": "responses"}
-
-ALL_RULES: dict[str, str] = {**anthropic.RULES, **chat.RULES, **responses.RULES}
-
-
 def module_for(api: str) -> ModuleType:
-    """The grammar module of an API; KeyError naming the known APIs otherwise."""
-    name = _ALIASES.get(api, api)
-    try:
-        return _MODULES[name]
-    except KeyError:
-        raise KeyError(f"no grammar for API {api!r}; known: {sorted(_MODULES)}") from None
+    """The grammar module of an API (its name or one of its ``ALIASES``): the module its API module names
+    (``apis.get(api).GRAMMAR``), so a registered API brings its own; KeyError naming the known APIs otherwise."""
+    module = apis.APIS.get(api) or next((m for m in apis.APIS.values() if api in m.ALIASES), None)
+    if module is None:
+        raise KeyError(f"no grammar for API {api!r}; known: {sorted(apis.NAMES)}")
+    return importlib.import_module(module.GRAMMAR)
+
+
+ALL_RULES: dict[str, str] = {r: d for name in apis.NAMES for r, d in module_for(name).RULES.items()}
 
 
 def validate_for(api: str, source: Any, request: Any = None) -> list[Finding]:
