@@ -65,7 +65,8 @@ def build_config(shape: ModelShape, vocab_size: int, *, bos_id: int, eos_id: int
         raise ValueError(f"hidden ({shape.hidden}) must be a multiple of heads ({shape.heads})")
     if shape.heads % shape.kv_heads:
         raise ValueError(f"heads ({shape.heads}) must be a multiple of kv-heads ({shape.kv_heads})")
-    common = dict(vocab_size=vocab_size, hidden_size=shape.hidden, intermediate_size=shape.intermediate_size(),
+    common: dict[str, Any] = dict(
+                  vocab_size=vocab_size, hidden_size=shape.hidden, intermediate_size=shape.intermediate_size(),
                   num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
                   num_key_value_heads=shape.kv_heads, head_dim=shape.hidden // shape.heads,
                   max_position_embeddings=shape.max_positions, rope_theta=shape.rope_theta,
