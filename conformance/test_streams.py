@@ -8,13 +8,13 @@ every sample judged, and a path never taken leaves the check inconclusive (not-e
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 
 import pytest
 
-from harnesscheck.conformance import catalog
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.session import Session
+from harnesscheck.conformance.grammar import module_for
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.verdict import Inconclusive, fail, no_findings, timed_out
 from harnesscheck.conformance.wire.transcript import Transcript
@@ -25,19 +25,17 @@ STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleave
 ENDPOINT_ERRORS = frozenset({"AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR-EVENT", "CH-GRAMMAR-ERROR"})
 # The scenario whose prompt asks plainly for each path.
 ASKS = {catalog.TOOL_USE: "calculator", catalog.PARALLEL: "parallel_tools", catalog.THINKING: "interleaved"}
-GRAMMAR = {"anthropic": "harnesscheck.conformance.grammar.anthropic", "chat": "harnesscheck.conformance.grammar.chat",
-           "responses": "harnesscheck.conformance.grammar.responses"}
 
 
 def _grammar_checks() -> list[object]:
     return [pytest.param(c.id, marks=pytest.mark.check(c.id), id=c.id) for c in catalog.CHECKS
-            if c.rules and c.api in GRAMMAR]
+            if c.rules and c.api in apis.APIS]
 
 
 @pytest.mark.parametrize("check_id", _grammar_checks())
 def test_stream_grammar(hc: Session, check_id: str) -> None:
     check = catalog.get(check_id)
-    validate = importlib.import_module(GRAMMAR[check.api]).validate
+    validate = module_for(check.api).validate
     unjudged: list[tuple[str, str]] = []  # (cause, what): streams that could not be judged
     streams = ((f"{scenario} turn {turn}", turn, hc.stream(check.api, scenario, turn=turn))  # lazily: a timeout
                for scenario, turn in STREAMS)  # stops the requests

@@ -145,17 +145,12 @@ def stream_errors(t: dict[str, Any]) -> list[str]:
     return out
 
 
-# The frame types after which a client has its whole answer, per API (a request of no known API takes
-# them all): a [DONE] does not end a Responses stream for Codex or the SDK, and response.failed is no answer.
-TERMINAL_TYPES = {"anthropic": ("message_stop",), "responses": ("response.completed", "response.incomplete"),
-                  "chat": ("[DONE]",)}
-
-
 def stream_complete(t: dict[str, Any]) -> bool:
-    """The stream reached its terminal frame (the client may hang up right after it), by frame type
-    (``TERMINAL_TYPES``)."""
+    """The stream reached its terminal frame (the client may hang up right after it), by frame type: the
+    API's ``ANSWER_ENDS`` (a request of no known API takes them all): a [DONE] does not end a Responses
+    stream for Codex or the SDK, and response.failed is no answer."""
     api = api_of(t)
-    ends = TERMINAL_TYPES[api.NAME] if api else tuple(x for v in TERMINAL_TYPES.values() for x in v)
+    ends = api.ANSWER_ENDS if api else tuple(x for m in apis.APIS.values() for x in m.ANSWER_ENDS)
     return any(frame_type(f) in ends for f in t.get("frames") or [])
 
 
@@ -172,8 +167,7 @@ def _hung_up(error: str) -> bool:
 def api_of(t: dict[str, Any]) -> Any:
     """The API module (``conformance.apis``) of a request, by its route ("/messages", "/responses",
     "/chat/completions", with or without the /v1 the clients put before it); None for any other."""
-    path = (t.get("url") or "").split("?", 1)[0].rstrip("/")
-    return next((api for api in apis.APIS.values() if path.endswith(api.PATH.removeprefix("/v1"))), None)
+    return apis.for_path(t.get("url") or "")
 
 
 def answer_of(t: dict[str, Any]) -> dict[str, Any] | None:
