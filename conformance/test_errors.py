@@ -24,32 +24,14 @@ from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed
 from harnesscheck.conformance.wire.transcript import Transcript
 
-BAD_BODIES: dict[str, list[tuple[str, Any]]] = {
-    "anthropic": [("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
-                  ("messages not an array", {"model": "{model}", "max_tokens": 10, "messages": "hi"}),
-                  ("bad role", {"model": "{model}", "max_tokens": 10, "messages": [{"role": "robot", "content": "x"}]}),
-                  ("max_tokens a string", {"model": "{model}", "max_tokens": "ten",
-                                           "messages": [{"role": "user", "content": "hi"}]}),
-                  ("body not JSON", b"{not json")],
-    "chat": [("missing messages", {"model": "{model}"}),
-             ("bad role", {"model": "{model}", "messages": [{"role": "robot", "content": "x"}]}),
-             ("tools not an array", {"model": "{model}", "messages": [{"role": "user", "content": "x"}], "tools": 3}),
-             ("body not JSON", b"[1, 2")],
-    # `input` is optional in the Responses API (CreateResponse), so a missing input is not bad input.
-    "responses": [("input neither a string nor an array", {"model": "{model}", "input": 42}),
-                  ("input item not an object", {"model": "{model}", "input": [3]}),
-                  ("function_call_output with a numeric output",
-                   {"model": "{model}", "input": [{"type": "function_call_output", "call_id": "call_1",
-                                                   "output": 7}]}),
-                  ("body not JSON", b"\x00\x01")],
-}
-# Requests the references allow that a strict-looking server might refuse: each should get a 2xx
-# (rule ``ID:allowed``, SHOULD: no measured client sends them).
-GOOD_BODIES: dict[str, list[tuple[str, dict[str, Any]]]] = {
-    "responses": [("only instructions, no input", {"model": "{model}", "instructions": "Say ok.",
-                                                   "max_output_tokens": 16})],
-}
-CHECK_OF = {"anthropic": "AN-ERR-001", "chat": "CH-ERR-001", "responses": "RS-ERR-001"}
+# The bodies each API module lists: BAD_REQUESTS (refused by the reference) and ALLOWED_REQUESTS (requests
+# the references allow that a strict-looking server might refuse: each should get a 2xx, rule ``ID:allowed``,
+# SHOULD: no measured client sends them).
+
+
+def check_of(api: str) -> str:
+    """The API's error check (``<PREFIX>-ERR-001``)."""
+    return f"{apis.get(api).PREFIX}-ERR-001"
 
 
 def _with_model(hc: Session, body: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +40,7 @@ def _with_model(hc: Session, body: dict[str, Any]) -> dict[str, Any]:
 
 def _problem(api: str, label: str, t: Transcript) -> tuple[str, str] | None:
     """(rule, what was wrong) for one bad body's answer, or None when it was refused as the API refuses."""
-    check_id = CHECK_OF[api]
+    check_id = check_of(api)
     if t.error:
         return check_id, f"{label}: no answer ({t.error_kind}: {t.error})"
     status = t.status or 0
@@ -75,7 +57,7 @@ def _problem(api: str, label: str, t: Transcript) -> tuple[str, str] | None:
 
 def _check_errors(hc: Session, api: str) -> None:
     problems: list[tuple[str, str, Transcript]] = []
-    for label, bad in BAD_BODIES[api]:
+    for label, bad in apis.get(api).BAD_REQUESTS:
         if isinstance(bad, bytes):
             t = hc.post(api, apis.get(api).PATH, content=bad, label=f"bad request: {label}")
         else:
@@ -83,15 +65,15 @@ def _check_errors(hc: Session, api: str) -> None:
         problem = _problem(api, label, t)
         if problem is not None:
             problems.append((*problem, t))
-    for label, good in GOOD_BODIES.get(api, []):
+    for label, good in apis.get(api).ALLOWED_REQUESTS:
         t = hc.post(api, apis.get(api).PATH, _with_model(hc, good), label=f"valid request: {label}")
         if t.error:
-            problems.append((CHECK_OF[api], f"{label}: no answer ({t.error_kind}: {t.error})", t))
+            problems.append((check_of(api), f"{label}: no answer ({t.error_kind}: {t.error})", t))
         elif t.status is None or not 200 <= t.status < 300:
-            problems.append((f"{CHECK_OF[api]}:allowed", f"{label}: a request the API reference allows was answered "
+            problems.append((f"{check_of(api)}:allowed", f"{label}: a request the API reference allows was answered "
                              f"HTTP {t.status}, expected a 2xx: {t.text_body()[:200]}", t))
     if problems:
-        check = catalog.get(CHECK_OF[api])
+        check = catalog.get(check_of(api))
         problems.sort(key=lambda p: check.level_of(p[0]) is not catalog.MUST)  # the weightiest rule leads
         rule, message, transcript = problems[0]
         findings = [Finding(r, None, m) for r, m, _ in problems]

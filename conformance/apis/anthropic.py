@@ -23,6 +23,16 @@ LABEL = "Anthropic Messages"
 GRAMMAR = "harnesscheck.conformance.grammar.anthropic"  # its stream validator, by module name
 ALIASES = ("messages",)  # other names the grammar lookup accepts
 ANSWER_ENDS = ("message_stop",)  # a client has its whole answer after these
+# Bodies the reference refuses (<P>-ERR-001 sends each and wants a 4xx in the API's error shape): a required
+# field missing, a field of the wrong type, a role that is not the API's ("{model}": the endpoint's model).
+BAD_REQUESTS: tuple[tuple[str, Any], ...] = (
+    ("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
+    ("messages not an array", {"model": "{model}", "max_tokens": 10, "messages": "hi"}),
+    ("bad role", {"model": "{model}", "max_tokens": 10, "messages": [{"role": "robot", "content": "x"}]}),
+    ("max_tokens a string",
+     {"model": "{model}", "max_tokens": "ten", "messages": [{"role": "user", "content": "hi"}]}),
+    ("body not JSON", b"{not json"))
+ALLOWED_REQUESTS: tuple[tuple[str, dict[str, Any]], ...] = ()  # allowed bodies a strict server might refuse
 MIN_OUTPUT_TOKENS = 1  # Messages `max_tokens` minimum
 MAX_TOKENS_FIELD = "max_tokens"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")

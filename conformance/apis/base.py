@@ -85,6 +85,8 @@ class Api(Protocol):
     GRAMMAR: str  # the module of the API's stream validator (grammar.module_for imports it by this name)
     ALIASES: tuple[str, ...]  # other names the grammar lookup accepts ("messages", "openai-chat", ...)
     ANSWER_ENDS: tuple[str, ...]  # frame types after which a client has its whole answer (Chat's "[DONE]")
+    BAD_REQUESTS: tuple[tuple[str, Any], ...]  # (what, body) the reference refuses: <P>-ERR-001 wants a 4xx
+    ALLOWED_REQUESTS: tuple[tuple[str, dict[str, Any]], ...]  # (what, body) allowed: <P>-ERR-001:allowed
 
     def headers(self, api_key: str | None = None) -> dict[str, str]: ...
     def tools(self, scenario: Scenario) -> list[dict[str, Any]]: ...

@@ -23,6 +23,13 @@ LABEL = "Chat Completions"
 GRAMMAR = "harnesscheck.conformance.grammar.chat"  # its stream validator, by module name
 ALIASES = ("chat_completions", "openai-chat")  # other names the grammar lookup accepts
 ANSWER_ENDS = ("[DONE]",)  # a client has its whole answer after these
+# Bodies the reference refuses (<P>-ERR-001 wants a 4xx in the API's error shape; "{model}": the model).
+BAD_REQUESTS: tuple[tuple[str, Any], ...] = (
+    ("missing messages", {"model": "{model}"}),
+    ("bad role", {"model": "{model}", "messages": [{"role": "robot", "content": "x"}]}),
+    ("tools not an array", {"model": "{model}", "messages": [{"role": "user", "content": "x"}], "tools": 3}),
+    ("body not JSON", b"[1, 2"))
+ALLOWED_REQUESTS: tuple[tuple[str, dict[str, Any]], ...] = ()  # allowed bodies a strict server might refuse
 MIN_OUTPUT_TOKENS = 1  # `max_completion_tokens` / `max_tokens` minimum
 MAX_TOKENS_FIELD = "max_tokens"
 DISPATCH_EVENT = "tool_call_dispatch"

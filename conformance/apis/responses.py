@@ -22,6 +22,17 @@ LABEL = "Responses"
 GRAMMAR = "harnesscheck.conformance.grammar.responses"  # its stream validator, by module name
 ALIASES = ("openai-responses",)  # other names the grammar lookup accepts
 ANSWER_ENDS = ("response.completed", "response.incomplete")  # a client has its whole answer after these
+# Bodies the reference refuses (<P>-ERR-001 wants a 4xx in the API's error shape; "{model}": the model).
+# `input` is optional in the Responses API (CreateResponse), so a missing input is not bad input.
+BAD_REQUESTS: tuple[tuple[str, Any], ...] = (
+    ("input neither a string nor an array", {"model": "{model}", "input": 42}),
+    ("input item not an object", {"model": "{model}", "input": [3]}),
+    ("function_call_output with a numeric output",
+     {"model": "{model}", "input": [{"type": "function_call_output", "call_id": "call_1", "output": 7}]}),
+    ("body not JSON", b"\x00\x01"))
+# Bodies the reference allows that a strict-looking server might refuse (<P>-ERR-001:allowed wants a 2xx).
+ALLOWED_REQUESTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("only instructions, no input", {"model": "{model}", "instructions": "Say ok.", "max_output_tokens": 16}),)
 # `max_output_tokens` has a minimum of 16 (openai-openapi CreateResponse): the kit never asks for less.
 MIN_OUTPUT_TOKENS = 16
 MAX_TOKENS_FIELD = "max_output_tokens"
