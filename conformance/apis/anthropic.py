@@ -118,13 +118,34 @@ def malformed_history(body: Any) -> str:
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     """Fold one event (a decoded data object) into the snapshot; return the new snapshot.
 
-    Pure: the input snapshot is never mutated. Before ``message_start`` there is no snapshot (None;
-    the grammar reports such events). Tool input is buffered in the block's ``_partial_json`` and
-    parsed at its stop. An event it cannot place leaves the content as it was and is recorded in
-    ``_unplaced``; ``_complete`` maps a tool block's index to "stop"; ``_end`` is set by message_stop.
+    Pure: the input snapshot is never mutated. Before ``message_start`` there is no snapshot (None), unless
+    the fold started from ``recording()``: then the events before it are recorded too. Tool input is
+    buffered in the block's ``_partial_json`` and parsed at its stop. An event it cannot place leaves the
+    content as it was and is recorded in ``_unplaced``; ``_complete`` maps a tool block's index to "stop";
+    ``_end`` is set by message_stop. ``_at`` is the content position the event was placed in (None: none),
+    and ``_g`` / ``_event`` the stream's state and what this event did to it (``record``): what the
+    grammar validator judges.
     """
     if not isinstance(event, dict):
         return snapshot
+    g, rec = record(event, (snapshot or {}).get("_g"))
+    placed = _place(event, None if snapshot is None or snapshot.get("_pending") else snapshot)
+    if placed is None:
+        return {**snapshot, "_g": g, "_event": rec, "_at": None} if snapshot is not None else None
+    at = event.get("index") if event.get("type") in ("content_block_delta", "content_block_stop") else None
+    if event.get("type") == "content_block_start":
+        at = len(placed.get("content") or ()) - 1
+    if len(placed.get("_unplaced", ())) > len((snapshot or {}).get("_unplaced", ())):
+        at = None
+    return {**placed, "_g": g, "_event": rec, "_at": at if is_int(at) else None}
+
+
+def recording() -> dict[str, Any]:
+    """The snapshot a fold starts from when every event is to be recorded, those before message_start too."""
+    return {"_pending": True}
+
+
+def _place(event: dict[str, Any], snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     typ = event.get("type")
     if typ == "message_start":
         msg = event.get("message")
@@ -200,6 +221,130 @@ def _block_event(typ: str, event: dict[str, Any], snapshot: dict[str, Any]) -> d
     new_content = list(content)
     new_content[idx] = block
     return {**snap, "content": new_content}
+
+
+# -- the stream's state, as the grammar judges it --------------------------------------------
+# The events of a Messages stream, the delta types each block type takes and the field each delta carries
+# (the streaming docs and anthropic-sdk-python's accumulate_event).
+EVENT_TYPES = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                         "message_delta", "message_stop", "ping", "error"})
+DELTAS_FOR = {"text": frozenset({"text_delta", "citations_delta"}),
+              "tool_use": frozenset({"input_json_delta"}), "server_tool_use": frozenset({"input_json_delta"}),
+              "thinking": frozenset({"thinking_delta", "signature_delta"}), "redacted_thinking": frozenset()}
+DELTA_FIELD = {"text_delta": ("text", str), "input_json_delta": ("partial_json", str),
+               "thinking_delta": ("thinking", str), "signature_delta": ("signature", str),
+               "citations_delta": ("citation", dict)}
+_NEW_STATE: dict[str, Any] = {"n": 0, "start": None, "early": False, "stop": None, "error": None,
+                              "delta": None, "reason": None, "reason_at": None, "blocks": (), "where": {}}
+
+
+def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stream's state after one more event, and what the event did (``what``, with the details a rule
+    needs; event numbers ``n`` count the events recorded, from 0). The state: the numbers of the events
+    that started, stopped, errored and first closed the content (``message_delta``), the stop_reason (and
+    the event that set it), and each block by its wire index (``-1 - position`` for one without an integer
+    index; a reused index names the later block): its type, whether it is open, the events that started,
+    stopped and signed it, whether a non-empty signature arrived, and its joined tool input. Events after an
+    error or message_stop, or content events after message_delta, change nothing."""
+    g = dict(state or _NEW_STATE)
+    n = g["n"]
+    g["n"] = n + 1
+    typ = event.get("type")
+    rec: dict[str, Any] = {"n": n, "type": typ, "what": "event"}
+    if not isinstance(typ, str):
+        return g, {**rec, "what": "untyped"}
+    if typ == "ping" or typ not in EVENT_TYPES:
+        return g, {**rec, "what": "ping" if typ == "ping" else "unknown"}
+    if g["error"] is not None:
+        return g, {**rec, "what": "after-error", "error": g["error"]}
+    if typ == "error":
+        g["error"] = n
+        return g, {**rec, "what": "error"}
+    if g["stop"] is not None:
+        return g, {**rec, "what": "after-stop", "stop": g["stop"]}
+    if typ == "message_start":
+        if g["start"] is not None:
+            return g, {**rec, "what": "second-start", "start": g["start"]}
+        g["start"] = n
+        return g, {**rec, "what": "start"}
+    if g["start"] is None and not g["early"]:
+        g["early"] = True
+        rec["early"] = True  # the first event before message_start
+    if typ.startswith("content_block_") and g["delta"] is not None:
+        return g, {**rec, "what": "after-delta", "delta": g["delta"]}
+    blocks = list(g["blocks"])
+    if typ == "content_block_start":
+        rec = {**rec, **_record_start(event, n, g, blocks)}
+    elif typ in ("content_block_delta", "content_block_stop"):
+        rec = {**rec, **_record_block(typ, event, n, g["where"], blocks)}
+    else:
+        rec["closed"] = [(b["index"], b["type"], b["start"]) for b in blocks if b["open"]]  # closed now
+        blocks = [{**b, "open": False} if b["open"] else b for b in blocks]
+    g["blocks"] = tuple(blocks)
+    if typ.startswith("content_block_"):
+        return g, rec
+    if typ == "message_delta":
+        g["delta"] = n if g["delta"] is None else g["delta"]
+        delta = event.get("delta")
+        if isinstance(delta, dict):  # the SDK sets stop_reason from every message_delta
+            g["reason"], g["reason_at"] = delta.get("stop_reason"), n
+            rec["reason"] = delta.get("stop_reason")
+        return g, {**rec, "what": "message-delta"}
+    g["stop"] = n  # message_stop
+    return g, {**rec, "what": "message-stop", "reason": g["reason"], "reason_at": g["reason_at"]}
+
+
+def _record_start(event: dict[str, Any], n: int, g: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
+    idx = event.get("index")
+    cb = event.get("content_block")
+    btype = cb.get("type") if isinstance(cb, dict) else None
+    sig = cb.get("signature") if isinstance(cb, dict) else None
+    signed = btype == "thinking" and isinstance(sig, str) and bool(sig)
+    where = g["where"]
+    rec = {"what": "block-start", "index": idx, "position": len(blocks),
+           "open": [b["index"] for b in blocks if b["open"]],
+           "misplaced": not is_int(idx) or idx != len(blocks) or idx in where}
+    key = idx if is_int(idx) else -1 - len(blocks)
+    g["where"] = {**where, key: len(blocks)}
+    blocks.append({"index": key, "type": btype, "open": True, "start": n, "stop": None, "signed": signed,
+                   "sign": None, "json": ""})
+    return rec
+
+
+def _record_block(typ: str, event: dict[str, Any], n: int, where: dict[Any, int],
+                  blocks: list[Any]) -> dict[str, Any]:
+    idx = event.get("index")
+    pos = where.get(idx) if is_int(idx) else None
+    delta = event.get("delta") if typ == "content_block_delta" else None
+    dtype = delta.get("type") if isinstance(delta, dict) else None
+    if pos is None:
+        return {"what": "unknown-block", "index": idx, "started": sorted(k for k in where if k >= 0)}
+    b = blocks[pos] = dict(blocks[pos])
+    rec = {"index": idx, "block": b["type"], "delta": dtype}
+    if not b["open"]:
+        if dtype == "signature_delta" and b["type"] == "thinking":
+            b["signed"] = b["signed"] or bool(delta.get("signature"))  # type: ignore[union-attr]
+            return {**rec, "what": "signature-after-stop", "stop": b["stop"]}
+        return {**rec, "what": "block-closed", "stop": b["stop"]}
+    if typ == "content_block_stop":
+        b["open"], b["stop"] = False, n
+        return {**rec, "what": "block-stop", "json": b["json"]}
+    allowed = DELTAS_FOR.get(b["type"]) if isinstance(b["type"], str) else None
+    fld = DELTA_FIELD.get(dtype) if isinstance(dtype, str) else None
+    if allowed is not None and dtype not in allowed:
+        return {**rec, "what": "delta-type", "allowed": sorted(allowed)}
+    if fld is not None and not isinstance(delta.get(fld[0]), fld[1]):  # type: ignore[union-attr]
+        return {**rec, "what": "delta-field", "field": fld[0], "kind": fld[1].__name__}
+    if allowed is not None and fld is None:
+        return {**rec, "what": "delta-malformed", "allowed": sorted(allowed)}
+    if dtype == "thinking_delta" and b["sign"] is not None:
+        return {**rec, "what": "thinking-after-signature", "sign": b["sign"]}
+    if dtype == "signature_delta":
+        b["sign"] = n
+        b["signed"] = b["signed"] or bool(delta.get("signature"))  # type: ignore[union-attr]
+    elif dtype == "input_json_delta":
+        b["json"] += delta["partial_json"]  # type: ignore[index]
+    return {**rec, "what": "delta"}
 
 
 def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:

@@ -8,12 +8,17 @@ input (as anthropic-sdk-python's ``accumulate_event``, but it records instead of
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
-from harnesscheck.conformance.apis.anthropic import accumulate, final_message
+from harnesscheck.conformance.apis.anthropic import (  # noqa: F401 (accumulate, final_message: re-exported)
+    EVENT_TYPES,
+    accumulate,
+    final_message,
+    recording,
+)
 from harnesscheck.conformance.apis.base import is_int as _is_int
+from harnesscheck.conformance.apis.base import json_object_text
 
 from .findings import Collector, EventNames, Finding, frames_and_request, short
 
@@ -82,13 +87,6 @@ INFORMATIONAL = frozenset({"AN-GRAMMAR-UNKNOWN-EVENT", "AN-GRAMMAR-ERROR-EVENT"}
 SDK_EVENT_NAMES = frozenset({"message_start", "message_delta", "message_stop", "content_block_start",
                              "content_block_delta", "content_block_stop", "ping", "error"})
 
-EVENT_TYPES = frozenset(
-    {
-        "message_start", "content_block_start", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop", "ping", "error",
-    }
-)
-
 STOP_REASONS = frozenset(
     {
         "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
@@ -96,37 +94,7 @@ STOP_REASONS = frozenset(
     }
 )
 
-_DELTAS_FOR = {
-    "text": {"text_delta", "citations_delta"},
-    "tool_use": {"input_json_delta"},
-    "server_tool_use": {"input_json_delta"},
-    "thinking": {"thinking_delta", "signature_delta"},
-    "redacted_thinking": set(),
-}
-_DELTA_FIELD = {
-    "text_delta": ("text", str),
-    "input_json_delta": ("partial_json", str),
-    "thinking_delta": ("thinking", str),
-    "signature_delta": ("signature", str),
-    "citations_delta": ("citation", dict),
-}
-
-
-# -- validator ------------------------------------------------------------------------------
-
-class _Block:
-    __slots__ = ("frame", "index", "json", "open", "sign_frame", "signed", "stop_frame", "type")
-
-    def __init__(self, index: int, typ: Any, frame: int, signed: bool) -> None:
-        self.index = index
-        self.type = typ
-        self.open = True
-        self.frame = frame
-        self.signed = signed  # a non-empty signature arrived (at start, or by signature_delta)
-        self.sign_frame: int | None = None
-        self.stop_frame: int | None = None
-        self.json: list[str] = []
-
+# -- validator: rules over the fold's record (apis.anthropic.record) --------------------------
 
 def _sdk_note(event: str | None, typ: str) -> str:
     if event is None:
@@ -137,162 +105,111 @@ def _sdk_note(event: str | None, typ: str) -> str:
 
 
 def validate(source: Any, request: Any = None) -> list[Finding]:
-    """Judge an Anthropic Messages stream; never raises on what the server sent."""
+    """Judge an Anthropic Messages stream; never raises on what the server sent. The stream's state is
+    the fold's (``accumulate`` from ``recording()``): each event's record says what it did, and the
+    rules below judge that record, the event's own fields, and the state at the end."""
     frames, _ = frames_and_request(source, request)
     events = [f for f in frames if f.kind == "event"]
     sink = Collector(events)
-    add = sink.add
     names = EventNames("AN-GRAMMAR-EVENT-LINE", "AN-GRAMMAR-EVENT-NAME")
-
-    start_frame: int | None = None
-    start_reported = False
-    stop_frame: int | None = None
-    error_frame: int | None = None
-    delta_frame: int | None = None
-    stop_reason: Any = None
-    stop_reason_frame: int | None = None
-    blocks: dict[int, _Block] = {}
-    order: list[_Block] = []
-
-    def close_open(frame: int | None, why: str) -> None:
-        for b in order:
-            if b.open:
-                b.open = False
-                add("AN-GRAMMAR-BLOCK-UNSTOPPED", frame, f"block {b.index} ({b.type}, started at frame "
-                    f"#{b.frame}) was never stopped {why}", f"block {b.index} still open",
-                    "content_block_stop first")
+    snap: dict[str, Any] | None = recording()
+    at: list[int] = []  # the frame of each recorded event, by its number
 
     for f in events:
-        i = f.index
         if f.done:
-            add("AN-GRAMMAR-DONE", i, "`data: [DONE]` in an Anthropic stream (an OpenAI sentinel)",
-                f"event: {f.event}, data: {f.data}", "no [DONE]; message_stop ends the stream")
+            sink.add("AN-GRAMMAR-DONE", f.index, "`data: [DONE]` in an Anthropic stream (an OpenAI sentinel)",
+                     f"event: {f.event}, data: {f.data}", "no [DONE]; message_stop ends the stream")
             continue
         ev = f.json
-        typ = ev.get("type") if isinstance(ev, dict) else None
-        if not isinstance(ev, dict) or not isinstance(typ, str):  # a list type would not even hash
-            add("AN-GRAMMAR-JSON", i, "data is not a JSON object with a string type",
-                f.json_error or f.data, 'a JSON object with "type"')
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):  # a list type would not hash
+            sink.add("AN-GRAMMAR-JSON", f.index, "data is not a JSON object with a string type",
+                     f.json_error or f.data, 'a JSON object with "type"')
             continue
-        if typ == "ping":
-            continue  # "any number of ping events", anywhere
-        if typ not in EVENT_TYPES:
-            add("AN-GRAMMAR-UNKNOWN-EVENT", i, f"unknown event type {typ!r} (recorded; clients are told to "
-                "handle unknown event types gracefully)", f"event: {f.event}, type: {typ}",
-                sorted(EVENT_TYPES), informational=True)
-            continue
-        names.check(f, typ)
-        if error_frame is not None:
-            add("AN-GRAMMAR-AFTER-ERROR", i, f"{typ} after the error event at frame #{error_frame}", typ,
-                "nothing after the error (ping at most)")
-            continue
-        if typ == "error":
-            error_frame = i
-            err = ev.get("error")
-            body = {k: err.get(k) for k in ("type", "message") if k in err} if isinstance(err, dict) else err
-            what = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else short(err)
-            add("AN-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({what})", body,
-                informational=True)
-            continue
-        if stop_frame is not None:
-            add("AN-GRAMMAR-AFTER-STOP", i, f"{typ} after message_stop (frame #{stop_frame})", typ,
-                "nothing after message_stop (ping at most)")
-            continue
-        if typ == "message_start":
-            if start_frame is not None:
-                add("AN-GRAMMAR-START", i, f"a second message_start (the first at frame #{start_frame})",
-                    "message_start", "exactly one message_start")
-                continue
-            start_frame = i
-            _check_message_start(ev, i, add)
-            continue
-        if start_frame is None and not start_reported:
-            start_reported = True
-            add("AN-GRAMMAR-START", i, f"{typ} before message_start", typ, "message_start first")
-
-        if typ.startswith("content_block_") and delta_frame is not None:
-            add("AN-GRAMMAR-ORDER", i, f"{typ} after the first message_delta (frame #{delta_frame})",
-                f"{typ} index {ev.get('index')}", "every content block before message_delta")
-            continue
-
-        if typ == "content_block_start":
-            _block_start(ev, i, blocks, order, add)
-            continue
-
-        if typ in ("content_block_delta", "content_block_stop"):
-            _block_event(typ, ev, i, blocks, add)
-            continue
-
-        if typ == "message_delta":
-            close_open(i, "before message_delta")
-            delta_frame = i if delta_frame is None else delta_frame
-            usage = ev.get("usage")
-            if not isinstance(usage, dict) or not _is_int(usage.get("output_tokens")):
-                add("AN-GRAMMAR-DELTA-USAGE", i, "message_delta without an integer usage.output_tokens",
-                    usage, '"usage": {"output_tokens": <int>} (cumulative)')
-            delta = ev.get("delta")
-            if isinstance(delta, dict):  # the SDK sets stop_reason from every message_delta
-                stop_reason, stop_reason_frame = delta.get("stop_reason"), i
-                known = isinstance(stop_reason, str) and stop_reason in STOP_REASONS  # a list would not hash
-                if stop_reason is not None and not known:
-                    add("AN-GRAMMAR-STOP-REASON", i, f"unknown stop_reason {stop_reason!r}", stop_reason,
-                        sorted(STOP_REASONS))
-            continue
-
-        if typ == "message_stop":
-            stop_frame = i
-            close_open(i, "before message_stop")
-            if stop_reason is None:
-                where = (f"the last message_delta (frame #{stop_reason_frame}) has stop_reason null"
-                         if stop_reason_frame is not None else "no message_delta set one")
-                add("AN-GRAMMAR-STOP-REASON", i, f"message_stop, but the message has no stop_reason: {where}",
-                    "stop_reason null", "a stop_reason in the last message_delta")
-            continue
+        snap = accumulate(ev, snap)
+        at.append(f.index)
+        rec = (snap or {}).get("_event") or {}
+        if rec.get("what") not in ("ping", "unknown"):
+            names.check(f, ev["type"])
+        _judge_event(rec, ev, f, at, sink)
 
     names.report(sink, _sdk_note)
-    for b in order:  # a block stopped without any signature; one signed late is AN-GRAMMAR-SIGNATURE
-        if b.type == "thinking" and b.stop_frame is not None and not b.signed:
-            add("AN-GRAMMAR-SIGNATURE-MISSING", b.stop_frame, f"thinking block {b.index} was stopped "
-                "without a signature", "no non-empty signature_delta",
-                "signature_delta before content_block_stop")
-    if error_frame is None:  # an error ends a stream early: nothing missing at the end is judged then
-        if start_frame is None and not start_reported:
-            sink.at_end("AN-GRAMMAR-START", "no message_start in the stream", "no message_start",
-                        "message_start first")
-        if stop_frame is None:
-            last = events[-1].json.get("type") if events and isinstance(events[-1].json, dict) else None
-            sink.at_end("AN-GRAMMAR-STOP-MISSING", "the stream ended without message_stop",
-                        f"last event: {last}", "message_stop")
-            close_open(sink.last, "before the stream ended")
-
-    if isinstance(stop_reason, str) and stop_reason in STOP_REASONS:
-        last_block = order[-1].type if order else None
-        at = stop_frame if stop_frame is not None else stop_reason_frame
-        if stop_reason == "tool_use" and last_block != "tool_use":
-            add("AN-GRAMMAR-STOP-TOOL-USE", at, "stop_reason tool_use but the message does not end with a "
-                "tool_use block", f"last block: {last_block}", "a tool_use block last")
-        elif last_block == "tool_use" and stop_reason in ("end_turn", "stop_sequence"):
-            add("AN-GRAMMAR-STOP-TOOL-USE", at, f"the message ends with tool_use blocks but stop_reason is "
-                f"{stop_reason}", stop_reason, "tool_use")
+    _judge_end((snap or {}).get("_g") or {}, events, at, sink)
     return sink.out
 
 
-def _block_start(ev: dict[str, Any], i: int, blocks: dict[int, _Block], order: list[_Block],
-                 add: Any) -> None:
-    idx = ev.get("index")
-    opened = [b.index for b in order if b.open]
-    if opened:
-        add("AN-GRAMMAR-ONE-OPEN", i, f"block {idx} started while block {opened[0]} is open",
-            f"open: {opened}", "content_block_stop first")
-    if not _is_int(idx) or idx != len(order) or idx in blocks:
-        add("AN-GRAMMAR-INDEX", i, "block index is not the block's position", idx, len(order))
+def _frame(at: list[int], n: int | None) -> int | None:
+    return None if n is None else at[n]
+
+
+def _judge_event(rec: dict[str, Any], ev: dict[str, Any], f: Any, at: list[int], sink: Collector) -> None:
+    """The findings of one event, from what the fold recorded it did."""
+    add, i, typ, what = sink.add, f.index, ev["type"], rec.get("what")
+    if what == "unknown":
+        add("AN-GRAMMAR-UNKNOWN-EVENT", i, f"unknown event type {typ!r} (recorded; clients are told to "
+            "handle unknown event types gracefully)", f"event: {f.event}, type: {typ}",
+            sorted(EVENT_TYPES), informational=True)
+    elif what == "after-error":
+        add("AN-GRAMMAR-AFTER-ERROR", i, f"{typ} after the error event at frame #{_frame(at, rec['error'])}",
+            typ, "nothing after the error (ping at most)")
+    elif what == "error":
+        err = ev.get("error")
+        body = {k: err.get(k) for k in ("type", "message") if k in err} if isinstance(err, dict) else err
+        said = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else short(err)
+        add("AN-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({said})", body,
+            informational=True)
+    elif what == "after-stop":
+        add("AN-GRAMMAR-AFTER-STOP", i, f"{typ} after message_stop (frame #{_frame(at, rec['stop'])})", typ,
+            "nothing after message_stop (ping at most)")
+    elif what == "second-start":
+        add("AN-GRAMMAR-START", i, f"a second message_start (the first at frame #{_frame(at, rec['start'])})",
+            "message_start", "exactly one message_start")
+    elif what == "start":
+        _check_message_start(ev, i, add)
+    if rec.get("early"):
+        add("AN-GRAMMAR-START", i, f"{typ} before message_start", typ, "message_start first")
+    if what == "after-delta":
+        add("AN-GRAMMAR-ORDER", i, f"{typ} after the first message_delta (frame #{_frame(at, rec['delta'])})",
+            f"{typ} index {ev.get('index')}", "every content block before message_delta")
+    elif what == "block-start":
+        _block_start(rec, ev, i, add)
+    elif what in _BLOCK_EVENT:
+        _BLOCK_EVENT[what](rec, typ, ev, i, at, add)
+    elif what in ("message-delta", "message-stop"):
+        for key, btype, started in rec.get("closed") or ():
+            add("AN-GRAMMAR-BLOCK-UNSTOPPED", i, f"block {key} ({btype}, started at frame #{at[started]}) "
+                f"was never stopped before {typ}", f"block {key} still open", "content_block_stop first")
+        if what == "message-delta":
+            _message_delta(rec, ev, i, add)
+        elif rec.get("reason") is None:
+            where = (f"the last message_delta (frame #{at[rec['reason_at']]}) has stop_reason null"
+                     if rec.get("reason_at") is not None else "no message_delta set one")
+            add("AN-GRAMMAR-STOP-REASON", i, f"message_stop, but the message has no stop_reason: {where}",
+                "stop_reason null", "a stop_reason in the last message_delta")
+
+
+def _message_delta(rec: dict[str, Any], ev: dict[str, Any], i: int, add: Any) -> None:
+    usage = ev.get("usage")
+    if not isinstance(usage, dict) or not _is_int(usage.get("output_tokens")):
+        add("AN-GRAMMAR-DELTA-USAGE", i, "message_delta without an integer usage.output_tokens", usage,
+            '"usage": {"output_tokens": <int>} (cumulative)')
+    reason = rec.get("reason")
+    if reason is not None and not (isinstance(reason, str) and reason in STOP_REASONS):  # a list: no hash
+        add("AN-GRAMMAR-STOP-REASON", i, f"unknown stop_reason {reason!r}", reason, sorted(STOP_REASONS))
+
+
+def _block_start(rec: dict[str, Any], ev: dict[str, Any], i: int, add: Any) -> None:
+    idx = rec["index"]
+    if rec["open"]:
+        add("AN-GRAMMAR-ONE-OPEN", i, f"block {idx} started while block {rec['open'][0]} is open",
+            f"open: {rec['open']}", "content_block_stop first")
+    if rec["misplaced"]:
+        add("AN-GRAMMAR-INDEX", i, "block index is not the block's position", idx, rec["position"])
     cb = ev.get("content_block")
     if not isinstance(cb, dict) or not isinstance(cb.get("type"), str):
         add("AN-GRAMMAR-BLOCK-START", i, "content_block is not an object with a type", cb,
             '{"type": "text" | "tool_use" | "thinking" | ...}')
         cb = cb if isinstance(cb, dict) else {}
-    btype = cb.get("type")
-    if btype in _TOOL_BLOCKS:
+    if cb.get("type") in _TOOL_BLOCKS:
         problems = []
         if not isinstance(cb.get("id"), str) or not cb.get("id"):
             problems.append("id")
@@ -303,72 +220,88 @@ def _block_start(ev: dict[str, Any], i: int, blocks: dict[int, _Block], order: l
         if problems:
             add("AN-GRAMMAR-TOOL-START", i, f"tool_use start lacks a valid {', '.join(problems)}",
                 {k: cb.get(k) for k in ("id", "name", "input")}, "non-empty id and name, input {}")
-    signed = btype == "thinking" and isinstance(cb.get("signature"), str) and bool(cb.get("signature"))
-    key = idx if _is_int(idx) else -1 - len(order)
-    block = _Block(key, btype, i, signed)
-    blocks[key] = block
-    order.append(block)
 
 
-def _block_event(typ: str, ev: dict[str, Any], i: int, blocks: dict[int, _Block], add: Any) -> None:
-    idx = ev.get("index")
-    b = blocks.get(idx) if _is_int(idx) else None
-    delta = ev.get("delta") if typ == "content_block_delta" else None
-    dtype = delta.get("type") if isinstance(delta, dict) else None
-    if b is None:
-        add("AN-GRAMMAR-BLOCK-UNKNOWN", i, f"{typ} for block {idx!r}, which was never started",
-            f"index {idx!r}", f"one of the started blocks {sorted(k for k in blocks if k >= 0)}")
-        return
-    if not b.open:
-        if dtype == "signature_delta" and b.type == "thinking":
-            b.signed = b.signed or bool(delta.get("signature"))  # type: ignore[union-attr]
-            add("AN-GRAMMAR-SIGNATURE", i, f"signature_delta for thinking block {idx} after its "
-                f"content_block_stop (frame #{b.stop_frame})", "signature_delta after the stop",
-                "signature_delta before the stop")
-        else:
-            add("AN-GRAMMAR-BLOCK-CLOSED", i, f"{typ} for block {idx} after its content_block_stop "
-                f"(frame #{b.stop_frame})", dtype or typ, "nothing after the block's stop")
-        return
-    if typ == "content_block_stop":
-        b.open = False
-        b.stop_frame = i
-        if b.type in _TOOL_BLOCKS:
-            _check_tool_json(b, i, add)
-        return
-    allowed = _DELTAS_FOR.get(b.type) if isinstance(b.type, str) else None
-    fld = _DELTA_FIELD.get(dtype) if isinstance(dtype, str) else None
-    if allowed is not None and dtype not in allowed:
-        add("AN-GRAMMAR-DELTA-TYPE", i, f"{dtype} inside a {b.type} block", dtype, sorted(allowed))
-        return
-    if fld is not None and not isinstance(delta.get(fld[0]), fld[1]):  # type: ignore[union-attr]
-        add("AN-GRAMMAR-DELTA-TYPE", i, f"{dtype} without a valid `{fld[0]}`", delta,
-            f"`{fld[0]}` of type {fld[1].__name__}")
-        return
-    if allowed is not None and fld is None:
-        add("AN-GRAMMAR-DELTA-TYPE", i, f"malformed delta in a {b.type} block", delta, sorted(allowed))
-        return
-    if dtype == "thinking_delta" and b.sign_frame is not None:
-        add("AN-GRAMMAR-SIGNATURE", i, f"thinking_delta in block {idx} after its signature_delta "
-            f"(frame #{b.sign_frame})", "thinking_delta after the signature",
-            "all thinking before the signature")
-    elif dtype == "signature_delta":
-        b.sign_frame = i
-        b.signed = b.signed or bool(delta.get("signature"))  # type: ignore[union-attr]
-    elif dtype == "input_json_delta":
-        b.json.append(delta["partial_json"])  # type: ignore[index]
+Rec = dict[str, Any]
 
 
-def _check_tool_json(b: _Block, i: int, add: Any) -> None:
-    joined = "".join(b.json)
-    if joined.strip() == "":
-        return
-    try:
-        ok = isinstance(json.loads(joined), dict)
-    except (ValueError, RecursionError):
-        ok = False
-    if not ok:
-        add("AN-GRAMMAR-TOOL-JSON", i, f"tool input of block {b.index} does not join to a JSON object",
+def _unknown_block(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
+    idx = rec["index"]
+    add("AN-GRAMMAR-BLOCK-UNKNOWN", i, f"{typ} for block {idx!r}, which was never started", f"index {idx!r}",
+        f"one of the started blocks {rec['started']}")
+
+
+def _closed_block(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
+    idx, stop = rec["index"], at[rec["stop"]]
+    if rec["what"] == "signature-after-stop":
+        add("AN-GRAMMAR-SIGNATURE", i, f"signature_delta for thinking block {idx} after its "
+            f"content_block_stop (frame #{stop})", "signature_delta after the stop",
+            "signature_delta before the stop")
+    else:
+        add("AN-GRAMMAR-BLOCK-CLOSED", i, f"{typ} for block {idx} after its content_block_stop "
+            f"(frame #{stop})", rec["delta"] or typ, "nothing after the block's stop")
+
+
+def _block_stop(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
+    joined = rec["json"]  # one parse of tool input, the fold's (RFC 8259: NaN and Infinity are no JSON)
+    if rec["block"] in _TOOL_BLOCKS and joined.strip() != "" and not json_object_text(joined):
+        add("AN-GRAMMAR-TOOL-JSON", i, f"tool input of block {rec['index']} does not join to a JSON object",
             joined, "a JSON object")
+
+
+def _bad_delta(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
+    what, dtype, btype, delta = rec["what"], rec["delta"], rec["block"], ev.get("delta")
+    if what == "delta-type":
+        add("AN-GRAMMAR-DELTA-TYPE", i, f"{dtype} inside a {btype} block", dtype, rec["allowed"])
+    elif what == "delta-field":
+        add("AN-GRAMMAR-DELTA-TYPE", i, f"{dtype} without a valid `{rec['field']}`", delta,
+            f"`{rec['field']}` of type {rec['kind']}")
+    elif what == "delta-malformed":
+        add("AN-GRAMMAR-DELTA-TYPE", i, f"malformed delta in a {btype} block", delta, rec["allowed"])
+    else:  # thinking after the signature
+        add("AN-GRAMMAR-SIGNATURE", i, f"thinking_delta in block {rec['index']} after its signature_delta "
+            f"(frame #{at[rec['sign']]})", "thinking_delta after the signature",
+            "all thinking before the signature")
+
+
+_BLOCK_EVENT = {"unknown-block": _unknown_block, "signature-after-stop": _closed_block,
+                "block-closed": _closed_block, "block-stop": _block_stop, "delta-type": _bad_delta,
+                "delta-field": _bad_delta, "delta-malformed": _bad_delta,
+                "thinking-after-signature": _bad_delta}
+
+
+def _judge_end(g: dict[str, Any], events: list[Any], at: list[int], sink: Collector) -> None:
+    """What the state at the end of the stream says: signatures, a missing start or stop, blocks left
+    open, and the stop_reason against the last block."""
+    order = g.get("blocks") or ()
+    for b in order:  # a block stopped without any signature; one signed late is AN-GRAMMAR-SIGNATURE
+        if b["type"] == "thinking" and b["stop"] is not None and not b["signed"]:
+            sink.add("AN-GRAMMAR-SIGNATURE-MISSING", at[b["stop"]], f"thinking block {b['index']} was "
+                     "stopped without a signature", "no non-empty signature_delta",
+                     "signature_delta before content_block_stop")
+    if g.get("error") is None:  # an error ends a stream early: nothing missing at the end is judged then
+        if g.get("start") is None and not g.get("early"):
+            sink.at_end("AN-GRAMMAR-START", "no message_start in the stream", "no message_start",
+                        "message_start first")
+        if g.get("stop") is None:
+            last = events[-1].json.get("type") if events and isinstance(events[-1].json, dict) else None
+            sink.at_end("AN-GRAMMAR-STOP-MISSING", "the stream ended without message_stop",
+                        f"last event: {last}", "message_stop")
+            for b in order:
+                if b["open"]:
+                    sink.add("AN-GRAMMAR-BLOCK-UNSTOPPED", sink.last, f"block {b['index']} ({b['type']}, "
+                             f"started at frame #{at[b['start']]}) was never stopped before the stream ended",
+                             f"block {b['index']} still open", "content_block_stop first")
+    reason = g.get("reason")
+    if isinstance(reason, str) and reason in STOP_REASONS:
+        last_block = order[-1]["type"] if order else None
+        where = _frame(at, g["stop"] if g.get("stop") is not None else g.get("reason_at"))
+        if reason == "tool_use" and last_block != "tool_use":
+            sink.add("AN-GRAMMAR-STOP-TOOL-USE", where, "stop_reason tool_use but the message does not end "
+                     "with a tool_use block", f"last block: {last_block}", "a tool_use block last")
+        elif last_block == "tool_use" and reason in ("end_turn", "stop_sequence"):
+            sink.add("AN-GRAMMAR-STOP-TOOL-USE", where, f"the message ends with tool_use blocks but "
+                     f"stop_reason is {reason}", reason, "tool_use")
 
 
 def _check_message_start(ev: dict[str, Any], i: int, add: Any) -> None:
