@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harnesscheck.conformance import apis
 from harnesscheck.conformance.outcome import Level
+from harnesscheck.reference_server.faults import FAULTS
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
-APIS = ("anthropic", "chat", "responses")
+APIS = apis.NAMES  # the checked APIs (the registry's at import); their check-id prefixes are apis.PREFIXES
 ANY = "any"  # the `api` of a check that no single API owns (routes, errors, tokenize)
 
 
@@ -93,7 +95,7 @@ _CTX_RULES: dict[str, tuple[Level, str]] = {
     "CH-CTX-003:marker": _r(SHOULD, "none: as CH-CTX-001:marker, at the end of a session"),
     "RS-CTX-003:marker": _r(MUST, "client: as RS-CTX-001:marker, at the end of a session"),
     **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
-       for p in ("AN", "CH", "RS")},
+       for p in apis.PREFIXES},
     # the real clients' recorded sessions replayed (test_client_sessions.py; scenarios/clients)
     **{r: lvl for check, who in _CLIENT_CHECKS.items() for r, lvl in (
         (check, _r(MUST, f"client: {who} sends exactly this request (recorded); a refused request ends its turn "
@@ -208,7 +210,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     **{f"{p}-ERR-001:lenient": _r(SHOULD, "none: a malformed request answered 2xx breaks no official SDK or "
                                           "measured client (API_FACTS, request validation: accepting is at "
                                           "most SHOULD); the API itself refuses it with a 400")
-       for p in ("AN", "CH", "RS")},
+       for p in apis.PREFIXES},
     "AN-ERR-002": _r(MUST, "reference: Anthropic and OpenAI errors: an unknown model is 404 not_found"),
     "AN-ERR-002:generation": _r(SHOULD, "none: the references answer an unknown model with 404, but serving one "
                                         "model under any name (or another 4xx in shape) accepts a lenient request "
@@ -216,10 +218,10 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     # a follow-up turn (test_turns.py): a later turn's HTTP error is its own finding, not the earlier turn's
     **{f"{p}-TURN-001": _r(MUST, "reference: Anthropic and OpenAI errors: a request the server cannot take is a "
                                  "4xx (invalid_request_error); a 5xx says the server itself failed (api_error)")
-       for p in ("AN", "CH", "RS")},
+       for p in apis.PREFIXES},
     **{f"{p}-TURN-001:refused": _r(SHOULD, "none: a follow-up built from the endpoint's own complete answer "
                                            "refused with a 4xx stops the agent; no measured client run hit it")
-       for p in ("AN", "CH", "RS")},
+       for p in apis.PREFIXES},
     "AN-PREAMBLE-001": _r(SHOULD, "none: a cache-reuse goal (article 1: 168 / 912 / 169 ms)"),
     "AN-PREAMBLE-002": _r(SHOULD, "none: a cache-reuse goal (API_FACTS: the header as the only system block)"),
     **{f"AN-PREAMBLE-00{n}:cch": _r(SHOULD, "none: a cache-reuse goal for older clients' header (the article's "
@@ -302,7 +304,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                            "markup as text reaches the user as the answer and differs from "
                                            "the streamed tool deltas (vLLM 0.32, measured); no measured "
                                            "client breaks on it")
-       for p in ("AN", "CH", "RS")},
+       for p in apis.PREFIXES},
     # usage field by field (test_usage.py) and the non-streamed answer's shape (test_shape.py)
     "AN-USAGE-004": _r(SHOULD, "none: message_delta usage is cumulative (Anthropic streaming docs), and "
                                "anthropic-sdk-python accumulate_event overwrites message_start's split with it; a "
@@ -475,17 +477,17 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     # usage field by field: only a reported cache read (or write) tells the fields apart
     "AN-USAGE-004": (CACHE_HIT, CACHE_WRITE), "CH-USAGE-001:cached": (CACHE_HIT,), "RS-USAGE-001:cached": (CACHE_HIT,),
     # a later tool call proves nothing: calls held to the end of the turn still stream one after the other
-    **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in ("AN", "CH", "RS")},
+    **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in apis.PREFIXES},
     # tool_choice none and parallel tool use off mean something only where the same request called (twice);
     # strict arguments need a call; the cut-call rules an answer that reached the output limit
-    **{f"{a}-TOOLS-{n}": paths for a in ("AN", "CH", "RS")
+    **{f"{a}-TOOLS-{n}": paths for a in apis.PREFIXES
        for n, paths in (("002", (TOOL_USE,)), ("003", (PARALLEL,)), ("004", (TOOL_USE,)),
                         ("005", (CUT_CALL,)), ("005:markup", (CUT_CALL,)))},
     # an over-long prompt means something only against the window the endpoint announces; the session's
     # cache rule only where the endpoint reports cached tokens
-    **{r: (CONTEXT_WINDOW,) for p in ("AN", "CH", "RS") for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
+    **{r: (CONTEXT_WINDOW,) for p in apis.PREFIXES for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
                                                                    f"{p}-CTX-003:window", f"{p}-CTX-003:marker")},
-    **{f"{p}-CTX-004": (CACHE_HIT,) for p in ("AN", "CH", "RS")},
+    **{f"{p}-CTX-004": (CACHE_HIT,) for p in apis.PREFIXES},
     # the round trip only where the endpoint's answer had the recorded structure (the same tool calls)
     **{f"{c}:roundtrip": (CLIENT_ROUNDTRIP,) for c in _CLIENT_CHECKS},
 }
@@ -616,9 +618,16 @@ for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-re
                       ("AN-CLIENT-001", ("reject-history-thinking",))):
     _CLIENT_FAULTS[_check] = (*_CLIENT_FAULTS[_check], *_more)
 _OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
-_USAGE_FAULTS = {"AN": ("usage-current-turn-only",),
-                 "CH": ("usage-current-turn-only", "usage-cached-outside-prompt"),
-                 "RS": ("usage-current-turn-only", "usage-cached-outside-prompt")}
+_API_PAIRS = tuple((m.PREFIX, m.NAME) for m in apis.APIS.values())  # (check-id prefix, API) of each API
+
+
+def _bending(api: str, *faults: str) -> tuple[str, ...]:
+    """Those of ``faults`` that bend ``api``'s traffic (the fault's own ``apis``)."""
+    return tuple(f for f in faults if api in FAULTS[f].apis)
+
+
+_USAGE_FAULTS = {p: _bending(api, "usage-current-turn-only", "usage-cached-outside-prompt")
+                 for p, api in _API_PAIRS}
 
 
 def _c(id: str, api: str, title: str, level: Level, source: str, remedy: str, faults: tuple[str, ...] | str,
@@ -812,7 +821,7 @@ CHECKS: list[Check] = [
        "validate input items as the reference does; accept a request without input",
        ("bad-input-500", "wrong-error-shape", "rs-require-input", "lenient-input")),
     # --- tool_choice, parallel tool use off, strict arguments, a forced call cut off ---------------
-    *[c for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses")) for c in (
+    *[c for p, api in _API_PAIRS for c in (
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
            "force the call", MUST, "API_FACTS: tool_choice",
            "honour tool_choice (force the call by guided decoding, not the prompt)", "ignore-tool-choice"),
@@ -833,7 +842,7 @@ CHECKS: list[Check] = [
          "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
          "API_FACTS: errors; a cut call's arguments do not parse", "answer a malformed history with a 4xx in "
          "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"))
-      for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))],
+      for p, api in _API_PAIRS],
     # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
     _c("AN-USAGE-004", "anthropic", "message_start splits the prompt into input, cache read and cache creation "
        "tokens as the final usage does", SHOULD, "API_FACTS: message_delta usage is cumulative; the split of "
@@ -855,7 +864,7 @@ CHECKS: list[Check] = [
        "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
        ("nonstream-no-object", "rs-missing-call-id")),
     # --- the context window and usage across turns (test_context.py) ----------------------------
-    *[c for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses")) for c in (
+    *[c for p, api in _API_PAIRS for c in (
         _c(f"{p}-CTX-001", api, "An over-long prompt is refused with a 400 in the API's error shape carrying the "
            "overflow marker (Anthropic 'prompt is too long', OpenAI context_length_exceeded)",
            _highest(f"{p}-CTX-001", f"{p}-CTX-001:marker"),
@@ -879,7 +888,7 @@ CHECKS: list[Check] = [
          "API_FACTS: what the real clients send (scenarios/clients, captured from the clients)",
          "accept what the client sends; answer so that it can send the answer back", _CLIENT_FAULTS[check],
          witness="recorded client requests")
-      for check, who, api in ((c, w, {"AN": "anthropic", "CH": "chat", "RS": "responses"}[c[:2]])
+      for check, who, api in ((c, w, apis.by_prefix(c[:2]).NAME)
                               for c, w in _CLIENT_CHECKS.items())],
 ]
 
@@ -903,8 +912,8 @@ CHECKS += [
          "API_FACTS: request shapes and tool kinds (streamed tool arguments)",
          "stream each call's arguments as the non-streamed answer has them",
          ("stream-tool-input-empty", "invalid-tool-json", "strict-ignored",
-          *(("chat-stream-call-dropped",) if p == "CH" else ())),
-         witness="jsonschema") for p, api in (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))],
+          *_bending(api, "chat-stream-call-dropped")),
+         witness="jsonschema") for p, api in _API_PAIRS],
     _c("AN-REQ-004", "anthropic", "cache_control with ttl 1h, with scope, at the top level and on a sent-back "
        "thinking block is accepted", MUST, "API_FACTS: request shapes and tool kinds (cache_control)",
        "accept and ignore every form of cache_control", ("reject-cache-control-extensions",
@@ -1000,7 +1009,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "rs-fields-dropped": ("RS-REQ-002",),
     "rs-require-input": ("RS-ERR-001:allowed",),
     "reject-compressed-body": ("RS-REQ-001:zstd",),
-    "ignore-tool-choice": tuple(f"{p}-TOOLS-{r}" for p in ("AN", "CH", "RS")
+    "ignore-tool-choice": tuple(f"{p}-TOOLS-{r}" for p in apis.PREFIXES
                                 for r in ("001:forced", "001:named", "002")),
     "parallel-calls-not-disabled": ("AN-TOOLS-003", "CH-TOOLS-003", "RS-TOOLS-003"),
     "strict-ignored": ("AN-TOOLS-004", "CH-TOOLS-004", "RS-TOOLS-004"),
@@ -1009,12 +1018,12 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
     "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
-    **{f: tuple(f"{p}-CTX-{r}" for p in ("AN", "CH", "RS")
+    **{f: tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES
                 for r in ("001", "001:marker", "003:window", "003:marker"))
        for f in ("overflow-detail-shape", "overflow-500")},
-    "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in ("AN", "CH", "RS") for r in ("001:marker", "003:marker")),
-    "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in ("AN", "CH", "RS") for n in ("002", "003")),
-    "cache-static-prefix-only": tuple(f"{p}-CTX-004" for p in ("AN", "CH", "RS")),
+    "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES for r in ("001:marker", "003:marker")),
+    "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in apis.PREFIXES for n in ("002", "003")),
+    "cache-static-prefix-only": tuple(f"{p}-CTX-004" for p in apis.PREFIXES),
 }
 
 PLANTED.update({  # issue 30: request shapes and tool kinds
@@ -1034,6 +1043,7 @@ PLANTED.update({  # issue 30: request shapes and tool kinds
     "stream-tool-input-empty": ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006"),
     "chat-stream-call-dropped": ("CH-TOOLS-006",),
 })
+_more: tuple[str, ...]
 for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-input-500", ("RS-REQ-003:probe",)),
                       ("wrong-error-shape", ("RS-REQ-003:probe",)),
                       # the tool-kind and streamed-argument checks judge what these faults break too
