@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from harnesscheck.conformance import apis
 
-APIS = ("anthropic", "chat", "responses")  # apis.NAMES, written out: the CLI builds its parser without
-# importing the API modules (tests/conformance/test_apis.py holds the two equal)
+
+APIS = apis.NAMES  # the registry's names at import (the API modules import no httpx: cheap for the CLI parser)
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
 # The embedded reference server; it offers every optional feature its --server-arg values leave on. Its
 # context window (64K tokens, half the reference server's default) keeps the over-long prompts of the
@@ -54,15 +55,14 @@ PYTEST_PREFIX = "--hc-"  # the plugin's options: one prefix, so no bare name is 
 CLI_PREFIX = "--"
 
 
-def add_options(add: Callable[..., Any], *, prefix: str = CLI_PREFIX, files: bool = True) -> None:
+def add_options(add_argument: Callable[..., Any], *, prefix: str = CLI_PREFIX, files: bool = True) -> None:
     """Add every option as `PREFIX + NAME` (dest `hc_NAME` either way): `--endpoint` in the CLI,
     `--hc-endpoint` in pytest (prefix PYTEST_PREFIX). `files=False` leaves out where the results and
     transcripts go (the CLI's commands have one `--out` folder for both)."""
-    _add = add
 
-    def add(flag: str, **kwargs: Any) -> None:  # noqa: F811 - wraps the caller's add
+    def add(flag: str, **kwargs: Any) -> None:
         name = flag[2:]
-        _add(prefix + name, dest="hc_" + name.replace("-", "_"), **kwargs)
+        add_argument(prefix + name, dest="hc_" + name.replace("-", "_"), **kwargs)
 
     add("--endpoint", default=None, metavar="URL",
         help="base URL of the endpoint under test (e.g. http://localhost:8000); default: start the embedded "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnesscheck import __version__
+from harnesscheck.conformance import apis
 from harnesscheck.errors import HarnesscheckError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ SCHEMA_VERSION = "1.0"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
 
 OUTCOMES = ("pass", "fail", "skip", "inconclusive", "error")
-APIS = ("anthropic", "chat", "responses", "any")
+APIS = (*apis.NAMES, "any")  # the registry's APIs at import, and "any" (a check no single API owns)
 LEVELS = ("MUST", "SHOULD")
 
 __all__ = [
@@ -100,7 +101,8 @@ def results_document(run: dict[str, Any], checks: list[dict[str, Any]], **sectio
 @lru_cache(maxsize=1)
 def results_schema() -> dict[str, Any]:
     """The JSON Schema of a results document (a fresh parse, cached; do not mutate)."""
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
 
 
 @lru_cache(maxsize=1)

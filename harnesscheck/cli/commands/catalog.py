@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-CATALOG_APIS = ("anthropic", "chat", "responses", "any")
+from harnesscheck.reports.schema import APIS as CATALOG_APIS  # every API, and "any"
 
 NAME = "catalog"
 ORDER = 30

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from harnesscheck.conformance.apis import NAMES as APIS
+
 NAME = "trace"
 ORDER = 42
 HELP = "make, convert and check traces (from a capture, AIPerf, Mooncake, built-in workloads)"
@@ -27,7 +29,7 @@ AIPerf's output_length and extra are carried into Mooncake rows.
 Exit status: 0 done, 2 a missing or invalid input file (one line saying what and where).
 """
 _FORMATS = ["aiperf", "single_turn", "multi_turn", "mooncake", "mooncake_trace"]
-_APIS = ["anthropic", "chat", "responses"]
+_APIS = list(APIS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
