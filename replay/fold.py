@@ -55,9 +55,10 @@ VIEWS: dict[str, View] = {name: _view(module) for name, module in apis.APIS.item
 
 
 def view(api: str) -> View:
-    """The view of ``api``; KeyError (naming the APIs) for any other."""
-    apis.get(api)
-    return VIEWS[api]
+    """The view of ``api`` (a registered API's too: made from its module); KeyError (naming the APIs) for
+    any other."""
+    module = apis.get(api)
+    return VIEWS.get(api) or _view(module)
 
 
 # -- tool calls across snapshots ---------------------------------------------------------------

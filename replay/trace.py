@@ -90,6 +90,12 @@ def history_key(api: str) -> str:
     return known.history_key if known is not None else "messages"
 
 
+def text_history(api: str) -> bool:
+    """The API's history field may be one string (``Form.text_history``: Responses' ``input``)."""
+    known = FORMS.get(api)
+    return known is not None and known.text_history
+
+
 def is_answer_marker(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("$answer") == "previous" and len(entry) == 1
 
@@ -153,7 +159,7 @@ class TraceTurn:
 
     def __post_init__(self) -> None:
         if not self.path:
-            self.path = DEFAULT_PATHS.get(self.api, "")
+            self.path = apis.APIS[self.api].PATH if self.api in apis.APIS else ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"session": self.session, "turn": self.turn, "api": self.api, "path": self.path}
@@ -365,8 +371,8 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
     if unknown:
         errs.append(f"{where}: unknown field(s) {sorted(unknown)} (known: {sorted(_TURN_KEYS)})")
     api = d.get("api", "chat")
-    if api not in APIS:
-        errs.append(f"{where}: 'api' must be one of {list(APIS)}, got {api!r}")
+    if api not in apis.APIS:
+        errs.append(f"{where}: 'api' must be one of {list(apis.NAMES)}, got {api!r}")
     if "path" in d and (not isinstance(d["path"], str) or not d["path"].startswith("/")):
         errs.append(f"{where}: 'path' must start with '/', got {d['path']!r}")
     has_req, has_delta = d.get("request") is not None, d.get("delta") is not None
@@ -394,15 +400,15 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
             if not isinstance(delta.get("unset", []), list):
                 errs.append(f"{where}: delta 'unset' must be a list of field names")
     if has_req and isinstance(d["request"], dict):
-        errs += _body_problems(d["request"], api if api in APIS else "chat", f"{where}: request")
+        errs += _body_problems(d["request"], api if api in apis.APIS else "chat", f"{where}: request")
     if has_delta and isinstance(d["delta"], dict):
         delta = d["delta"]
         if not _objects(delta.get("append", [])):
             errs.append(f"{where}: delta 'append' entries must be JSON objects (history entries or "
                         "{\"$answer\": \"previous\"})")
         if isinstance(delta.get("set", {}), dict):
-            errs += _body_problems(delta.get("set") or {}, api if api in APIS else "chat", f"{where}: delta set",
-                                   history=False)
+            errs += _body_problems(delta.get("set") or {}, api if api in apis.APIS else "chat",
+                                   f"{where}: delta set", history=False)
         unset = delta.get("unset", [])
         if isinstance(unset, list) and not all(isinstance(x, str) for x in unset):
             errs.append(f"{where}: delta 'unset' must be a list of field names")
@@ -444,9 +450,9 @@ def _body_problems(body: Mapping[str, Any], api: str, where: str, *, history: bo
         value = body[key]
         if not history:
             errs.append(f"{where}: {key!r} belongs in 'append' (the history), not in 'set'")
-        elif not (_objects(value) or (api == "responses" and isinstance(value, str))):
+        elif not (_objects(value) or (text_history(api) and isinstance(value, str))):
             errs.append(f"{where}: {key!r} must be a list of JSON objects"
-                        + (" or a string" if api == "responses" else ""))
+                        + (" or a string" if text_history(api) else ""))
     for name in ("system", "instructions"):
         if name in body and body[name] is not None and not (isinstance(body[name], str) or _objects(body[name])):
             errs.append(f"{where}: {name!r} must be a string or a list of JSON objects")
@@ -493,7 +499,7 @@ def validate(trace: Trace) -> list[str]:
             errs.append(f"session {s.id!r} turn 0: the first turn must give the whole request")
             continue
         try:
-            answers = {t.turn: [] for t in s.turns if t.response is None}  # live slots: expand shape only
+            answers: dict[int, list[Any]] = {t.turn: [] for t in s.turns if t.response is None}  # live slots: expand shape only
             expand_session(s.turns, answers)
         except TraceError as exc:
             errs.append(f"session {s.id!r}: {exc}")

@@ -60,6 +60,7 @@ class Form:
     chat_messages: bool = False  # the history is OpenAI chat messages
     version_headers: dict[str, str] = field(default_factory=dict)  # headers the API requires on every request
     call_id_prefix: str = "call"  # how the API's tool call ids start
+    text_history: bool = False  # the history field may be one string (Responses' input)
 
     def model_entry(self, entry: Any) -> bool:
         """The history entry is the model's output (part of an answer)."""
@@ -156,6 +157,68 @@ def fold(source: Any, accumulate: Callable[[Any, Any], Any]) -> dict[str, Any] |
         if f.kind == "event" and isinstance(f.json, dict):
             snap = accumulate(f.json, snap)
     return snap
+
+
+@dataclass(slots=True)
+class CallTrace:
+    """One tool call of a stream as the API's fold placed it: ``frames`` every frame the fold placed in
+    it (its start, argument deltas, its end event where the wire has one), ``complete`` the frame where
+    the API's rule (``_complete``) made it complete (None: never)."""
+
+    key: Any
+    name: str
+    frames: list[int] = field(default_factory=list)
+    complete: int | None = None
+
+    @property
+    def ended(self) -> int:
+        """The frame where the model finished the call: the last frame placed in it up to the frame that
+        completed it (Chat marks no call's end: its last delta, before the next index or the finish that
+        tell a client so); -1 for a call with no frame."""
+        upto = [n for n in self.frames if self.complete is None or n <= self.complete]
+        return max(upto, default=self.complete if self.complete is not None else -1)
+
+
+@dataclass(slots=True)
+class StreamTrace:
+    """A stream read once, with the API's fold: per frame, the parts it placed something in and what it
+    closed; the tool calls in order of appearance; the text said per channel ("reasoning", "text")."""
+
+    calls: list[CallTrace] = field(default_factory=list)
+    said: list[tuple[str, str, int]] = field(default_factory=list)  # (channel, text, frame)
+    placed: list[tuple[int, tuple[Any, ...], Any]] = field(default_factory=list)  # (frame, parts, closed part)
+    snapshot: Snapshot = None
+
+
+def trace(api: Any, events: Iterable[tuple[int, Any]]) -> StreamTrace:
+    """Fold ``(frame index, decoded data)`` pairs with ``api.accumulate`` and read, after each, what the
+    fold recorded (``_at``, ``_said``, ``_closed``, ``_complete``) and the API's tool calls."""
+    out = StreamTrace()
+    calls: dict[Any, CallTrace] = {}
+    snap: Snapshot = None
+    for index, data in events:
+        if not isinstance(data, dict):
+            continue
+        snap = api.accumulate(data, snap)
+        if snap is None:
+            continue
+        at = snap.get("_at")
+        parts = at if isinstance(at, tuple) else () if at is None else (at,)
+        out.placed.append((index, parts, snap.get("_closed")))
+        out.said += [(channel, said, index) for channel, said in snap.get("_said") or ()]
+        for call in api.tool_calls(snap):
+            known = calls.get(call.key)
+            if known is None:
+                known = calls[call.key] = CallTrace(call.key, call.name)
+                out.calls.append(known)
+                known.frames.append(index)
+            elif call.key in parts:
+                known.frames.append(index)
+            known.name = known.name or call.name
+            if call.complete and known.complete is None:
+                known.complete = index
+    out.snapshot = snap
+    return out
 
 
 def unplaced(snapshot: dict[str, Any], what: str) -> dict[str, Any]:

@@ -54,7 +54,7 @@ _TEXT_STREAMS = {
 
 FORM = base.Form("input", "instructions", True, "input_text", ("authorization", "Bearer {key}"),
                  model_items=frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call"}),
-                 one_answer_entry=False)
+                 one_answer_entry=False, text_history=True)
 
 
 def headers(api_key: str | None = None) -> dict[str, str]:
@@ -148,7 +148,28 @@ def _get_at(items: Any, idx: Any) -> dict[str, Any]:
 
 
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    """Fold one event; return the new snapshot (the given one is not mutated).
+    """Fold one event; return the new snapshot (the given one is not mutated). ``_at`` is the output index
+    the event placed something in (None: none), ``_said`` the text it added as (channel, text), ``_closed``
+    the output index its ``output_item.done`` closed.
+    """
+    snap = _place(event, snapshot)
+    if not isinstance(event, dict):
+        return snap
+    typ, oi = event.get("type"), event.get("output_index")
+    placed = is_int(oi) and len(snap.get("_unplaced", ())) == len((snapshot or {}).get("_unplaced", ())) \
+        and oi in (snap.get("output") or {}) and typ not in ("error", *TERMINAL)
+    channel = _SAID.get(typ) if placed and isinstance(event.get("delta"), str) else None
+    return {**snap, "_at": oi if placed else None, "_said": ((channel, event["delta"]),) if channel else (),
+            "_closed": oi if placed and typ == "response.output_item.done" else None}
+
+
+# the channel of a text delta's words
+_SAID = {"response.output_text.delta": "text", "response.reasoning_text.delta": "reasoning",
+         "response.reasoning_summary_text.delta": "reasoning"}
+
+
+def _place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """Fold one event: the snapshot's content.
 
     Snapshot: ``{"response": the latest response object, "output": {output_index: item}}``; ``_complete``
     maps a function call's output_index to "arguments.done" or "item.done"; ``_end`` is set by a
