@@ -1,0 +1,300 @@
+"""A fourth API is one module (issue 32): a throwaway API, "echo", written here as the one module a
+newcomer would add to ``conformance/apis/`` (its own stream validator included: ``GRAMMAR`` names the
+module itself), registered with ``apis.register`` and nothing else, is picked up by every generic part
+of the kit that holds per-API knowledge: the registry's lists, the grammar lookup, the fold, the client
+runner's reading of a recorded exchange, replay's request forms, trace validation, its snapshot views,
+its timed fold and its HTTP client, and the error check's id.
+
+Each test would fail if a table or list keyed by the three API names came back in the part it drives
+(a KeyError, or the echo API missing from a list). Cheap: no server but one in-process socket that
+answers one recorded stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harnesscheck.conformance import apis, grammar
+from harnesscheck.conformance.apis import base
+from harnesscheck.conformance.wire.sse import decode_all
+
+NAME = "echo"
+MODULE = "harnesscheck_test_echo_api"  # where the throwaway module lives while a test runs
+
+# The whole API module, as a newcomer would write it in conformance/apis/echo.py. Its wire: SSE events
+# echo.start, echo.text, echo.call (a whole call at once), echo.end (stop and usage), echo.error.
+ECHO_SOURCE = '''
+from typing import Any
+
+from harnesscheck.conformance.apis import base
+from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.conformance.grammar.findings import Finding, frames_and_request
+
+NAME = "echo"
+PATH = "/v1/echo"
+PREFIX = "EC"
+LABEL = "Echo"
+SDK = ""
+SIGNS_THINKING = False
+MIN_OUTPUT_TOKENS = 1
+MAX_TOKENS_FIELD = "max_tokens"
+LENGTH_STOP = "length"
+GRAMMAR = __name__  # the validator below
+ALIASES = ("echo-api",)
+ANSWER_ENDS = ("echo.end",)
+BAD_REQUESTS = (("messages not an array", {"model": "{model}", "messages": 3}),)
+ALLOWED_REQUESTS = ()
+FORM = base.Form("messages", "system", True, "text", ("authorization", "Bearer {key}"),
+                 roles=("user", "assistant"))
+PER_CALL_END = True
+stream_grown = None
+
+
+def headers(api_key=None):
+    return base.headers(api_key)
+
+
+def first(scenario, model, *, stream=True):
+    user = {"role": "user", "content": base.user_text(scenario)}
+    return {"model": model, "stream": stream, "messages": [user]}
+
+
+def accumulate(event, snapshot):
+    if not isinstance(event, dict):
+        return snapshot
+    typ = event.get("type")
+    if typ == "echo.start":
+        return {"id": event.get("id"), "text": "", "calls": {}, "usage": {}, "stop": None}
+    if snapshot is None:
+        return None
+    if typ == "echo.text" and isinstance(event.get("text"), str):
+        return {**snapshot, "text": snapshot["text"] + event["text"]}
+    if typ == "echo.call" and base.is_int(event.get("index")):
+        key = event["index"]
+        call = {"id": event.get("id", ""), "name": event.get("name", ""),
+                "arguments": event.get("arguments", "")}
+        return base.completed({**snapshot, "calls": {**snapshot["calls"], key: call}}, key, "echo.call")
+    if typ == "echo.end":
+        return {**snapshot, "stop": event.get("stop"), "usage": dict(event.get("usage") or {}), "_end": True}
+    if typ == "echo.error":
+        return {**snapshot, "error": event.get("message")}
+    return base.unplaced(snapshot, str(typ))
+
+
+def final_message(source):
+    snap = base.fold(source, accumulate)
+    return None if snap is None else base.public(snap)
+
+
+final_answer = final_message
+
+
+def tool_calls(answer):
+    calls = (answer or {}).get("calls") or {}
+    done = (answer or {}).get("_complete") or {}
+    return [ToolCall(k, i, c["id"], c["name"], c["arguments"], k in done or "_complete" not in (answer or {}),
+                     done.get(k, "")) for i, (k, c) in enumerate(sorted(calls.items()))]
+
+
+def is_content(event):
+    return isinstance(event, dict) and event.get("type") in ("echo.text", "echo.call")
+
+
+def error_of(event):
+    return event.get("message") if isinstance(event, dict) and event.get("type") == "echo.error" else None
+
+
+stream_error = error_of
+
+
+def stream_history(snap):
+    snap = snap or {}
+    return [{"role": "assistant", "content": snap.get("text", ""),
+             "calls": [dict(c) for _, c in sorted((snap.get("calls") or {}).items())]}]
+
+
+def stream_structure(snap, kinds):
+    snap = snap or {}
+    return {"blocks": ["text"] if snap.get("text") else [],
+            "tool_calls": [c["name"] for _, c in sorted((snap.get("calls") or {}).items())],
+            "stop": snap.get("stop")}
+
+
+def stream_usage(snap):
+    return base.snapshot_usage(snap)
+
+
+def stream_stop(snap):
+    return (snap or {}).get("stop")
+
+
+def stream_ended(snap):
+    return base.snapshot_ended(snap)
+
+
+def answer_text(answer):
+    return "".join(e.get("content", "") for e in answer or [])
+
+
+def answer_call_ids(answer):
+    return [c["id"] for e in answer or [] for c in e.get("calls", [])]
+
+
+RULES = {
+    "EC-GRAMMAR-START": "The stream opens with echo.start.",
+    "EC-GRAMMAR-EVENT": "Every event after echo.start is one the fold places.",
+    "EC-GRAMMAR-ARGS": "A call's arguments are a JSON object.",
+    "EC-GRAMMAR-END": "The stream ends with echo.end.",
+}
+
+
+def validate(source, request=None):
+    """The grammar reads the fold's record: no stream state of its own."""
+    frames, _ = frames_and_request(source, request)
+    snap, out = None, []
+    for f in frames:
+        before = snap
+        snap = accumulate(f.json, snap)
+        if snap is None:
+            out.append(Finding("EC-GRAMMAR-START", f.index, "an event before echo.start"))
+        elif len(snap.get("_unplaced", ())) > len((before or {}).get("_unplaced", ())):
+            out.append(Finding("EC-GRAMMAR-EVENT", f.index, "an event the fold could not place",
+                               observed=snap["_unplaced"][-1]))
+    last = frames[-1].index if frames else None
+    for call in tool_calls(snap):
+        if not base.json_object_text(call.arguments):
+            out.append(Finding("EC-GRAMMAR-ARGS", last, "arguments not a JSON object",
+                               observed=call.arguments))
+    if not stream_ended(snap):
+        out.append(Finding("EC-GRAMMAR-END", last, "no echo.end"))
+    return out
+'''
+
+
+@pytest.fixture()
+def echo() -> Iterator[types.ModuleType]:
+    """The echo API module, registered for one test (and importable by its name, as GRAMMAR needs)."""
+    module = types.ModuleType(MODULE)
+    sys.modules[MODULE] = module
+    try:
+        exec(compile(ECHO_SOURCE, f"<{MODULE}>", "exec"), module.__dict__)
+        undo = apis.register(module)
+        try:
+            yield module
+        finally:
+            undo()
+    finally:
+        sys.modules.pop(MODULE, None)
+    assert NAME not in apis.NAMES and "EC" not in apis.PREFIXES  # the undo leaves the three
+
+
+EVENTS: list[dict[str, Any]] = [
+    {"type": "echo.start", "id": "e1"},
+    {"type": "echo.text", "text": "Looking "},
+    {"type": "echo.text", "text": "it up."},
+    {"type": "echo.call", "index": 0, "id": "call_1", "name": "lookup", "arguments": "{\"q\": \"pi\"}"},
+    {"type": "echo.end", "stop": "tool_use", "usage": {"input_tokens": 7, "output_tokens": 5}},
+]
+
+
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def _recorded(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A recorded exchange as the client runner reads it (agents/clients/turns.py)."""
+    return {"method": "POST", "url": "http://127.0.0.1:9/v1/echo?beta=1",
+            "frames": [{"data": json.dumps(e)} for e in events]}
+
+
+def test_the_registry_lists_a_registered_api(echo: types.ModuleType) -> None:
+    assert apis.NAMES[-1] == NAME and apis.PREFIXES[-1] == "EC" and len(apis.NAMES) == 4
+    assert apis.get(NAME) is echo and apis.by_prefix("EC") is echo
+    assert apis.for_path("/proxy/v1/echo?x=1") is echo and apis.for_path("/v1/nothing") is None
+    with pytest.raises(ValueError):
+        apis.register(echo)  # once only
+
+
+def test_grammar_finds_the_api_own_validator(echo: types.ModuleType) -> None:
+    assert grammar.module_for(NAME) is echo and grammar.module_for("echo-api") is echo
+    assert grammar.validate_for(NAME, decode_all(_sse(EVENTS))) == []
+    bad = [{"type": "echo.text", "text": "early"}, *EVENTS[:3], {"type": "echo.mystery"},
+           {**EVENTS[3], "arguments": "[1]"}]
+    rules = [f.rule for f in grammar.validate_for(NAME, decode_all(_sse(bad)))]
+    assert rules == ["EC-GRAMMAR-START", "EC-GRAMMAR-EVENT", "EC-GRAMMAR-ARGS", "EC-GRAMMAR-END"]
+
+
+def test_the_fold_and_the_client_runner_read_it(echo: types.ModuleType) -> None:
+    from harnesscheck.agents.clients import turns
+
+    answer = apis.get(NAME).final_message(decode_all(_sse(EVENTS)))
+    assert answer is not None and answer["text"] == "Looking it up." and answer["stop"] == "tool_use"
+    t = _recorded(EVENTS)
+    assert turns.api_of(t) is echo and turns.is_model_request(t)
+    assert turns.stream_complete(t) and not turns.stream_complete(_recorded(EVENTS[:-1]))
+    assert turns.tool_calls(t) == [{"id": "call_1", "name": "lookup", "arguments": "{\"q\": \"pi\"}"}]
+
+
+def test_replay_forms_traces_and_views_read_it(echo: types.ModuleType) -> None:
+    from harnesscheck.replay import fold, forms
+    from harnesscheck.replay.trace import TraceTurn, history_key, validate_turn_dict
+
+    assert forms.form(NAME) is echo.FORM and forms.FORMS[NAME] is echo.FORM and NAME in forms.FORMS
+    assert forms.api_for_path("/v1/echo") == NAME
+    assert TraceTurn(session="s", turn=0, api=NAME).path == "/v1/echo" and history_key(NAME) == "messages"
+    turn = {"session": "s", "turn": 0, "api": NAME, "request": {"model": "m", "messages": [{"role": "user",
+                                                                                           "content": "hi"}]}}
+    assert validate_turn_dict(turn) == []
+    watch, snap, completed = fold.CallWatch(NAME), None, []
+    for event in EVENTS:
+        snap = echo.accumulate(event, snap)
+        completed += [(c.name, source) for c, source in watch.step(snap)[1]]
+    assert completed == [("lookup", "echo.call")]
+    view = fold.view(NAME)
+    assert view.ended(snap) and view.stop(snap) == "tool_use" and view.usage(snap)["output_tokens"] == 5
+
+
+def test_replay_client_streams_it_over_http(echo: types.ModuleType) -> None:
+    from harnesscheck.replay.client import StreamClient, run_async
+
+    body = _sse(EVENTS)
+
+    async def main() -> Any:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with StreamClient(timeout=10, read_timeout=10) as client:
+                return await client.post(f"http://127.0.0.1:{port}{echo.PATH}", {"model": "m"}, api=NAME)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    r = run_async(main())
+    assert r.ok and r.finished, (r.status, r.error)
+    assert len(r.token_ns) == 3 and r.stop_reason == "tool_use" and r.usage["input_tokens"] == 7
+    assert [t.name for t in r.tool_ready] == ["lookup"] and r.answer is not None
+    assert r.structure == {"blocks": ["text"], "tool_calls": ["lookup"], "stop": "tool_use"}
+
+
+def test_the_error_check_names_it_by_its_prefix(echo: types.ModuleType) -> None:
+    from harnesscheck.conformance import test_errors
+
+    assert test_errors.check_of(NAME) == "EC-ERR-001"
+    assert echo.BAD_REQUESTS and base.Form is type(echo.FORM)
