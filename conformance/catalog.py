@@ -613,6 +613,7 @@ _CLIENT_FAULTS: dict[str, tuple[str, ...]] = {
 }
 # issue 30, request shapes and tool kinds: the recorded sessions carry what these faults refuse (Codex's
 # custom / namespace / web_search tools, id-less replayed items; Claude Code's thinking blocks sent back)
+_more: tuple[str, ...]  # in the loops below: one id or several
 for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-request-schema")),
                       ("RS-CLIENT-002", ("rs-function-tools-only",)), ("RS-CLIENT-003", ("rs-narrow-request-schema",)),
                       ("AN-CLIENT-001", ("reject-history-thinking",))):
@@ -1043,7 +1044,6 @@ PLANTED.update({  # issue 30: request shapes and tool kinds
     "stream-tool-input-empty": ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006"),
     "chat-stream-call-dropped": ("CH-TOOLS-006",),
 })
-_more: tuple[str, ...]
 for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-input-500", ("RS-REQ-003:probe",)),
                       ("wrong-error-shape", ("RS-REQ-003:probe",)),
                       # the tool-kind and streamed-argument checks judge what these faults break too

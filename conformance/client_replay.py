@@ -74,7 +74,8 @@ def answer_values(api: str, answer: dict[str, Any] | None) -> list[Value]:
             elif kind == "tool_use":
                 out += [("call", b.get("name")), ("call_id", b.get("id")), ("input", b.get("input"))]
     elif api == "chat":
-        message = answer.get("message") if isinstance(answer.get("message"), dict) else answer
+        inner = answer.get("message")
+        message: dict[str, Any] = inner if isinstance(inner, dict) else answer
         if isinstance(answer.get("choices"), list) and answer["choices"]:
             message = answer["choices"][0].get("message") or {}
         for key in ("reasoning_content", "reasoning"):
@@ -156,7 +157,7 @@ def mapping(api: str, recorded: dict[str, Any] | None,
             continue
         if isinstance(v, str):
             m.strings[v] = new if isinstance(new, str) else ""
-            if k == "call_id" and _alnum(v) != v:
+            if k == "call_id" and isinstance(new, str) and _alnum(v) != v:  # new: checked above
                 m.strings.setdefault(_alnum(v), _alnum(new))
             if k == "arguments":
                 _reserialised(v, new, m)
@@ -165,6 +166,7 @@ def mapping(api: str, recorded: dict[str, Any] | None,
     return m, "", ""
 
 
+_STYLES: tuple[dict[str, Any], ...]
 _STYLES = ({"separators": (",", ":")}, {}, {"separators": (",", ":"), "ensure_ascii": False},
            {"ensure_ascii": False})
 

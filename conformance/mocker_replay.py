@@ -50,7 +50,7 @@ def scripted_texts(reasoning_parser: str = "qwen3", tool_parser: str = "hermes")
                     parts.append(Part("tool_call", call=ToolCall(calls, f"call_{calls}", part.name, part.arguments)))
                     calls += 1
                 else:
-                    parts.append(Part(part.kind, part.text))  # type: ignore[arg-type]
+                    parts.append(Part(part.kind, part.text))
             reasoning = get_reasoning_parser(reasoning_parser)()
             tool = get_tool_parser(tool_parser)(tools=tools, id_factory=lambda i: f"call_{i}")
             # as the model writes it before its end token: no trailing whitespace (Qwen3's own template ends

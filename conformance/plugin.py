@@ -21,11 +21,11 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -46,6 +46,9 @@ from harnesscheck.conformance.results import CheckResult, Collector, write_resul
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_out
 from harnesscheck.conformance.wire.server_info import server_info
+
+if TYPE_CHECKING:
+    from pluggy import Result
 
 PACKAGE = Path(__file__).resolve().parent
 WORKERINPUT_KEY = "harnesscheck"  # in workerinput: the shared server and lock folder
@@ -127,7 +130,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     apis = set(split_apis(config.getoption("hc_apis")))
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         marker = item.get_closest_marker("check")
         if marker is None:
@@ -333,7 +337,8 @@ def hc(hc_session: Session, request: pytest.FixtureRequest) -> Iterator[Session]
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any],
+                              ) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     marker = item.get_closest_marker("check")
@@ -361,14 +366,16 @@ def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
     with its reason, a SHOULD failure an xfail (reported, never a failure of the run)."""
     if result.outcome is Outcome.INCONCLUSIVE and report.outcome != "skipped":
         report.outcome = "skipped"
-        report.longrepr = (str(getattr(report, "fspath", "")), None, f"INCONCLUSIVE: {result.message}")
+        # a skip's (path, line, reason); no line, as pytest's own skip of a whole item (typed int there)
+        report.longrepr = (str(getattr(report, "fspath", "")), None,  # type: ignore[assignment]
+                           f"INCONCLUSIVE: {result.message}")
     elif result.outcome is Outcome.FAIL and result.level is catalog.SHOULD:
         report.outcome = "skipped"
         report.wasxfail = f"SHOULD failed: {result.message}"
 
 
 def _attached(item: pytest.Item) -> tuple[Session | None, list[tuple[str, Any]]]:
-    hc: Session | None = item.funcargs.get("hc") if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
+    hc: Session | None = item.funcargs.get("hc") if hasattr(item, "funcargs") else None
     return hc, (list(hc.attached) if hc else [])
 
 

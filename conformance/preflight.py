@@ -232,10 +232,10 @@ class _Probe:
                     pass
 
     async def _fetch(self, method: str, path: str, state: dict[str, Any]) -> _Answer:
-        body = {"json": {}} if method == "POST" else {}
         raw = b""
         try:
-            async with self.client.stream(method, self.base + path, **body) as response:
+            json_body: dict[str, Any] | None = {} if method == "POST" else None
+            async with self.client.stream(method, self.base + path, json=json_body) as response:
                 state["status"] = response.status_code
                 async for chunk in response.aiter_bytes():
                     raw += chunk

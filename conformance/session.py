@@ -19,7 +19,7 @@ from harnesscheck.scenarios.loader import Scenario, get as get_scenario
 T = TypeVar("T")
 
 
-class Exchanges(list):  # type: ignore[type-arg]
+class Exchanges(list[tuple[str, Transcript]]):
     """One check's recorded (label, transcript) exchanges, and the paths its answers took (catalog.PATHS):
     cleared together, so the paths seen are always this check's. `recent` holds what the current try took;
     `notes` what the check says of how it judged (which witness spoke), shown with its result. The levers

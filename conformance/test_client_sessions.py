@@ -103,9 +103,9 @@ _REPLAYED: list[tuple[Session, dict[str, tuple[BaseException | None, list[tuple[
 
 
 def _replayed(hc: Session) -> dict[str, tuple[BaseException | None, list[tuple[str, Transcript]], set[str]]]:
-    for owner, results in _REPLAYED:
+    for owner, replayed in _REPLAYED:
         if owner is hc:
-            return results
+            return replayed
     results: dict[str, tuple[BaseException | None, list[tuple[str, Transcript]], set[str]]] = {}
     _REPLAYED[:] = [(hc, results)]  # one run's sessions at a time
     if hc.stalled:

@@ -149,7 +149,8 @@ def server_tool_problems(message: dict[str, Any]) -> list[str]:
                 f"{b.get('input')!r}): the client is asked to run a tool it never declared"
                 for b in blocks if b.get("type") == "tool_use" and b.get("name") in SERVER_RESULTS]
     results = {b.get("tool_use_id") for b in blocks if b.get("type") in SERVER_RESULTS.values()}
-    problems += [f"server_tool_use {b.get('name')} ({b.get('id')}) has no {SERVER_RESULTS.get(b.get('name'), 'result')} "
+    problems += [f"server_tool_use {b.get('name')} ({b.get('id')}) has no "
+                 f"{SERVER_RESULTS.get(str(b.get('name')), 'result')} "
                  "block: the server tool did not run"
                  for b in blocks if b.get("type") == "server_tool_use" and b.get("id") not in results]
     return problems
@@ -326,7 +327,8 @@ def test_codex_text_and_probe(hc: Session) -> None:
                 "a request whose text has no format")
     probe = {**_small(hc.body("responses", "plain_text"), "responses"), "max_output_tokens": 1}
     t = hc.post("responses", apis.responses.PATH, probe, label="a max_output_tokens 1 probe")
-    if t.ok or (400 <= t.status < 500 and apis.responses.is_error_body(t.json_body())):
+    if t.ok or (t.status is not None and 400 <= t.status < 500
+                and apis.responses.is_error_body(t.json_body())):
         return
     fail(f"a max_output_tokens 1 probe was answered HTTP {t.status} {t.text_body()[:200]}: expected an answer, or a "
          "4xx in OpenAI's error shape (the API's minimum is 16)", transcript=t, rule="RS-REQ-003:probe")

@@ -48,7 +48,7 @@ def _canonical(arguments: Any) -> str:
 
 
 def _an_shape(content: list[Any]) -> list[tuple[Any, ...]]:
-    out = []
+    out: list[tuple[Any, ...]] = []
     for b in content:
         b = b if isinstance(b, dict) else b.model_dump()
         if b["type"] == "text":
@@ -71,7 +71,7 @@ def _chat_shape(message: Any) -> tuple[Any, ...]:
 
 
 def _rs_shape(output: list[Any]) -> list[tuple[Any, ...]]:
-    out = []
+    out: list[tuple[Any, ...]] = []
     for item in output:
         item = item if isinstance(item, dict) else item.model_dump()
         if item["type"] == "message":

@@ -269,8 +269,9 @@ def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
             continue  # it ended before the limit, or the limit cut reasoning alone: no call was cut
         hc.saw(catalog.CUT_CALL)
         text = next((t for t in texts if MARKUP.search(t)), None)
-        if text is not None:
+        markup = MARKUP.search(text) if text is not None else None
+        if text is not None and markup is not None:  # the text was picked for holding markup
             fail(f"the forced call cut off by the limit came back ({how}) as text with tool-call markup "
-                 f"({MARKUP.search(text).group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
+                 f"({markup.group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
                  transcript=transcript, rule=f"{check_id}:markup")
     hc.require_exercised(check_id)

@@ -41,13 +41,15 @@ PATCH_GRAMMAR = "\n".join([
     'line: "+" /[^\\n]*/ LF',
     '%import common.LF'])
 PATCH = "*** Begin Patch\n*** Add File: notes/hello.txt\n+Hello, \"harnesscheck\" \\ é\n*** End Patch\n"
+APPLY_PATCH: dict[str, Any]
 APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files with a patch.",
                "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_GRAMMAR}}
-TICKET = {"type": "custom", "name": "ticket_id", "description": "Look a ticket up by its id.",
+TICKET: dict[str, Any] = {"type": "custom", "name": "ticket_id", "description": "Look a ticket up by its id.",
           "format": {"type": "grammar", "syntax": "regex", "definition": r"^[A-Z]{2,5}-[0-9]{1,6}$"}}
 SEARCH_DOCS = {"type": "function", "name": "search_docs", "description": "Search the documentation.",
                "strict": False, "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
                                                "required": ["query"]}}
+HOSTED: list[dict[str, Any]]
 HOSTED = [{"type": "namespace", "name": "mcp__docs", "description": "Tools of the docs MCP server.",
            "tools": [SEARCH_DOCS]},
           {"type": "web_search", "external_web_access": False},

@@ -20,6 +20,7 @@ from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.grammar import anthropic as grammar
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
+from harnesscheck.conformance.wire.transcript import Transcript
 
 
 def _total(usage: dict) -> int:
@@ -27,7 +28,7 @@ def _total(usage: dict) -> int:
                                                 "cache_read_input_tokens"))
 
 
-def _start_and_final(hc: Session, body: dict, label: str = "usage stream") -> tuple[dict, dict, object]:
+def _start_and_final(hc: Session, body: dict, label: str = "usage stream") -> tuple[dict, dict, Transcript]:
     transcript = hc.post("anthropic", apis.anthropic.PATH, body, stream=True, label=label)
     ok_response(transcript, "stream")
     start = next((f.json for f in transcript.events if isinstance(f.json, dict) and f.json.get("type") ==

@@ -18,7 +18,7 @@ and `run` exit 4).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -67,7 +67,13 @@ class CheckFailed(AssertionError):
         return list(dict.fromkeys(rules))
 
 
-class Inconclusive(pytest.skip.Exception):
+if TYPE_CHECKING:  # pytest.skip.Exception is set on the function at run time; mypy sees the class
+    from _pytest.outcomes import Skipped as _Skip
+else:
+    _Skip = pytest.skip.Exception
+
+
+class Inconclusive(_Skip):
     """The check could not judge the endpoint (see the module docstring for the causes). A skip to
     pytest (terminal, JUnit); the plugin maps it by type to the inconclusive outcome, with its cause."""
 
@@ -79,15 +85,15 @@ class Inconclusive(pytest.skip.Exception):
 
 
 def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,
-         rule: str | None = None) -> None:
+         rule: str | None = None) -> NoReturn:
     raise CheckFailed(message, finding=finding, transcript=transcript, rule=rule)
 
 
-def inconclusive(reason: str, *, cause: str = "not-exercised") -> None:
+def inconclusive(reason: str, *, cause: str = "not-exercised") -> NoReturn:
     raise Inconclusive(reason, cause=cause)
 
 
-def skip(reason: str) -> None:
+def skip(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 

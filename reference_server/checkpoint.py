@@ -153,7 +153,8 @@ def load_checkpoint(path: str | Path, *, chat_template: str | None = None) -> Ch
     tok_config = _read_json(model_dir / "tokenizer_config.json")
     gen_config = _read_json(model_dir / "generation_config.json")
     model_config = _read_json(model_dir / "config.json")
-    text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
+    inner = model_config.get("text_config")
+    text_config: dict[str, Any] = inner if isinstance(inner, dict) else {}
 
     if chat_template:
         template = template_from_option(chat_template)
@@ -175,8 +176,9 @@ def load_checkpoint(path: str | Path, *, chat_template: str | None = None) -> Ch
     end: list[int] = []
     for source in (gen_config, model_config, text_config):
         end.extend(_ids(source.get("eos_token_id")))
-    if eos is not None and tokenizer.hf.token_to_id(eos) is not None:
-        end.append(tokenizer.hf.token_to_id(eos))
+    eos_id = tokenizer.hf.token_to_id(eos) if eos is not None else None
+    if eos_id is not None:
+        end.append(eos_id)
     if eos is None and end:
         eos = tokenizer.hf.id_to_token(end[0])
     vocab = model_config.get("vocab_size") or text_config.get("vocab_size")

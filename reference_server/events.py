@@ -95,6 +95,7 @@ class Folded:
     def add(self, event: Event) -> None:
         match event:
             case ReasoningDelta(text=t) | TextDelta(text=t):
+                kind: Literal["reasoning", "text"]
                 kind = "reasoning" if isinstance(event, ReasoningDelta) else "text"
                 if self.parts and self.parts[-1].kind == kind:
                     self.parts[-1].text += t

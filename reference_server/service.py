@@ -255,7 +255,7 @@ class Turn:
                                 saw_call = True
                         step += events
                     more = ready is not None and taken < STEP_CHUNKS and (sent or not step) and not closes
-                    if more and ready():
+                    if more and ready is not None and ready():
                         continue
                     if step:
                         yield step

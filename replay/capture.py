@@ -187,7 +187,7 @@ class CaptureProxy:
             return web.json_response({"error": {"type": "proxy_error", "message": why}}, status=413)
         req_headers = list(request.headers.items())
         conn_tokens = {t.strip().lower() for v in request.headers.getall("connection", []) for t in v.split(",")}
-        fwd = CIMultiDict()
+        fwd: CIMultiDict[str] = CIMultiDict()
         for k, v in req_headers:
             low = k.lower()
             if low in HOP_BY_HOP or low in conn_tokens or low in ("host", "content-length"):

@@ -41,7 +41,7 @@ import json
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import orjson
 
@@ -293,7 +293,7 @@ class StreamClient:
         self.max_body_bytes = max_body_bytes
         self._pool: Pool | None = None
 
-    async def __aenter__(self) -> StreamClient:
+    async def __aenter__(self) -> Self:
         self._pool = Pool(self.limit, max_body_bytes=self.max_body_bytes)
         return self
 

@@ -199,8 +199,8 @@ def read_text(path: str | Path) -> str:
 
 
 def _rows(source: str | Path | Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
-    is_path = isinstance(source, str) and "\n" not in source and Path(source).is_file()
-    if isinstance(source, Path) or is_path:
+    if isinstance(source, Path) or (
+            isinstance(source, str) and "\n" not in source and Path(source).is_file()):
         lines = read_text(source).splitlines()
     elif isinstance(source, str):
         lines = source.splitlines()

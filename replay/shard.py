@@ -22,7 +22,7 @@ import os
 import queue as queue_mod
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,7 @@ class Shard:
         await asyncio.to_thread(self._go.wait)
 
 
-def _shard_main(target: Callable[[Shard], Awaitable[Any]], shard: Shard, results: Any) -> None:
+def _shard_main(target: Callable[[Shard], Coroutine[Any, Any, Any]], shard: Shard, results: Any) -> None:
     from harnesscheck.replay.client import run_async
 
     try:
@@ -68,8 +68,8 @@ def _shard_main(target: Callable[[Shard], Awaitable[Any]], shard: Shard, results
         results.put((shard.index, False, traceback.format_exc()))
 
 
-def run_sharded(target: Callable[[Shard], Awaitable[Any]], workers: int, processes: int, payload: Any,
-                *, timeout_s: float = 900.0) -> list[Any]:
+def run_sharded(target: Callable[[Shard], Coroutine[Any, Any, Any]], workers: int, processes: int,
+                payload: Any, *, timeout_s: float = 900.0) -> list[Any]:
     """Run ``target`` in ``len(split(workers, processes))`` processes; their results in shard order.
 
     ``target`` must be a module-level coroutine function (the processes are spawned, so it is

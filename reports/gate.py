@@ -137,8 +137,8 @@ class GateReport:
 
 
 def bootstrap_ratio_ci(
-    numerator: Sequence[float],
-    denominator: Sequence[float],
+    numerator: Sequence[float] | np.ndarray,
+    denominator: Sequence[float] | np.ndarray,
     *,
     n_boot: int = 2000,
     confidence: float = 0.95,
@@ -221,7 +221,8 @@ def _compare_checks(baseline: dict[str, Any], current: dict[str, Any], flaky: se
 
 def _samples(arm: dict[str, Any]) -> np.ndarray:
     xs = np.asarray([x for x in arm.get("samples") or [] if x is not None], dtype=float)
-    return xs[np.isfinite(xs)]
+    finite: np.ndarray = xs[np.isfinite(xs)]
+    return finite
 
 
 def _compare_benchmarks(

@@ -279,15 +279,16 @@ _SWEEP_ROWS = _sweep_rows()
 
 def _sweep(b: dict[str, Any]) -> dict[str, Any] | None:
     """A `bench load` sweep's view: the levels as columns of the vLLM-style table, and its plot."""
-    settings = b.get("settings") if isinstance(b.get("settings"), dict) else {}
-    figures = [f for f in settings.get("figures") or [] if isinstance(f, dict)] if isinstance(
-        settings.get("figures"), list) else []
+    raw = b.get("settings")
+    settings: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    listed = settings.get("figures")
+    figures = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
     if not figures:
         return None
     from harnesscheck.reports import plots
 
     kind = str(settings.get("sweep") or "")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, label, digits in _SWEEP_ROWS:
         if key is None:
             rows.append({"heading": label})

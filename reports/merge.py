@@ -86,7 +86,8 @@ def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> d
             raise ResultsError(f"$.turns[{n}]: a turn record is an object, got {type(rec).__name__}")
         if rec.get("ok") is not True:
             continue
-        api = rec.get("api") if isinstance(rec.get("api"), str) and rec.get("api") else "any"
+        named = rec.get("api")
+        api = named if isinstance(named, str) and named else "any"
         for key, name, _ in _REPLAY_FIGURES:
             value = rec.get(key)
             if value is None:

@@ -48,7 +48,7 @@ def summarize(results: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 def is_must_failure(check: dict[str, Any]) -> bool:
     """A check that failed (outcome `fail`) on a MUST rule (`level` MUST)."""
-    return check["level"] == "MUST" and check["outcome"] == "fail"
+    return bool(check["level"] == "MUST" and check["outcome"] == "fail")
 
 
 def must_failures(results: dict[str, Any], *, include_flaky: bool = True) -> list[dict[str, Any]]:

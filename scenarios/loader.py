@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @dataclass(frozen=True, slots=True)
 class ModelPart:
-    kind: str  # reasoning | text | tool_call
+    kind: Literal["reasoning", "text", "tool_call"]
     text: str = ""
     name: str = ""
     arguments: str = ""  # JSON object text (canonical: json.dumps, ensure_ascii=False)

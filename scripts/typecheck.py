@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
     cmd = [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
            "--cache-dir", str(view / ".mypy_cache"), *argv]
     env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
-    proc = subprocess.Popen(cmd, cwd=view, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(cmd, cwd=view, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
     assert proc.stdout is not None
     for line in proc.stdout:
         line = back.sub(lambda m: subs[m.group(1)] + "/", line)

@@ -63,7 +63,7 @@ def paired_differences(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
     xb = np.asarray(b, dtype=float)
     if xa.ndim != 1 or xb.ndim != 1 or xa.shape != xb.shape:
         raise ValueError(f"paired samples must be 1-D and of equal length, got {xa.shape} and {xb.shape}")
-    d = xb - xa
+    d: np.ndarray = xb - xa
     if not np.all(np.isfinite(d)):
         raise ValueError("paired samples contain a non-finite value")
     return d

@@ -88,6 +88,7 @@ def run_impact(out: Path, *, runs: tuple[tuple[str, str | None], ...] = DEFAULT_
                     progress(f"{fault or 'clean'} / {key}")
                 results = turns.run_client(client, inst, server.url, model, out / (fault or "clean"),
                                            timeout=timeout)
+                cell: dict[str, Any]
                 cell = {"turns": {t.turn: {"ok": t.ok, "failed": [c.id + ": " + c.detail[:200] for c in t.checks
                                                                    if not c.ok],
                                            "final_text": t.final_text[:200], "error": t.error[:300],

@@ -122,9 +122,10 @@ FIELDS = ("fallback_metadata", "base_instructions.chars", "base_instructions.hea
 
 
 def _get(d: dict[str, Any], path: str) -> Any:
+    value: Any = d
     for part in path.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
-    return d
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -95,6 +95,7 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
             if progress:
                 progress(f"{key}: {kit_error}")
             continue
+        by_turn: dict[str, dict[str, Any]]
         by_turn = {r.turn: {"ok": r.ok, "failed": [f"{c.id}: {c.detail[:300]}" for c in r.checks if not c.ok],
                             "error": r.error[:500], "final_text": r.final_text[:200], "seconds": r.seconds,
                             "timed_out": r.timed_out, "capture": r.capture} for r in results}

@@ -559,3 +559,26 @@ stream_usage = base.snapshot_usage
 stream_ended = base.snapshot_ended
 stream_grown = None  # blocks keep their own order
 PER_CALL_END = True  # content_block_stop ends each call
+
+
+# -- what a synthetic agent session writes (replay/workloads.py) -------------------------------------
+
+def agent_request(model: str, system: str, tools: list[Any], new: list[Any],
+                  max_tokens: int) -> dict[str, Any]:
+    """An agent's streamed first request: the system prompt as one text block, the tools, the new messages."""
+    return {"model": model, "max_tokens": max_tokens, "system": [{"type": "text", "text": system}],
+            "tools": tools, "messages": new, "stream": True}
+
+
+def history_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """An answer in history form: its texts, then its (call id, scenario part) tool calls."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    content += [{"type": "tool_use", "id": i, "name": c.name, "input": json.loads(c.arguments)}
+                for i, c in calls]
+    return [{"role": "assistant", "content": content}]
+
+
+def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """(call id, output) tool results in history form."""
+    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": r}
+                                         for i, r in results]}]

@@ -425,3 +425,26 @@ def stream_error(event: Any) -> str | None:
 
 stream_usage = base.snapshot_usage
 PER_CALL_END = False  # no per-call end on the wire: the next index or finish_reason ends a call
+
+
+# -- what a synthetic agent session writes (replay/workloads.py) -------------------------------------
+
+def agent_request(model: str, system: str, tools: list[Any], new: list[Any],
+                  max_tokens: int) -> dict[str, Any]:
+    """An agent's streamed first request: a system message, the new messages, the tools, usage asked for."""
+    return {"model": model, "messages": [{"role": "system", "content": system}, *new], "tools": tools,
+            "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def history_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """An answer in history form: its texts joined, then its (call id, scenario part) tool calls."""
+    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    if calls:
+        msg["tool_calls"] = [{"id": i, "type": "function",
+                              "function": {"name": c.name, "arguments": c.arguments}} for i, c in calls]
+    return [msg]
+
+
+def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """(call id, output) tool results in history form."""
+    return [{"role": "tool", "tool_call_id": i, "content": r} for i, r in results]

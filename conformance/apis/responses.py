@@ -457,3 +457,25 @@ def stream_usage(snap: Snapshot) -> dict[str, Any]:
 
 stream_grown = None  # items keep their own order
 PER_CALL_END = True  # function_call_arguments.done / output_item.done end each call
+
+
+# -- what a synthetic agent session writes (replay/workloads.py) -------------------------------------
+
+def agent_request(model: str, system: str, tools: list[Any], new: list[Any],
+                  max_tokens: int) -> dict[str, Any]:
+    """An agent's streamed first request: instructions, the new input items, the tools."""
+    return {"model": model, "instructions": system, "input": new, "tools": tools,
+            "max_output_tokens": max_tokens, "stream": True}
+
+
+def history_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """An answer in history form: a message item per text, then its (call id, scenario part) calls."""
+    items: list[dict[str, Any]] = [{"type": "message", "role": "assistant",
+                                    "content": [{"type": "output_text", "text": t}]} for t in texts]
+    return items + [{"type": "function_call", "call_id": i, "name": c.name, "arguments": c.arguments}
+                    for i, c in calls]
+
+
+def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """(call id, output) tool results in history form."""
+    return [{"type": "function_call_output", "call_id": i, "output": r} for i, r in results]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -175,7 +175,9 @@ def tool_choice_of(raw: Any) -> ToolChoice:
         raise ApiError(400, "tool_choice.type: expected auto, any, tool or none", param="tool_choice")
     if raw["type"] == "tool":
         return ToolChoice(mode="named", name=expect(raw, "name", str, required=True, where="tool_choice."))
-    return ToolChoice(mode={"auto": "auto", "any": "required", "none": "none"}[raw["type"]])
+    modes: dict[str, Literal["auto", "required", "none"]]
+    modes = {"auto": "auto", "any": "required", "none": "none"}
+    return ToolChoice(mode=modes[raw["type"]])
 
 
 # With this beta the budget covers every thinking block of a turn and may exceed max_tokens
@@ -318,6 +320,7 @@ class AnthropicStream:
             usage["cache_read_input_tokens"] = 0
         elif self.faults.on("usage-cache-only-in-final"):  # vLLM 0.32: the split only in message_delta
             usage = {"input_tokens": self.start_usage.prompt_tokens, "output_tokens": 1}
+        message: dict[str, Any]
         message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}
         return [sse("message_start", {"type": "message_start", "message": message}),

@@ -143,7 +143,8 @@ def tool_choice_of(raw: Any, *, hosted: bool = False) -> ToolChoice:
         if isinstance(raw.get("name"), str):  # Responses-style named choice
             return ToolChoice(mode="named", name=raw["name"])
         if raw.get("type") == "allowed_tools":
-            allowed = raw.get("allowed_tools") if isinstance(raw.get("allowed_tools"), dict) else raw
+            inner = raw.get("allowed_tools")
+            allowed: dict[str, Any] = inner if isinstance(inner, dict) else raw
             if allowed.get("mode") in ("auto", "required"):
                 return ToolChoice(mode=allowed["mode"])
         elif hosted and isinstance(raw.get("type"), str):
@@ -269,9 +270,10 @@ class ChatStream:
 
     def feed(self, event: Event) -> list[bytes]:
         if self.all_reasoning or self.drop_calls:
-            event = self._bent(event)
-            if event is None:
+            bent = self._bent(event)
+            if bent is None:
                 return []
+            event = bent
         if isinstance(event, ReasoningDelta):
             self.reasoning += event.text
             return [self._delta("reasoning_content", event.text)]

@@ -128,7 +128,7 @@ class ResponseStore:
     def _drop(self, response_id: str) -> None:
         """Remove a response and every stored response that continues it."""
         entry = self._items.get(response_id)
-        if entry is not None and entry.parent in self._items:
+        if entry is not None and entry.parent is not None and entry.parent in self._items:
             self._items[entry.parent].children.discard(response_id)
         stack = [response_id]
         while stack:
@@ -583,6 +583,7 @@ class ResponsesStream:
             if not self.open or self.open["type"] != "reasoning":
                 out += self._open({"id": f"rs_{self.id[5:]}_{len(self.output)}", "type": "reasoning", "summary": [],
                                    "content": [{"type": "reasoning_text", "text": ""}]})
+            assert self.open is not None
             self.open["content"][0]["text"] += event.text
             self._part("reasoning", event.text)
             out.append(self._delta("response.reasoning_text.delta", event.text, content=True))
@@ -591,6 +592,7 @@ class ResponsesStream:
                 out += self._open({"id": f"msg_{self.id[5:]}_{len(self.output)}", "type": "message",
                                    "status": "in_progress", "role": "assistant",
                                    "content": [{"type": "output_text", "text": "", "annotations": []}]})
+            assert self.open is not None
             self.open["content"][0]["text"] += event.text
             self._part("text", event.text)
             out.append(self._delta("response.output_text.delta", event.text, content=True, logprobs=True))
@@ -610,14 +612,16 @@ class ResponsesStream:
             out += self._open(item)
             self.parts.append(Part(kind="tool_call", call=ToolCall(index=event.index, id=event.id, name=event.name)))
         elif isinstance(event, ToolCallArgsDelta):
-            self.parts[-1].call.arguments += event.text
-            if self.open["type"] == "custom_tool_call":
+            call, opened = self.parts[-1].call, self.open
+            assert call is not None and opened is not None  # the ToolCallStart before it opened both
+            call.arguments += event.text
+            if opened["type"] == "custom_tool_call":
                 text = self._input.feed(event.text) if self._input and not self.empty_arguments else ""
                 if text:
-                    self.open["input"] += text
+                    opened["input"] += text
                     out.append(self._delta("response.custom_tool_call_input.delta", text))
             elif not self.empty_arguments:
-                self.open["arguments"] += event.text
+                opened["arguments"] += event.text
                 out.append(self._delta("response.function_call_arguments.delta", event.text))
         elif isinstance(event, ToolCallEnd):
             out += self._close()

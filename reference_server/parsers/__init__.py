@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
-from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser
+from harnesscheck.reference_server.parsers.base import ReasoningParser, ToolParser, _TextSplitter
 
 __all__ = [
     "ReasoningParser",
@@ -47,7 +47,7 @@ T = TypeVar("T", bound=ToolParser)
 
 
 def _register(table: dict, base: type, kind: str, name: str) -> Callable:
-    def decorator(cls: type) -> type:
+    def decorator(cls: type[_TextSplitter]) -> type[_TextSplitter]:
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise TypeError(f"{kind} parser {name!r} must subclass {base.__name__}, got {cls!r}")
         known = table.get(name)

@@ -63,6 +63,10 @@ class ToolParser(_TextSplitter):
         self.id_factory = id_factory
 
     @abstractmethod
+    def finish(self, *, cut: bool = False) -> list[ParsedEvent]:
+        """The end of the text; ``cut``: the output limit ended it (TaggedToolParser.finish)."""
+
+    @abstractmethod
     def render(self, call: ToolCall) -> str:
         """Raw model text for one tool call, separators included."""
 

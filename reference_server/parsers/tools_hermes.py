@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 from harnesscheck.reference_server.events import ParsedEvent, ToolCall, ToolCallArgsDelta, ToolCallEnd
 from harnesscheck.reference_server.parsers import register_tool_parser
@@ -214,6 +215,7 @@ class _HermesCall(CallScanner):
         text = self.raw[self.v0 : self.p]
         target, kind, self.kind = self.target, self.kind, ""
         try:
+            value: Any  # a JSON value
             value = json.loads(text) if target == "key" or kind == "scalar" or self.key == "name" else None
         except ValueError:
             return False

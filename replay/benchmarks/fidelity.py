@@ -117,6 +117,7 @@ class _Connection(asyncio.Protocol):
         self.t0 = 0
         self.busy = False
         self.transport: Any = None  # an asyncio.Transport (uvloop's does not subclass it)
+        self.writes: list[int] = []  # perf_counter_ns of each chunk written
         self.rid, self.t0_req, self.sent, self.writes = "", 0, 0, []  # the answer being sent
 
     def connection_made(self, transport: Any) -> None:

@@ -94,8 +94,13 @@ async def _measure(url: str, model: str, opts: OverlapOptions) -> dict[tuple[str
                     if not ex.calls:
                         raise RuntimeError(f"{scenario}/{api}: the turn made no tool call")
                     if measured:
+                        # run_turn returns after the barrier, so both ends are set
+                        assert ex.barrier_ns is not None and ex.stream_end_ns is not None
+                        ready = [c.ready_ns / 1e6 for c in ex.calls if c.ready_ns is not None]
+                        if len(ready) != len(ex.calls):
+                            raise RuntimeError(f"{arm}/{scenario}/{api}: a tool call never completed")
                         out.setdefault((scenario, api, arm), []).append(Sample(
-                            ex.barrier_ns / 1e6, ex.stream_end_ns / 1e6, [c.ready_ns / 1e6 for c in ex.calls]))
+                            ex.barrier_ns / 1e6, ex.stream_end_ns / 1e6, ready))
     return out
 
 

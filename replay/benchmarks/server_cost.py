@@ -58,9 +58,10 @@ from typing import Any
 from harnesscheck.replay.benchmarks import common
 from harnesscheck.replay.fold import view
 
-REFERENCE_FIGURE = {"source": "issue 24 (docs/benchmarks.md), this 2-core shared machine, 2026-12, Dynamo 1.6.1 "
-                              "frontend + CPU mocker, 15 s windows, Chat API",
-                    "tokens_per_frontend_cpu_s": {"8": 44300, "32": 56400}}
+REFERENCE_FIGURE: dict[str, Any] = {
+    "source": "issue 24 (docs/benchmarks.md), this 2-core shared machine, 2026-12, Dynamo 1.6.1 "
+              "frontend + CPU mocker, 15 s windows, Chat API",
+    "tokens_per_frontend_cpu_s": {"8": 44300, "32": 56400}}
 
 
 @dataclass
@@ -123,7 +124,8 @@ class _Server:
         if not self.url:
             self.__exit__()
             raise RuntimeError("reference server did not start:\n" + "".join(self.output))
-        threading.Thread(target=lambda: [self.output.append(x) for x in self.proc.stdout], daemon=True).start()
+        # the rest of its output, line by line as it comes (extend appends each line it reads)
+        threading.Thread(target=self.output.extend, args=(self.proc.stdout,), daemon=True).start()
         if wait_healthy(self.url, deadline):
             return self
         self.__exit__()
@@ -381,9 +383,11 @@ def _profile_top(path: str, top: int) -> list[dict[str, Any]]:
     import pstats
 
     st = pstats.Stats(path)
-    total = st.total_tt or 1.0
+    total = st.total_tt or 1.0  # type: ignore[attr-defined]  # set by Stats.load_stats, not in typeshed
     rows = []
-    for (file, line, fn), (_cc, nc, tt, ct, _callers) in sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]:
+    stats = st.stats  # type: ignore[attr-defined]  # the same: {(file, line, fn): (cc, nc, tt, ct, callers)}
+    by_own_time = sorted(stats.items(), key=lambda kv: -kv[1][2])
+    for (file, line, fn), (_cc, nc, tt, ct, _callers) in by_own_time[:top]:
         short = file.split("/site-packages/")[-1].split("/work/main/")[-1]
         rows.append({"function": f"{short}:{line}({fn})", "calls": nc, "own_s": round(tt, 3),
                      "own_share": round(tt / total, 4), "cumulative_s": round(ct, 3)})
@@ -468,7 +472,7 @@ def _document(windows: list[Window], streams: list[Stream], sides: list[Side], o
         {**base, "name": "server-cpu-per-frame", "title": "Server CPU per content frame (µs, one sample per window)",
          "unit": "µs", "settings": {k: v for k, v in settings.items() if k not in ("rows", "summary", "profile")},
          "arms": per_frame, "ratios": []}]
-    server = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": timing}
+    server: dict[str, Any] = {"kind": "embedded", "engine": "scripted", "faults": [], "timing": timing}
     if opts.endpoint:
         server = {"kind": "external", "engine": None, "faults": [], "timing": "unknown", "pid": opts.pid}
     run_settings = {"concurrency": opts.concurrency, "engine_delays": "reference: zero (--ttft-base-ms 0 "

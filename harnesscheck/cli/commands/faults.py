@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
         matrix = run_matrix(Path(args.out), faults=names, workers=args.workers, progress=done)
     path = write(matrix, Path(args.out))
-    rows = {}
+    rows: dict[str, list[str]] = {}
     for cell in matrix["cells"]:
         if cell["outcome"] in ("fail", "error"):
             rows.setdefault(cell["fault"], []).append(cell["check"] + ("" if cell["expected_fail"] else "!"))

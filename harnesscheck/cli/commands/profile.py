@@ -68,10 +68,11 @@ def run(args: argparse.Namespace) -> int:
             endpoint = stack.enter_context(ServerProcess(flags)).url
         profs = [profile.capture_profile(inst, endpoint, m, out / f"model{i}", timeout=args.timeout)
                  for i, m in enumerate(args.model)]
-    rows = profile.diff(*profs)
+    first, second = profs  # two --model ids, checked above
+    rows = profile.diff(first, second)
     doc = {"client": "codex", "codex_version": inst.version, "models": args.model, "profiles": profs, "diff": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1) if args.json else profile.render(*profs, rows))
+    print(json.dumps(doc, indent=1) if args.json else profile.render(first, second, rows))
     print(f"written: {out / 'profile.json'}")
     return 0 if all(p.get("ok") for p in profs) else 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 NAME = "serve"
 ORDER = 20
@@ -26,8 +28,9 @@ in use or not allowed).
 """
 
 
-def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
-    parser.add_argument(f"--{name}", default=default, action=argparse.BooleanOptionalAction,
+def _bool_flag(add_argument: Callable[..., Any], name: str, default: bool, help: str) -> None:
+    """``--NAME`` / ``--no-NAME`` through ``add_argument`` (a parser's or an argument group's)."""
+    add_argument(f"--{name}", default=default, action=argparse.BooleanOptionalAction,
                         help=f"{help} (default: {'on' if default else 'off'})")
 
 
@@ -39,9 +42,13 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--model-id", action="append", dest="model_ids", metavar="ID[=FAMILY]",
                    help="served model id, repeatable; FAMILY is nemotron, qwen3 or deepseek_r1 (guessed from the id "
                         f"otherwise). Default: {', '.join(DEFAULT_MODEL_IDS)}")
-    _bool_flag(g, "enable-anthropic-api", True, "serve /v1/messages (off reproduces Dynamo's default: 404)")
-    _bool_flag(g, "strip-anthropic-preamble", True, "strip the x-anthropic-billing-header line before tokenizing")
-    _bool_flag(g, "enable-streaming-tool-dispatch", True, "Chat: send event: tool_call_dispatch per complete call")
+    flag = g.add_argument
+    _bool_flag(flag, "enable-anthropic-api", True,
+               "serve /v1/messages (off reproduces Dynamo's default: 404)")
+    _bool_flag(flag, "strip-anthropic-preamble", True,
+               "strip the x-anthropic-billing-header line before tokenizing")
+    _bool_flag(flag, "enable-streaming-tool-dispatch", True,
+               "Chat: send event: tool_call_dispatch per complete call")
     g.add_argument("--reasoning-parser", default="", help="reasoning parser name, or 'none' "
                    "(default: the model family's: nemotron_deci, qwen3, deepseek_r1)")
     g.add_argument("--tool-call-parser", default="", help="tool-call parser name, or 'none' "
