@@ -16,7 +16,6 @@ message), like many users of one harness.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from harnesscheck.conformance import apis
@@ -115,76 +114,18 @@ def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-# How this workload writes each API's first request, answer and tool results (its own shapes: the
-# system prompt as blocks for Anthropic, texts before tool calls), keyed by API name.
-
-def _anthropic_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
-    return {"model": model, "max_tokens": max_tokens, "system": [{"type": "text", "text": system}], "tools": tools,
-            "messages": new, "stream": True}
-
-
-def _chat_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
-    return {"model": model, "messages": [{"role": "system", "content": system}, *new], "tools": tools,
-            "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
-
-
-def _responses_first(model: str, system: str, tools: list[Any], new: list[Any], max_tokens: int) -> dict[str, Any]:
-    return {"model": model, "instructions": system, "input": new, "tools": tools, "max_output_tokens": max_tokens,
-            "stream": True}
-
-
-def _anthropic_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
-    content += [{"type": "tool_use", "id": i, "name": c.name, "input": json.loads(c.arguments)} for i, c in calls]
-    return [{"role": "assistant", "content": content}]
-
-
-def _chat_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
-    if calls:
-        msg["tool_calls"] = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                             for i, c in calls]
-    return [msg]
-
-
-def _responses_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = [{"type": "message", "role": "assistant",
-                                    "content": [{"type": "output_text", "text": t}]} for t in texts]
-    return items + [{"type": "function_call", "call_id": i, "name": c.name, "arguments": c.arguments}
-                    for i, c in calls]
-
-
-def _anthropic_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": r}
-                                         for i, r in results]}]
-
-
-def _chat_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [{"role": "tool", "tool_call_id": i, "content": r} for i, r in results]
-
-
-def _responses_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [{"type": "function_call_output", "call_id": i, "output": r} for i, r in results]
-
-
-_SHAPES: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., list[Any]], Callable[..., list[Any]]]] = {
-    "anthropic": (_anthropic_first, _anthropic_answer, _anthropic_results),
-    "chat": (_chat_first, _chat_answer, _chat_results),
-    "responses": (_responses_first, _responses_answer, _responses_results),
-}
-
-
 def agent_coding(*, sessions: int = 4, turns: int = 5, prompt_tokens: int = 8000, api: str = "anthropic",
                  model: str = "", think_ms: float = 2000.0, tool_ms: float = 300.0, max_tokens: int = 4096) -> Trace:
     """An agent coding session per ``sessions``, ``turns`` requests each, first prompt ~``prompt_tokens``."""
-    if api not in apis.NAMES:
+    if api not in apis.APIS:
         raise ValueError(f"api must be one of {sorted(apis.NAMES)}")
     if sessions < 1 or turns < 1:
         raise ValueError("sessions and turns must be >= 1")
     mod = apis.get(api)
     if max_tokens < mod.MIN_OUTPUT_TOKENS:  # the request would be invalid (Responses: at least 16)
         raise ValueError(f"max_tokens must be >= {mod.MIN_OUTPUT_TOKENS} for the {api} API")
-    first, answer, results = _SHAPES[api]
+    # the API module's own shapes: its agent request, an answer and tool results in history form
+    first, answer, results = mod.agent_request, mod.history_answer, mod.history_results
     prefix = f"{form(api).call_id_prefix}_wl"
     scenario = get_scenario("agent_session")
     tools = mod.tools(_Tools)
