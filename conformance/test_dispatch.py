@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance.apis.base import trace
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
 from harnesscheck.conformance.wire.transcript import Transcript
@@ -45,8 +46,8 @@ def _value(arguments: object) -> object:
 @dataclass
 class _Call:
     name: str
-    frames: list[int] = field(default_factory=list)  # frames carrying the call (start, argument deltas)
-    complete: int | None = None  # the frame where the call became complete
+    frames: list[int] = field(default_factory=list)  # frames the fold placed in the call (start, deltas, end)
+    complete: int | None = None  # the frame where the model finished the call (CallTrace.ended)
 
 
 @dataclass
@@ -57,85 +58,22 @@ class _Stream:
     calls: list[_Call] = field(default_factory=list)
     content: list[int] = field(default_factory=list)  # every frame that carries model output
 
-    def text(self, channel: str, frame: int, value: object) -> None:
-        if isinstance(value, str) and value:
-            self.chars[channel].extend((c, frame) for c in value if not c.isspace())
-            self.content.append(frame)
-
-
-Keyed = dict[object, _Call]  # block index / output_index / tool-call index -> call
-
-
-def _anthropic_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
-    """A tool_use block is complete at its content_block_stop."""
-    kind = data.get("type")
-    block = data.get("content_block") or {}
-    delta = data.get("delta") or {}
-    if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
-        keyed[data.get("index")] = call = _Call(str(block.get("name")), [index])
-        s.calls.append(call)
-        s.content.append(index)
-    elif kind == "content_block_delta" and isinstance(delta, dict):
-        if delta.get("type") == "input_json_delta" and data.get("index") in keyed:
-            keyed[data.get("index")].frames.append(index)
-            s.content.append(index)
-        s.text("reasoning", index, delta.get("thinking"))
-        s.text("text", index, delta.get("text"))
-    elif kind == "content_block_stop" and data.get("index") in keyed:
-        call = keyed[data.get("index")]
-        call.complete = index if call.complete is None else call.complete
-
-
-def _responses_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
-    """A function_call item is complete at its arguments.done or output_item.done, the first of them."""
-    kind = data.get("type")
-    item = data.get("item") or {}
-    oi = data.get("output_index")
-    is_call = isinstance(item, dict) and item.get("type") == "function_call"
-    if kind == "response.output_item.added" and is_call:
-        keyed[oi] = call = _Call(str(item.get("name")), [index])
-        s.calls.append(call)
-        s.content.append(index)
-    elif kind == "response.function_call_arguments.delta" and oi in keyed:
-        keyed[oi].frames.append(index)
-        s.content.append(index)
-    elif kind in ("response.function_call_arguments.done", "response.output_item.done") and oi in keyed:
-        call = keyed[oi]
-        call.complete = index if call.complete is None else call.complete
-    elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-        s.text("reasoning", index, data.get("delta"))
-    elif kind == "response.output_text.delta":
-        s.text("text", index, data.get("delta"))
-
-
-def _chat_frame(s: _Stream, keyed: Keyed, index: int, data: dict) -> None:
-    """A streamed tool call (choice 0) is complete with its last delta."""
-    for choice in data.get("choices") or []:
-        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-            continue
-        delta = choice.get("delta") or {}
-        s.text("reasoning", index, delta.get("reasoning_content") or delta.get("reasoning"))
-        s.text("text", index, delta.get("content"))
-        for tc in delta.get("tool_calls") or []:
-            at = tc.get("index") if isinstance(tc, dict) else None
-            if at not in keyed:
-                keyed[at] = _Call(str((tc.get("function") or {}).get("name")))
-                s.calls.append(keyed[at])
-            keyed[at].frames.append(index)
-            keyed[at].complete = index  # complete with its last delta
-            s.content.append(index)
-
-
-_FRAME_READERS = {"anthropic": _anthropic_frame, "chat": _chat_frame, "responses": _responses_frame}
-
 
 def _parse(api: str, t: Transcript) -> _Stream:
-    """The stream's model output by frame, for each API's event grammar."""
+    """The stream's model output by frame, read with the API's fold (apis.base.trace): the text each
+    frame said, and each tool call's frames and the frame where the model finished it (the API's rule:
+    Anthropic the block's content_block_stop, Responses the first of arguments.done and output_item.done,
+    Chat its last delta before the next index or the finish)."""
     s = _Stream()
-    keyed: Keyed = {}
-    read = _FRAME_READERS[api]
-    for f in t.events:
-        read(s, keyed, f.index, f.json if isinstance(f.json, dict) else {})
+    traced = trace(apis.get(api), ((f.index, f.json) for f in t.events))
+    for channel, said, frame in traced.said:
+        if said:
+            s.chars[channel].extend((c, frame) for c in said if not c.isspace())
+            s.content.append(frame)
+    for call in traced.calls:
+        s.calls.append(_Call(call.name, list(call.frames), call.ended))
+        s.content += call.frames
+    s.content.sort()
     return s
 
 
@@ -265,17 +203,12 @@ def test_chat_tool_call_dispatch_frames(hc: Session) -> None:
         if "tool-dispatch" in hc.endpoint.expect:
             fail("no tool_call_dispatch frame, though the endpoint is declared to offer it", transcript=t)
         skip("the endpoint sends no tool_call_dispatch frames (declare --expect tool-dispatch to require them)")
-    streamed: dict[int, dict] = {}
-    last_args_frame: dict[int, int] = {}
+    api = apis.get("chat")
+    traced = trace(api, ((f.index, f.json) for f in t.events if f.event != "tool_call_dispatch"))
+    streamed = {c.key: {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in api.tool_calls(traced.snapshot)}
+    last_args_frame = {c.key: max(c.frames, default=-1) for c in traced.calls}
     done_index = next((f.index for f in t.events if f.data == "[DONE]"), None)
-    for f in t.events:
-        for choice in (f.json or {}).get("choices") or [] if isinstance(f.json, dict) else []:
-            for call in (choice.get("delta") or {}).get("tool_calls") or []:
-                entry = streamed.setdefault(call.get("index"), {"id": "", "name": "", "arguments": ""})
-                entry["id"] = entry["id"] or call.get("id") or ""
-                entry["name"] = entry["name"] or (call.get("function") or {}).get("name") or ""
-                entry["arguments"] += (call.get("function") or {}).get("arguments") or ""
-                last_args_frame[call.get("index")] = f.index
     seen: set[int] = set()
     for f in frames:
         data = f.json if isinstance(f.json, dict) else None

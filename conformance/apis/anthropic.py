@@ -122,7 +122,8 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     the fold started from ``recording()``: then the events before it are recorded too. Tool input is
     buffered in the block's ``_partial_json`` and parsed at its stop. An event it cannot place leaves the
     content as it was and is recorded in ``_unplaced``; ``_complete`` maps a tool block's index to "stop";
-    ``_end`` is set by message_stop. ``_at`` is the content position the event was placed in (None: none),
+    ``_end`` is set by message_stop. ``_at`` is the content position of the block the event belongs to (its
+    wire index among the started blocks, whether or not the content could take it; None: none),
     and ``_g`` / ``_event`` the stream's state and what this event did to it (``record``): what the
     grammar validator judges.
     """
@@ -137,7 +138,19 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         at = len(placed.get("content") or ()) - 1
     if len(placed.get("_unplaced", ())) > len((snapshot or {}).get("_unplaced", ())):
         at = None
-    return {**placed, "_g": g, "_event": rec, "_at": at if is_int(at) else None}
+    idx = event.get("index")  # the block the wire names, by its place among the started blocks
+    if str(event.get("type")).startswith("content_block_") and is_int(idx) and idx in g["where"]:
+        at = g["where"][idx]
+    delta = event.get("delta") if at is not None and event.get("type") == "content_block_delta" else None
+    said = _SAID.get(delta["type"]) if isinstance(delta, dict) and isinstance(delta.get("type"), str) else None
+    words = delta.get(said[1]) if said and isinstance(delta, dict) else None
+    return {**placed, "_g": g, "_event": rec, "_at": at if is_int(at) else None,
+            "_said": ((said[0], words),) if said and isinstance(words, str) else (),
+            "_closed": at if rec["what"] == "block-stop" else None}
+
+
+# the text a placed delta adds: (channel, the delta's field)
+_SAID = {"text_delta": ("text", "text"), "thinking_delta": ("reasoning", "thinking")}
 
 
 def recording() -> dict[str, Any]:
@@ -331,7 +344,7 @@ def _record_block(typ: str, event: dict[str, Any], n: int, where: dict[Any, int]
         return {**rec, "what": "block-stop", "json": b["json"]}
     allowed = DELTAS_FOR.get(b["type"]) if isinstance(b["type"], str) else None
     fld = DELTA_FIELD.get(dtype) if isinstance(dtype, str) else None
-    if allowed is not None and dtype not in allowed:
+    if allowed is not None and not (isinstance(dtype, str) and dtype in allowed):  # a list would not hash
         return {**rec, "what": "delta-type", "allowed": sorted(allowed)}
     if fld is not None and not isinstance(delta.get(fld[0]), fld[1]):  # type: ignore[union-attr]
         return {**rec, "what": "delta-field", "field": fld[0], "kind": fld[1].__name__}

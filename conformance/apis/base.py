@@ -217,7 +217,7 @@ def trace(api: Any, events: Iterable[tuple[int, Any]]) -> StreamTrace:
                 known = calls[call.key] = CallTrace(call.key, call.name)
                 out.calls.append(known)
                 known.frames.append(index)
-            elif call.key in parts:
+            elif call.key in parts and not snap.get("_said"):  # words said in a call's part are words
                 known.frames.append(index)
             known.name = known.name or call.name
             if call.complete and known.complete is None:

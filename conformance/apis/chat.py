@@ -120,7 +120,34 @@ def malformed_history(body: Any) -> str:
 # -- the fold -------------------------------------------------------------------------------
 
 def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Fold one chunk; return the new snapshot (the given one is not mutated).
+    """Fold one chunk; return the new snapshot (the given one is not mutated). ``_at`` names the parts of
+    choice 0 the chunk placed something in ("reasoning", "text", tool-call indices), ``_said`` the text it
+    added as (channel, text); a Chat stream closes no part on the wire (``_closed`` None).
+    """
+    snap = _place(chunk, snapshot)
+    if snap is None or not isinstance(chunk, dict) or "error" in chunk:
+        return snap
+    at: list[Any] = []
+    said: list[tuple[str, str]] = []
+    for c in chunk.get("choices") if isinstance(chunk.get("choices"), list) else ():
+        delta = c.get("delta") if isinstance(c, dict) and is_int(c.get("index")) and c["index"] == 0 else None
+        if not isinstance(delta, dict):
+            continue
+        for rkey, channel in _CHANNELS:
+            if isinstance(delta.get(rkey), str):
+                said.append((channel, delta[rkey]))
+                at.append(channel)
+        tcs = delta.get("tool_calls")
+        at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
+            if isinstance(tcs, list) else []
+    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said), "_closed": None}
+
+
+_CHANNELS = (("reasoning_content", "reasoning"), ("reasoning", "reasoning"), ("content", "text"))
+
+
+def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Fold one chunk: the snapshot's content.
 
     Snapshot: ``{"id", "model", "created", "choices": {index: choice}, "usage"}``, each choice
     ``{"index", "role", "content", "reasoning_content", "tool_calls": {index: call}, "finish_reason"}``;

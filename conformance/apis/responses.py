@@ -158,8 +158,9 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     typ, oi = event.get("type"), event.get("output_index")
     placed = is_int(oi) and len(snap.get("_unplaced", ())) == len((snapshot or {}).get("_unplaced", ())) \
         and oi in (snap.get("output") or {}) and typ not in ("error", *TERMINAL)
-    channel = _SAID.get(typ) if placed and isinstance(event.get("delta"), str) else None
-    return {**snap, "_at": oi if placed else None, "_said": ((channel, event["delta"]),) if channel else (),
+    words = event.get("delta")
+    channel = _SAID.get(typ) if placed and isinstance(typ, str) and isinstance(words, str) else None
+    return {**snap, "_at": oi if placed else None, "_said": ((channel, words),) if channel else (),
             "_closed": oi if placed and typ == "response.output_item.done" else None}
 
 
@@ -195,7 +196,7 @@ def _place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
         if isinstance(event.get("item"), dict):
             output[oi] = dict(event["item"])
             snap["output"] = output
-            if typ == "response.output_item.done" and event["item"].get("type") in CALL_ITEMS:
+            if typ == "response.output_item.done" and str(event["item"].get("type")) in CALL_ITEMS:
                 snap = base.completed(snap, oi, "item.done")
         return snap
     item = output.get(oi)
@@ -266,7 +267,7 @@ def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
     streamed = isinstance(output, dict)
     done = answer.get("_complete") or {}
     keyed = sorted(output.items()) if streamed else list(enumerate(output))
-    calls = [(k, it) for k, it in keyed if isinstance(it, dict) and it.get("type") in CALL_ITEMS]
+    calls = [(k, it) for k, it in keyed if isinstance(it, dict) and str(it.get("type")) in CALL_ITEMS]
     return [ToolCall(k, n, text(it.get("call_id")), text(it.get("name")),
                      text(it.get("input") if it.get("type") == "custom_tool_call" else it.get("arguments")),
                      (k in done) if streamed else True, done.get(k, ""))
