@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from harnesscheck.conformance.wire.sse import SSEFrame
 from harnesscheck.conformance.wire.transcript import Transcript
@@ -262,7 +262,8 @@ def json_object_text(arguments: Any) -> bool:
         return False
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
+    """An int that is not a bool (JSON's numbers, as the fold reads an index)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
