@@ -595,3 +595,44 @@ def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """(call id, output) tool results in history form."""
     return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": r}
                                          for i, r in results]}]
+
+
+# -- the kit's levers (conformance/levers.py) -----------------------------------------------------------
+THINKING_BUDGET = 1024  # the smallest budget_tokens; max_tokens must exceed it
+
+
+def is_opening(body: dict[str, Any]) -> bool:
+    """The request holds no earlier answer: levers bend only these."""
+    return base.is_opening_messages(body)
+
+
+def _thinking_enabled(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def forcing_refused(body: dict[str, Any]) -> bool:
+    """The API refuses a forced tool call with this request: extended thinking is on (API_FACTS)."""
+    return _thinking_enabled(body)
+
+
+def lever_thinking_off(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.set_absent(body, thinking={"type": "disabled"})
+
+
+def lever_thinking_on(body: dict[str, Any]) -> dict[str, Any] | None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return None  # extended thinking refuses forced tool use (API_FACTS, request validation)
+    bent = base.set_absent(body, thinking={"type": "enabled", "budget_tokens": THINKING_BUDGET})
+    if bent is not None:
+        bent["max_tokens"] = max(int(body.get("max_tokens") or 0), THINKING_BUDGET + 256)
+    return bent
+
+
+lever_reasoning_minimal = None  # no effort setting below thinking off
+
+
+def lever_prefill(body: dict[str, Any], start: str) -> dict[str, Any] | None:
+    """The request with an assistant prefill that starts the answer."""
+    return {**body, "messages": [*body["messages"], {"role": "assistant", "content": start}]}

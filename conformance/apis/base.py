@@ -132,6 +132,14 @@ class Api(Protocol):
                       max_tokens: int) -> dict[str, Any]: ...
     def history_answer(self, texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[str, Any]]: ...
     def history_results(self, results: list[tuple[str, str]]) -> list[dict[str, Any]]: ...
+    # what the kit's levers (conformance/levers.py) do to an opening request on this API; None where the
+    # API has no such setting (a lever that has none for an API is never pulled on it)
+    def is_opening(self, body: dict[str, Any]) -> bool: ...  # no earlier answer in the request
+    def forcing_refused(self, body: dict[str, Any]) -> bool: ...  # a forced call refused (Anthropic thinking)
+    lever_thinking_off: Callable[[dict[str, Any]], dict[str, Any] | None]
+    lever_thinking_on: Callable[[dict[str, Any]], dict[str, Any] | None]
+    lever_reasoning_minimal: Callable[[dict[str, Any]], dict[str, Any] | None] | None
+    lever_prefill: Callable[[dict[str, Any], str], dict[str, Any] | None] | None
 
 
 def headers(api_key: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -322,3 +330,28 @@ def snapshot_usage(snap: Snapshot) -> dict[str, Any]:
 def snapshot_ended(snap: Snapshot) -> bool:
     """The API's end event arrived (the stream is whole)."""
     return bool((snap or {}).get("_end"))
+
+
+# -- the kit's levers (conformance/levers.py): what each does to one API's opening request -------------
+
+def set_absent(body: dict[str, Any], **fields: Any) -> dict[str, Any] | None:
+    """`body` with `fields` added; None when the body set one of them itself (a lever never changes those)."""
+    if any(k in body for k in fields):
+        return None
+    return {**body, **fields}
+
+
+def reasoning_effort(body: dict[str, Any], effort: str, summary: bool = False) -> dict[str, Any] | None:
+    """`body` with ``reasoning.effort`` (and a summary asked for); None when the body set an effort itself."""
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and "effort" in reasoning:
+        return None
+    extra = {"summary": "auto"} if summary and not (reasoning or {}).get("summary") else {}
+    return {**body, "reasoning": {**(reasoning or {}), "effort": effort, **extra}}
+
+
+def is_opening_messages(body: dict[str, Any]) -> bool:
+    """A messages-form request holds no earlier answer (no assistant or tool message)."""
+    messages = body.get("messages")
+    return isinstance(messages, list) and not any(
+        isinstance(m, dict) and m.get("role") in ("assistant", "tool") for m in messages)

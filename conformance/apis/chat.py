@@ -122,25 +122,37 @@ def malformed_history(body: Any) -> str:
 def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     """Fold one chunk; return the new snapshot (the given one is not mutated). ``_at`` names the parts of
     choice 0 the chunk placed something in ("reasoning", "text", tool-call indices), ``_said`` the text it
-    added as (channel, text); a Chat stream closes no part on the wire (``_closed`` None).
+    added as (channel, text), ``_closed`` the parts choice 0's finish_reason closed (the wire closes no part
+    before it).
     """
     snap = _place(chunk, snapshot)
     if snap is None or not isinstance(chunk, dict) or "error" in chunk:
         return snap
     at: list[Any] = []
     said: list[tuple[str, str]] = []
-    for c in chunk.get("choices") if isinstance(chunk.get("choices"), list) else ():
+    choices = chunk.get("choices")
+    for c in choices if isinstance(choices, list) else ():
         delta = c.get("delta") if isinstance(c, dict) and is_int(c.get("index")) and c["index"] == 0 else None
         if not isinstance(delta, dict):
             continue
         for rkey, channel in _CHANNELS:
             if isinstance(delta.get(rkey), str):
                 said.append((channel, delta[rkey]))
-                at.append(channel)
+                at += [channel] if delta[rkey] else []
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said), "_closed": None}
+    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said), "_closed": _finished(snapshot, snap)}
+
+
+def _finished(before: dict[str, Any] | None, after: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The parts of choice 0 its finish_reason closed (its channels and tool calls), when this chunk set it."""
+    old = ((before or {}).get("choices") or {}).get(0) or {}
+    ch = (after.get("choices") or {}).get(0) or {}
+    if ch.get("finish_reason") is None or old.get("finish_reason") is not None:
+        return None
+    return (*(["reasoning"] if ch.get("reasoning_content") else []), *(["text"] if ch.get("content") else []),
+            *ch.get("tool_calls", {}))
 
 
 _CHANNELS = (("reasoning_content", "reasoning"), ("reasoning", "reasoning"), ("content", "text"))
@@ -331,8 +343,10 @@ def usage_tokens(answer: dict[str, Any]) -> tuple[int, int, int]:
 
 def stop_reason(answer: dict[str, Any]) -> str | None:
     if "choices" in answer:
-        return (answer.get("choices") or [{}])[0].get("finish_reason")
-    return answer.get("finish_reason")
+        reason = (answer.get("choices") or [{}])[0].get("finish_reason")
+    else:
+        reason = answer.get("finish_reason")
+    return None if reason is None else str(reason)  # the endpoint's JSON: a string unless it is broken
 
 
 def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
@@ -386,6 +400,12 @@ _NO_CHOICE: dict[str, Any] = {"content": None, "reasoning_content": None, "tool_
 
 def _choice0(snap: Snapshot) -> dict[str, Any]:
     return ((snap or {}).get("choices") or {}).get(0) or _NO_CHOICE
+
+
+def stream_part(snap: Snapshot, key: Any) -> str | None:
+    """A part of choice 0 as a timeline names it: a channel by its name; None for a tool call (numbered
+    by the reader)."""
+    return key if isinstance(key, str) else None
 
 
 def stream_history(snap: Snapshot) -> list[Any]:
@@ -475,3 +495,30 @@ def history_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[
 def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """(call id, output) tool results in history form."""
     return [{"role": "tool", "tool_call_id": i, "content": r} for i, r in results]
+
+
+# -- the kit's levers (conformance/levers.py) -----------------------------------------------------------
+
+def is_opening(body: dict[str, Any]) -> bool:
+    """The request holds no earlier answer: levers bend only these."""
+    return base.is_opening_messages(body)
+
+
+def forcing_refused(body: dict[str, Any]) -> bool:
+    """Chat accepts a forced call with any request."""
+    return False
+
+
+def lever_thinking_off(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.set_absent(body, reasoning_effort="none")
+
+
+def lever_thinking_on(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.set_absent(body, reasoning_effort="high")
+
+
+def lever_reasoning_minimal(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.set_absent(body, reasoning_effort="minimal")
+
+
+lever_prefill = None  # no assistant prefill in Chat

@@ -266,7 +266,7 @@ def tool_calls(answer: dict[str, Any] | None) -> list[ToolCall]:
     output = answer.get("output") or []
     streamed = isinstance(output, dict)
     done = answer.get("_complete") or {}
-    keyed = sorted(output.items()) if streamed else list(enumerate(output))
+    keyed = sorted(output.items()) if isinstance(output, dict) else list(enumerate(output))
     calls = [(k, it) for k, it in keyed if isinstance(it, dict) and str(it.get("type")) in CALL_ITEMS]
     return [ToolCall(k, n, text(it.get("call_id")), text(it.get("name")),
                      text(it.get("input") if it.get("type") == "custom_tool_call" else it.get("arguments")),
@@ -335,9 +335,8 @@ def usage_tokens(answer: dict[str, Any]) -> tuple[int, int, int]:
 def stop_reason(answer: dict[str, Any]) -> str | None:
     """The response's status ("completed", "incomplete", "failed"), or the incomplete reason."""
     details = answer.get("incomplete_details")
-    if isinstance(details, dict) and details.get("reason"):
-        return details["reason"]
-    return answer.get("status")
+    reason = details["reason"] if isinstance(details, dict) and details.get("reason") else answer.get("status")
+    return None if reason is None else str(reason)  # the endpoint's JSON: a string unless it is broken
 
 
 def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
@@ -397,6 +396,14 @@ is_error_body = base.is_openai_error  # the body is OpenAI's error shape
 # -- what the replay client reads from a stream's snapshot ------------------------------------
 # (the answer in history form, its structure, usage, stop, end, the error of an error event; the
 # content and call ids of a history-form answer: replay.fold.View)
+
+
+def stream_part(snap: Snapshot, key: Any) -> str | None:
+    """The output item at ``key`` as a timeline names it: its index, type and a function call's name."""
+    item = ((snap or {}).get("output") or {}).get(key)
+    item = item if isinstance(item, dict) else {}
+    name = item.get("name") if item.get("type") == "function_call" else None
+    return f"item {key}: {item.get('type', '?')}" + (f" {name}" if name else "")
 
 
 def stream_history(snap: Snapshot) -> list[dict[str, Any]]:
@@ -480,3 +487,39 @@ def history_answer(texts: list[str], calls: list[tuple[str, Any]]) -> list[dict[
 def history_results(results: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """(call id, output) tool results in history form."""
     return [{"type": "function_call_output", "call_id": i, "output": r} for i, r in results]
+
+
+# -- the kit's levers (conformance/levers.py) -----------------------------------------------------------
+_ANSWER_ITEMS = ("function_call", "function_call_output", "reasoning", "custom_tool_call",
+                 "custom_tool_call_output")
+
+
+def is_opening(body: dict[str, Any]) -> bool:
+    """The request holds no earlier answer (nor continues a stored response): levers bend only these."""
+    if body.get("previous_response_id"):
+        return False
+    items = body.get("input")
+    if items is None or isinstance(items, str):
+        return True
+    return isinstance(items, list) and not any(isinstance(i, dict) and (
+        i.get("type") in _ANSWER_ITEMS or i.get("role") == "assistant") for i in items)
+
+
+def forcing_refused(body: dict[str, Any]) -> bool:
+    """Responses accepts a forced call with any request."""
+    return False
+
+
+def lever_thinking_off(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.reasoning_effort(body, "none")
+
+
+def lever_thinking_on(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.reasoning_effort(body, "high", summary=True)
+
+
+def lever_reasoning_minimal(body: dict[str, Any]) -> dict[str, Any] | None:
+    return base.reasoning_effort(body, "minimal")
+
+
+lever_prefill = None  # no assistant prefill in Responses
