@@ -64,8 +64,6 @@ _THINK_PATHS = frozenset({THINKING, AGENT_TURN, INTERLEAVING})
 # is the call and nothing after it (vLLM and SGLang constrain a `required` answer to the calls' JSON),
 # thinking off removes the reasoning that would follow a call, and a prefill answers in its place.
 _BARE_CALL_PATHS = _CALL_PATHS - {OUTPUT_AFTER_CALL}
-_ANSWER_ITEMS = ("function_call", "function_call_output", "reasoning", "custom_tool_call", "custom_tool_call_output")
-THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens; max_tokens must exceed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,31 +71,35 @@ class Lever:
     name: str
     words: str  # what it is, in the inconclusive message
     paths: frozenset[str]  # the paths it drives toward
-    apis: frozenset[str] = frozenset(apis.NAMES)
+    member: str = ""  # the API module's member that does it (None there: never pulled on that API)
     forcing: bool = False  # forces the call: left out where a rule judges what the model does unforced
     fallback: str = ""  # tried only when the lever of this name was refused (4xx)
     conversation: bool = False  # a setting a client keeps on every turn (thinking): not only the opening request
+
+    def applies(self, api: str) -> bool:
+        """The API has this lever (its module's ``member`` is not None; a lever of no member: every API)."""
+        return not self.member or getattr(apis.get(api), self.member, None) is not None
 
 
 LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whose `paths` name it
     Lever("name-the-tool", "a plain prompt that names the tool (or asks to think)", _CALL_PATHS | _THINK_PATHS,
           conversation=True),  # the words stay in the first user message of every later turn, as sent
     Lever("thinking-on", "thinking on the API's way (thinking enabled / reasoning effort high)", _THINK_PATHS,
-          conversation=True),
+          member="lever_thinking_on", conversation=True),
     Lever("thinking-on-template", "chat_template_kwargs enable_thinking true", _THINK_PATHS, conversation=True),
     Lever("tool-choice-required", "tool_choice forcing a call (any / required)", _BARE_CALL_PATHS | {AGENT_TURN},
           forcing=True),
     Lever("thinking-off", "thinking off the API's way (thinking disabled / reasoning effort none)", _BARE_CALL_PATHS,
-          conversation=True),
-    Lever("reasoning-minimal", "reasoning effort minimal", _BARE_CALL_PATHS, apis=frozenset({"chat", "responses"}),
+          member="lever_thinking_off", conversation=True),
+    Lever("reasoning-minimal", "reasoning effort minimal", _BARE_CALL_PATHS, member="lever_reasoning_minimal",
           fallback="thinking-off", conversation=True),
     Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _BARE_CALL_PATHS, conversation=True),
-    Lever("prefill", "an assistant prefill", _BARE_CALL_PATHS, apis=frozenset({"anthropic"})),
+    Lever("prefill", "an assistant prefill", _BARE_CALL_PATHS, member="lever_prefill"),
 )
 BY_NAME = {lever.name: lever for lever in LADDER}
 
 # Checks whose rules judge what the model does unforced, or the endpoint's default: they take fewer levers.
-UNFORCED = frozenset(f"{p}-TOOLS-{n}" for p in ("AN", "CH", "RS") for n in ("002", "003"))
+UNFORCED = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("002", "003"))
 UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask: no lever may ask
 
 
@@ -115,7 +117,7 @@ def ladder(api: str, wanted: Iterable[str], *, check_id: str = "") -> list[Lever
     if check_id in UNLEVERED:
         return []
     wanted = set(wanted)
-    return [lever for lever in LADDER if lever.paths & wanted and api in lever.apis
+    return [lever for lever in LADDER if lever.paths & wanted and lever.applies(api)
             and not (lever.forcing and check_id in UNFORCED)]
 
 
@@ -123,19 +125,7 @@ def ladder(api: str, wanted: Iterable[str], *, check_id: str = "") -> list[Lever
 
 def is_opening(api: str, body: Any) -> bool:
     """Whether `body` is the opening request of a sample (no earlier answer in it): levers bend only these."""
-    if not isinstance(body, dict):
-        return False
-    if api == "responses":
-        if body.get("previous_response_id"):
-            return False
-        items = body.get("input")
-        if items is None or isinstance(items, str):
-            return True
-        return isinstance(items, list) and not any(
-            isinstance(i, dict) and (i.get("type") in _ANSWER_ITEMS or i.get("role") == "assistant") for i in items)
-    messages = body.get("messages")
-    return isinstance(messages, list) and not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool")
-                                                  for m in messages)
+    return isinstance(body, dict) and bool(apis.get(api).is_opening(body))
 
 
 def _tool_names(api: str, body: Body) -> list[str]:
@@ -174,9 +164,10 @@ def _append_user_text(api: str, body: Body, text: str) -> Body | None:
     scripted engine finds its scenario by them)."""
     if not text:
         return None
-    key = "input" if api == "responses" else "messages"
+    form = apis.get(api).FORM
+    key = form.history_key
     items = body.get(key)
-    if api == "responses" and isinstance(items, str):
+    if form.text_history and isinstance(items, str):
         return None if text in items else {**body, "input": f"{items} {text}"}
     if not isinstance(items, list):
         return None
@@ -188,7 +179,7 @@ def _append_user_text(api: str, body: Body, text: str) -> Body | None:
             if isinstance(content, str):
                 new = {**item, "content": f"{content} {text}"}
             elif isinstance(content, list):
-                part = {"type": "input_text" if api == "responses" else "text", "text": text}
+                part = {"type": form.text_part, "text": text}
                 new = {**item, "content": [*content, part]}
             else:
                 return None
@@ -210,50 +201,23 @@ def _template_kwargs(body: Body, enable: bool) -> Body | None:
     return {**body, "chat_template_kwargs": {**(kwargs or {}), "enable_thinking": enable}}
 
 
-def _reasoning(body: Body, effort: str, summary: bool = False) -> Body | None:
-    reasoning = body.get("reasoning")
-    if isinstance(reasoning, dict) and "effort" in reasoning:
-        return None
-    extra = {"summary": "auto"} if summary and not (reasoning or {}).get("summary") else {}
-    return {**body, "reasoning": {**(reasoning or {}), "effort": effort, **extra}}
-
-
-def _thinking_enabled(body: Body) -> bool:
-    thinking = body.get("thinking")
-    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-
-
-def _thinking_on_anthropic(body: Body) -> Body | None:
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
-        return None  # extended thinking refuses forced tool use (API_FACTS, request validation)
-    bent = _set(body, thinking={"type": "enabled", "budget_tokens": THINKING_BUDGET})
-    if bent is not None:
-        bent["max_tokens"] = max(int(body.get("max_tokens") or 0), THINKING_BUDGET + 256)
-    return bent
-
-
 def _prefill(api: str, body: Body, wanted: set[str]) -> Body | None:
     names = _tool_names(api, body) or ["the tool"]
     start = f"I will call {names[0]} and {names[1]} now." if PARALLEL in wanted and len(names) > 1 else \
         f"I will call the {names[0]} tool now."
-    return {**body, "messages": [*body["messages"], {"role": "assistant", "content": start}]}
+    prefill = apis.get(api).lever_prefill
+    return None if prefill is None else prefill(body, start)  # type: ignore[no-any-return]
 
 
 _Bend = Callable[[str, Body, set[str]], "Body | None"]
 _BENDS: dict[str, _Bend] = {
     "name-the-tool": lambda api, b, w: _append_user_text(api, b, _ask(api, b, w)),
     "tool-choice-required": lambda api, b, w: _set(b, tool_choice=apis.get(api).tool_choice("required"))
-    if b.get("tools") and not (api == "anthropic" and _thinking_enabled(b)) else None,
-    "thinking-off": lambda api, b, w: {"anthropic": lambda: _set(b, thinking={"type": "disabled"}),
-                                       "chat": lambda: _set(b, reasoning_effort="none"),
-                                       "responses": lambda: _reasoning(b, "none")}[api](),
-    "reasoning-minimal": lambda api, b, w: _set(b, reasoning_effort="minimal") if api == "chat"
-    else _reasoning(b, "minimal"),
+    if b.get("tools") and not apis.get(api).forcing_refused(b) else None,
+    "thinking-off": lambda api, b, w: apis.get(api).lever_thinking_off(b),
+    "reasoning-minimal": lambda api, b, w: apis.get(api).lever_reasoning_minimal(b),
     "thinking-off-template": lambda api, b, w: _template_kwargs(b, False),
-    "thinking-on": lambda api, b, w: {"anthropic": lambda: _thinking_on_anthropic(b),
-                                      "chat": lambda: _set(b, reasoning_effort="high"),
-                                      "responses": lambda: _reasoning(b, "high", summary=True)}[api](),
+    "thinking-on": lambda api, b, w: apis.get(api).lever_thinking_on(b),
     "thinking-on-template": lambda api, b, w: _template_kwargs(b, True),
     "prefill": _prefill,
 }
@@ -268,7 +232,7 @@ def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str]) -
     wanted = set(wanted)
     opening = is_opening(api, body)
     for lever in levers:
-        if api not in lever.apis or not (opening or lever.conversation):
+        if not lever.applies(api) or not (opening or lever.conversation):
             continue
         bent = _BENDS[lever.name](api, out, wanted)
         if bent is not None:
@@ -350,8 +314,9 @@ def scenario_turn(api: str, body: Any) -> tuple[str, int] | None:
 
     if not isinstance(body, dict):
         return None
-    items = body.get("input") if api == "responses" else body.get("messages")
-    if api == "responses" and isinstance(items, str):
+    form = apis.get(api).FORM
+    items = body.get(form.history_key)
+    if form.text_history and isinstance(items, str):
         items = [{"role": "user", "content": items}]
     if not isinstance(items, list):
         return None
