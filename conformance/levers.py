@@ -206,7 +206,7 @@ def _prefill(api: str, body: Body, wanted: set[str]) -> Body | None:
     start = f"I will call {names[0]} and {names[1]} now." if PARALLEL in wanted and len(names) > 1 else \
         f"I will call the {names[0]} tool now."
     prefill = apis.get(api).lever_prefill
-    return None if prefill is None else prefill(body, start)  # type: ignore[no-any-return]
+    return None if prefill is None else prefill(body, start)
 
 
 _Bend = Callable[[str, Body, set[str]], "Body | None"]
