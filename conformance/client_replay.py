@@ -47,8 +47,7 @@ def recorded_answer(api: str, events: list[Any]) -> dict[str, Any] | None:
 
 
 def _is_event(api: str, e: dict[str, Any]) -> bool:
-    return api == "chat" and e.get("object") == "chat.completion.chunk" or isinstance(e.get("type"), str) and (
-        e["type"].startswith(("message_", "content_block_", "response.")) or e["type"] in ("ping", "error"))
+    return bool(apis.get(api).is_stream_event(e))
 
 
 # (kind, value) in answer order; kinds are compared position by position
@@ -56,53 +55,11 @@ Value = tuple[str, Any]
 
 
 def answer_values(api: str, answer: dict[str, Any] | None) -> list[Value]:
-    """The values an answer contributes to the client's next request, in order, by kind."""
+    """The values an answer contributes to the client's next request, in order, by kind (the API module's
+    ``answer_values``)."""
     if not isinstance(answer, dict):
         return []
-    out: list[Value] = []
-    if api == "anthropic":
-        for b in answer.get("content") or []:
-            if not isinstance(b, dict):
-                continue
-            kind = b.get("type")
-            if kind == "thinking":
-                out += [("reasoning", b.get("thinking")), ("signature", b.get("signature"))]
-            elif kind == "redacted_thinking":
-                out.append(("redacted", b.get("data")))
-            elif kind == "text":
-                out.append(("text", b.get("text")))
-            elif kind == "tool_use":
-                out += [("call", b.get("name")), ("call_id", b.get("id")), ("input", b.get("input"))]
-    elif api == "chat":
-        inner = answer.get("message")
-        message: dict[str, Any] = inner if isinstance(inner, dict) else answer
-        if isinstance(answer.get("choices"), list) and answer["choices"]:
-            message = answer["choices"][0].get("message") or {}
-        for key in ("reasoning_content", "reasoning"):
-            if message.get(key):
-                out.append(("reasoning", message[key]))
-        if message.get("content"):
-            out.append(("text", message["content"]))
-        for c in message.get("tool_calls") or []:
-            fn = c.get("function") or {}
-            out += [("call", fn.get("name")), ("call_id", c.get("id")), ("arguments", fn.get("arguments"))]
-    else:
-        for item in answer.get("output") or []:
-            if not isinstance(item, dict):
-                continue
-            kind = item.get("type")
-            out.append(("item", kind))
-            out.append(("item_id", item.get("id")))
-            if kind == "reasoning":
-                out += [("reasoning", p.get("text")) for p in item.get("content") or [] if isinstance(p, dict)]
-                out += [("summary", p.get("text")) for p in item.get("summary") or [] if isinstance(p, dict)]
-                out.append(("encrypted", item.get("encrypted_content")))
-            elif kind == "message":
-                out += [("text", p.get("text")) for p in item.get("content") or [] if isinstance(p, dict)]
-            elif kind in ("function_call", "custom_tool_call"):
-                out += [("call", item.get("name")), ("call_id", item.get("call_id")),
-                        ("arguments", item.get("arguments") if kind == "function_call" else item.get("input"))]
-    return out
+    return list(apis.get(api).answer_values(answer))
 
 
 _STRUCTURE = ("call", "item")  # kinds whose values must agree: the answer's structure

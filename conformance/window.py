@@ -29,10 +29,6 @@ from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.transcript import Transcript
 
 WINDOW_FIELDS = ("max_model_len", "context_window", "context_length", "max_context_length", "max_input_tokens")
-OVERFLOW_CODE = "context_length_exceeded"
-# Claude Code 2.1.197's own test for the refusal (read from the client): the message contains this
-# (case-insensitive); it then reads the two numbers with /prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)/i.
-ANTHROPIC_MARKER = "prompt is too long"
 OVERSHOOT = 1.1  # the over-long prompt: this many times the window (the filler measured on the endpoint)
 
 
@@ -120,50 +116,27 @@ def over_long(hc: Any, api: str, body: dict[str, Any], window: int, *, label: st
     return hc.post(api, apis.get(api).PATH, big, stream=True, label=f"{label}: over the window"), chars
 
 
-def _openai_code(body: Any) -> Any:
-    error = body.get("error") if isinstance(body, dict) else None
-    return error.get("code") if isinstance(error, dict) else None
-
-
-def _failed_code(transcript: Transcript) -> Any:
-    """The ``error.code`` of a Responses stream's response.failed, else None."""
-    for frame in transcript.frames:
-        data = frame.json
-        if isinstance(data, dict) and data.get("type") == "response.failed":
-            error = (data.get("response") or {}).get("error")
-            return error.get("code") if isinstance(error, dict) else None
-    return None
-
-
 def refusal_problems(api: str, transcript: Transcript) -> list[tuple[str, str]]:
     """(part, problem) for an answer to an over-long prompt: part "" for the status and shape, "marker"
-    for the overflow marker (module doc); [] for the refusal the clients recognise."""
+    for the overflow marker (module doc); [] for the refusal the clients recognise. What the marker is, and
+    whether a 200 stream can be a refusal, is the API module's (``overflow_marker_problem``,
+    ``streamed_refusal``)."""
+    module = apis.get(api)
     status = transcript.status
     body = transcript.json_body() if transcript.status and not transcript.frames else None
     text = transcript.text_body()[:300] if not transcript.frames else ""
-    if api == "responses" and status == 200 and transcript.frames:
-        code = _failed_code(transcript)
-        if code == OVERFLOW_CODE:
-            return []
-        if code is None and not any(isinstance(f.json, dict) and f.json.get("type") == "response.failed"
-                                    for f in transcript.frames):
-            return [("", "the over-long prompt was answered (HTTP 200, no response.failed): the endpoint "
-                         "took it (truncated silently, or its window is larger than announced)")]
-        return [("marker", f"the stream failed with response.failed error.code {code!r}, not {OVERFLOW_CODE!r}")]
+    streamed = module.streamed_refusal(transcript.frames) if status == 200 and transcript.frames else None
+    if streamed is not None:
+        return streamed  # type: ignore[no-any-return]
     if status is not None and 200 <= status < 300:
         return [("", f"the over-long prompt was answered (HTTP {status}): the endpoint took it (truncated "
                      "silently, or its window is larger than announced)")]
     problems: list[tuple[str, str]] = []
-    if status != 400 or not apis.get(api).is_error_body(body):
-        shape = "the API's error shape" if apis.get(api).is_error_body(body) else "no API error shape"
+    if status != 400 or not module.is_error_body(body):
+        shape = "the API's error shape" if module.is_error_body(body) else "no API error shape"
         problems.append(("", f"refused with HTTP {status} and {shape} ({text!r}); the clients act on a 400 in "
                              "the API's error shape"))
-    if api == "anthropic":
-        message = ((body or {}).get("error") or {}).get("message") if isinstance(body, dict) else None
-        if not isinstance(message, str) or ANTHROPIC_MARKER not in message.lower():
-            problems.append(("marker", f"the error message {message!r} does not say {ANTHROPIC_MARKER!r} (what "
-                                       "Claude Code matches to compact)"))
-    elif _openai_code(body) != OVERFLOW_CODE:
-        problems.append(("marker", f"error.code is {_openai_code(body)!r}, not {OVERFLOW_CODE!r} (what the "
-                                   "OpenAI clients match)"))
+    marker = module.overflow_marker_problem(body)
+    if marker is not None:
+        problems.append(("marker", marker))
     return problems

@@ -636,3 +636,50 @@ lever_reasoning_minimal = None  # no effort setting below thinking off
 def lever_prefill(body: dict[str, Any], start: str) -> dict[str, Any] | None:
     """The request with an assistant prefill that starts the answer."""
     return {**body, "messages": [*body["messages"], {"role": "assistant", "content": start}]}
+
+
+# -- a recorded client session replayed (conformance/client_replay.py), a refused over-long prompt -------
+
+def is_stream_event(e: dict[str, Any]) -> bool:
+    """A recorded data object is a stream event (not a non-streamed answer's body)."""
+    typ = e.get("type")
+    return isinstance(typ, str) and (typ.startswith(("message_", "content_block_"))
+                                     or typ in ("ping", "error"))
+
+
+def answer_values(answer: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The values an answer contributes to the client's next request, in order, by kind."""
+    out: list[tuple[str, Any]] = []
+    for b in answer.get("content") or []:
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind == "thinking":
+            out += [("reasoning", b.get("thinking")), ("signature", b.get("signature"))]
+        elif kind == "redacted_thinking":
+            out.append(("redacted", b.get("data")))
+        elif kind == "text":
+            out.append(("text", b.get("text")))
+        elif kind == "tool_use":
+            out += [("call", b.get("name")), ("call_id", b.get("id")), ("input", b.get("input"))]
+    return out
+
+
+# Claude Code 2.1.197's own test for the refusal (read from the client): the message contains this
+# (case-insensitive); it then reads the two numbers with
+# /prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)/i.
+OVERFLOW_MARKER = "prompt is too long"
+
+
+def overflow_marker_problem(body: Any) -> str | None:
+    """Why a refusal of an over-long prompt lacks the marker Claude Code compacts on, or None."""
+    message = ((body or {}).get("error") or {}).get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str) or OVERFLOW_MARKER not in message.lower():
+        return (f"the error message {message!r} does not say {OVERFLOW_MARKER!r} "
+                "(what Claude Code matches to compact)")
+    return None
+
+
+def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
+    """A 200 stream is no refusal in Messages: None (the caller judges it as an answer)."""
+    return None

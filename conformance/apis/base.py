@@ -140,6 +140,12 @@ class Api(Protocol):
     lever_thinking_on: Callable[[dict[str, Any]], dict[str, Any] | None]
     lever_reasoning_minimal: Callable[[dict[str, Any]], dict[str, Any] | None] | None
     lever_prefill: Callable[[dict[str, Any], str], dict[str, Any] | None] | None
+    # a recorded client session replayed (conformance/client_replay.py)
+    def is_stream_event(self, e: dict[str, Any]) -> bool: ...  # a recorded data object is a stream event
+    def answer_values(self, answer: dict[str, Any]) -> list[tuple[str, Any]]: ...  # what the next request carries
+    # a refused over-long prompt (conformance/window.py): the marker the clients match; a 200 stream's verdict
+    def overflow_marker_problem(self, body: Any) -> str | None: ...
+    def streamed_refusal(self, frames: list[Any]) -> list[tuple[str, str]] | None: ...  # None: not a refusal form
 
 
 def headers(api_key: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -355,3 +361,16 @@ def is_opening_messages(body: dict[str, Any]) -> bool:
     messages = body.get("messages")
     return isinstance(messages, list) and not any(
         isinstance(m, dict) and m.get("role") in ("assistant", "tool") for m in messages)
+
+
+# -- a refused over-long prompt (conformance/window.py) ------------------------------------------------
+OVERFLOW_CODE = "context_length_exceeded"  # OpenAI's error.code for a prompt over the window
+
+
+def openai_overflow_problem(body: Any) -> str | None:
+    """Why an OpenAI-shape refusal lacks the overflow marker the OpenAI clients match, or None."""
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if code != OVERFLOW_CODE:
+        return f"error.code is {code!r}, not {OVERFLOW_CODE!r} (what the OpenAI clients match)"
+    return None

@@ -522,3 +522,36 @@ def lever_reasoning_minimal(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 lever_prefill = None  # no assistant prefill in Chat
+
+
+# -- a recorded client session replayed (conformance/client_replay.py), a refused over-long prompt -------
+
+def is_stream_event(e: dict[str, Any]) -> bool:
+    """A recorded data object is a stream event (a chunk, not a non-streamed answer's body)."""
+    return e.get("object") == "chat.completion.chunk"
+
+
+def answer_values(answer: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The values an answer contributes to the client's next request, in order, by kind."""
+    out: list[tuple[str, Any]] = []
+    inner = answer.get("message")
+    message: dict[str, Any] = inner if isinstance(inner, dict) else answer
+    if isinstance(answer.get("choices"), list) and answer["choices"]:
+        message = answer["choices"][0].get("message") or {}
+    for key in ("reasoning_content", "reasoning"):
+        if message.get(key):
+            out.append(("reasoning", message[key]))
+    if message.get("content"):
+        out.append(("text", message["content"]))
+    for c in message.get("tool_calls") or []:
+        fn = c.get("function") or {}
+        out += [("call", fn.get("name")), ("call_id", c.get("id")), ("arguments", fn.get("arguments"))]
+    return out
+
+
+overflow_marker_problem = base.openai_overflow_problem  # error.code context_length_exceeded
+
+
+def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
+    """A 200 stream is no refusal in Chat: None (the caller judges it as an answer)."""
+    return None

@@ -523,3 +523,56 @@ def lever_reasoning_minimal(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 lever_prefill = None  # no assistant prefill in Responses
+
+
+# -- a recorded client session replayed (conformance/client_replay.py), a refused over-long prompt -------
+
+def is_stream_event(e: dict[str, Any]) -> bool:
+    """A recorded data object is a stream event (not a non-streamed answer's body)."""
+    typ = e.get("type")
+    return isinstance(typ, str) and (typ.startswith("response.") or typ == "error")
+
+
+def answer_values(answer: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The values an answer contributes to the client's next request, in order, by kind."""
+    out: list[tuple[str, Any]] = []
+    for item in answer.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        out.append(("item", kind))
+        out.append(("item_id", item.get("id")))
+        if kind == "reasoning":
+            out += [("reasoning", p.get("text")) for p in item.get("content") or [] if isinstance(p, dict)]
+            out += [("summary", p.get("text")) for p in item.get("summary") or [] if isinstance(p, dict)]
+            out.append(("encrypted", item.get("encrypted_content")))
+        elif kind == "message":
+            out += [("text", p.get("text")) for p in item.get("content") or [] if isinstance(p, dict)]
+        elif kind in ("function_call", "custom_tool_call"):
+            out += [("call", item.get("name")), ("call_id", item.get("call_id")),
+                    ("arguments", item.get("arguments") if kind == "function_call" else item.get("input"))]
+    return out
+
+
+overflow_marker_problem = base.openai_overflow_problem  # error.code context_length_exceeded
+
+
+def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
+    """A streamed request may be refused with a 200 stream whose response.failed carries the overflow code
+    (how Codex recognises it, codex-rs codex-api/src/sse/responses.rs ``is_context_window_error``): [] for
+    that refusal, else (part, problem)."""
+    code = None
+    for frame in frames:
+        data = frame.json
+        if isinstance(data, dict) and data.get("type") == "response.failed":
+            error = (data.get("response") or {}).get("error")
+            code = error.get("code") if isinstance(error, dict) else None
+            break
+    if code == base.OVERFLOW_CODE:
+        return []
+    if code is None and not any(isinstance(f.json, dict) and f.json.get("type") == "response.failed"
+                                for f in frames):
+        return [("", "the over-long prompt was answered (HTTP 200, no response.failed): the endpoint "
+                     "took it (truncated silently, or its window is larger than announced)")]
+    return [("marker", f"the stream failed with response.failed error.code {code!r}, "
+                       f"not {base.OVERFLOW_CODE!r}")]
