@@ -11,20 +11,25 @@ with `index`, `kind`, `event`, `data` and `t_ns` (ns from the request start), an
   frame, the finding's frame, the end of the stream. None when the exchange streamed no frame.
 - `render_svg(timeline) -> str`: the chart (markers as labelled vertical lines over the lanes).
 
-Each API's notion of a tool call's completion is the one `conformance/test_dispatch.py` judges by:
-Anthropic the tool_use block's `content_block_stop`, Responses `function_call_arguments.done` (or the
-item's `output_item.done`), Chat the call's last argument delta; its dispatch frame is Dynamo's
-`tool_call_dispatch` side frame, where the endpoint sends one.
+The stream is read once, with its API's fold (`conformance.apis.base.trace`): the parts each frame
+placed something in and closed (spans), the words (the first token: the API's `is_content`), and each
+tool call's frames and the frame where the model finished it, the one `conformance/test_dispatch.py`
+judges by (Anthropic the block's `content_block_stop`, Responses `function_call_arguments.done` or the
+item's `output_item.done`, Chat the call's last delta); its dispatch frame is Dynamo's
+`tool_call_dispatch` side frame, where the endpoint sends one. An API the kit does not know gets lanes
+and the end of the stream only.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+
+from harnesscheck.conformance import apis
+from harnesscheck.conformance.apis.base import trace
 
 __all__ = ["Lane", "Marker", "Span", "Timeline", "analyse", "render_svg"]
 
@@ -110,223 +115,90 @@ def _named_label(frame: dict[str, Any], data: dict[str, Any]) -> str:
     return name
 
 
-def _label(api: str, frame: dict[str, Any], data: dict[str, Any]) -> str:
+def _label(frame: dict[str, Any], data: dict[str, Any]) -> str:
+    """A frame's lane: an event with a `type` (Anthropic, Responses) by it, a chunk by what it carries."""
     kind = frame.get("kind", "event")
     if kind == "comment":
         return ": comment"
     if kind != "event":
         return f"[{kind}]"
-    return _reading(api).label(frame, data)
-
-
-_TOKEN_DELTAS = {"text_delta", "thinking_delta", "input_json_delta", "citations_delta"}
-_RS_TOKEN_EVENTS = {"response.output_text.delta", "response.reasoning_text.delta",
-                    "response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
-                    "response.refusal.delta"}
-
-
-def _anthropic_token(data: dict[str, Any]) -> bool:
-    delta = data.get("delta")
-    return data.get("type") == "content_block_delta" and isinstance(delta, dict) and \
-        delta.get("type") in _TOKEN_DELTAS
-
-
-def _responses_token(data: dict[str, Any]) -> bool:
-    return data.get("type") in _RS_TOKEN_EVENTS and bool(data.get("delta"))
-
-
-def _chat_token(data: dict[str, Any]) -> bool:
-    for choice in data.get("choices") or []:
-        delta = (choice.get("delta") or {}) if isinstance(choice, dict) else {}
-        if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
-            return True
-    return False
-
-
-class _Spans:
-    """Open and closed spans by key, in order of opening."""
-
-    def __init__(self) -> None:
-        self.spans: list[Span] = []
-        self.open: dict[Any, Span] = {}
-
-    def touch(self, key: Any, label: str, t: float, frame: int) -> Span:
-        span = self.open.get(key)
-        if span is None:
-            span = self.open[key] = Span(label, t, t, closed=False)
-            self.spans.append(span)
-        span.end_ms, span.end_frame = max(span.end_ms, t), frame
-        return span
-
-    def close(self, key: Any, t: float, frame: int) -> Span | None:
-        span = self.open.pop(key, None)
-        if span is not None:
-            span.end_ms, span.end_frame, span.closed = max(span.end_ms, t), frame, True
-        return span
+    return _named_label(frame, data) if isinstance(data.get("type"), str) else _chat_label(frame, data)
 
 
 def analyse(transcript: dict[str, Any], focus: int | None = None) -> Timeline | None:
     """The timeline of a streamed exchange; None when it carried no timed frame."""
-    api = str(transcript.get("api") or "")
     frames = [f for f in transcript.get("frames") or [] if f.get("t_ns") is not None]
     if not frames:
         return None
+    api = str(transcript.get("api") or "")
     timings = transcript.get("timings") or {}
-    reading = _reading(api)
     lanes: dict[str, Lane] = {}
-    spans = _Spans()
     markers: list[Marker] = []
     headers = _ms(timings.get("headers_ns"))
     if headers is not None:
         markers.append(Marker("headers", "response headers", headers))
-    first_token: Marker | None = None
-    calls = _Calls()
+    times: dict[int, float] = {}
+    events: list[tuple[int, dict[str, Any]]] = []
     for f in frames:
-        t = f["t_ns"] / 1e6
+        t = times[f["index"]] = f["t_ns"] / 1e6
         data = _json(f) if f.get("kind", "event") == "event" else {}
-        lane = lanes.setdefault(_label(api, f, data), Lane(_label(api, f, data)))
+        if data:
+            events.append((f["index"], data))
+        label = _label(f, data)
+        lane = lanes.setdefault(label, Lane(label))
         lane.times.append(t)
         lane.frames.append(f["index"])
-        if first_token is None and reading.is_token(data):
-            first_token = Marker("first-token", "first token", t, f["index"])
-            markers.append(first_token)
-        done = reading.spans(f, data, t, spans, calls)
-        if done is not None:
-            markers.append(Marker("tool-complete", f"tool call {done} complete", t, f["index"]))
         if "dispatch" in str(f.get("event") or ""):
             call = (data.get("tool_call") or {}) if isinstance(data.get("tool_call"), dict) else {}
             fn = call.get("function")
             name = fn.get("name") if isinstance(fn, dict) else None
             markers.append(Marker("dispatch", f"dispatch {name or ''}".strip(), t, f["index"]))
-    if reading.settle is not None:
-        markers += reading.settle(spans, calls)
-    events = [f for f in frames if f.get("kind", "event") == "event"]
-    last = (events or frames)[-1]
+    module = apis.APIS.get(api)
+    spans: list[Span] = []
+    if module is not None:
+        markers += _read(module, events, times, spans)
+    last = ([f for f in frames if f.get("kind", "event") == "event"] or frames)[-1]
     markers.append(Marker("end", "end of stream", last["t_ns"] / 1e6, last["index"]))
-    if focus is not None:
-        hit = next((f for f in frames if f["index"] == focus), None)
-        if hit is not None:
-            markers.append(Marker("finding", f"finding at #{focus}", hit["t_ns"] / 1e6, focus))
+    if focus is not None and focus in times:
+        markers.append(Marker("finding", f"finding at #{focus}", times[focus], focus))
     end = max([_ms(timings.get("end_ns")) or 0.0, frames[-1]["t_ns"] / 1e6])
     markers.sort(key=lambda m: (m.t_ms, m.frame if m.frame is not None else -1))
-    return Timeline(api, list(lanes.values()), spans.spans, markers, end)
+    return Timeline(api, list(lanes.values()), spans, markers, end)
 
 
-class _Calls:
-    """The tool calls seen, numbered in order of appearance, and which of them completed."""
-
-    def __init__(self) -> None:
-        self.names: dict[Any, str] = {}
-        self.done: set[Any] = set()
-
-    def add(self, key: Any, name: Any) -> str:
-        if key not in self.names:
-            self.names[key] = f"{len(self.names) + 1} ({name})"
-        return self.names[key]
-
-    def complete(self, key: Any) -> str | None:
-        """The call's label the first time it completes; None for another frame or a repeat."""
-        if key not in self.names or key in self.done:
-            return None
-        self.done.add(key)
-        return self.names[key]
-
-
-def _anthropic_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
-    """Content blocks from start to stop; a tool_use block's call completes at its stop."""
-    kind, n, index = data.get("type"), f["index"], data.get("index")
-    if kind == "content_block_start":
-        block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
-        name = block.get("name") if block.get("type") == "tool_use" else None
-        label = f"block {index}: {block.get('type', '?')}" + (f" {name}" if name else "")
-        spans.touch(("block", index), label, t, n)
-        if block.get("type") == "tool_use":
-            calls.add(("block", index), name)
-    elif kind == "content_block_delta":
-        if ("block", index) in spans.open:
-            spans.touch(("block", index), "", t, n)
-    elif kind == "content_block_stop":
-        spans.close(("block", index), t, n)
-        return calls.complete(("block", index))
-    return None
-
-
-def _responses_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
-    """Output items from added to done; a function call completes at its arguments' done (or the item's)."""
-    kind, n, oi = data.get("type"), f["index"], data.get("output_index")
-    item = data.get("item") if isinstance(data.get("item"), dict) else {}
-    if kind == "response.output_item.added":
-        name = item.get("name") if item.get("type") == "function_call" else None
-        label = f"item {oi}: {item.get('type', '?')}" + (f" {name}" if name else "")
-        spans.touch(("item", oi), label, t, n)
-        if item.get("type") == "function_call":
-            calls.add(("item", oi), name)
-    elif kind in ("response.function_call_arguments.done", "response.output_item.done"):
-        if kind == "response.output_item.done":
-            spans.close(("item", oi), t, n)
-        elif ("item", oi) in spans.open:
-            spans.touch(("item", oi), "", t, n)
-        return calls.complete(("item", oi))
-    elif ("item", oi) in spans.open:
-        spans.touch(("item", oi), "", t, n)
-    return None
-
-
-def _chat_spans(f: dict[str, Any], data: dict[str, Any], t: float, spans: _Spans, calls: _Calls) -> str | None:
-    """Reasoning and text channels and tool calls by index, each from its first to its last delta."""
-    n = f["index"]
-    for choice in data.get("choices") or []:
-        delta = (choice.get("delta") or {}) if isinstance(choice, dict) else {}
-        for key, channel in (("reasoning_content", "reasoning"), ("reasoning", "reasoning"),
-                             ("content", "text")):
-            if delta.get(key):
-                spans.touch(("channel", channel), channel, t, n)
-        for tc in delta.get("tool_calls") or []:
-            if not isinstance(tc, dict):
-                continue
-            key = ("call", tc.get("index"))
-            name = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
-            spans.touch(key, f"tool call {calls.add(key, name)}", t, n)
-    return None
-
-
-def _chat_settle(spans: _Spans, calls: _Calls) -> list[Marker]:
-    """A chat call is complete with its last argument delta, known only at the end; a chat stream has
-    no closing frames, so its finish ends every channel."""
-    markers = []
-    for key in list(calls.names):
-        span = spans.open.get(key)
-        if span is not None and calls.complete(key):
-            markers.append(Marker("tool-complete", f"tool call {calls.names[key]} complete", span.end_ms,
-                                  span.end_frame))
-    for span in spans.spans:
-        span.closed = True
+def _read(module: Any, events: list[tuple[int, dict[str, Any]]], times: dict[int, float],
+          spans: list[Span]) -> list[Marker]:
+    """Read the stream with its API's fold: the first token, the spans of the parts (from the first frame
+    placed in a part to the frame that closed it), and each tool call's completion (the frame where the
+    model finished it, once the API's rule made it complete)."""
+    markers: list[Marker] = []
+    first = next((n for n, data in events if module.is_content(data)), None)
+    if first is not None:
+        markers.append(Marker("first-token", "first token", times[first], first))
+    traced = trace(module, events)
+    numbers = {call.key: f"{k} ({call.name})" for k, call in enumerate(traced.calls, start=1)}
+    open_: dict[Any, Span] = {}
+    seen: set[Any] = set()
+    for n, parts, closed in traced.placed:
+        t = times[n]
+        for key in parts:
+            span = open_.get(key)
+            if span is not None:
+                span.end_ms, span.end_frame = max(span.end_ms, t), n
+            elif key not in seen:  # a closed part is not opened again
+                seen.add(key)
+                label = traced.names.get(key) or f"tool call {numbers.get(key, '?')}"
+                span = open_[key] = Span(label, t, t, closed=False, end_frame=n)
+                spans.append(span)
+        for key in closed:  # a frame that closes a part without carrying it (Chat's finish) does not extend it
+            span = open_.pop(key, None)
+            if span is not None:
+                span.closed = True
+    for call in traced.calls:
+        if call.complete is not None:
+            at = call.ended
+            markers.append(Marker("tool-complete", f"tool call {numbers[call.key]} complete", times[at], at))
     return markers
-
-
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    """How the timeline reads one API's frames: a lane name per event frame, whether a frame carries a
-    token, the spans a frame opens, extends or closes (the tool call it completes), and what only the
-    end of the stream settles."""
-
-    label: Callable[[dict[str, Any], dict[str, Any]], str]
-    is_token: Callable[[dict[str, Any]], bool]
-    spans: Callable[[dict[str, Any], dict[str, Any], float, _Spans, _Calls], str | None]
-    settle: Callable[[_Spans, _Calls], list[Marker]] | None = None
-
-
-_READINGS = {
-    "anthropic": _Reading(_named_label, _anthropic_token, _anthropic_spans),
-    "chat": _Reading(_chat_label, _chat_token, _chat_spans, _chat_settle),
-    "responses": _Reading(_named_label, _responses_token, _responses_spans),
-}
-# An API the timeline does not know: lanes by event name, chunks read for Chat's tokens and channels.
-_OTHER = _Reading(_named_label, _chat_token, _chat_spans)
-
-
-def _reading(api: str) -> _Reading:
-    return _READINGS.get(api, _OTHER)
 
 
 # -- drawing ---------------------------------------------------------------------------------

@@ -517,6 +517,14 @@ def is_error_body(body: Any) -> bool:
 # content and call ids of a history-form answer: replay.fold.View)
 
 
+def stream_part(snap: Snapshot, key: Any) -> str | None:
+    """The block at content position ``key`` as a timeline names it: its place, type and a tool's name."""
+    content = (snap or {}).get("content") or []
+    block = content[key] if is_int(key) and 0 <= key < len(content) and isinstance(content[key], dict) else {}
+    name = block.get("name") if block.get("type") == "tool_use" else None
+    return f"block {key}: {block.get('type', '?')}" + (f" {name}" if name else "")
+
+
 def stream_history(snap: Snapshot) -> list[Any]:
     content: list[dict[str, Any]] = []
     for b in (snap or {}).get("content") or ():

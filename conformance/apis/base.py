@@ -125,6 +125,7 @@ class Api(Protocol):
     def stream_stop(self, snap: Snapshot) -> str | None: ...
     def stream_ended(self, snap: Snapshot) -> bool: ...
     def stream_error(self, event: Any) -> str | None: ...
+    def stream_part(self, snap: Snapshot, key: Any) -> str | None: ...  # a part (`_at`) by name
     def answer_text(self, answer: list[Any] | None) -> str: ...
     def answer_call_ids(self, answer: list[Any] | None) -> list[str]: ...
     # what a synthetic agent session writes (replay/workloads.py): the first request, history entries
@@ -205,7 +206,9 @@ class StreamTrace:
 
     calls: list[CallTrace] = field(default_factory=list)
     said: list[tuple[str, str, int]] = field(default_factory=list)  # (channel, text, frame)
-    placed: list[tuple[int, tuple[Any, ...], Any]] = field(default_factory=list)  # (frame, parts, closed part)
+    # (frame, the parts it placed something in, the parts it closed)
+    placed: list[tuple[int, tuple[Any, ...], tuple[Any, ...]]] = field(default_factory=list)
+    names: dict[Any, str | None] = field(default_factory=dict)  # each part as the API names it at its start
     snapshot: Snapshot = None
 
 
@@ -215,15 +218,18 @@ def trace(api: Any, events: Iterable[tuple[int, Any]]) -> StreamTrace:
     out = StreamTrace()
     calls: dict[Any, CallTrace] = {}
     snap: Snapshot = None
+    name = getattr(api, "stream_part", None)
     for index, data in events:
         if not isinstance(data, dict):
             continue
         snap = api.accumulate(data, snap)
         if snap is None:
             continue
-        at = snap.get("_at")
-        parts = at if isinstance(at, tuple) else () if at is None else (at,)
-        out.placed.append((index, parts, snap.get("_closed")))
+        parts, closed = _keys(snap.get("_at")), _keys(snap.get("_closed"))
+        out.placed.append((index, parts, closed))
+        for key in parts:
+            if key not in out.names:
+                out.names[key] = name(snap, key) if name is not None else None
         out.said += [(channel, said, index) for channel, said in snap.get("_said") or ()]
         for call in api.tool_calls(snap):
             known = calls.get(call.key)
@@ -238,6 +244,10 @@ def trace(api: Any, events: Iterable[tuple[int, Any]]) -> StreamTrace:
                 known.complete = index
     out.snapshot = snap
     return out
+
+
+def _keys(value: Any) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else () if value is None else (value,)
 
 
 def unplaced(snapshot: dict[str, Any], what: str) -> dict[str, Any]:

@@ -142,11 +142,12 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said), "_closed": _finished(snapshot, snap)}
+    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said),
+            "_closed": _finished(snapshot, snap)}
 
 
 def _finished(before: dict[str, Any] | None, after: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The parts of choice 0 its finish_reason closed (its channels and tool calls), when this chunk set it."""
+    """The parts of choice 0 (channels, tool calls) its finish_reason closed, when this chunk set it."""
     old = ((before or {}).get("choices") or {}).get(0) or {}
     ch = (after.get("choices") or {}).get(0) or {}
     if ch.get("finish_reason") is None or old.get("finish_reason") is not None:

@@ -130,7 +130,8 @@ def test_no_frames_no_timeline() -> None:
 
 def test_svg_is_well_formed_and_says_what_it_shows() -> None:
     doc = article()
-    doc["frames"][0]["data"] = json.dumps({"type": "message_start", "x": "</svg><script>"})
+    doc["frames"][0]["data"] = json.dumps({"type": "message_start", "x": "</svg><script>",
+                                           "message": {"role": "assistant", "content": []}})
     svg = render_svg(analyse(doc), title='AN-STREAM-001 <"anthropic">')
     root = ET.fromstring(svg)  # parses: every text escaped
     assert root.tag.endswith("svg") and root.get("class") == "timeline"
