@@ -127,7 +127,7 @@ def refusal_problems(api: str, transcript: Transcript) -> list[tuple[str, str]]:
     text = transcript.text_body()[:300] if not transcript.frames else ""
     streamed = module.streamed_refusal(transcript.frames) if status == 200 and transcript.frames else None
     if streamed is not None:
-        return streamed  # type: ignore[no-any-return]
+        return streamed
     if status is not None and 200 <= status < 300:
         return [("", f"the over-long prompt was answered (HTTP {status}): the endpoint took it (truncated "
                      "silently, or its window is larger than announced)")]

@@ -74,6 +74,16 @@ def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "tool_choice": {**choice, "disable_parallel_tool_use": True}}
 
 
+PARALLEL_FIELD = "tool_choice"  # the request field without_parallel sets
+
+
+def cut_answer(name: str, arguments: str) -> dict[str, Any]:
+    """A non-streamed answer with one call cut by the output limit (its input the cut text: the client's
+    mistake, as a client that keeps the text leaves it)."""
+    return {"type": "message", "role": "assistant", "stop_reason": "max_tokens", "content": [
+        {"type": "tool_use", "id": "toolu_cut_1", "name": name, "input": arguments}]}
+
+
 LENGTH_STOP = "max_tokens"  # the stop_reason of an answer cut by its output limit
 
 

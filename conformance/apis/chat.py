@@ -64,6 +64,16 @@ def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "parallel_tool_calls": False}
 
 
+PARALLEL_FIELD = "parallel_tool_calls"  # the request field without_parallel sets
+
+
+def cut_answer(name: str, arguments: str) -> dict[str, Any]:
+    """A non-streamed answer with one call cut by the output limit."""
+    return {"choices": [{"index": 0, "finish_reason": "length", "message": {
+        "role": "assistant", "content": None, "tool_calls": [{"id": "call_cut_1", "type": "function", "function": {
+            "name": name, "arguments": arguments}}]}}]}
+
+
 LENGTH_STOP = "length"  # the finish_reason of an answer cut by its output limit
 
 

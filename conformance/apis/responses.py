@@ -87,6 +87,16 @@ def without_parallel(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "parallel_tool_calls": False}
 
 
+PARALLEL_FIELD = "parallel_tool_calls"  # the request field without_parallel sets
+
+
+def cut_answer(name: str, arguments: str) -> dict[str, Any]:
+    """A non-streamed answer with one call cut by the output limit."""
+    return {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [
+        {"type": "function_call", "id": "fc_cut_1", "call_id": "call_cut_1", "name": name,
+         "arguments": arguments, "status": "incomplete"}]}
+
+
 LENGTH_STOP = "max_output_tokens"  # stop_reason() of an answer cut by its output limit (incomplete_details)
 
 
