@@ -2,7 +2,8 @@
 run; no process left behind.
 
 Tiers: the README's `python -m pytest -n 2` runs everything but the tests marked `slow` (real-compute
-engines at CPU size, soaks, peers' fidelity), which it deselects and names at the end; `python -m
+engines at CPU size, soaks, peers' fidelity, the nightly workflow's three nights, the local Ray
+cluster), which it deselects and names at the end; `python -m
 pytest -n 2 -m slow` runs them (CI runs both, .ci/run). A slow test named on the command line (its
 file or node id) runs anyway, as does any run given its own `-m`.
 
@@ -153,4 +154,4 @@ def _deselect_the_slow_tier(config: pytest.Config, items: list[pytest.Item]) -> 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if not config.option.markexpr and not hasattr(config, "workerinput"):
-        terminalreporter.write_line(f"slow tier (real-compute engines, soaks, peers): {SLOW_TIER}")
+        terminalreporter.write_line(f"slow tier (real-compute engines, soaks, peers, nightly workflow, Ray): {SLOW_TIER}")

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
+# a local Ray cluster per module (~40 s here): the slow tier, which CI runs after the README's command
+pytestmark = pytest.mark.slow
 
 from harnesscheck.agents.counts import compare_sources  # noqa: E402
 from harnesscheck.agents.distributed import RayOptions, is_failed, run_profiles_on_ray  # noqa: E402
