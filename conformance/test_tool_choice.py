@@ -183,7 +183,7 @@ def test_parallel_tool_use_off(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api, "003")
     hc.streams_taking(api, "parallel_tools", (catalog.PARALLEL,))  # the same request makes two calls
     body = module.without_parallel(hc.body(api, "parallel_tools", stream=False))
-    field = "tool_choice" if api == "anthropic" else "parallel_tool_calls"
+    field = module.PARALLEL_FIELD
     transcript, calls = _post(hc, api, body, f"parallel_tools with parallel tool use off ({field})")
     if len(calls) > 1:
         fail(f"parallel tool use was turned off ({field}: {json.dumps(body[field])}) but the answer made "

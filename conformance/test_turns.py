@@ -30,18 +30,8 @@ from harnesscheck.conformance.wire.transcript import Transcript
 
 SCENARIO = "calculator"
 CUT_ARGUMENTS = '{"expression": "15 *'  # a call's arguments as the output limit leaves them
-# The answer of turn 0 with one call cut by the limit, in each API's non-stream shape (Anthropic's input
-# is an object: the cut text in its place is the client's mistake).
-CUT_ANSWERS: dict[str, dict[str, Any]] = {
-    "anthropic": {"type": "message", "role": "assistant", "stop_reason": "max_tokens", "content": [
-        {"type": "tool_use", "id": "toolu_cut_1", "name": "calculator", "input": CUT_ARGUMENTS}]},
-    "chat": {"choices": [{"index": 0, "finish_reason": "length", "message": {
-        "role": "assistant", "content": None, "tool_calls": [{"id": "call_cut_1", "type": "function", "function": {
-            "name": "calculator", "arguments": CUT_ARGUMENTS}}]}}]},
-    "responses": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [
-        {"type": "function_call", "id": "fc_cut_1", "call_id": "call_cut_1", "name": "calculator",
-         "arguments": CUT_ARGUMENTS, "status": "incomplete"}]},
-}
+# The answer of turn 0 with one call cut by the limit is the API module's ``cut_answer`` (its non-stream
+# shape; Anthropic's input is an object: the cut text in its place is the client's mistake).
 
 
 def _check_id(api: str) -> str:
@@ -84,14 +74,14 @@ def _no_server_error(api: str, t: Transcript, what: str, check_id: str) -> None:
 def test_follow_up_turn_is_answered(hc: Session, api: str) -> None:
     module, check_id = apis.get(api), _check_id(api)
     unjudged = _judge_follow_up(hc, api, check_id)  # the model's own turn first: the finding of the run
-    if api in CUT_ANSWERS:  # then the kit's own history with a cut call's arguments: no model needed
-        body = module.first(hc.scenario(SCENARIO), hc.endpoint.model, stream=False)
-        body = module.follow(body, CUT_ANSWERS[api], hc.scenario(SCENARIO), 1)
-        body[module.MAX_TOKENS_FIELD] = module.MIN_OUTPUT_TOKENS
-        t = hc.post(api, module.PATH, body, label="a history whose tool call's arguments are not JSON")
-        if t.error is None:
-            _no_server_error(api, t, f"a history whose tool call's arguments are not JSON ({CUT_ARGUMENTS!r})",
-                             check_id)
+    # then the kit's own history with a cut call's arguments: no model needed
+    body = module.first(hc.scenario(SCENARIO), hc.endpoint.model, stream=False)
+    body = module.follow(body, module.cut_answer("calculator", CUT_ARGUMENTS), hc.scenario(SCENARIO), 1)
+    body[module.MAX_TOKENS_FIELD] = module.MIN_OUTPUT_TOKENS
+    t = hc.post(api, module.PATH, body, label="a history whose tool call's arguments are not JSON")
+    if t.error is None:
+        _no_server_error(api, t, f"a history whose tool call's arguments are not JSON ({CUT_ARGUMENTS!r})",
+                         check_id)
     if unjudged:
         inconclusive(unjudged[0], cause=unjudged[1])
 
