@@ -11,7 +11,6 @@ killed at its exit, and when it is killed outright the guard kills them.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -56,22 +55,9 @@ def own_group(proc: subprocess.Popen) -> subprocess.Popen:
 
 def end_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     """SIGTERM to ``proc``'s whole group, SIGKILL after ``grace_s``; reaps it and forgets it."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break
-        try:
-            proc.wait(timeout=grace_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # a child that outlived its leader
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        proc.wait()
+    from harnesscheck.agents.procgroup import kill_group
+
+    kill_group(proc, grace_s=grace_s)  # reaps the leader
     with _LOCK:
         _GROUPS.pop(proc.pid, None)
     g = _guard()

@@ -4,41 +4,20 @@ erased before pytest's own last lines; with stdout piped, no line and pytest's d
 
 from __future__ import annotations
 
-import os
-import pty
 import re
 import subprocess
 import sys
-import time
 
 from harnesscheck.conformance.progress import LiveLine
+from tests.terminal import on_a_terminal
 
 SELECT = "AN-STREAM-001 or AN-STREAM-002 or AN-TOOLS-001"
-
-
-def _on_a_terminal(cmd: list[str]) -> tuple[int, bytes]:
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary,
-                            env={**os.environ, "COLUMNS": "100"})
-    os.close(secondary)
-    seen = b""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(primary)
-    return proc.wait(timeout=60), seen
 
 
 def test_check_shows_a_live_line_on_a_terminal_and_dots_in_a_pipe(reference_server, tmp_path) -> None:
     cmd = [sys.executable, "-m", "harnesscheck", "check", "--endpoint", reference_server, "-k", SELECT,
            "--apis", "anthropic", "--out", str(tmp_path / "tty")]
-    rc, seen = _on_a_terminal(cmd)
+    rc, seen = on_a_terminal(cmd)
     text = seen.decode("utf-8", "replace")
     assert rc == 0, text
     assert "\r\x1b[Kchecks 0/3 · AN-STREAM-001" in text and "checks 2/3" in text, text

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import pty
 import random
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,6 +19,7 @@ from harnesscheck.replay.benchmarks.load import (
 from harnesscheck.replay.client import StreamClient, run_async
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 from harnesscheck.reports.schema import load_results
+from tests.terminal import on_a_terminal
 
 MODEL = DEFAULT_MODEL_IDS[0]
 
@@ -222,23 +220,8 @@ def test_bench_load_refuses_bad_settings(tmp_path) -> None:
 def test_live_progress_on_a_terminal_only(reference_server, tmp_path) -> None:
     cmd = [sys.executable, "-m", "harnesscheck", "bench", "load", "--endpoint", reference_server, "--model",
            MODEL, "--concurrency", "1", "--duration", "1.5", "--max-tokens", "4", "--out", str(tmp_path)]
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary,
-                            env={**os.environ, "COLUMNS": "120"})
-    os.close(secondary)
-    seen = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    proc.wait(timeout=30)
-    os.close(primary)
-    assert proc.returncode == 0
+    rc, seen = on_a_terminal(cmd, columns=120, deadline_s=120)
+    assert rc == 0
     assert b"bench load" in seen and b"answered" in seen  # the live line: level, answers so far
     piped = subprocess.run(cmd, capture_output=True, timeout=120)
     assert piped.returncode == 0 and b"answered" not in piped.stderr + piped.stdout
