@@ -37,6 +37,7 @@ from typing import Any
 
 from harnesscheck.agents.clients import DUMMY_KEY, Client
 from harnesscheck.agents.clients.install import Install
+from harnesscheck.reference_server.faults import FAULTS
 
 # case -> (reference-server faults, what it plants)
 CASES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -235,10 +236,11 @@ MODELS = {"claude-code": ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",),
 
 
 def applies(client: Client, case: str) -> bool:
-    """Whether a case means something for a client: message_start is Anthropic's; only Codex sends a
-    compaction request the window can refuse (Claude Code compacts first, measured)."""
-    if case == "zero-input-tokens":
-        return client.api == "anthropic"
+    """Whether a case means something for a client: its faults bend the client's API (the fault's own
+    ``apis``: message_start is Anthropic's); only Codex sends a compaction request the window can refuse
+    (Claude Code compacts first, measured)."""
+    if any(client.api not in FAULTS[f].apis for f in CASES[case][0]):
+        return False
     if case in COMPACT_CASES:
         return client.name == "codex"
     return True
