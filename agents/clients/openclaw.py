@@ -22,7 +22,9 @@ from harnesscheck.agents.clients.install import Install, node24_binary
 PROVIDER = "harnesscheck"
 KEY_ENV = "HARNESSCHECK_OPENCLAW_KEY"  # the environment variable openclaw.json's apiKey names
 # per wire API: OpenClaw's provider ``api`` and what its baseUrl adds to the endpoint's root (the
-# Anthropic SDK appends /v1/messages itself; the OpenAI one appends only /responses or /chat/completions)
+# Anthropic SDK appends /v1/messages itself; the OpenAI one appends only /responses or /chat/completions).
+# OpenClaw's own vocabulary for the APIs it speaks (a fact about the client, not about an API: a fourth
+# API is not spoken by OpenClaw until OpenClaw adds a provider kind for it); the first is its default.
 WIRE = {"anthropic": ("anthropic-messages", ""), "responses": ("openai-responses", "/v1"),
         "chat": ("openai-completions", "/v1")}
 
@@ -59,7 +61,7 @@ FAST_ENV = {"OPENCLAW_NO_UPDATE_CHECK": "1", "OPENCLAW_NO_AUTO_UPDATE": "1", "OP
 class OpenClaw(Client):
     name = "openclaw"
     install_name = "openclaw"
-    apis = ("anthropic", "responses", "chat")
+    apis = tuple(WIRE)  # the APIs OpenClaw speaks, its default first
     tool = "exec"
 
     def prepare(self, inst: Install, work: Path, base_url: str, model: str, api_key: str) -> Prepared:
