@@ -39,7 +39,7 @@ MODES = {"buffered": ["--fault", "buffer-tool-calls"], "inline": ["--no-enable-s
 @dataclass(kw_only=True)
 class DispatchOptions(common.RoundsOptions):  # the arms are the server modes
     sessions: int = 5
-    apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
+    apis: list[str] = field(default_factory=lambda: list(apis.NAMES))
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
 
 

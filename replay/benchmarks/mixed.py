@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnesscheck.conformance import apis as api_names
 from harnesscheck.replay.benchmarks import common
 
 LARGE_ROUTES = {"count_tokens": "/v1/messages/count_tokens", "tokenize": "/tokenize"}
@@ -44,7 +45,7 @@ class MixedOptions(common.BenchOptions):
     stream_tokens: int = 200  # output tokens per stream (max_tokens)
     large_bytes: int = 2 * 1024 * 1024
     large_route: str = "count_tokens"
-    apis: list[str] = field(default_factory=lambda: ["chat", "anthropic", "responses"])
+    apis: list[str] = field(default_factory=lambda: list(api_names.NAMES))
     scenario: str = "long_reasoning"
     prefill_us_per_token: float = 0.0
 

@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from harnesscheck.conformance import apis as api_names
 from harnesscheck.replay.benchmarks import common
 
 
 @dataclass(kw_only=True)
 class OverlapOptions(common.RoundsOptions):
     sessions: int = 6
-    apis: list[str] = field(default_factory=lambda: ["anthropic", "chat", "responses"])
+    apis: list[str] = field(default_factory=lambda: list(api_names.NAMES))
     scenarios: list[str] = field(default_factory=lambda: ["parallel_tools", "interleaved"])
     tool_ms: list[float] = field(default_factory=lambda: [300.0, 300.0])  # per call index, the last repeated
     concurrency_safe: bool = False  # the fake tools run in parallel
