@@ -13,26 +13,44 @@ what it is."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pytest
 
 from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail
 
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
 SCENARIOS = ["plain_text", "calculator", "interleaved", "parallel_tools"]
 
 
+def _import_the_sdks() -> None:
+    import anthropic  # noqa: F401
+    import openai  # noqa: F401
+
+
+# The two SDKs take about a second to import: in the background from collection on, so the import runs
+# while the first checks wait on the endpoint; the oracles below import them where they use them (at
+# once, or after the import under way).
+threading.Thread(target=_import_the_sdks, name="hc-sdk-import", daemon=True).start()
+
+
 def _anthropic_client(hc: Session) -> anthropic.Anthropic:
+    import anthropic
+
     return anthropic.Anthropic(base_url=hc.endpoint.url, api_key=hc.endpoint.api_key or "harnesscheck",
                                timeout=hc.endpoint.timeout, max_retries=0)
 
 
 def _openai_client(hc: Session) -> openai.OpenAI:
+    import openai
+
     return openai.OpenAI(base_url=hc.endpoint.url.rstrip("/") + "/v1", api_key=hc.endpoint.api_key or "harnesscheck",
                          timeout=hc.endpoint.timeout, max_retries=0)
 
@@ -130,6 +148,9 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
             dump: Callable[[Any], dict[str, Any]]) -> None:
     """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
     created answer goes back as history the way the SDK hands it out."""
+    import anthropic
+    import openai
+
     for scenario_id in SCENARIOS:
         scenario = hc.scenario(scenario_id)
         body = apis.get(api).first(scenario, hc.endpoint.model, stream=False)
