@@ -2,7 +2,8 @@
 
 `Service.start_turn` raises `ContextOverflow` when the rendered prompt has more tokens than the
 window (`--context-window N`; 0: no window); a prompt that fits gets at most the room left as its
-output limit. `frontends/http.py` answers the refusal with `overflow_error`, before any stream starts:
+output limit. `frontends/http.py` answers the refusal with `overflow_response`, before any stream starts,
+in the form of the route's API (the frontends' knowledge, not this module's):
 
 - Anthropic: 400 ``invalid_request_error`` whose message is ``prompt is too long: N tokens > M
   maximum``, the wording Claude Code matches (``/prompt is too long[^0-9]*(\\d+)\\s*tokens?\\s*>\\s*(\\d+)/i``,
@@ -21,15 +22,11 @@ too long: ..."}``), ``overflow-500`` (a 500 in the API's error shape, no marker)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from harnesscheck.reference_server.faults import Faults
 
 DEFAULT_CONTEXT_WINDOW = 131072  # tokens of prompt the scripted model takes (a common 128K window)
 
-Route = Literal["anthropic", "chat", "responses"]
-OVERFLOW_CODE = "context_length_exceeded"
-RESPONSES_MESSAGE = "Your input exceeds the context window of this model. Please adjust your input and try again."
 
 
 @dataclass
@@ -65,17 +62,9 @@ class Refusal:
     raw: dict | None = None  # a body in no API's shape (fault overflow-detail-shape)
 
 
-def route_of(path: str) -> Route:
-    """Which API's refusal a request path gets."""
-    if path.rstrip("/").endswith("/responses"):
-        return "responses"
-    if path.rstrip("/").endswith("/chat/completions"):
-        return "chat"
-    return "anthropic"
-
-
-def refusal(over: ContextOverflow, route: Route, faults: Faults) -> Refusal:
-    """The refusal of ``over`` on ``route`` (the API's real form, or the planted bad one)."""
+def planted_refusal(over: ContextOverflow, faults: Faults) -> Refusal | None:
+    """The planted bad form of the refusal of ``over`` under an overflow fault; None: the route's API's
+    own form (frontends/http.py)."""
     n, m = over.prompt_tokens, over.window
     if faults.on("overflow-detail-shape"):  # a FastAPI-style server's own HTTPException
         return Refusal(400, "", raw={"detail": f"Prompt too long: {n} tokens, the limit is {m}"})
@@ -83,10 +72,4 @@ def refusal(over: ContextOverflow, route: Route, faults: Faults) -> Refusal:
         return Refusal(500, f"internal error while scheduling the request ({n} input ids, {m} slots)")
     if faults.on("overflow-bare-400"):
         return Refusal(400, "Bad Request")
-    if route == "anthropic":
-        return Refusal(400, f"prompt is too long: {n} tokens > {m} maximum")
-    if route == "chat":
-        return Refusal(400, f"This model's maximum context length is {m} tokens. However, your messages resulted in "
-                            f"{n} tokens. Please reduce the length of the messages.",
-                       param="messages", code=OVERFLOW_CODE)
-    return Refusal(400, RESPONSES_MESSAGE, param="input", code=OVERFLOW_CODE)
+    return None

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from harnesscheck.reference_server.config import ServerConfig
-from harnesscheck.reference_server.context import ContextOverflow, refusal, route_of
+from harnesscheck.reference_server.context import ContextOverflow, Refusal, planted_refusal
 from harnesscheck.reference_server.conversation import InvalidConversation
 from harnesscheck.reference_server.engines.base import EngineStopped
 from harnesscheck.reference_server.faults import Faults
@@ -83,10 +83,28 @@ class ApiContext:
         return wrapped
 
 
+OVERFLOW_CODE = "context_length_exceeded"
+RESPONSES_MESSAGE = "Your input exceeds the context window of this model. Please adjust your input and try again."
+
+
+def own_refusal(over: ContextOverflow, kind: ApiKind, path: str) -> Refusal:
+    """The refusal of ``over`` in the form of the route's API (context.py's module doc)."""
+    n, m = over.prompt_tokens, over.window
+    if kind != "openai":
+        return Refusal(400, f"prompt is too long: {n} tokens > {m} maximum")
+    if path.rstrip("/").endswith("/responses"):
+        return Refusal(400, RESPONSES_MESSAGE, param="input", code=OVERFLOW_CODE)
+    if path.rstrip("/").endswith("/chat/completions"):
+        return Refusal(400, f"This model's maximum context length is {m} tokens. However, your messages resulted in "
+                            f"{n} tokens. Please reduce the length of the messages.",
+                       param="messages", code=OVERFLOW_CODE)
+    return Refusal(400, f"prompt is too long: {n} tokens > {m} maximum")
+
+
 def overflow_response(over: ContextOverflow, kind: ApiKind, path: str, faults: Faults) -> Response:
     """The refusal of a prompt longer than the context window, in the form of the route's API
-    (`context.refusal`; a planted bad form under the overflow faults)."""
-    answer = refusal(over, route_of(path) if kind == "openai" else "anthropic", faults)
+    (`own_refusal`; a planted bad form under the overflow faults: `context.planted_refusal`)."""
+    answer = planted_refusal(over, faults) or own_refusal(over, kind, path)
     if answer.raw is not None:
         return JSONResponse(answer.raw, status_code=answer.status)
     return error_response(ApiError(answer.status, answer.message, param=answer.param, code=answer.code), kind,
