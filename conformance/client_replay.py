@@ -25,6 +25,7 @@ from typing import Any
 
 from harnesscheck.conformance import apis
 from harnesscheck.conformance.wire.sse import SSEFrame
+from harnesscheck.scenarios import client_sessions
 
 
 def frames_of(events: list[Any]) -> list[SSEFrame]:
@@ -151,18 +152,7 @@ def _reserialised(recorded: str, live: Any, m: Mapping) -> None:
 def uncarried(body: Any, m: Mapping) -> str | None:
     """Why the client could not have sent this request with the live answer: it re-serialises the tool
     arguments (the recorded request holds them re-written) and the endpoint's do not parse."""
-    found: list[str] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, str) and v in m.unparsed:
-            found.append(v)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-    walk(body)
+    found = [v for v in client_sessions.strings(body) if v in m.unparsed]
     if not found:
         return None
     return (f"the client writes tool arguments again from their parsed form ({found[0][:80]!r}), and the "

@@ -16,6 +16,7 @@ replayed by conformance/test_client_sessions.py. A document::
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,18 @@ SCHEMA = "harnesscheck.client-session"
 VERSION = 1
 FOLDER = Path(__file__).resolve().parent / "clients"
 TRIM_MARK = " [...trimmed by harnesscheck]"  # what a string cut in a fixture ends with
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a recorded JSON value (a body, an answer's events), depth first."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
 
 
 def _check(doc: Any, where: str) -> dict[str, Any]:

@@ -119,19 +119,7 @@ def _events(t: dict[str, Any]) -> list[Any]:
 
 def _answer_strings(events: list[Any]) -> set[str]:
     """Every string value of the server's answers (ids, texts, signatures, arguments): kept whole."""
-    out: set[str] = set()
-
-    def walk(v: Any) -> None:
-        if isinstance(v, str):
-            out.add(v)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-    walk(events)
-    return out
+    return set(client_sessions.strings(events))
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
