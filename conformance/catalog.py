@@ -624,7 +624,7 @@ _API_PAIRS = tuple((m.PREFIX, m.NAME) for m in apis.APIS.values())  # (check-id 
 
 def _bending(api: str, *faults: str) -> tuple[str, ...]:
     """Those of ``faults`` that bend ``api``'s traffic (the fault's own ``apis``)."""
-    return tuple(f for f in faults if api in FAULTS[f].apis)
+    return tuple(f for f in faults if FAULTS[f].bends(api))
 
 
 _USAGE_FAULTS = {p: _bending(api, "usage-current-turn-only", "usage-cached-outside-prompt")

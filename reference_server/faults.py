@@ -16,8 +16,12 @@ class Fault:
     name: str
     bug: str
     source: str
-    apis: tuple[str, ...] = ("anthropic", "chat", "responses")  # the wire APIs whose traffic it bends
+    apis: tuple[str, ...] = ()  # the wire APIs whose traffic it bends; empty: every API's (`bends`)
     transport: bool = False  # bends the transport only: no check fails, the kit reports the endpoint stalled
+
+    def bends(self, api: str) -> bool:
+        """The fault bends ``api``'s traffic (named in ``apis``, or ``apis`` empty: every API's)."""
+        return not self.apis or api in self.apis
 
 
 _ALL = [

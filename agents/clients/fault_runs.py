@@ -32,17 +32,19 @@ DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("op
 
 
 def fault_apis(fault: str) -> tuple[str, ...]:
-    """The wire APIs whose traffic a fault bends; a client runs only against its own API's faults."""
+    """The wire APIs whose traffic a fault bends (a fault naming none bends every registered API's); a
+    client runs only against its own API's faults."""
+    from harnesscheck.conformance import apis
     from harnesscheck.reference_server.faults import FAULTS
 
-    return FAULTS[fault].apis
+    return FAULTS[fault].apis or apis.NAMES
 
 
 def faults_for(api: str) -> tuple[str, ...]:
     """Every reference-server fault a client speaking ``api`` can meet (its API's and the neutral ones)."""
     from harnesscheck.reference_server.faults import FAULTS
 
-    return tuple(f for f, fault in FAULTS.items() if api in fault.apis and not fault.transport)
+    return tuple(f for f, fault in FAULTS.items() if fault.bends(api) and not fault.transport)
 
 
 def save(data: dict[str, Any], path: Path = IMPACT_PATH) -> Path:

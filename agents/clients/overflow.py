@@ -239,7 +239,7 @@ def applies(client: Client, case: str) -> bool:
     """Whether a case means something for a client: its faults bend the client's API (the fault's own
     ``apis``: message_start is Anthropic's); only Codex sends a compaction request the window can refuse
     (Claude Code compacts first, measured)."""
-    if any(client.api not in FAULTS[f].apis for f in CASES[case][0]):
+    if not all(FAULTS[f].bends(client.api) for f in CASES[case][0]):
         return False
     if case in COMPACT_CASES:
         return client.name == "codex"
