@@ -248,7 +248,10 @@ def _check_endpoints(profiles: list, timeout: float) -> None:
     any task runs. A profile's endpoint is an OpenAI base URL (…/v1); preflight takes the server's."""
     import os
 
+    from harnesscheck.conformance import apis
     from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
+
+    openai = [name for name in apis.NAMES if apis.get(name).SDK == "openai"]  # an OpenAI base URL's APIs
 
     by_endpoint: dict[str, list[str]] = {}
     for p in profiles:
@@ -257,7 +260,7 @@ def _check_endpoints(profiles: list, timeout: float) -> None:
             by_endpoint.setdefault(base, []).append(p.model)
     key = os.environ.get("HARNESSCHECK_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
     for base, models in by_endpoint.items():
-        require_usable(base, api_key=key, model=tuple(dict.fromkeys(models)), apis=["responses", "chat"],
+        require_usable(base, api_key=key, model=tuple(dict.fromkeys(models)), apis=openai,
                        timeout=probe_timeout(timeout), progress=say)
 
 
