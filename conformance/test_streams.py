@@ -21,8 +21,9 @@ from harnesscheck.conformance.wire.transcript import Transcript
 
 # (scenario, turn): turn 1 of calculator answers after a tool result.
 STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]
-# Informational findings that mean the endpoint itself reported an error in the stream.
-ENDPOINT_ERRORS = frozenset({"AN-GRAMMAR-ERROR-EVENT", "RS-GRAMMAR-ERROR-EVENT", "CH-GRAMMAR-ERROR"})
+# Informational findings that mean the endpoint itself reported an error in the stream: each API's
+# <P>-GRAMMAR-ERROR... rule.
+ENDPOINT_ERRORS = frozenset(r for r in catalog.INFORMATIONAL if r.split("-", 1)[1].startswith("GRAMMAR-ERROR"))
 # The scenario whose prompt asks plainly for each path.
 ASKS = {catalog.TOOL_USE: "calculator", catalog.PARALLEL: "parallel_tools", catalog.THINKING: "interleaved"}
 
