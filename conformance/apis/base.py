@@ -6,7 +6,9 @@ request is built (first turn, follow-up with tool results), the one pure fold `a
 snapshot)` that turns the stream's events into a snapshot of the answer, the rule for when a tool call
 is complete, and what an answer holds (tool calls, usage, stop reason, content). Everything else in the
 kit (the grammar validators, the replay client and executor, the benchmarks, the client runner, the
-history witnesses) asks the API module, so a fourth API is one new module.
+history witnesses) asks the API module, or the registry (`apis.APIS`), so a fourth API is one new module
+(with its server frontend; what else it takes to be checked: docs/architecture.md, "one home per API";
+tests/conformance/test_fourth_api.py registers a throwaway one).
 """
 
 from __future__ import annotations

@@ -329,7 +329,7 @@ def test_error_shapes() -> None:
 
 def test_routes_and_names() -> None:
     assert [apis.get(n).PATH for n in apis.NAMES] == ["/v1/messages", "/v1/chat/completions", "/v1/responses"]
-    assert options.APIS == apis.NAMES  # written out there so the CLI parser needs no API module
+    assert options.APIS == apis.NAMES  # read from the registry (the API modules import no httpx)
     assert apis.anthropic.headers("k")["anthropic-version"] == "2023-06-01"
     assert "anthropic-version" not in apis.chat.headers(None)
     with pytest.raises(KeyError):
