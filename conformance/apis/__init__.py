@@ -60,5 +60,5 @@ def register(module: ModuleType) -> Callable[[], None]:
     return undo
 
 
-__all__ = ["APIS", "NAMES", "PREFIXES", "Api", "ToolCall", "anthropic", "by_prefix", "chat", "for_path", "get",
-           "register", "responses"]
+__all__ = ["APIS", "NAMES", "PREFIXES", "Api", "ToolCall", "anthropic", "by_prefix", "chat", "for_path",
+           "get", "register", "responses"]
