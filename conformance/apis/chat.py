@@ -133,9 +133,14 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     """Fold one chunk; return the new snapshot (the given one is not mutated). ``_at`` names the parts of
     choice 0 the chunk placed something in ("reasoning", "text", tool-call indices), ``_said`` the text it
     added as (channel, text), ``_closed`` the parts choice 0's finish_reason closed (the wire closes no part
-    before it).
+    before it). ``_g`` / ``_event``: the stream's state and what this chunk did to it (``record``), what
+    the grammar validator judges; a Dynamo ``tool_call_dispatch`` side frame is folded as
+    ``dispatch_event(data)`` (it changes no content).
     """
     snap = _place(chunk, snapshot)
+    if snap is not None and (chunk == "[DONE]" or isinstance(chunk, dict)):
+        g, rec = record(chunk, (snapshot or {}).get("_g"))
+        snap = {**snap, "_g": g, "_event": rec}
     if snap is None or not isinstance(chunk, dict) or "error" in chunk:
         return snap
     at: list[Any] = []
@@ -154,6 +159,145 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
             if isinstance(tcs, list) else []
     return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said),
             "_closed": _finished(snapshot, snap)}
+
+
+# -- the stream's state, as the grammar judges it --------------------------------------------
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+_WORDS = ("content", "reasoning_content", "reasoning", "tool_calls")
+_NEW_STATE: dict[str, Any] = {"n": 0, "done": None, "error": None, "first_id": None, "chunks": False,
+                              "choices": {}, "usage": (), "usage_on_choices": (), "dispatches": {},
+                              "early": frozenset()}
+
+
+def dispatch_event(data: Any) -> dict[str, Any]:
+    """A ``tool_call_dispatch`` side frame's data as the fold takes it (it changes no content)."""
+    return {"object": DISPATCH_EVENT, "dispatch": data}
+
+
+def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stream's state after one more chunk (``"[DONE]"``, a chunk, an error chunk, a dispatch_event),
+    and what it did: ``what`` and ``notes``, the things a rule judges, in stream order. The state: the
+    numbers (``n``, from 0) of the [DONE] and error events, the first chunk id, per choice its
+    finish_reason (and the event that set it) and its tool calls by index (first id and name, joined
+    arguments, first and last event, a non-string arguments fragment), the usage chunks (choices [], or
+    not), and the dispatches by (choice, call) and those that came before the call's deltas ended."""
+    g = dict(state or _NEW_STATE)
+    n = g["n"]
+    g["n"] = n + 1
+    notes: list[tuple[Any, ...]] = []
+    rec: dict[str, Any] = {"n": n, "what": "chunk", "notes": notes}
+    if chunk == "[DONE]":
+        g["done"] = n
+        return g, {**rec, "what": "done"}
+    if not isinstance(chunk, dict):
+        return g, {**rec, "what": "other"}
+    if chunk.get("object") == DISPATCH_EVENT and "dispatch" in chunk:
+        _record_dispatch(chunk["dispatch"], n, g, notes)
+        return g, {**rec, "what": "dispatch"}
+    if "error" in chunk:
+        g["error"] = n
+        return g, {**rec, "what": "error"}
+    g["chunks"] = True
+    if chunk.get("object") != "chat.completion.chunk":
+        notes.append(("object", chunk.get("object")))
+    cid = chunk.get("id")
+    if not isinstance(cid, str) or not cid:
+        notes.append(("id-missing", cid))
+    elif g["first_id"] is None:
+        g["first_id"] = cid
+    elif cid != g["first_id"]:
+        notes.append(("id-differs", cid, g["first_id"]))
+    cs = chunk.get("choices")
+    if not isinstance(cs, list):
+        notes.append(("choices-not-list", cs))
+        return g, rec
+    if isinstance(chunk.get("usage"), dict):
+        if cs:
+            g["usage_on_choices"] = (*g["usage_on_choices"], (n, cs))
+        else:
+            g["usage"] = (*g["usage"], n)
+    choices = g["choices"] = dict(g["choices"])
+    for c in cs:
+        if not isinstance(c, dict) or not is_int(c.get("index")) or not isinstance(c.get("delta"), dict):
+            notes.append(("choice-invalid", c))
+            continue
+        cidx, delta, fr = c["index"], c["delta"], c.get("finish_reason")
+        st = choices[cidx] = dict(choices.get(cidx) or {"finish": None, "finish_at": None, "calls": {}})
+        if st["finish"] is not None:
+            if fr is not None:
+                notes.append(("finish-again", cidx, fr, st["finish_at"]))
+                continue
+            if any(delta.get(k) for k in _WORDS):
+                notes.append(("after-finish", cidx, delta, st["finish_at"]))
+                continue
+        _record_tools(delta.get("tool_calls"), st, cidx, n, g, notes)
+        if fr is not None:
+            if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
+                notes.append(("finish-unknown", fr))
+            st["finish"], st["finish_at"] = fr, n
+    return g, rec
+
+
+def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, Any],
+                  notes: list[tuple[Any, ...]]) -> None:
+    if tcs is None:
+        return
+    if not isinstance(tcs, list):
+        notes.append(("tools-not-list", tcs))
+        return
+    calls = st["calls"] = dict(st["calls"])
+    for tc in tcs:
+        if not isinstance(tc, dict) or not is_int(tc.get("index")):
+            notes.append(("tool-no-index", tc))
+            continue
+        ti = tc["index"]
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        call = calls.get(ti)
+        if call is None:
+            if ti != len(calls):
+                notes.append(("tool-index-order", ti, len(calls)))
+            missing = [what for what, ok in (
+                ("id", isinstance(tc.get("id"), str) and bool(tc.get("id"))),
+                ('type "function"', tc.get("type") == "function"),
+                ("function.name", isinstance(fn.get("name"), str) and bool(fn.get("name")))) if not ok]
+            if missing:
+                notes.append(("tool-first", ti, missing, tc))
+            call = {"id": tc.get("id"), "name": fn.get("name"), "args": "", "first": n, "bad_args": False}
+        else:
+            call = dict(call)
+            repeated = [k for k, v in (("id", tc.get("id")), ("function.name", fn.get("name")))
+                        if isinstance(v, str) and v]
+            if repeated:
+                notes.append(("tool-repeat", ti, repeated, tc))
+        calls[ti] = call
+        call["last"] = n
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, str):
+            call["bad_args"] = True
+            notes.append(("tool-args-type", ti, args))
+        elif isinstance(args, str):
+            call["args"] += args
+            if args and (cidx, ti) in g["dispatches"]:
+                g["early"] = g["early"] | {(cidx, ti)}
+                notes.append(("dispatch-before-args", ti, args, g["dispatches"][(cidx, ti)][0]))
+
+
+def _record_dispatch(d: Any, n: int, g: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+    tc = d.get("tool_call") if isinstance(d, dict) else None
+    if not isinstance(tc, dict) or not is_int(d.get("choice_index")) or not is_int(tc.get("index")):
+        notes.append(("dispatch-malformed", d))
+        return
+    key = (d["choice_index"], tc["index"])
+    if g["done"] is not None:
+        notes.append(("dispatch-late", g["done"]))
+    if key in g["dispatches"]:
+        notes.append(("dispatch-again", key, g["dispatches"][key][0]))
+        return
+    g["dispatches"] = {**g["dispatches"], key: (n, tc)}
+    st = g["choices"].get(key[0])
+    if st is None or key[1] not in st["calls"]:
+        g["early"] = g["early"] | {key}
+        notes.append(("dispatch-early", key))
 
 
 def _finished(before: dict[str, Any] | None, after: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -17,7 +17,14 @@ import json
 from typing import Any
 
 from harnesscheck.conformance.apis.base import is_int as _is_int
-from harnesscheck.conformance.apis.chat import DISPATCH_EVENT, accumulate, final_message
+from harnesscheck.conformance.apis.base import json_object_text
+from harnesscheck.conformance.apis.chat import (  # noqa: F401 (final_message: re-exported)
+    DISPATCH_EVENT,
+    FINISH_REASONS,
+    accumulate,
+    dispatch_event,
+    final_message,
+)
 
 from .findings import Collector, Finding, frames_and_request, short
 
@@ -68,7 +75,6 @@ RULES: dict[str, str] = {
 
 INFORMATIONAL = frozenset({"CH-GRAMMAR-UNKNOWN-EVENT", "CH-GRAMMAR-ERROR"})
 
-FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
 
 
 # -- validator ------------------------------------------------------------------------------
@@ -88,58 +94,64 @@ def _include_usage(request: Any) -> bool:
 
 
 def _parse_obj(text: str) -> tuple[bool, Any]:
-    try:
-        v = json.loads(text)
-    except (ValueError, RecursionError):
+    """Arguments text as a JSON object (the one criterion: RFC 8259, no NaN or Infinity), and its value."""
+    if not json_object_text(text):
         return False, None
-    return isinstance(v, dict), v
-
-
-class _Choice:
-    __slots__ = ("calls", "finish", "finish_frame", "last_frame")
-
-    def __init__(self) -> None:
-        self.finish: Any = None
-        self.finish_frame: int | None = None
-        self.calls: dict[int, dict[str, Any]] = {}  # index -> {id, name, args[], first, last}
-        self.last_frame: int | None = None
+    return True, json.loads(text)
 
 
 def _is_chunk(data: Any) -> bool:
     return isinstance(data, dict) and (data.get("object") == "chat.completion.chunk" or "choices" in data)
 
 
+def _dispatch_shape(d: Any) -> bool:
+    tc = d.get("tool_call") if isinstance(d, dict) else None
+    fn = tc.get("function") if isinstance(tc, dict) else None
+    return (
+        isinstance(d, dict) and _is_int(d.get("choice_index")) and isinstance(tc, dict)
+        and _is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
+        and tc.get("type") == "function" and isinstance(fn, dict)
+        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
+    )
+
+
 def validate(source: Any, request: Any = None) -> list[Finding]:
     """Judge a Chat Completions stream (``request``: the request body, for include_usage and
-    tool_choice); never raises on what the server sent."""
+    tool_choice); never raises on what the server sent. The stream's state is the fold's (``accumulate``,
+    ``record``): each chunk's record says what it did, and the rules below judge those notes, the frame's
+    own shape, and the state at the end."""
     frames, request = frames_and_request(source, request)
     events = [f for f in frames if f.kind == "event"]
     sink = Collector(events)
     add = sink.add
-
-    done_frame: int | None = None
-    error_frame: int | None = None
-    first_id: Any = None
-    choices: dict[int, _Choice] = {}
-    usage_frames: list[int] = []  # chunks with choices [] and a usage object
-    usage_on_choices: list[tuple[int, Any]] = []  # chunks with a usage object and non-empty choices
-    dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}
-    early: set[tuple[int, int]] = set()
+    snap: dict[str, Any] | None = None
+    at: list[int] = []  # the frame of each folded event, by its number
     named: dict[str, list[int]] = {}  # event name on a chunk -> frames
     side: dict[str, list[int]] = {}  # event name of a side event (not a chunk) -> frames
-    any_chunk = False
+
+    def fold(data: Any, f: Any) -> dict[str, Any]:
+        nonlocal snap
+        snap = accumulate(data, snap)
+        at.append(f.index)
+        return (snap or {}).get("_event") or {}
 
     for f in events:
         i = f.index
+        g = (snap or {}).get("_g") or {}
         if f.event == DISPATCH_EVENT:
-            _dispatch(f, i, add, done_frame, choices, dispatches, early)
+            if not _dispatch_shape(f.json):
+                add("CH-DISPATCH-SHAPE", i, "malformed tool_call_dispatch",
+                    f.json if f.json is not None else f.data,
+                    '{"choice_index", "tool_call": {index, id, type, function{name, arguments}}}')
+                continue
+            _notes(fold(dispatch_event(f.json), f), i, at, add)
             continue
-        if done_frame is not None:
-            add("CH-GRAMMAR-DONE", i, f"frame after data: [DONE] (frame #{done_frame})", f.data,
+        if g.get("done") is not None:
+            add("CH-GRAMMAR-DONE", i, f"frame after data: [DONE] (frame #{at[g['done']]})", f.data,
                 "nothing after [DONE]")
             continue
         if f.done:
-            done_frame = i
+            fold("[DONE]", f)
             if f.event is not None:
                 named.setdefault(f.event, []).append(i)
             continue
@@ -153,62 +165,15 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             continue
         if f.event is not None:
             named.setdefault(f.event, []).append(i)
-        if "error" in ch:
-            error_frame = i
+        rec = fold(ch, f)
+        if rec.get("what") == "error":
             err = ch.get("error")
             what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) \
                 else short(err)
             add("CH-GRAMMAR-ERROR", i, f"the endpoint reported an error in the stream ({what})", err,
                 informational=True)
             break  # the openai SDK raises here and reads no further
-        any_chunk = True
-        if ch.get("object") != "chat.completion.chunk":
-            add("CH-GRAMMAR-OBJECT", i, f"chunk with object {ch.get('object')!r}", ch.get("object"),
-                "chat.completion.chunk")
-        cid = ch.get("id")
-        if not isinstance(cid, str) or not cid:
-            add("CH-GRAMMAR-ID", i, "chunk without a string id", cid,
-                "the same non-empty string id on every chunk")
-        elif first_id is None:
-            first_id = cid
-        elif cid != first_id:
-            add("CH-GRAMMAR-ID", i, "chunk id differs from the first chunk's", cid, first_id)
-        cs = ch.get("choices")
-        if not isinstance(cs, list):
-            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", cs,
-                "a list of choices (or [] on the usage chunk)")
-            continue
-        if isinstance(ch.get("usage"), dict):
-            if cs:
-                usage_on_choices.append((i, cs))
-            else:
-                usage_frames.append(i)
-        for c in cs:
-            if not isinstance(c, dict) or not _is_int(c.get("index")) or not isinstance(c.get("delta"), dict):
-                add("CH-GRAMMAR-CHOICES", i, "choice without an integer index and an object delta", c,
-                    '{"index": <int>, "delta": {...}}')
-                continue
-            st = choices.setdefault(c["index"], _Choice())
-            st.last_frame = i
-            delta = c["delta"]
-            fr = c.get("finish_reason")
-            if st.finish is not None:
-                if fr is not None:
-                    add("CH-GRAMMAR-FINISH-ONCE", i, f"second finish_reason for choice {c['index']}", fr,
-                        f"only the one at frame #{st.finish_frame}")
-                    continue
-                if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
-                    add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {c['index']} after its "
-                        f"finish_reason (frame #{st.finish_frame})", delta,
-                        "no content after the finish_reason")
-                    continue
-            _tool_deltas(delta.get("tool_calls"), st, c["index"], i, add, dispatches, early)
-            if fr is not None:
-                if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
-                    add("CH-GRAMMAR-FINISH-REASON", i, f"unknown finish_reason {fr!r}", fr,
-                        sorted(FINISH_REASONS))
-                st.finish = fr
-                st.finish_frame = i
+        _notes(rec, i, at, add)
 
     for name, where in sorted(named.items(), key=lambda kv: kv[1][0]):
         add("CH-GRAMMAR-EVENT-NAME", where[0], f"{len(where)} chunk frame(s) carry an SSE event name (first "
@@ -218,54 +183,122 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         add("CH-GRAMMAR-UNKNOWN-EVENT", where[0], f"{len(where)} `{name}` side event(s) that are not chunks "
             f"(first at frame #{where[0]}); recorded, not judged (the openai SDK's stream helper skips "
             "frames whose object is not chat.completion.chunk)", f"event: {name}", informational=True)
-    if error_frame is not None:
+    g = (snap or {}).get("_g") or {}
+    if g.get("error") is not None:
         return sink.out  # an error ends the stream: nothing missing at the end is judged
+    _judge_end(g, at, events, request, sink)
+    return sink.out
 
-    # -- end of stream ------------------------------------------------------------------
-    if done_frame is None:
+
+def _notes(rec: dict[str, Any], i: int, at: list[int], add: Any) -> None:
+    """The findings of one chunk or dispatch, from the notes the fold recorded."""
+    for note in rec.get("notes") or ():
+        kind, args = note[0], note[1:]
+        if kind == "object":
+            add("CH-GRAMMAR-OBJECT", i, f"chunk with object {args[0]!r}", args[0], "chat.completion.chunk")
+        elif kind == "id-missing":
+            add("CH-GRAMMAR-ID", i, "chunk without a string id", args[0],
+                "the same non-empty string id on every chunk")
+        elif kind == "id-differs":
+            add("CH-GRAMMAR-ID", i, "chunk id differs from the first chunk's", args[0], args[1])
+        elif kind == "choices-not-list":
+            add("CH-GRAMMAR-CHOICES", i, "choices is not a list", args[0],
+                "a list of choices (or [] on the usage chunk)")
+        elif kind == "choice-invalid":
+            add("CH-GRAMMAR-CHOICES", i, "choice without an integer index and an object delta", args[0],
+                '{"index": <int>, "delta": {...}}')
+        elif kind == "finish-again":
+            add("CH-GRAMMAR-FINISH-ONCE", i, f"second finish_reason for choice {args[0]}", args[1],
+                f"only the one at frame #{at[args[2]]}")
+        elif kind == "after-finish":
+            add("CH-GRAMMAR-AFTER-FINISH", i, f"delta for choice {args[0]} after its finish_reason (frame "
+                f"#{at[args[2]]})", args[1], "no content after the finish_reason")
+        elif kind == "finish-unknown":
+            add("CH-GRAMMAR-FINISH-REASON", i, f"unknown finish_reason {args[0]!r}", args[0],
+                sorted(FINISH_REASONS))
+        else:
+            _tool_note(kind, args, i, at, add)
+
+
+def _tool_note(kind: str, args: tuple[Any, ...], i: int, at: list[int], add: Any) -> None:
+    if kind == "tools-not-list":
+        add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", args[0], "a list of tool-call deltas")
+    elif kind == "tool-no-index":
+        add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", args[0],
+            '{"index": <int>, ...}')
+    elif kind == "tool-index-order":
+        add("CH-GRAMMAR-TOOL-INDEX", i, f"new tool-call index {args[0]} out of order", args[0], args[1])
+    elif kind == "tool-first":
+        add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {args[0]} lacks {', '.join(args[1])}",
+            args[2], 'id, type "function" and function.name on the first delta')
+    elif kind == "tool-repeat":
+        add("CH-GRAMMAR-TOOL-REPEAT", i, f"later delta of tool call {args[0]} repeats {', '.join(args[1])}",
+            args[2], "only index and function.arguments")
+    elif kind == "tool-args-type":
+        add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {args[0]} is not a string", args[1],
+            "a string fragment")
+    elif kind == "dispatch-before-args":
+        add("CH-DISPATCH-EARLY", i, f"argument delta for tool call {args[0]} after it was dispatched "
+            f"(frame #{at[args[2]]})", args[1], "every argument delta before the dispatch")
+    elif kind == "dispatch-late":
+        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (frame #{at[args[0]]})",
+            "dispatch after [DONE]", "before data: [DONE]")
+    elif kind == "dispatch-again":
+        add("CH-DISPATCH-ONCE", i, f"tool call {args[0][1]} of choice {args[0][0]} dispatched again",
+            "a second tool_call_dispatch", f"once (first at frame #{at[args[1]]})")
+    elif kind == "dispatch-early":
+        add("CH-DISPATCH-EARLY", i, f"tool call {args[0][1]} dispatched before any of its deltas",
+            "dispatch before the call's deltas", "dispatch once the arguments are complete")
+
+
+def _judge_end(g: dict[str, Any], at: list[int], events: list[Any], request: Any, sink: Collector) -> None:
+    """What the state at the end says: [DONE], a finish_reason per choice, the joined arguments, the
+    finish against the tool calls, the usage chunk, and the dispatches."""
+    add = sink.add
+    choices = g.get("choices") or {}
+    if g.get("done") is None:
         sink.at_end("CH-GRAMMAR-DONE", "the stream ended without data: [DONE]", "no [DONE]",
                     "data: [DONE] last")
-    if not choices and any_chunk:
+    if not choices and g.get("chunks"):
         sink.at_end("CH-GRAMMAR-FINISH-ONCE", "no choice was streamed, so no finish_reason", "no choice",
                     "one finish_reason per choice")
     forced = _forced_function(request)
     for cidx, st in sorted(choices.items()):
-        if st.finish is None:
+        if st["finish"] is None:
             sink.at_end("CH-GRAMMAR-FINISH-ONCE", f"choice {cidx} has no finish_reason", "finish_reason null",
                         "one non-null finish_reason")
-        for ti, call in sorted(st.calls.items()):
-            if call["bad_args"]:
-                continue
-            joined = "".join(call["args"])
-            ok, _ = _parse_obj(joined)
-            if not ok:
-                add("CH-GRAMMAR-TOOL-ARGS", call["last"], f"arguments of tool call {ti} do not join to a "
-                    "JSON object", joined, "a JSON object")
-        if st.finish is not None:
-            if st.calls:
+        for ti, call in sorted(st["calls"].items()):
+            if not call["bad_args"] and not _parse_obj(call["args"])[0]:
+                add("CH-GRAMMAR-TOOL-ARGS", at[call["last"]], f"arguments of tool call {ti} do not join to a "
+                    "JSON object", call["args"], "a JSON object")
+        finish, finish_frame = st["finish"], _at(at, st["finish_at"])
+        if finish is not None:
+            if st["calls"]:
                 allowed = {"tool_calls", "length", "content_filter"} | ({"stop"} if forced else set())
-                if not isinstance(st.finish, str) or st.finish not in allowed:
-                    add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, "tool calls were streamed for "
-                        f"choice {cidx} but finish_reason is {st.finish}", st.finish, "tool_calls")
-            elif st.finish == "tool_calls":
-                add("CH-GRAMMAR-FINISH-TOOL-CALLS", st.finish_frame, "finish_reason tool_calls but choice "
-                    f"{cidx} streamed no tool call", st.finish, "stop (no tool call was streamed)")
-
+                if not isinstance(finish, str) or finish not in allowed:
+                    add("CH-GRAMMAR-FINISH-TOOL-CALLS", finish_frame, "tool calls were streamed for "
+                        f"choice {cidx} but finish_reason is {finish}", finish, "tool_calls")
+            elif finish == "tool_calls":
+                add("CH-GRAMMAR-FINISH-TOOL-CALLS", finish_frame, "finish_reason tool_calls but choice "
+                    f"{cidx} streamed no tool call", finish, "stop (no tool call was streamed)")
     if _include_usage(request):
-        _judge_usage(events, choices, usage_frames, usage_on_choices, sink)
-
-    # -- dispatch, at the end -------------------------------------------------------------
-    if dispatches:
-        _judge_dispatches(choices, dispatches, early, sink)
-    return sink.out
+        _judge_usage(g, at, events, sink)
+    if g.get("dispatches"):
+        _judge_dispatches(g, at, sink)
 
 
-def _judge_usage(events: list[Any], choices: dict[int, _Choice], usage_frames: list[int],
-                 usage_on_choices: list[tuple[int, Any]], sink: Collector) -> None:
+def _at(at: list[int], n: int | None) -> int | None:
+    return None if n is None else at[n]
+
+
+def _judge_usage(g: dict[str, Any], at: list[int], events: list[Any], sink: Collector) -> None:
     """include_usage: one chunk with `choices: []` and the usage, after every finish_reason (openai-python
     ChatCompletionStreamOptionsParam: "the `choices` field will always be an empty array")."""
     by_index = {f.index: f for f in events}
-    last_finish = max((st.finish_frame for st in choices.values() if st.finish_frame is not None), default=-1)
+    usage_frames = [at[n] for n in g.get("usage") or ()]
+    usage_on_choices = [(at[n], cs) for n, cs in g.get("usage_on_choices") or ()]
+    last_finish = max((at[st["finish_at"]] for st in (g.get("choices") or {}).values()
+                       if st["finish_at"] is not None), default=-1)
     if not usage_frames:
         if usage_on_choices:
             i, cs = usage_on_choices[-1]
@@ -287,13 +320,13 @@ def _judge_usage(events: list[Any], choices: dict[int, _Choice], usage_frames: l
                  f"#{last_finish})", f"usage at frame #{u}", f"after frame #{last_finish}")
 
 
-def _judge_dispatches(choices: dict[int, _Choice],
-                      dispatches: dict[tuple[int, int], tuple[int, dict[str, Any]]],
-                      early: set[tuple[int, int]], sink: Collector) -> None:
+def _judge_dispatches(g: dict[str, Any], at: list[int], sink: Collector) -> None:
     add = sink.add
-    for (cidx, ti), (di, tc) in sorted(dispatches.items()):
+    choices, dispatches, early = g.get("choices") or {}, g["dispatches"], g.get("early") or frozenset()
+    for (cidx, ti), (dn, tc) in sorted(dispatches.items()):
+        di = at[dn]
         st = choices.get(cidx)
-        call = st.calls.get(ti) if st is not None else None
+        call = st["calls"].get(ti) if st is not None else None
         if call is None:
             if (cidx, ti) not in early:
                 add("CH-DISPATCH-MATCH", di, f"dispatched call {ti} of choice {cidx} was never streamed",
@@ -305,7 +338,7 @@ def _judge_dispatches(choices: dict[int, _Choice],
             diffs.append(f"id {tc['id']!r} != {call['id']!r}")
         if fn["name"] != call["name"]:
             diffs.append(f"name {fn['name']!r} != {call['name']!r}")
-        joined = "".join(call["args"])
+        joined = call["args"]
         ok_a, va = _parse_obj(fn["arguments"])
         ok_b, vb = _parse_obj(joined)
         if not ((ok_a and ok_b and va == vb) or fn["arguments"] == joined):
@@ -316,7 +349,7 @@ def _judge_dispatches(choices: dict[int, _Choice],
                 {"id": tc["id"], "name": fn["name"], "arguments": fn["arguments"]},
                 {"id": call["id"], "name": call["name"], "arguments": joined})
     for cidx, st in sorted(choices.items()):
-        for ti, _call in sorted(st.calls.items()):
+        for ti, _call in sorted(st["calls"].items()):
             if (cidx, ti) not in dispatches:
                 sink.at_end("CH-DISPATCH-MISSING", f"tool call {ti} of choice {cidx} was never dispatched",
                             f"no tool_call_dispatch for call {ti}", "one tool_call_dispatch per call")
@@ -327,86 +360,3 @@ def _check_usage(usage: dict[str, Any], i: int, add: Any) -> None:
     if bad:
         add("CH-GRAMMAR-USAGE-CHUNK", i, f"usage without integer {', '.join(bad)}", usage,
             "integer prompt_tokens, completion_tokens and total_tokens")
-
-
-def _tool_deltas(tcs: Any, st: _Choice, cidx: int, i: int, add: Any,
-                 dispatches: dict[tuple[int, int], Any], early: set[tuple[int, int]]) -> None:
-    if tcs is None:
-        return
-    if not isinstance(tcs, list):
-        add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", tcs, "a list of tool-call deltas")
-        return
-    for tc in tcs:
-        if not isinstance(tc, dict) or not _is_int(tc.get("index")):
-            add("CH-GRAMMAR-TOOL-INDEX", i, "tool-call delta without an integer index", tc,
-                '{"index": <int>, ...}')
-            continue
-        ti = tc["index"]
-        fn = tc.get("function")
-        fn = fn if isinstance(fn, dict) else {}
-        call = st.calls.get(ti)
-        if call is None:
-            if ti != len(st.calls):
-                add("CH-GRAMMAR-TOOL-INDEX", i, f"new tool-call index {ti} out of order", ti, len(st.calls))
-            missing = []
-            if not isinstance(tc.get("id"), str) or not tc.get("id"):
-                missing.append("id")
-            if tc.get("type") != "function":
-                missing.append('type "function"')
-            if not isinstance(fn.get("name"), str) or not fn.get("name"):
-                missing.append("function.name")
-            if missing:
-                add("CH-GRAMMAR-TOOL-FIRST", i, f"first delta of tool call {ti} lacks {', '.join(missing)}",
-                    tc,
-                    'id, type "function" and function.name on the first delta')
-            call = {"id": tc.get("id"), "name": fn.get("name"), "args": [], "first": i, "last": i, "bad_args": False}
-            st.calls[ti] = call
-        else:
-            repeated = [k for k, v in (("id", tc.get("id")), ("function.name", fn.get("name")))
-                        if isinstance(v, str) and v]
-            if repeated:
-                add("CH-GRAMMAR-TOOL-REPEAT", i, f"later delta of tool call {ti} repeats {', '.join(repeated)}",
-                    tc, "only index and function.arguments")
-        call["last"] = i
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, str):
-            call["bad_args"] = True
-            add("CH-GRAMMAR-TOOL-ARGS", i, f"arguments of tool call {ti} is not a string", args,
-                "a string fragment")
-        elif isinstance(args, str):
-            call["args"].append(args)
-            if args and (cidx, ti) in dispatches:
-                early.add((cidx, ti))
-                add("CH-DISPATCH-EARLY", i, f"argument delta for tool call {ti} after it was dispatched "
-                    f"(frame #{dispatches[(cidx, ti)][0]})", args, "every argument delta before the dispatch")
-
-
-def _dispatch(f: Any, i: int, add: Any, done_frame: int | None, choices: dict[int, _Choice],
-              dispatches: dict[tuple[int, int], Any], early: set[tuple[int, int]]) -> None:
-    d = f.json
-    tc = d.get("tool_call") if isinstance(d, dict) else None
-    fn = tc.get("function") if isinstance(tc, dict) else None
-    ok = (
-        isinstance(d, dict) and _is_int(d.get("choice_index")) and isinstance(tc, dict)
-        and _is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
-        and tc.get("type") == "function" and isinstance(fn, dict)
-        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
-    )
-    if not ok:
-        add("CH-DISPATCH-SHAPE", i, "malformed tool_call_dispatch", f.json if f.json is not None else f.data,
-            '{"choice_index", "tool_call": {index, id, type, function{name, arguments}}}')
-        return
-    key = (d["choice_index"], tc["index"])  # type: ignore[index]
-    if done_frame is not None:
-        add("CH-DISPATCH-LATE", i, f"tool_call_dispatch after [DONE] (frame #{done_frame})",
-            "dispatch after [DONE]", "before data: [DONE]")
-    if key in dispatches:
-        add("CH-DISPATCH-ONCE", i, f"tool call {key[1]} of choice {key[0]} dispatched again",
-            "a second tool_call_dispatch", f"once (first at frame #{dispatches[key][0]})")
-        return
-    dispatches[key] = (i, tc)
-    st = choices.get(key[0])
-    if st is None or key[1] not in st.calls:
-        early.add(key)
-        add("CH-DISPATCH-EARLY", i, f"tool call {key[1]} dispatched before any of its deltas",
-            "dispatch before the call's deltas", "dispatch once the arguments are complete")
