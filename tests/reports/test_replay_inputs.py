@@ -34,7 +34,7 @@ def _replay(trace: Path, url: str, out: Path) -> Path:
 
 def test_report_and_gate_read_replay_folders(trace, server_factory, tmp_path, capsys) -> None:
     usual = server_factory("--decode-ms", "1", "--ttft-base-ms", "40", "--prefill-us-per-token", "0", fast=False)
-    slowed = server_factory("--decode-ms", "1", "--ttft-base-ms", "160", "--prefill-us-per-token", "0", fast=False)
+    slowed = server_factory("--decode-ms", "1", "--ttft-base-ms", "400", "--prefill-us-per-token", "0", fast=False)
     base = _replay(trace, usual, tmp_path / "base")
     doc = load_merged([base])
     names = [b["name"] for b in doc["benchmarks"]]
