@@ -160,11 +160,14 @@ def _get_at(items: Any, idx: Any) -> dict[str, Any]:
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     """Fold one event; return the new snapshot (the given one is not mutated). ``_at`` is the output index
     the event placed something in (None: none), ``_said`` the text it added as (channel, text), ``_closed``
-    the output index its ``output_item.done`` closed.
+    the output index its ``output_item.done`` closed; ``_g`` / ``_event`` the stream's state and what this
+    event did to it (``record``), what the grammar validator judges.
     """
     snap = _place(event, snapshot)
     if not isinstance(event, dict):
         return snap
+    g, rec = record(event, (snapshot or {}).get("_g"))
+    snap = {**snap, "_g": g, "_event": rec}
     typ, oi = event.get("type"), event.get("output_index")
     placed = is_int(oi) and len(snap.get("_unplaced", ())) == len((snapshot or {}).get("_unplaced", ())) \
         and oi in (snap.get("output") or {}) and typ not in ("error", *TERMINAL)
@@ -172,6 +175,270 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     channel = _SAID.get(typ) if placed and isinstance(typ, str) and isinstance(words, str) else None
     return {**snap, "_at": oi if placed else None, "_said": ((channel, words),) if channel else (),
             "_closed": oi if placed and typ == "response.output_item.done" else None}
+
+
+# -- the stream's state, as the grammar judges it --------------------------------------------
+# The documented Responses stream events (openai-python src/openai/types/responses/response_stream_event.py).
+EVENT_TYPES = frozenset(
+    {
+        "response.created", "response.in_progress", "response.queued", *TERMINAL,
+        "response.output_item.added", "response.output_item.done",
+        "response.content_part.added", "response.content_part.done",
+        "response.output_text.delta", "response.output_text.done", "response.output_text.annotation.added",
+        "response.refusal.delta", "response.refusal.done",
+        "response.function_call_arguments.delta", "response.function_call_arguments.done",
+        "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
+        "response.file_search_call.in_progress", "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.web_search_call.in_progress", "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.code_interpreter_call.in_progress", "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed", "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.done",
+        "response.image_generation_call.in_progress", "response.image_generation_call.generating",
+        "response.image_generation_call.partial_image", "response.image_generation_call.completed",
+        "response.mcp_call.in_progress", "response.mcp_call.completed", "response.mcp_call.failed",
+        "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done",
+        "response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
+        "response.audio.delta", "response.audio.done", "response.audio.transcript.delta",
+        "response.audio.transcript.done",
+        "response.shell_call_command.added", "response.shell_call_command.delta",
+        "response.shell_call_command.done", "response.shell_call_output_content.delta",
+        "response.shell_call_output_content.done", "response.compaction.compacting",
+        "error",
+    }
+)
+# content part type -> (text stream, key of the text in the part)
+PART_STREAMS = {"output_text": ("response.output_text", "text"), "refusal": ("response.refusal", "refusal"),
+                "reasoning_text": ("response.reasoning_text", "text")}
+# item type -> the content part types it may add (ResponseContentPartAddedEvent.part)
+PARTS_FOR = {"message": frozenset({"output_text", "refusal"}), "reasoning": frozenset({"reasoning_text"})}
+_NEW_STATE: dict[str, Any] = {"n": 0, "seq": None, "events": 0, "created": None, "in_progress": None,
+                              "lifecycle_next": False, "terminal": None, "terminal_type": None, "error": None,
+                              "items": {}}
+
+
+def _hashable(v: Any) -> Any:
+    return v if v is None or isinstance(v, int | str | float) else repr(v)
+
+
+def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stream's state after one more event, and what it did: ``what`` and ``notes`` (the things a rule
+    judges, in stream order; event numbers ``n`` count the events recorded, from 0). The state: the last
+    sequence_number, the events counted, the events that created, put in progress, ended (terminal) or
+    errored the response, whether in_progress must come next, and each item by output_index: its id,
+    type, name and call_id at added, whether it is open, its arguments (deltas joined, how many, the .done
+    text), its text streams (deltas joined, done) and content parts (open, text_done, closed; their type).
+    Events after the terminal one change nothing."""
+    g = dict(state or _NEW_STATE)
+    n = g["n"]
+    g["n"] = n + 1
+    notes: list[tuple[Any, ...]] = []
+    rec: dict[str, Any] = {"n": n, "what": "event", "notes": notes}
+    typ, sn = event.get("type"), event.get("sequence_number")
+    if not is_int(sn):
+        notes.append(("seq-missing", typ, sn if "sequence_number" in event else "no sequence_number"))
+    else:
+        if g["seq"] is None:
+            if sn not in (0, 1):
+                notes.append(("seq-first", sn))
+        elif sn != g["seq"] + 1:
+            notes.append(("seq-gap", sn, g["seq"]))
+        g["seq"] = sn
+    g["events"] += 1
+    if not isinstance(typ, str):  # a list would not even hash
+        return g, {**rec, "what": "no-type"}
+    if typ not in EVENT_TYPES:
+        return g, {**rec, "what": "unknown"}
+    if g["terminal"] is not None:
+        return g, {**rec, "what": "after-terminal", "terminal": g["terminal"],
+                   "terminal_type": g["terminal_type"]}
+    if typ == "error":
+        g["error"] = n
+        return g, {**rec, "what": "error"}
+    if typ == "response.created":
+        if g["created"] is not None or g["events"] != 1:
+            notes.append(("created-again", g["created"]))
+        g["created"] = n if g["created"] is None else g["created"]
+        g["lifecycle_next"] = g["events"] == 1
+        return g, rec
+    if g["events"] == 1:
+        notes.append(("first-not-created",))
+    if typ == "response.queued":
+        if g["in_progress"] is not None:
+            notes.append(("queued-late", g["in_progress"]))
+        return g, rec
+    if g["lifecycle_next"]:
+        g["lifecycle_next"] = False
+        if typ != "response.in_progress":
+            notes.append(("not-in-progress", g["created"]))
+    if typ == "response.in_progress":
+        g["in_progress"] = n if g["in_progress"] is None else g["in_progress"]
+        return g, rec
+    items = g["items"] = dict(g["items"])
+    if typ in TERMINAL:
+        g["terminal"], g["terminal_type"] = n, typ
+        if typ != "response.failed":  # an error ended the response: what it left open is not judged
+            for k, it in items.items():
+                if it["open"]:
+                    notes.append(("unclosed", it["index"], it["start"]))
+                    items[k] = {**it, "open": False}
+        return g, {**rec, "what": "terminal", "ids": [items[k]["id"] for k in sorted(items)]}
+    if typ == "response.output_item.added":
+        _record_added(event, n, items, notes)
+        return g, rec
+    oi = event.get("output_index")
+    it = items.get(oi) if is_int(oi) else None
+    if it is None:
+        notes.append(("no-item", oi, sorted(items)))
+        return g, rec
+    if not it["open"]:
+        notes.append(("item-closed", oi))
+        return g, rec
+    it = items[oi] = dict(it)
+    if typ == "response.output_item.done":
+        _record_item_done(event, it, notes)
+        return g, rec
+    if event.get("item_id") != it["id"]:
+        notes.append(("item-id", oi, event.get("item_id"), it["id"]))
+    _record_item_event(typ, event, it, notes)
+    return g, rec
+
+
+def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[tuple[Any, ...]]) -> None:
+    oi, item = event.get("output_index"), event.get("item")
+    opened = [it["index"] for it in items.values() if it["open"]]
+    if opened:
+        notes.append(("added-while-open", oi, opened))
+    if not is_int(oi) or oi != len(items) or oi in items:
+        notes.append(("output-index", oi, len(items)))
+        if not is_int(oi) or oi in items:
+            return
+    if not isinstance(item, dict):
+        notes.append(("added-no-item", item))
+        return
+    if not isinstance(item.get("id"), str) or not item.get("id"):
+        notes.append(("item-no-id", item.get("id", "no id")))
+    items[oi] = {"index": oi, "id": item.get("id"), "type": item.get("type"), "open": True,
+                 "name": item.get("name"), "call_id": item.get("call_id"), "args": "", "deltas": 0,
+                 "args_done": None, "texts": {}, "parts": {}, "part_types": {}, "start": n}
+    if item.get("type") == "function_call":
+        bad = [k for k in ("name", "call_id") if not isinstance(item.get(k), str) or not item.get(k)]
+        if bad:
+            notes.append(("function-call-added", bad, {k: item.get(k) for k in ("name", "call_id")}))
+
+
+def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
+                       notes: list[tuple[Any, ...]]) -> None:
+    if typ == "response.content_part.added":
+        ci = _hashable(ev.get("content_index"))
+        part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+        allowed = PARTS_FOR.get(it["type"]) if isinstance(it["type"], str) else None
+        ptype = part.get("type")
+        known = isinstance(ptype, str) and allowed is not None and ptype in allowed
+        misplaced = allowed is None or (ptype is not None and not known)
+        if not is_int(ci) or ci in it["parts"] or misplaced:
+            notes.append(("part-added-misplaced", ci, ptype, it["type"], ci in it["parts"]))
+            return
+        it["parts"] = {**it["parts"], ci: "open"}
+        it["part_types"] = {**it["part_types"], ci: ptype if isinstance(ptype, str) else "output_text"}
+        return
+    if typ == "response.content_part.done":
+        ci = _hashable(ev.get("content_index"))
+        state = it["parts"].get(ci)
+        part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+        if state != "text_done" and not (state == "open" and part.get("type") == "refusal"):
+            notes.append(("part-done-early", ci, state))
+            if state is None:
+                return
+        it["parts"] = {**it["parts"], ci: "closed"}
+        done_type = part.get("type")
+        stream, key = PART_STREAMS[done_type if isinstance(done_type, str) and done_type in PART_STREAMS else
+                                   it["part_types"].get(ci, "output_text")]
+        t = it["texts"].get((stream, ci))
+        if t is not None and key in part and part.get(key) != t["deltas"]:
+            notes.append(("part-text", ci, key, part.get(key), t["deltas"]))
+        return
+    if typ in ("response.function_call_arguments.delta", "response.function_call_arguments.done"):
+        if it["type"] != "function_call" or it["args_done"] is not None:
+            notes.append(("args-misplaced", typ, it["type"], it["args_done"] is not None))
+            return
+        if typ.endswith(".delta"):
+            it["args"] += text(ev.get("delta"))
+            it["deltas"] += 1
+            return
+        args = ev.get("arguments")
+        if args != it["args"]:
+            notes.append(("args-done", args, it["args"]))
+        it["args_done"] = args if isinstance(args, str) else it["args"]
+        return
+    for prefix, (idx_key, text_key) in _TEXT_STREAMS.items():
+        if typ.startswith(prefix + "."):
+            _record_text(typ, prefix, ev, _hashable(ev.get(idx_key)), text_key, it, notes)
+            return
+    # reasoning summary part events are bookkeeping; other documented item events (tool calls of hosted
+    # tools, annotations, audio): no order rules
+
+
+def _record_text(typ: str, prefix: str, ev: dict[str, Any], idx: Any, text_key: str, it: dict[str, Any],
+                 notes: list[tuple[Any, ...]]) -> None:
+    # output text and refusals live in a content part; reasoning text may (vLLM adds a reasoning_text
+    # part) or may not (the part is optional around it)
+    needs_part = prefix in ("response.output_text", "response.refusal") or idx in it["parts"]
+    if needs_part and it["parts"].get(idx) != "open":
+        notes.append(("text-outside-part", typ, idx, it["parts"].get(idx)))
+        return
+    t = dict(it["texts"].get((prefix, idx)) or {"deltas": "", "done": False})
+    if t["done"]:
+        notes.append(("text-after-done", typ, prefix, idx))
+        return
+    it["texts"] = {**it["texts"], (prefix, idx): t}
+    if typ.endswith(".delta"):
+        t["deltas"] += text(ev.get("delta"))
+    elif typ.endswith(".done"):
+        t["done"] = True
+        if ev.get(text_key) != t["deltas"]:
+            notes.append(("text-done", typ, text_key, ev.get(text_key), t["deltas"]))
+        if idx in it["parts"]:
+            it["parts"] = {**it["parts"], idx: "text_done"}
+
+
+def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+    it["open"] = False
+    item = ev.get("item")
+    if not isinstance(item, dict):
+        notes.append(("done-no-item", item))
+        return
+    if item.get("id") != it["id"]:
+        notes.append(("done-id", item.get("id"), it["id"]))
+    open_parts = [ci for ci, s in it["parts"].items() if s != "closed"]
+    if open_parts:
+        notes.append(("done-parts-open", it["index"], open_parts))
+    if it["type"] == "function_call":
+        if item.get("name") != it["name"] or item.get("call_id") != it["call_id"]:
+            notes.append(("function-call-changed", {k: item.get(k) for k in ("name", "call_id")},
+                          {"name": it["name"], "call_id": it["call_id"]}))
+        if it["args_done"] is None:
+            notes.append(("done-no-args-done", it["index"]))
+        final = item.get("arguments")
+        expected = it["args_done"] if it["args_done"] is not None else it["args"]
+        if final != expected and (it["deltas"] or it["args_done"] is not None):
+            notes.append(("done-args", final, expected))
+        notes.append(("done-args-json", final))
+    if it["type"] in ("message", "reasoning"):
+        for (stream, idx), t in it["texts"].items():
+            idx_key, text_key = _TEXT_STREAMS[stream]
+            field = "summary" if idx_key == "summary_index" else "content"
+            parts = item.get(field)
+            if not isinstance(parts, list) or not is_int(idx) or not 0 <= idx < len(parts):
+                continue  # reasoning content may be omitted from the item (e.g. encrypted)
+            part = parts[idx]
+            if isinstance(part, dict) and text_key in part and part[text_key] != t["deltas"]:
+                notes.append(("done-text", field, idx, text_key, part[text_key], t["deltas"]))
 
 
 # the channel of a text delta's words

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
-from harnesscheck.conformance.apis.anthropic import (  # noqa: F401 (accumulate, final_message: re-exported)
+from harnesscheck.conformance.apis.anthropic import (
     EVENT_TYPES,
     accumulate,
     final_message,
     recording,
 )
+from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
 from harnesscheck.conformance.apis.base import is_int as _is_int
 from harnesscheck.conformance.apis.base import json_object_text
 

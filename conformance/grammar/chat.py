@@ -18,7 +18,7 @@ from typing import Any
 
 from harnesscheck.conformance.apis.base import is_int as _is_int
 from harnesscheck.conformance.apis.base import json_object_text
-from harnesscheck.conformance.apis.chat import (  # noqa: F401 (final_message: re-exported)
+from harnesscheck.conformance.apis.chat import (
     DISPATCH_EVENT,
     FINISH_REASONS,
     accumulate,
