@@ -219,7 +219,7 @@ _SPAN_FILL = {"thinking": "#ddd6fe", "reasoning": "#ddd6fe", "text": "#bfdbfe", 
 
 def _nice_step(span: float, target: int = 8) -> float:
     raw = max(span, 1e-9) / target
-    power = 10 ** math.floor(math.log10(raw))
+    power: float = 10.0 ** math.floor(math.log10(raw))
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
 
 

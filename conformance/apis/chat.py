@@ -251,7 +251,7 @@ def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, 
             notes.append(("tool-no-index", tc))
             continue
         ti = tc["index"]
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
         call = calls.get(ti)
         if call is None:
             if ti != len(calls):

@@ -222,6 +222,10 @@ _NEW_STATE: dict[str, Any] = {"n": 0, "seq": None, "events": 0, "created": None,
                               "items": {}}
 
 
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def _hashable(v: Any) -> Any:
     return v if v is None or isinstance(v, int | str | float) else repr(v)
 
@@ -336,7 +340,7 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
                        notes: list[tuple[Any, ...]]) -> None:
     if typ == "response.content_part.added":
         ci = _hashable(ev.get("content_index"))
-        part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+        part = _obj(ev.get("part"))
         allowed = PARTS_FOR.get(it["type"]) if isinstance(it["type"], str) else None
         ptype = part.get("type")
         known = isinstance(ptype, str) and allowed is not None and ptype in allowed
@@ -350,7 +354,7 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
     if typ == "response.content_part.done":
         ci = _hashable(ev.get("content_index"))
         state = it["parts"].get(ci)
-        part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+        part = _obj(ev.get("part"))
         if state != "text_done" and not (state == "open" and part.get("type") == "refusal"):
             notes.append(("part-done-early", ci, state))
             if state is None:

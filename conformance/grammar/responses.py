@@ -105,7 +105,8 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         snap = accumulate(ev, snap)
         at.append(i)
         rec = snap.get("_event") or {}
-        typ, what = ev.get("type"), rec.get("what")
+        typ: Any = ev.get("type")
+        what = rec.get("what")
         _notes([n for n in rec.get("notes") or () if n[0].startswith("seq-")], i, at, add)
         if what == "no-type":
             add("RS-GRAMMAR-JSON", i, "data has no string type", typ, 'a string "type"')
@@ -127,12 +128,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             continue
         _notes([n for n in rec.get("notes") or () if not n[0].startswith("seq-")], i, at, add, ev)
         if what == "terminal" and typ == "response.failed":  # the fold notes no open item then
-            terminal = ev.get("response") if isinstance(ev.get("response"), dict) else {}
-            body = terminal.get("error")
+            terminal: Any = ev.get("response")
+            body = terminal.get("error") if isinstance(terminal, dict) else None
             add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported the response failed ({_what(body)})",
                 body, informational=True)
         if what == "terminal":
-            _check_terminal(typ, ev.get("response") if isinstance(ev.get("response"), dict) else {}, i,
+            resp: Any = ev.get("response")
+            _check_terminal(typ, resp if isinstance(resp, dict) else {}, i,
                             rec["ids"], add)
 
     names.report(sink)
