@@ -376,8 +376,9 @@ def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
     if raw.strip() == "":
         block["input"] = {}
     else:
-        try:  # NaN and Infinity are no JSON (RFC 8259): Python would read them, and a history holding them
-            block["input"] = json.loads(raw, parse_constant=base.not_json)  # could never be sent again
+        try:  # NaN, Infinity (no JSON, RFC 8259) and 1e999 (past a float): Python would read them, and a
+            # history holding them could never be sent again
+            block["input"] = json.loads(raw, parse_constant=base.not_json, parse_float=base.finite_float)
         except (ValueError, RecursionError):
             block["input"] = raw  # keep what was sent; the validator reports it
     return block

@@ -14,6 +14,7 @@ tests/conformance/test_fourth_api.py registers a throwaway one).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
@@ -280,6 +281,15 @@ def is_openai_error(body: Any) -> bool:
 
 def not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
+
+
+def finite_float(literal: str) -> float:
+    """json.loads' parse_float for outside data: a number past a float's range (`1e999`, vLLM 0.32's random
+    model under a forced choice) reads as inf in Python, which json.dumps can never send again."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is out of a float's range")
+    return value
 
 
 def json_object_text(arguments: Any) -> bool:
