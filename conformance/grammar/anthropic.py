@@ -1,9 +1,9 @@
-"""Anthropic Messages stream grammar: a pure fold and a validator.
+"""Anthropic Messages stream grammar: rules over the API's fold.
 
-``accumulate(event, snapshot)`` folds one event into a message snapshot without mutating its
-input (as anthropic-sdk-python's ``accumulate_event``, but it records instead of raising);
-``final_message(frames)`` folds a whole stream; ``validate(frames, request=None)`` returns the
-``Finding`` list for the rules in ``RULES`` (API_FACTS.md, "Anthropic Messages").
+``validate(frames, request=None)`` returns the ``Finding`` list for the rules in ``RULES`` (API_FACTS.md,
+"Anthropic Messages"). It keeps no stream state of its own: ``apis.anthropic.accumulate`` (re-exported
+here with ``final_message``) folds each event and records what it did to the stream's state
+(``apis.anthropic.record``); the rules judge that record, the event's own fields and the state at the end.
 """
 
 from __future__ import annotations

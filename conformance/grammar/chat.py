@@ -1,10 +1,10 @@
-"""OpenAI Chat Completions stream grammar: a pure fold and a validator.
+"""OpenAI Chat Completions stream grammar: rules over the API's fold.
 
-``accumulate(chunk, snapshot)`` folds one ``chat.completion.chunk`` into a snapshot without
-mutating it (first-seen ``id``/``type``/``name`` per tool call, ``arguments`` joined, reasoning from
-``reasoning_content`` or ``reasoning``); ``final_message(frames, choice=0)`` folds a stream;
 ``validate(frames, request=None)`` returns findings for ``RULES`` (API_FACTS.md, "OpenAI Chat
-Completions"), including Dynamo's ``tool_call_dispatch`` side events when they are present.
+Completions"), including Dynamo's ``tool_call_dispatch`` side events when they are present. It keeps no
+stream state of its own: ``apis.chat.accumulate`` (re-exported here with ``final_message``: first-seen
+``id``/``type``/``name`` per tool call, ``arguments`` joined, reasoning from ``reasoning_content`` or
+``reasoning``) folds each chunk and records its notes and the stream's state (``apis.chat.record``).
 
 On repeated fields: openai-python's ``accumulate_delta`` concatenates every string field of a
 tool-call delta except ``index`` and ``type``, so a repeated ``id`` or ``function.name`` arrives

@@ -1,9 +1,9 @@
-"""OpenAI Responses stream grammar: a pure fold and a validator.
+"""OpenAI Responses stream grammar: rules over the API's fold.
 
-``accumulate(event, snapshot)`` folds one event into ``{"response": ..., "output": {index: item}}``
-without mutating the given snapshot; ``final_message(frames)`` returns ``{"response": the final
-response object, "output": [items by output_index]}``; ``validate(frames, request=None)`` returns
-findings for ``RULES`` (API_FACTS.md, "OpenAI Responses").
+``validate(frames, request=None)`` returns findings for ``RULES`` (API_FACTS.md, "OpenAI Responses"). It
+keeps no stream state of its own: ``apis.responses.accumulate`` (re-exported here with
+``final_message``) folds each event into ``{"response": ..., "output": {index: item}}`` and records its
+notes and the stream's state (``apis.responses.record``).
 """
 
 from __future__ import annotations
