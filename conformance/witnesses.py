@@ -4,7 +4,9 @@ prompt. Strongest first; `--witness` forces one, `auto` takes the strongest the 
 1. tokenize: the chat-form /tokenize rendering of turn N+1's history starts with turn N's prompt
    and holds turn N's parts (r0, t0, r1, t1) in order after it;
 2. cache: turn N+1 reads at least turn N's prompt plus output from the prefix cache, less SLACK
-   tokens of block granularity;
+   tokens of block granularity, or less the endpoint's own cache block where the counts it reports
+   (the turn and a repeat of it) share a coarser one (`cache_slack`: vLLM on CPU caches whole blocks of
+   128 tokens);
 3. timing: turn N+1's time to first token with the history as the endpoint returned it costs about
    what a fully cached repeat costs, far less than with the reasoning deliberately rewritten (a
    paired Wilcoxon test shows the rewrite is slower, so prefix reuse is measurable at all).
@@ -28,6 +30,7 @@ reformats past agent reasoning), timing has no kit case. Then the model's own tu
 from __future__ import annotations
 
 import copy
+import math
 import statistics
 import uuid
 from collections.abc import Callable
@@ -42,6 +45,7 @@ from harnesscheck.stats import wilcoxon_test
 WITNESSES = ("tokenize", "cache", "timing")
 TOKENIZE_PREFIXES = ("/v1", "")  # the tokenize routes are probed under both
 SLACK = 64  # tokens: block granularity plus the end-of-turn marker
+MAX_BLOCK = 256  # tokens: the coarsest cache block of the serving stacks (vLLM CPU 128, its DeepSeek-V4 backend 256)
 TIMING_PAIRS = 8  # sessions; Wilcoxon p < 0.05 survives a pair the wrong way
 TIMING_SHARE = 0.35  # the share of a full rewrite's extra cost that verbatim history may still pay
 
@@ -95,6 +99,14 @@ def _usage_only(api: str, body: dict[str, Any]) -> int | None:
     """The output limit of a request whose answer only its usage is read from: the API's smallest, unless
     the request thinks with a budget (Anthropic: max_tokens must exceed budget_tokens): then its own."""
     return None if (body.get("thinking") or {}).get("budget_tokens") else apis.get(api).MIN_OUTPUT_TOKENS
+
+
+def cache_slack(cached: int, repeat: int) -> int:
+    """The shortfall the cache witness forgives, from the cached counts of a request and of its repeat: SLACK,
+    or the endpoint's cache block where both counts share a coarser one (their greatest common divisor, at most
+    MAX_BLOCK): an endpoint that caches whole blocks of 128 tokens reads 128 of a verbatim 254-token prefix."""
+    block = math.gcd(cached, repeat) if cached > 0 and repeat > 0 else 0
+    return max(SLACK, block) if block <= MAX_BLOCK else SLACK
 
 
 def _second(hc: Session, api: str, body: dict[str, Any], *, label: str, max_tokens: int | None = None) -> Transcript:
@@ -214,9 +226,13 @@ def cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
         repeat = _second(hc, api, follow, label="turn 2 repeated (control)", max_tokens=small)
         if usage_of(api, repeat.json_body() or {})[2] == 0:
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
-    if cached2 < prompt1 + output1 - SLACK:
+    slack = SLACK
+    if cached2 < prompt1 + output1 - SLACK:  # the endpoint's cache block may be coarser: its repeat tells
+        repeat = _second(hc, api, follow, label="turn 2 repeated (cache block)", max_tokens=small)
+        slack = cache_slack(cached2, usage_of(api, repeat.json_body() or {})[2])
+    if cached2 < prompt1 + output1 - slack:
         fail(f"cache witness: turn 2 read {cached2} prompt tokens from the cache; turn 1's prompt ({prompt1}) plus "
-             f"output ({output1}) less {SLACK} is {prompt1 + output1 - SLACK}: the history did not come back "
+             f"output ({output1}) less {slack} is {prompt1 + output1 - slack}: the history did not come back "
              "verbatim", transcript=second)
 
 
@@ -331,9 +347,13 @@ def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> Non
         if usage_of(api, repeat.json_body() or {})[2] == 0:
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
     hc.saw(catalog.CACHE_HIT)
-    if cached < prompt_x - SLACK:
+    slack = SLACK
+    if cached < prompt_x - SLACK:  # the endpoint's cache block may be coarser: a repeat tells
+        repeat = _second(hc, api, later, label="one turn later, repeated (cache block)", max_tokens=small)
+        slack = cache_slack(cached, usage_of(api, repeat.json_body() or {})[2])
+    if cached < prompt_x - slack:
         fail(f"cache witness: one turn after the kit's interleaved turn the endpoint read {cached} prompt tokens from "
-             f"the cache, less than the {prompt_x} of the request that ended with that turn, less {SLACK}: the turn "
+             f"the cache, less than the {prompt_x} of the request that ended with that turn, less {slack}: the turn "
              "was rendered differently once another turn followed it", transcript=second)
 
 

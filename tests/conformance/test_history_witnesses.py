@@ -62,3 +62,28 @@ def test_drop_plain_turn_family_keeps_agent_turn_reasoning(fault: str | None, tm
         assert all(v == "pass" for v in outcomes.values()), outcomes
     else:
         assert {k for k, v in outcomes.items() if v == "fail"} == HIST, outcomes
+
+
+@pytest.mark.parametrize("fault", [None, "truncate-agent-reasoning"])
+def test_the_cache_witness_reads_whole_cache_blocks(fault: str | None, tmp_path: Path) -> None:
+    """vLLM 0.32 on CPU caches whole blocks of 128 tokens: a verbatim 254-token prefix reads 128, which is no
+    proof of a history rendered differently (AN-HIST-001 failed so, docs/peers/vllm-0.32.md). With the server's
+    blocks at 128 the clean history passes on the cache witness, and dropped agent reasoning still fails."""
+    server_args = ("--block-size=128",) + ((f"--fault={fault}",) if fault else ())
+    doc = run_forked(SuiteOptions(select=SELECT, witness="cache", server_args=server_args, timeout=30.0), tmp_path)
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    expected = EXPECTED_FAIL[("cache", fault)] if fault else set()
+    assert {k for k, v in outcomes.items() if v == "fail"} == expected, outcomes
+    assert all(outcomes[k] == "pass" for k in (HIST | ALWAYS_PASS) - expected), outcomes
+
+
+def test_cache_slack_is_the_coarser_of_slack_and_the_endpoints_block() -> None:
+    from harnesscheck.conformance.witnesses import SLACK, cache_slack
+
+    assert SLACK == 64
+    assert cache_slack(128, 256) == 128  # vLLM CPU: whole blocks of 128
+    assert cache_slack(1152, 128) == 128
+    assert cache_slack(48, 96) == 64  # blocks of 16 or 48: the slack holds
+    assert cache_slack(100, 290) == 64  # no common block above the slack
+    assert cache_slack(0, 256) == 64  # nothing read: no block to infer
+    assert cache_slack(1024, 1024) == 64  # a count repeated is no block size (more than any stack's, 256)
