@@ -45,7 +45,7 @@ from harnesscheck.stats import wilcoxon_test
 WITNESSES = ("tokenize", "cache", "timing")
 TOKENIZE_PREFIXES = ("/v1", "")  # the tokenize routes are probed under both
 SLACK = 64  # tokens: block granularity plus the end-of-turn marker
-MAX_BLOCK = 256  # tokens: the coarsest cache block of the serving stacks (vLLM CPU 128, its DeepSeek-V4 backend 256)
+MAX_BLOCK = 256  # tokens: the coarsest cache block of the serving stacks (vLLM on CPU: 128, or 256)
 TIMING_PAIRS = 8  # sessions; Wilcoxon p < 0.05 survives a pair the wrong way
 TIMING_SHARE = 0.35  # the share of a full rewrite's extra cost that verbatim history may still pay
 
@@ -102,9 +102,9 @@ def _usage_only(api: str, body: dict[str, Any]) -> int | None:
 
 
 def cache_slack(cached: int, repeat: int) -> int:
-    """The shortfall the cache witness forgives, from the cached counts of a request and of its repeat: SLACK,
-    or the endpoint's cache block where both counts share a coarser one (their greatest common divisor, at most
-    MAX_BLOCK): an endpoint that caches whole blocks of 128 tokens reads 128 of a verbatim 254-token prefix."""
+    """The shortfall the cache witness forgives, from the cached counts of a request and of its repeat:
+    SLACK, or the endpoint's cache block where both counts share a coarser one (their greatest common
+    divisor, at most MAX_BLOCK): a server caching whole 128-token blocks reads 128 of a verbatim 254."""
     block = math.gcd(cached, repeat) if cached > 0 and repeat > 0 else 0
     return max(SLACK, block) if block <= MAX_BLOCK else SLACK
 
@@ -352,9 +352,9 @@ def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> Non
         repeat = _second(hc, api, later, label="one turn later, repeated (cache block)", max_tokens=small)
         slack = cache_slack(cached, usage_of(api, repeat.json_body() or {})[2])
     if cached < prompt_x - slack:
-        fail(f"cache witness: one turn after the kit's interleaved turn the endpoint read {cached} prompt tokens from "
-             f"the cache, less than the {prompt_x} of the request that ended with that turn, less {slack}: the turn "
-             "was rendered differently once another turn followed it", transcript=second)
+        fail(f"cache witness: one turn after the kit's interleaved turn the endpoint read {cached} prompt "
+             f"tokens from the cache, less than the {prompt_x} of the request that ended with that turn, less "
+             f"{slack}: the turn was rendered differently once another turn followed it", transcript=second)
 
 
 def thinking_on(api: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -66,12 +66,12 @@ def test_drop_plain_turn_family_keeps_agent_turn_reasoning(fault: str | None, tm
 
 @pytest.mark.parametrize("fault", [None, "truncate-agent-reasoning"])
 def test_the_cache_witness_reads_whole_cache_blocks(fault: str | None, tmp_path: Path) -> None:
-    """vLLM 0.32 on CPU caches whole blocks of 128 tokens: a verbatim 254-token prefix reads 128, which is no
-    proof of a history rendered differently (AN-HIST-001 failed so, docs/peers/vllm-0.32.md). With the server's
-    blocks at 128 the clean history passes on the cache witness, and dropped agent reasoning still fails."""
+    """vLLM 0.32 on CPU caches whole blocks of 128 tokens: a verbatim 254-token prefix reads 128, which is
+    no proof of a history rendered differently (AN-HIST-001 failed so, docs/peers/vllm-0.32.md). With the
+    server's blocks at 128 the clean history passes on the cache witness; dropped agent reasoning fails."""
     server_args = ("--block-size=128",) + ((f"--fault={fault}",) if fault else ())
-    doc = run_forked(SuiteOptions(select=SELECT, witness="cache", server_args=server_args, timeout=30.0), tmp_path)
-    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    options = SuiteOptions(select=SELECT, witness="cache", server_args=server_args, timeout=30.0)
+    outcomes = {c["id"]: c["outcome"] for c in run_forked(options, tmp_path)["checks"]}
     expected = EXPECTED_FAIL[("cache", fault)] if fault else set()
     assert {k for k, v in outcomes.items() if v == "fail"} == expected, outcomes
     assert all(outcomes[k] == "pass" for k in (HIST | ALWAYS_PASS) - expected), outcomes
