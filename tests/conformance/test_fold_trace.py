@@ -1,0 +1,116 @@
+"""One reading of each stream (issue 32): what each API's fold records per event, read by apis.base.trace
+(the dispatch checks and the timeline) and by the grammar validators. Streams written by hand; the
+expected frames are counted from them, not computed by the code under test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harnesscheck.conformance import apis
+from harnesscheck.conformance.apis.base import trace
+from harnesscheck.conformance.grammar import validate_for
+from harnesscheck.conformance.wire.sse import SSEFrame
+
+
+def _an(typ: str, **data: Any) -> dict[str, Any]:
+    return {"type": typ, **data}
+
+
+ANTHROPIC = [
+    _an("message_start", message={"role": "assistant", "content": [], "stop_reason": None,
+                                  "usage": {"input_tokens": 1, "output_tokens": 0}}),             # 0
+    _an("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}),    # 1
+    _an("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "hmm"}),   # 2
+    _an("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "s"}),   # 3
+    _an("content_block_stop", index=0),                                                         # 4
+    _an("content_block_start", index=1, content_block={"type": "tool_use", "id": "toolu_1",
+                                                       "name": "Read", "input": {}}),           # 5
+    _an("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": '{"p"'}),  # 6
+    _an("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": ': 1}'}),  # 7
+    _an("content_block_stop", index=1),                                                         # 8
+    _an("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 9}),        # 9
+    _an("message_stop"),                                                                        # 10
+]
+
+
+def _ch(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "c1", "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _call(i: int, **fields: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"index": i, **fields}]}
+
+
+CHAT = [
+    _ch({"role": "assistant", "reasoning_content": "think"}),                                        # 0
+    _ch(_call(0, id="call_a", type="function", function={"name": "Read", "arguments": ""})),       # 1
+    _ch(_call(0, function={"arguments": '{"p": 1}'})),                                              # 2
+    _ch({"content": "then"}),                                                                       # 3
+    _ch(_call(1, id="call_b", type="function", function={"name": "Grep", "arguments": '{"q": 2}'})),  # 4
+    _ch({}, finish="tool_calls"),                                                                   # 5
+]
+
+
+def _rs(n: int, typ: str, **data: Any) -> dict[str, Any]:
+    return {"type": typ, "sequence_number": n, **data}
+
+
+RESPONSES = [
+    _rs(0, "response.created", response={"id": "r", "output": []}),
+    _rs(1, "response.in_progress", response={"id": "r"}),
+    _rs(2, "response.output_item.added", output_index=0,
+        item={"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "Bash", "arguments": ""}),
+    _rs(3, "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"c": 1}'),
+    _rs(4, "response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments='{"c": 1}'),
+    _rs(5, "response.output_item.done", output_index=0,
+        item={"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "Bash",
+              "arguments": '{"c": 1}'}),
+    _rs(6, "response.completed", response={"id": "r", "output": [{"id": "fc_1"}],
+                                           "usage": {"input_tokens": 1, "output_tokens": 2,
+                                                     "total_tokens": 3}}),
+]
+
+
+def test_anthropic_trace_calls_and_words() -> None:
+    t = trace(apis.get("anthropic"), enumerate(ANTHROPIC))
+    [call] = t.calls
+    assert (call.key, call.name, call.frames, call.complete, call.ended) == (1, "Read", [5, 6, 7, 8], 8, 8)
+    assert [(c, w, n) for c, w, n in t.said] == [("reasoning", "hmm", 2)]
+    assert [(n, closed) for n, _, closed in t.placed if closed] == [(4, (0,)), (8, (1,))]
+
+
+def test_chat_call_ends_with_its_last_delta_and_completes_at_the_next_index() -> None:
+    t = trace(apis.get("chat"), enumerate(CHAT))
+    first, second = t.calls
+    assert (first.name, first.frames, first.complete, first.ended) == ("Read", [1, 2], 4, 2)
+    assert (second.name, second.frames, second.complete, second.ended) == ("Grep", [4], 5, 4)
+    assert [(c, w, n) for c, w, n in t.said] == [("reasoning", "think", 0), ("text", "then", 3)]
+    assert t.placed[-1][2] == ("reasoning", "text", 0, 1)  # the finish closes every part of choice 0
+
+
+def test_responses_call_completes_at_arguments_done() -> None:
+    t = trace(apis.get("responses"), enumerate(RESPONSES))
+    [call] = t.calls
+    assert (call.name, call.frames, call.complete, call.ended) == ("Bash", [2, 3, 4, 5], 4, 4)
+    assert t.names == {0: "item 0: function_call Bash"}
+
+
+def _frames(events: list[Any], named: bool) -> list[SSEFrame]:
+    return [SSEFrame.make(d, event=d.get("type") if named else None, index=i) for i, d in enumerate(events)]
+
+
+def test_the_validators_read_the_fold_and_hold_nothing_between_calls() -> None:
+    for api, events, named in (("anthropic", ANTHROPIC, True), ("chat", CHAT, False),
+                               ("responses", RESPONSES, True)):
+        frames = _frames(events, named)
+        if api == "chat":
+            frames.append(SSEFrame.make("[DONE]", index=len(frames)))
+        assert [f for f in validate_for(api, frames) if not f.informational] == [], api
+        assert validate_for(api, frames) == validate_for(api, frames)  # pure: the same findings again
+    # the Anthropic record, read directly: a delta after its block stopped
+    snap = apis.get("anthropic").recording()
+    for event in [*ANTHROPIC[:5], _an("content_block_delta", index=0, delta={"type": "thinking_delta",
+                                                                               "thinking": "late"})]:
+        snap = apis.get("anthropic").accumulate(event, snap)
+    assert snap["_event"]["what"] == "block-closed" and snap["_event"]["stop"] == 4
