@@ -12,6 +12,7 @@ from typing import Any
 
 from harnesscheck.conformance.apis.anthropic import (
     EVENT_TYPES,
+    LENGTH_STOP,
     accumulate,
     final_message,
     recording,
@@ -20,7 +21,7 @@ from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
 from harnesscheck.conformance.apis.base import is_int as _is_int
 from harnesscheck.conformance.apis.base import json_object_text
 
-from .findings import Collector, EventNames, Finding, frames_and_request, short
+from .findings import Collector, EventNames, Finding, frames_and_request, short, without_cut_call
 
 __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "STOP_REASONS", "accumulate", "final_message", "validate"]
 
@@ -65,7 +66,7 @@ RULES: dict[str, str] = {
     "AN-GRAMMAR-TOOL-START": "A tool_use block starts with a non-empty string `id` and `name` and "
     "`input: {}`.",
     "AN-GRAMMAR-TOOL-JSON": "A tool_use block's joined `partial_json` parses as a JSON object (empty "
-    "joins to {}).",
+    "joins to {}; the last block of a message cut by `max_tokens` is the cut-call rules' to judge).",
     "AN-GRAMMAR-DELTA-USAGE": "Every `message_delta` has an integer `usage.output_tokens` (cumulative; "
     "several message_delta events are allowed).",
     "AN-GRAMMAR-STOP-REASON": "A `stop_reason` is one of the documented values, and the message ends "
@@ -133,8 +134,11 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         _judge_event(rec, ev, f, at, sink)
 
     names.report(sink, _sdk_note)
-    _judge_end((snap or {}).get("_g") or {}, events, at, sink)
-    return sink.out
+    g = (snap or {}).get("_g") or {}
+    _judge_end(g, events, at, sink)
+    starts = [f.index for f in events if isinstance(f.json, dict) and f.json.get("type") == "content_block_start"]
+    cut_from = starts[-1] if g.get("reason") == LENGTH_STOP and starts else None  # the last block, cut
+    return without_cut_call(sink.out, "AN-GRAMMAR-TOOL-JSON", cut_from)
 
 
 def _frame(at: list[int], n: int | None) -> int | None:

@@ -21,6 +21,7 @@ from harnesscheck.conformance.apis.base import json_object_text
 from harnesscheck.conformance.apis.chat import (
     DISPATCH_EVENT,
     FINISH_REASONS,
+    LENGTH_STOP,
     accumulate,
     dispatch_event,
     final_message,
@@ -50,7 +51,8 @@ RULES: dict[str, str] = {
     "a non-empty `function.name`.",
     "CH-GRAMMAR-TOOL-REPEAT": "Later deltas of a tool-call index carry no `id` or `function.name` "
     "(the SDK would concatenate them).",
-    "CH-GRAMMAR-TOOL-ARGS": "A tool call's joined `function.arguments` strings parse as a JSON object.",
+    "CH-GRAMMAR-TOOL-ARGS": "A tool call's joined `function.arguments` strings parse as a JSON object (the "
+    "last call of a turn cut by its output limit, `finish_reason: length`, is the cut-call rules' to judge).",
     "CH-GRAMMAR-FINISH-REASON": "`finish_reason` is null or one of stop, length, tool_calls, content_filter, "
     "function_call.",
     "CH-GRAMMAR-FINISH-ONCE": "Each choice gets exactly one non-null `finish_reason`.",
@@ -267,8 +269,9 @@ def _judge_end(g: dict[str, Any], at: list[int], events: list[Any], request: Any
         if st["finish"] is None:
             sink.at_end("CH-GRAMMAR-FINISH-ONCE", f"choice {cidx} has no finish_reason", "finish_reason null",
                         "one non-null finish_reason")
-        for ti, call in sorted(st["calls"].items()):
-            if not call["bad_args"] and not _parse_obj(call["args"])[0]:
+        cut = max(st["calls"]) if st["finish"] == LENGTH_STOP and st["calls"] else None  # the last call, cut
+        for ti, call in sorted(st["calls"].items()):  # (the limit may truncate: TOOLS-005 judges a cut call)
+            if ti != cut and not call["bad_args"] and not _parse_obj(call["args"])[0]:
                 add("CH-GRAMMAR-TOOL-ARGS", at[call["last"]], f"arguments of tool call {ti} do not join to a "
                     "JSON object", call["args"], "a JSON object")
         finish, finish_frame = st["finish"], _at(at, st["finish_at"])

@@ -50,6 +50,17 @@ class Finding:
         return text
 
 
+def without_cut_call(findings: list[Finding], rule: str, last_call_from: int | None) -> list[Finding]:
+    """``findings`` less the ``rule`` findings of a call the output limit cut: the turn ended by its
+    output limit (the caller knows) and the call is the last part (its findings at or after frame
+    ``last_call_from``). The references let the limit truncate; the cut-call rules (<P>-TOOLS-005) judge
+    such a call, never the arguments rule of a complete one."""
+    if last_call_from is None:
+        return findings
+    return [f for f in findings if not (f.rule == rule and f.frame_index is not None
+                                        and f.frame_index >= last_call_from)]
+
+
 def rules_of(findings: Iterable[Finding]) -> set[str]:
     return {f.rule for f in findings}
 

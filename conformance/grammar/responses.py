@@ -14,12 +14,13 @@ from harnesscheck.conformance.apis.base import is_int as _is_int
 from harnesscheck.conformance.apis.base import json_object_text
 from harnesscheck.conformance.apis.responses import (
     EVENT_TYPES,
+    LENGTH_STOP,
     TERMINAL,
     accumulate,
     final_message,
 )
 
-from .findings import Collector, EventNames, Finding, frames_and_request, short
+from .findings import Collector, EventNames, Finding, frames_and_request, short, without_cut_call
 
 __all__ = ["EVENT_TYPES", "INFORMATIONAL", "RULES", "TERMINAL", "accumulate", "final_message", "validate"]
 
@@ -56,7 +57,8 @@ RULES: dict[str, str] = {
     "`output_item.added`, unchanged at `output_item.done`.",
     "RS-GRAMMAR-ARGS-DONE": "`function_call_arguments.done` equals the joined deltas and the item's "
     "`arguments` at `output_item.done`.",
-    "RS-GRAMMAR-ARGS-JSON": "A function call's final `arguments` parse as a JSON object.",
+    "RS-GRAMMAR-ARGS-JSON": "A function call's final `arguments` parse as a JSON object (the last item of a "
+    "response left incomplete at `max_output_tokens` is the cut-call rules' to judge).",
     "RS-GRAMMAR-TEXT-DONE": "Every text `.done` (output text, content part, refusal, reasoning summary or "
     "text, the item at its done) equals the joined deltas.",
     "RS-GRAMMAR-COMPLETED": "The stream ends with exactly one `response.completed` (or `.failed` / "
@@ -139,6 +141,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
 
     names.report(sink)
     g = (snap or {}).get("_g") or {}
+    cut_from = _cut_from(events)
     if g.get("terminal") is None and g.get("error") is None:
         sink.at_end("RS-GRAMMAR-COMPLETED", "the stream ended without response.completed / .failed / "
                     ".incomplete", "no terminal event", "response.completed")
@@ -149,7 +152,18 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
                             "was never done", f"item {it['index']} open", "response.output_item.done")
     if not g.get("events"):
         sink.at_end("RS-GRAMMAR-CREATED", "no events at all", "no event", "response.created first")
-    return sink.out
+    return without_cut_call(sink.out, "RS-GRAMMAR-ARGS-JSON", cut_from)
+
+
+def _cut_from(events: list[Any]) -> int | None:
+    """The frame of the last item's output_item.added when the response ended incomplete at its output
+    limit (that item, a call, was cut: the limit may truncate; TOOLS-005 judges a cut call), else None."""
+    added = [f.index for f in events if isinstance(f.json, dict) and f.json.get("type") == "response.output_item.added"]
+    ends = [f.json for f in events if isinstance(f.json, dict) and f.json.get("type") == "response.incomplete"]
+    response = ends[-1].get("response") if ends else None
+    details = response.get("incomplete_details") if isinstance(response, dict) else None
+    reason = details.get("reason") if isinstance(details, dict) else None
+    return added[-1] if added and reason == LENGTH_STOP else None
 
 
 _ORDER = "RS-GRAMMAR-ITEM-ORDER"
