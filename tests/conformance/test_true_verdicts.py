@@ -268,3 +268,19 @@ def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_pat
     assert "levers tried: as built -> reasoning and text, no tool call" in message, message
     for lever in ("name-the-tool", "tool-choice-required", "thinking-off", "thinking-off-template", "prefill"):
         assert lever in message, (lever, message)
+
+
+@pytest.mark.parametrize(("body", "config"), [
+    # vLLM 0.32 serving a text-only model (docs/peers/vllm-0.32.md, AN-REQ-005): the deployment's limit
+    (b'{"type":"error","error":{"type":"BadRequestError","message":"harnesscheck/qwen3-tiny is not a '
+     b'multimodal model"}}', True),
+    # the request shape refused (fault reject-tool-result-image): a failure of the rule
+    (b'{"type":"error","error":{"type":"invalid_request_error","message":"messages.2.content.0.content: '
+     b'tool_result content must be text"}}', False),
+])
+def test_a_text_only_model_refusing_an_image_is_the_deployments_limit(body: bytes, config: bool) -> None:
+    from harnesscheck.conformance.verdict import refused_for_config
+    from harnesscheck.conformance.wire.transcript import Transcript
+
+    refused = Transcript(api="anthropic", method="POST", url="http://x/v1/messages", status=400, body=body)
+    assert bool(refused_for_config(refused)) is config
