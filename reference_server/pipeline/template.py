@@ -169,7 +169,7 @@ def detect(template: ChatTemplate) -> TemplateTraits:
     rc = _renders(template, "reasoning_content") + _renders(template, "reasoning_content", **keep)
     seg = _renders(template, "segments") + _renders(template, "segments", **keep)
     reads_rc = any(R_MARK in out for out in rc)
-    reads_seg = not reads_rc and any(R_MARK in out for out in seg)
+    reads_seg = any(R_MARK in out for out in seg)  # the built-in templates read both: segments first
     renders_calls = any(T_MARK in out for out in rc)
     field_ = "segments" if reads_seg else "reasoning_content"
     honoured = []

@@ -258,3 +258,24 @@ def test_serve_without_a_template_fails_at_start_naming_the_option(tmp_path: Pat
     assert run.returncode == 2, run.stderr
     assert "ships no chat template" in run.stderr and "--chat-template FILE" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_the_builtin_chatml_renders_the_openai_form_other_servers_hand_it() -> None:
+    """`make-model` ships chatml.jinja in its model folders; served by vLLM (docs/peers/vllm-0.32.md) the
+    template gets OpenAI chat messages, not segments: the reasoning of the turns after the last user
+    message (under reasoning_content or reasoning), the text, and each tool call as hermes reads it."""
+    from harnesscheck.reference_server.pipeline.families import builtin_chat_template
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}
+    messages = [{"role": "user", "content": "earlier"},
+                {"role": "assistant", "content": "old answer", "reasoning_content": "old thought"},
+                {"role": "user", "content": "read a"},
+                {"role": "assistant", "content": "", "reasoning_content": "r0", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "A"},
+                {"role": "assistant", "content": "", "reasoning": "r1",
+                 "tool_calls": [{**call, "function": {"name": "bash", "arguments": {"cmd": "ls"}}}]}]
+    out = builtin_chat_template("chatml.jinja").render(messages, add_generation_prompt=True)
+    assert "old thought" not in out and "old answer" in out  # a past turn's reasoning, as Qwen3 drops it
+    assert out.index("<think>\nr0\n</think>") < out.index('{"name": "read_file", "arguments": {"path": "a"}}') \
+        < out.index("<tool_response>\nA\n</tool_response>") < out.index("<think>\nr1\n</think>") \
+        < out.index('{"name": "bash", "arguments": {"cmd": "ls"}}')
