@@ -24,7 +24,10 @@ remaining `--tries`:
 6. more tries of the strongest set.
 
 Output after a call (reasoning or text after a call, in the same turn: the dispatch rules) takes only the
-first: levers 2, 3 and 5 would each take away what it looks for.
+first: levers 2, 3 and 5 would each take away what it looks for. A check that sends its own forced choice and
+judges the forced answer (`OWN_FORCING`: AN/CH/RS-TOOLS-001, -005, -006) takes only lever 3, thinking off:
+the forcing is the check's, words naming the tool would let an endpoint that ignores it pass, and a prefill
+would answer in the forced call's place.
 
 A lever only ever adds to a request: it never changes a field the check set (a check that sends its
 own `tool_choice` or `thinking` keeps it); the forced choice and the prefill bend only the opening
@@ -54,8 +57,8 @@ from typing import Any
 from harnesscheck.conformance import apis, options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
-__all__ = ["LADDER", "PEERS", "Lever", "allowed", "bend", "came_back", "is_opening", "ladder", "peer_bend", "replay_key",
-           "scenario_turn", "tried_words"]
+__all__ = ["LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend", "came_back",
+           "is_opening", "ladder", "peer_bend", "replay_key", "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
 _CALL_PATHS = frozenset({TOOL_USE, PARALLEL, OUTPUT_AFTER_CALL})
@@ -101,6 +104,12 @@ BY_NAME = {lever.name: lever for lever in LADDER}
 # Checks whose rules judge what the model does unforced, or the endpoint's default: they take fewer levers.
 UNFORCED = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("002", "003"))
 UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask: no lever may ask
+# Checks that send their own forced choice and judge the forced answer (AN/CH/RS-TOOLS-001 its modes, -005
+# a forced call cut by the limit, -006 a streamed forced strict call): the forcing stays the check's own, so
+# they take only thinking off (a reasoning model that reasons to the limit never reaches the forced call):
+# words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its place.
+OWN_FORCING = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("001", "005", "006"))
+THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template"})
 
 
 def allowed(names: Iterable[str], check_id: str) -> bool:
@@ -109,6 +118,8 @@ def allowed(names: Iterable[str], check_id: str) -> bool:
     names = [n for n in names if n in BY_NAME]
     if check_id in UNLEVERED:
         return not names
+    if check_id in OWN_FORCING:
+        return all(n in THINKING_OFF for n in names)
     return not (check_id in UNFORCED and any(BY_NAME[n].forcing for n in names))
 
 
@@ -118,7 +129,7 @@ def ladder(api: str, wanted: Iterable[str], *, check_id: str = "") -> list[Lever
         return []
     wanted = set(wanted)
     return [lever for lever in LADDER if lever.paths & wanted and lever.applies(api)
-            and not (lever.forcing and check_id in UNFORCED)]
+            and not (lever.forcing and check_id in UNFORCED) and allowed([lever.name], check_id)]
 
 
 # -- what a lever does to an opening request --------------------------------------------------------

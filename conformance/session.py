@@ -88,7 +88,7 @@ class Session:
     check_id: str = ""  # the check running now (the plugin sets it): some take fewer levers (levers.ladder)
     _bent: dict[int, tuple[Transcript, list[str], set[str]]] = field(default_factory=dict)  # answer -> levers, wanted
     _lever_memo: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
-    _ladder_spent: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
+    _ladder_spent: dict[tuple[Any, ...], list[levers.Lever]] = field(default_factory=dict)
 
     def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
         """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
@@ -204,17 +204,18 @@ class Session:
             names += used
         return body, names
 
-    def _sample(self, wanted: set[str], attempt: Callable[[], T],
-                on: list[levers.Lever]) -> tuple[T, bool, str | None, levers.Tried]:
-        """One try of `attempt` with the levers `on`: its result, whether it took a wanted path, the API of
-        its last generation answer (None: it made none), and the record of it."""
+    def _sample(self, wanted: set[str], attempt: Callable[[], T], on: list[levers.Lever],
+                taken: Callable[[T], bool] | None = None) -> tuple[T, bool, str | None, levers.Tried]:
+        """One try of `attempt` with the levers `on`: its result, whether it took a wanted path (or, given
+        `taken`, whether `taken(result)` says so), the API of its last generation answer (None: it made
+        none), and the record of it."""
         self.attached.levers, self.attached.wanted, self.attached.recent = list(on), wanted, set()
         mark, refusals = len(self.attached), len(self.attached.refusals)
         result = attempt()
         answers = [t for _, t in self.attached[mark:]
                    if t.api in apis.APIS and t.url.split("?")[0].endswith(apis.get(t.api).PATH)]
         last = answers[-1] if answers else None
-        took = bool(self.attached.recent & wanted)
+        took = taken(result) if taken is not None else bool(self.attached.recent & wanted)
         marked = self._bent.get(id(last)) if last is not None else None
         used = marked[1] if marked is not None and marked[0] is last else []
         refused = self.attached.refusals[refusals:]
@@ -271,20 +272,23 @@ class Session:
         if catalog.unexercised(check, self.exercised):
             raise Inconclusive(catalog.not_exercised_reason(check, self.exercised), cause="not-exercised")
 
-    def until_taken(self, paths: Iterable[str], attempt: Callable[[], T]) -> tuple[T, bool]:
+    def until_taken(self, paths: Iterable[str], attempt: Callable[[], T],
+                    taken: Callable[[T], bool] | None = None) -> tuple[T, bool]:
         """Run a scenario that depends on the model taking one of `paths`: as the check built it, then with
         the levers of its API (levers.ladder: one more each try, a refused one dropped), then the strongest
         accepted set for the rest of --tries; return the first try that took one (True), else the last
-        (False). The levers that took it stay on for the check's later opening requests (the same request,
-        e.g. with tool_choice none), and a later check of the same API and paths starts with them. Every
-        try is recorded, so a check judges each one: a broken contract on any try is a failure, a path
-        never taken is not (its result says which levers were tried and what came back)."""
+        (False). `taken(result)`, where given, says whether a try took the path the check judges (a forced
+        answer not cut before its call, a call the limit cut); `paths` then only picks the levers. The
+        levers that took it stay on for the check's later opening requests (the same request, e.g. with
+        tool_choice none), and a later check of the same API and paths starts with them. Every try is
+        recorded, so a check judges each one: a broken contract on any try is a failure, a path never taken
+        is not (its result says which levers were tried and what came back)."""
         wanted = set(paths)
-        result, took, api, record = self._sample(wanted, attempt, [])
+        result, took, api, record = self._sample(wanted, attempt, [], taken)
         if took or api is None or record.refused or record.extra["timed_out"]:
             if not took and api is None:  # it made no request the kit can bend: plain tries, as before
                 for _ in range(max(1, self.endpoint.tries) - 1):
-                    result, took, _, _ = self._sample(wanted, attempt, [])
+                    result, took, _, _ = self._sample(wanted, attempt, [], taken)
                     if took:
                         break
             if not took:
@@ -294,13 +298,18 @@ class Session:
         plan: list[list[levers.Lever]] = []
         if key in self._lever_memo:  # what took this path before, for this API: first
             plan.append(self._lever_memo[key])
-        active = [lever for lever in self._ladder_spent.get(key, []) if levers.allowed([lever.name], self.check_id)]
+        ladder = levers.ladder(api, wanted, check_id=self.check_id)
+        # a ladder spent without taking the path is not climbed again by a check with the same ladder (a check
+        # that takes fewer levers, levers.UNFORCED / OWN_FORCING, climbs its own, and spends only its own)
+        spent = (*key, tuple(lever.name for lever in ladder))
+        active = [lever for lever in self._ladder_spent.get(spent, [])
+                  if levers.allowed([lever.name], self.check_id)]
         refused: set[str] = set()
-        ladder = [] if key in self._ladder_spent else levers.ladder(api, wanted, check_id=self.check_id)
+        ladder = [] if spent in self._ladder_spent else ladder
 
         def run(on: list[levers.Lever]) -> bool:
             nonlocal result, took, record
-            result, took, _, record = self._sample(wanted, attempt, on)
+            result, took, _, record = self._sample(wanted, attempt, on, taken)
             if took:
                 self._lever_memo[key] = on
             return took or record.extra["timed_out"]  # a deadline: more tries would wait it out again
@@ -319,7 +328,7 @@ class Session:
                 refused.add(lever.name)
             elif lever.name in record.levers:  # it applied and was accepted: keep it on
                 active = [*active, lever]
-        self._ladder_spent[key] = active
+        self._ladder_spent[spent] = active
         for _ in range(max(1, self.endpoint.tries) - 1):
             if run(active):
                 return self._taken(result, took)
@@ -366,6 +375,9 @@ class Session:
             body = self.request_for(api, scenario_id, turn)
             self._streams[key] = self.post(api, apis.get(api).PATH, body, stream=True,
                                            label=f"{scenario_id} turn {turn}")
+            kept, wanted = self._kept(api, scenario_id) if turn > 0 else ([], set())
+            if kept and id(self._streams[key]) not in self._bent:  # it carries the opening's thinking switch
+                self._bent[id(self._streams[key])] = (self._streams[key], [lv.name for lv in kept], wanted)
         transcript = self._streams[key]
         self.attach(f"{scenario_id} turn {turn}", transcript)
         return transcript
@@ -388,11 +400,26 @@ class Session:
         if start <= turn:
             body = copy.deepcopy(body)  # the caller's to change; the memo keeps its own
         if turn > 0:  # a conversation keeps the words and the thinking switch its opening answer was sampled with
-            opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
-            kept = [levers.BY_NAME[n] for n in (opened[1] if opened else []) if n in levers.BY_NAME]
-            if opened and kept:
-                body = levers.bend([lv for lv in kept if lv.conversation], api, body, opened[2])[0]
+            kept, wanted = self._kept(api, scenario_id)
+            if kept:
+                body = levers.bend(kept, api, body, wanted)[0]
         return body
+
+    def conversation_levers(self, api: str, body: dict[str, Any], scenario_id: str) -> dict[str, Any]:
+        """A later turn's request (built outside `request_for`, e.g. by a session fetched in a thread) with
+        the settings a client keeps from the scenario's opening answer (the words, the thinking switch)."""
+        kept, wanted = self._kept(api, scenario_id)
+        return levers.bend(kept, api, body, wanted)[0] if kept else body
+
+    def _kept(self, api: str, scenario_id: str) -> tuple[list[levers.Lever], set[str]]:
+        """The levers a conversation keeps on every later turn (levers.Lever.conversation) from the one its
+        shared opening answer was sampled with, and the paths they were pulled toward."""
+        opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
+        if not opened or opened[0] is not self._streams.get((api, scenario_id, 0)):
+            return [], set()
+        kept = [levers.BY_NAME[n] for n in opened[1]
+                if n in levers.BY_NAME and levers.BY_NAME[n].conversation]
+        return kept, set(opened[2])
 
 
 def final_answer(api: str, transcript: Transcript) -> dict[str, Any] | None:

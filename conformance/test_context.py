@@ -15,7 +15,10 @@ overflow" and "Usage across turns").
 
 The session's turns are the shared scenario streams (``hc.stream``): CTX-002's ten are the first ten
 of CTX-003's thirty, and CTX-004 reads the same thirty; the first of these checks fetches the sessions
-of all the checked APIs at once, one thread each (``_prefetch``). Each turn adds a ~80-character tool result,
+of all the checked APIs at once, one thread each (``_prefetch``). A session whose turn 0 made no call is
+sampled again through the levers (``hc.streams_taking``: the tool named, a call forced, thinking off;
+each check's result says which were tried); its later turns then keep the words and the thinking switch,
+as a client keeps them, and are fetched one after the other. Each turn adds a ~80-character tool result,
 so the whole session stays small (a few thousand tokens) and fast against the scripted engine; the
 window is reached by the last request's tool result, sized from the session's own tokens per character.
 """
@@ -110,14 +113,18 @@ def _fetch(hc: Session, api: str) -> None:
         answer = module.final_answer(transcript) if transcript.ok and not transcript.error else None
         if not answer or not module.tool_calls(answer):
             return
-        body = module.follow(body, answer, scenario, turn + 1)
+        body = hc.conversation_levers(api, module.follow(body, answer, scenario, turn + 1), SESSION)
 
 
 def _turn_usage(hc: Session, api: str, turn: int) -> tuple[Transcript, tuple[int, int, int] | None]:
     """Turn ``turn`` of the session (shared stream), and its usage (prompt total, output, cached) if reported."""
     if turn == 0:
         _prefetch(hc)
-    transcript = hc.stream(api, SESSION, turn=turn)
+        # the session's first call, through the levers where the shared turn 0 made none (the tool named, a
+        # call forced, thinking off); later turns keep the words and the thinking switch (Session.request_for)
+        transcript = hc.streams_taking(api, SESSION, (catalog.TOOL_USE,))[-1]
+    else:
+        transcript = hc.stream(api, SESSION, turn=turn)
     if turn > 0 and transcript.status is not None and not 200 <= transcript.status < 300:
         inconclusive(f"{SESSION} turn {turn}: HTTP {transcript.status} {transcript.text_body()[:200]!r}: a refused "
                      "follow-up turn is its own finding (<P>-TURN-001)", cause="endpoint-error")

@@ -9,21 +9,24 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
   the stop reason: text where the reference requires a call is the server's failure (Anthropic prefills
   the tool use of a forced choice; OpenAI's required / named choice makes the model call). The one
   answer that says nothing yet is one the output limit cut in reasoning alone, before any text or call
-  (a model may reason first: vLLM constrains the call only after the reasoning): it is sampled again,
-  and not exercised if every sample was cut so. The three APIs are read alike.
+  (a model may reason first: vLLM constrains the call only after the reasoning): it is sampled again
+  with thinking turned off (``Session.until_taken``; ``levers.OWN_FORCING`` takes only the thinking-off
+  levers, the forced choice stays the check's), and not exercised if every sample was cut so (the result
+  says which levers were tried). The three APIs are read alike.
 - ``<P>-TOOLS-002``: tool_choice none makes no call, judged where the same request under auto made one
   (the calculator scenario, asked plainly and sampled up to --tries times); else not exercised.
 - ``<P>-TOOLS-003``: parallel tool use off (Anthropic ``disable_parallel_tool_use``, OpenAI
   ``parallel_tool_calls: false``) makes at most one call, judged where the same request made two.
 - ``<P>-TOOLS-004``: a strict tool's arguments validate against its JSON schema (strict-mode schemas,
-  sampled until a complete call is made). A call the output limit cut (the answer's stop reason says
+  sampled until a complete call is made, through the levers: the tool named, a call forced, thinking off;
+  every sample's calls judged). A call the output limit cut (the answer's stop reason says
   so and the call is its last part) is judged by the cut-call rules (TOOLS-005) only: the references
   let the limit truncate an answer, a call's arguments included.
 - ``<P>-TOOLS-005``: a forced call cut off by a small output limit, streamed and not: where the answer
   reached the limit its stop reason says so (max_tokens / length / incomplete, rule ``<ID>``), and the
   cut call is a structured call or absent, never tool-call markup as text (``<ID>:markup``). An answer
-  that ended before the limit, or whose limit reasoning alone used up (sampled again), did not take the
-  path (not exercised).
+  that ended before the limit, or whose limit reasoning alone used up, did not take the path: sampled
+  again with thinking off (the named choice and the limit stay the check's), else not exercised.
 
 Checks 001-004 judge non-streamed answers: what they speak of is the same in both forms, and the
 stream grammar has checks of its own (a stream fault would fail them for another reason).
@@ -114,14 +117,20 @@ def cut_call(api: str, answer: dict[str, Any], calls: list[ToolCall]) -> ToolCal
 
 def _forced(hc: Session, api: str, body: dict[str, Any],
             label: str) -> tuple[Transcript, list[ToolCall]] | None:
-    """A forced request, sampled again (up to --tries times) while the output limit cut its answer in
-    reasoning alone (before any text or call: a model may reason first); None when every answer was
-    cut so. Any other answer is the one the caller judges: a call, or text where a call was required."""
-    for n in range(max(1, hc.endpoint.tries)):
-        transcript, calls = _post(hc, api, body, f"{label} (try {n + 1})" if n else label)
-        if calls or not _cut_in_reasoning(api, _answer(api, transcript)):
-            return transcript, calls
-    return None
+    """A forced request through the levers (Session.until_taken; levers.OWN_FORCING: thinking off only,
+    the forced choice stays the check's), sampled again while the output limit cut its answer in reasoning
+    alone (before any text or call: a model may reason first, and vLLM constrains the call only after
+    it); None when every answer was cut so. Any other answer is the one the caller judges: a call, or text
+    where a call was required."""
+    tries: list[tuple[Transcript, list[ToolCall]]] = []
+
+    def attempt() -> tuple[Transcript, list[ToolCall]]:
+        tries.append(_post(hc, api, body, f"{label} (try {len(tries) + 1})" if tries else label))
+        return tries[-1]
+
+    answered, took = hc.until_taken((catalog.TOOL_USE,), attempt,
+                                    lambda r: bool(r[1]) or not _cut_in_reasoning(api, _answer(api, r[0])))
+    return answered if took else None
 
 
 def _said(api: str, transcript: Transcript) -> str:
@@ -160,7 +169,7 @@ def test_tool_choice_modes(hc: Session, api: str) -> None:
                  transcript=transcript, rule=f"{check_id}:named")
     if cut:
         inconclusive(f"not exercised: the output limit cut every answer to {' and '.join(cut)} while the model "
-                     f"was still reasoning, before any text or call ({max(1, hc.endpoint.tries)} tries)")
+                     f"was still reasoning, before any text or call")
 
 
 # -- <P>-TOOLS-002: none makes no call ----------------------------------------------------------------
@@ -206,9 +215,12 @@ def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
     scenario = hc.scenario("calculator")
     body = hc.body(api, "calculator", stream=False)
     body["tools"], schemas = _strict_tools(api, scenario)
-    complete = cut = 0  # calls judged; calls the output limit cut (TOOLS-005's, not judged here)
-    for n in range(max(1, hc.endpoint.tries)):  # sampled again only while no complete call came
-        transcript, calls = _post(hc, api, copy.deepcopy(body), f"calculator with strict tools (try {n + 1})")
+    complete = cut = tries = 0  # calls judged; calls the output limit cut (TOOLS-005's, not judged here)
+
+    def attempt() -> int:  # one sample, every complete call judged; how many there were
+        nonlocal complete, cut, tries
+        tries += 1
+        transcript, calls = _post(hc, api, copy.deepcopy(body), f"calculator with strict tools (try {tries})")
         truncated = cut_call(api, _answer(api, transcript), calls)
         for call in calls:
             if call is truncated:
@@ -226,31 +238,45 @@ def test_strict_arguments_follow_the_schema(hc: Session, api: str) -> None:
                        else f"not JSON ({problem})")
                 fail(f"the arguments of strict call {call.name} do not follow its schema: {why}; arguments "
                      f"{call.arguments[:200]}", transcript=transcript)
-        if complete:
-            break
+        return complete
+
+    # sampled again, through the levers (a call forced, thinking off, ...), only while no complete call came
+    hc.until_taken((catalog.TOOL_USE,), attempt, bool)
     if not complete and cut:
         inconclusive(f"not exercised: every strict call ({cut}) was cut by the output limit "
-                     f"({max(1, hc.endpoint.tries)} tries); a cut call is judged by {_check_id(api, '005')}")
+                     f"({tries} tries); a cut call is judged by {_check_id(api, '005')}")
     hc.require_exercised(_check_id(api, "004"))
 
 
 # -- <P>-TOOLS-005: a forced call cut off by the output limit keeps its structure ---------------------------
 
-def _cut_call(hc: Session, api: str, body: dict[str, Any], label: str) -> tuple[Transcript, list[ToolCall]]:
-    """The forced request with the small limit, sampled again (up to --tries times) while the limit cut
-    an answer of reasoning alone (no call nor text began: the path is a cut call)."""
-    module = apis.get(api)
-    for n in range(max(1, hc.endpoint.tries)):
-        transcript, calls = _post(hc, api, body, f"{label} (try {n + 1})" if n else label)
-        answer = _answer(api, transcript)
-        if calls or any(kind == "text" and t for kind, t in module.parts(answer)) or \
-                module.stop_reason(answer) != module.LENGTH_STOP:
-            break
-    return transcript, calls
+def _judge_cut(hc: Session, api: str, transcript: Transcript, calls: list[ToolCall], how: str) -> bool:
+    """Judge one answer to the forced request with the small limit; whether the limit cut a call (or text
+    in its place: the path), marked as cut-call."""
+    module, check_id = apis.get(api), _check_id(api, "005")
+    answer = _answer(api, transcript)
+    stop, output = module.stop_reason(answer), module.usage_tokens(answer)[1]
+    if output >= CUT_LIMIT and stop != module.LENGTH_STOP:
+        fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
+             f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
+    texts = [t for kind, t in module.parts(answer) if kind == "text" and t]
+    if stop != module.LENGTH_STOP or not (calls or texts):
+        return False  # it ended before the limit, or the limit cut reasoning alone: no call was cut
+    hc.saw(catalog.CUT_CALL)
+    text = next((t for t in texts if MARKUP.search(t)), None)
+    markup = MARKUP.search(text) if text is not None else None
+    if text is not None and markup is not None:  # the text was picked for holding markup
+        fail(f"the forced call cut off by the limit came back ({how}) as text with tool-call markup "
+             f"({markup.group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
+             transcript=transcript, rule=f"{check_id}:markup")
+    return True
 
 
 @pytest.mark.parametrize("api", _params("005"))
 def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
+    """Each answer judged as it comes; the forced request sampled again through the levers (thinking off
+    only, levers.OWN_FORCING: the named choice and the small limit stay the check's) while the limit cut
+    no call (it ended first, or reasoning used it up)."""
     module, check_id = apis.get(api), _check_id(api, "005")
     for stream in (True, False):
         body = hc.body(api, "plain_text", stream=stream)
@@ -258,20 +284,12 @@ def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
                      "tool_choice": module.tool_choice("named", REPORT["name"])})
         how = "streamed" if stream else "not streamed"
         label = f"a forced call with {module.MAX_TOKENS_FIELD} {CUT_LIMIT} ({how})"
-        transcript, calls = _cut_call(hc, api, body, label)
-        answer = _answer(api, transcript)
-        stop, output = module.stop_reason(answer), module.usage_tokens(answer)[1]
-        if output >= CUT_LIMIT and stop != module.LENGTH_STOP:
-            fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
-                 f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
-        texts = [t for kind, t in module.parts(answer) if kind == "text" and t]
-        if stop != module.LENGTH_STOP or not (calls or texts):
-            continue  # it ended before the limit, or the limit cut reasoning alone: no call was cut
-        hc.saw(catalog.CUT_CALL)
-        text = next((t for t in texts if MARKUP.search(t)), None)
-        markup = MARKUP.search(text) if text is not None else None
-        if text is not None and markup is not None:  # the text was picked for holding markup
-            fail(f"the forced call cut off by the limit came back ({how}) as text with tool-call markup "
-                 f"({markup.group()!r}): {text[:160]!r}; structured calls: {_names(calls)}",
-                 transcript=transcript, rule=f"{check_id}:markup")
+        tries: list[Transcript] = []
+
+        def attempt(body: dict[str, Any] = body, label: str = label, how: str = how) -> bool:
+            transcript, calls = _post(hc, api, body, f"{label} (try {len(tries) + 1})" if tries else label)
+            tries.append(transcript)
+            return _judge_cut(hc, api, transcript, calls, how)
+
+        hc.until_taken((catalog.TOOL_USE,), attempt, bool)
     hc.require_exercised(check_id)

@@ -14,8 +14,9 @@ tool kinds").
 - ``<P>-TOOLS-006``: a streamed, forced call of a strict tool carries its arguments: they validate against
   the tool's JSON schema, as a client that runs them needs (an ``input: {}`` on every streamed tool_use
   fails), and the forced stream has its call (a Chat stream whose call became empty content with
-  ``finish_reason: stop`` fails). An answer the output limit cut is sampled again; a call it cut is the
-  cut-call rules' (``<P>-TOOLS-005``), not this one's.
+  ``finish_reason: stop`` fails). An answer the output limit cut is sampled again, through the levers
+  (thinking off: a reasoning model that reasons to the limit never reaches the forced call; the forced
+  choice stays the check's own); a call it cut is the cut-call rules' (``<P>-TOOLS-005``), not this one's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.conformance import apis, catalog
 from harnesscheck.conformance.apis.base import ToolCall
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response
@@ -233,8 +234,12 @@ def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
     body = hc.body(api, "calculator", stream=True)
     body["tools"], schemas = strict_tools(api, hc.scenario("calculator").tools)
     body["tool_choice"] = module.tool_choice("required")
-    for n in range(max(1, hc.endpoint.tries)):
-        label = "a forced call of a strict tool, streamed" + (f" (try {n + 1})" if n else "")
+    tries = 0
+
+    def attempt() -> bool:  # one sample, judged; whether it had a whole call (not cut by the limit)
+        nonlocal tries
+        tries += 1
+        label = "a forced call of a strict tool, streamed" + (f" (try {tries})" if tries > 1 else "")
         t = hc.post(api, module.PATH, body, stream=True, label=label)
         ok_response(t, label)
         answer = module.final_answer(t) or {}
@@ -242,13 +247,15 @@ def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
         if cut:
             calls = calls[:-1]  # a call the limit cut is the cut-call rules' (TOOLS-005)
         if not calls and cut:
-            continue  # the limit cut the answer before a whole call: sampled again
+            return False  # the limit cut the answer before a whole call: sampled again
         if not calls:
             fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}): the call "
                  "was lost from the stream", transcript=t)
         problems = argument_problems(calls, schemas)
         if problems:
             fail(problems[0], transcript=t)
-        return
-    inconclusive(f"not exercised: the output limit cut every forced answer before a whole call "
-                 f"({max(1, hc.endpoint.tries)} tries)")
+        return True
+
+    # sampled again through the levers (levers.OWN_FORCING: thinking off only; the forced choice stays)
+    if not hc.until_taken((catalog.TOOL_USE,), attempt, bool)[1]:
+        inconclusive("not exercised: the output limit cut every forced answer before a whole call")

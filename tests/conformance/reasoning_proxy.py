@@ -11,7 +11,10 @@ thinking off in any of the ways vLLM reads (Anthropic `thinking: {"type": "disab
 {"enable_thinking": false}`) goes through as it is, and the scripted model takes the scenario's path.
 Follow-up turns go through as they are. Per API (`--modes anthropic=never,chat=refuse-none`): `never`, no
 request goes through as it is; `refuse-none`, it is a model before gpt-5.1: an effort of "none" is refused
-with a 400 in OpenAI's shape, and "minimal", the lowest effort it takes, turns thinking off.
+with a 400 in OpenAI's shape, and "minimal", the lowest effort it takes, turns thinking off; `cut`, the
+model reasons to the output limit (vLLM's tiny Qwen3): a hidden request also has its limit lowered to
+16 tokens (Responses' minimum), so its answer is reasoning alone, cut by the limit. Modes combine with
+`+`: `never+cut`, a model that reasons to the limit whatever the levers.
 
     python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
@@ -59,9 +62,18 @@ def opening(body: dict[str, Any]) -> bool:
         "function_call", "function_call_output", "reasoning")) for i in items)
 
 
-def hide(body: dict[str, Any]) -> dict[str, Any]:
-    """The request with its user text replaced and no tool_choice: the model only thinks and says ok."""
+CUT_AT = 16  # shorter than the reference server's thought for HIDDEN: reasoning alone, cut by the limit
+_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def hide(body: dict[str, Any], cut: bool = False) -> dict[str, Any]:
+    """The request with its user text replaced and no tool_choice: the model only thinks and says ok (`cut`:
+    it only thinks, until the output limit, whatever thinking switch the request holds)."""
     out = {k: v for k, v in body.items() if k != "tool_choice"}
+    if cut:
+        out = {k: v for k, v in out.items() if k not in ("thinking", "reasoning_effort", "reasoning",
+                                                         "chat_template_kwargs")}
+        out.update({k: CUT_AT for k in _LIMITS if k in out} or {"max_tokens": CUT_AT})
     key = "messages" if "messages" in body else "input"
     if isinstance(out.get(key), str):
         out[key] = HIDDEN
@@ -83,8 +95,8 @@ def create_app(upstream: str, modes: dict[str, str]) -> Starlette:
                 body = json.loads(content)
             except ValueError:
                 body = None
-            mode = modes.get(_GENERATION[request.url.path], "")
-            never, refuse_none = mode == "never", mode == "refuse-none"
+            mode = set(modes.get(_GENERATION[request.url.path], "").split("+"))
+            never, refuse_none = "never" in mode, "refuse-none" in mode
             if isinstance(body, dict) and refuse_none and effort(body) == "none":
                 return Response(json.dumps({"error": {"message": "Unsupported value: 'reasoning_effort' does not support "
                                                       "'none' with this model.", "type": "invalid_request_error",
@@ -92,7 +104,7 @@ def create_app(upstream: str, modes: dict[str, str]) -> Starlette:
                                 status_code=400, media_type="application/json")
             lowest = "minimal" if refuse_none else "none"
             if isinstance(body, dict) and opening(body) and (never or not thinking_off(body, lowest)):
-                content = json.dumps(hide(body)).encode()
+                content = json.dumps(hide(body, "cut" in mode)).encode()
             elif isinstance(body, dict) and effort(body) == "minimal":  # the upstream need not know it
                 content = json.dumps({k: v for k, v in body.items() if k not in ("reasoning_effort", "reasoning")}).encode()
         answer = await client.send(client.build_request(request.method, path, headers=headers, content=content),
@@ -116,7 +128,8 @@ def main() -> None:
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--modes", default="", help="API=MODE,...: never (no lever helps), refuse-none (effort "
-                                                     "none refused with a 400, minimal turns thinking off)")
+                                                     "none refused with a 400, minimal turns thinking off), cut "
+                                                     "(reasoning to the output limit until thinking is off)")
     args = parser.parse_args()
     modes = dict(item.split("=", 1) for item in args.modes.split(",") if item)
     uvicorn.run(create_app(args.upstream, modes), host="127.0.0.1", port=args.port, log_level="warning")

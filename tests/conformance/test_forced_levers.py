@@ -1,0 +1,113 @@
+"""The checks that send their own forced choice (AN/CH/RS-TOOLS-001, -005, -006), the strict-arguments
+check (-004) and the long session (-CTX-002) drive a reasoning model down their path with the levers
+before they say "not exercised" (issue 35).
+
+Through tests/conformance/reasoning_proxy.py in its `cut` mode, a model that reasons to the output limit
+unless thinking is turned off (vLLM 0.32's tiny Qwen3 under its qwen3 reasoning parser: a forced choice
+answered with reasoning alone, cut by the limit). Before these checks went through `Session.until_taken`
+each was "not exercised" with no lever tried; now each is judged on an answer with thinking off, marked
+with its levers, and a forcing check keeps its own forced choice (only thinking off is pulled for it).
+The fault direction: a planted fault behind the same proxy still fails the check it breaks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from harnesscheck.conformance import levers
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.reference_server.launch import ServerProcess
+from tests.conformance.test_true_verdicts import ROOT, _bad, _free_port
+
+CUT = "anthropic=cut,chat=cut,responses=cut"
+FAST = ["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]
+
+
+def _through_cut_proxy(tmp_path: Path, select: str, *upstream_args: str, modes: str = CUT) -> dict:
+    """The suite (checks `select`) through the reasoning proxy (`modes`: in `cut` mode for every API), in
+    front of a reference server started with `upstream_args` (a fault)."""
+    with ServerProcess([*FAST, *upstream_args]) as upstream:
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", upstream.url,
+                                 "--port", str(port), "--modes", modes], cwd=ROOT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    httpx.get(url + "/v1/models", timeout=2)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            return run_suite(SuiteOptions(endpoint=url, timeout=30.0, select=select), tmp_path,
+                             subprocess_run=True, quiet=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_forcing_strict_and_session_checks_take_thinking_off_before_not_exercised(tmp_path: Path) -> None:
+    doc = _through_cut_proxy(tmp_path, "TOOLS-001 or TOOLS-004 or TOOLS-005 or TOOLS-006 or CTX-002")
+    assert _bad(doc) == [], "\n".join(_bad(doc))
+    by_id = {c["id"]: c for c in doc["checks"]}
+    ids = {f"{p}-{n}" for p in ("AN", "CH", "RS") for n in ("TOOLS-001", "TOOLS-004", "TOOLS-005", "TOOLS-006",
+                                                              "CTX-002")}
+    assert {i: by_id[i]["outcome"] for i in ids} == dict.fromkeys(ids, "pass"), \
+        {i: by_id[i]["message"][:300] for i in ids if by_id[i]["outcome"] != "pass"}
+    for check_id in ids:
+        record = by_id[check_id]["levers"]
+        tried, judged = record["tried"], record["judged"]
+        # as built first: the proxy's model reasoned to the limit (what vLLM's tiny Qwen3 did)
+        assert tried[0]["levers"] == [] and not tried[0]["took"], (check_id, tried)
+        assert tried[0]["came_back"].startswith("reasoning only, no tool call, cut at"), (check_id, tried)
+        assert any(t["took"] for t in tried), (check_id, tried)
+        assert any({"thinking-off", "reasoning-minimal", "thinking-off-template"} & set(names)
+                   for names in judged.values()), (check_id, judged)
+        if check_id[3:] in ("TOOLS-001", "TOOLS-005", "TOOLS-006"):  # the forced choice stays the check's own
+            pulled = {n for t in tried for n in t["levers"]} | {n for names in judged.values() for n in names}
+            assert pulled <= levers.THINKING_OFF, (check_id, pulled)
+    # the session keeps the thinking switch on every later turn, as a client keeps it
+    for prefix in ("AN", "CH", "RS"):
+        judged = by_id[f"{prefix}-CTX-002"]["levers"]["judged"]
+        later = [names for label, names in judged.items() if label.startswith("long_session turn ")
+                 and not label.startswith("long_session turn 0")]
+        assert len(later) >= 9 and all("thinking-off" in names or "thinking-off-template" in names
+                                       for names in later), judged
+        assert all("tool-choice-required" not in names for names in later), judged
+
+
+def test_a_planted_fault_still_fails_behind_the_levers(tmp_path: Path) -> None:
+    """strict-ignored (a strict tool's arguments not constrained) fails the strict checks, and
+    ignore-tool-choice the forced modes, on the answers thinking off reached."""
+    doc = _through_cut_proxy(tmp_path, "TOOLS-004 or TOOLS-006", "--fault", "strict-ignored")
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    assert outcomes == {f"{p}-TOOLS-{n}": "fail" for p in ("AN", "CH", "RS") for n in ("004", "006")}, \
+        {c["id"]: c["message"][:200] for c in doc["checks"]}
+    doc = _through_cut_proxy(tmp_path / "ignore", "TOOLS-001", "--fault", "ignore-tool-choice")
+    failed = {c["id"]: c for c in doc["checks"]}
+    assert {i: c["outcome"] for i, c in failed.items()} == {f"{p}-TOOLS-001": "fail" for p in ("AN", "CH", "RS")}
+    assert all({"thinking-off", "reasoning-minimal", "thinking-off-template"} & {
+        n for names in c["levers"]["judged"].values() for n in names} for c in failed.values()), failed
+
+
+def test_where_no_lever_reaches_the_path_the_result_says_what_was_tried(tmp_path: Path) -> None:
+    """A model that reasons to the limit whatever the levers (the proxy's never+cut): still not exercised,
+    and the message lists each lever tried and what came back."""
+    doc = _through_cut_proxy(tmp_path, "CH-TOOLS-001 or CH-TOOLS-005 or CH-CTX-002", modes="chat=never+cut")
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert {i: c["outcome"] for i, c in by_id.items()} == dict.fromkeys(
+        ("CH-TOOLS-001", "CH-TOOLS-005", "CH-CTX-002"), "inconclusive"), by_id
+    for check_id, pulled in (("CH-TOOLS-001", ("thinking-off", "thinking-off-template")),
+                             ("CH-TOOLS-005", ("thinking-off", "thinking-off-template")),
+                             ("CH-CTX-002", ("name-the-tool", "tool-choice-required", "thinking-off"))):
+        message = by_id[check_id]["message"]
+        assert by_id[check_id]["cause"] == "not-exercised", message
+        assert "levers tried: as built -> reasoning only, no tool call, cut at 16 tokens (length)" in message, message
+        assert all(lever in message for lever in pulled), (check_id, message)
+        if check_id != "CH-CTX-002":
+            assert "name-the-tool" not in message and "prefill" not in message, message
