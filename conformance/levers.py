@@ -150,7 +150,10 @@ def _tool_names(api: str, body: Body) -> list[str]:
 
 
 def _ask(api: str, body: Body, wanted: set[str]) -> str:
-    """The plain words that name the tool (or ask to think) for the wanted paths."""
+    """The plain words that name the tool (or ask to think) for the wanted paths ("" for a request with no
+    tools that wants only a call: there is no tool to name)."""
+    if not _tool_names(api, body) and not wanted & _THINK_PATHS:
+        return ""
     names = _tool_names(api, body) or ["the tool"]
     a, b = names[0], names[1] if len(names) > 1 else names[0]
     words = []

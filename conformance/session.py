@@ -36,13 +36,16 @@ class Exchanges(list[tuple[str, Transcript]]):
         self.tried: list[levers.Tried] = []
         self.bent: dict[str, list[str]] = {}
         self.refusals: list[tuple[list[str], Transcript]] = []  # levered requests the endpoint refused (4xx)
+        # generation requests sent outside `post` (an official SDK's own call, bent by `lever_extra`): per
+        # request [api, the levers on it, what came back (the caller says: `sent_came_back`), refused]
+        self.sent: list[list[Any]] = []
 
     def clear(self) -> None:
         super().clear()
         self.paths.clear()
         self.recent.clear()
         self.notes.clear()
-        self.levers, self.wanted, self.tried, self.bent, self.refusals = [], set(), [], {}, []
+        self.levers, self.wanted, self.tried, self.bent, self.refusals, self.sent = [], set(), [], {}, [], []
 
 
 @dataclass(slots=True)
@@ -210,12 +213,19 @@ class Session:
         `taken`, whether `taken(result)` says so), the API of its last generation answer (None: it made
         none), and the record of it."""
         self.attached.levers, self.attached.wanted, self.attached.recent = list(on), wanted, set()
-        mark, refusals = len(self.attached), len(self.attached.refusals)
+        mark, refusals, sent = len(self.attached), len(self.attached.refusals), len(self.attached.sent)
         result = attempt()
         answers = [t for _, t in self.attached[mark:]
                    if t.api in apis.APIS and t.url.split("?")[0].endswith(apis.get(t.api).PATH)]
         last = answers[-1] if answers else None
         took = taken(result) if taken is not None else bool(self.attached.recent & wanted)
+        if last is None and self.attached.sent[sent:]:  # the attempt's requests went outside `post` (an SDK)
+            api, names, what, refused = self.attached.sent[-1]
+            record = levers.Tried(levers=list(names), wanted=sorted(wanted), came_back=what, took=took,
+                                  refused=refused)
+            record.extra["timed_out"] = False
+            self.attached.tried.append(record)
+            return result, took, api, record
         marked = self._bent.get(id(last)) if last is not None else None
         used = marked[1] if marked is not None and marked[0] is last else []
         refused = self.attached.refusals[refusals:]
@@ -240,6 +250,20 @@ class Session:
             return {}
         bent, _ = levers.peer_bend(self.endpoint.peer, api, body)
         return {k: v for k, v in bent.items() if k not in body}
+
+    def lever_extra(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """What this sample's levers add to a generation request sent outside `post` (an official SDK's own
+        call takes it as `extra_body`: the fields the levers added or changed), recorded as one request of
+        the sample (`sent_came_back` says what came back); {} when no lever applies."""
+        bent, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+        self.attached.sent.append([api, used, "an answer", False])
+        return {k: v for k, v in bent.items() if k not in body or body[k] != v}
+
+    def sent_came_back(self, what: str, *, refused: bool = False) -> None:
+        """What came back to the last request `lever_extra` bent (levers.Tried.came_back), and whether the
+        endpoint refused the levers on it (a 4xx: dropped, as `post` drops them)."""
+        if self.attached.sent:
+            self.attached.sent[-1][2:] = [what, refused]
 
     def lever_record(self) -> dict[str, Any]:
         """This check's levers for its result (results.json `levers`): every sample a ladder took, with the

@@ -7,8 +7,10 @@ rule unjudged, recorded in the check's coverage as not exercised, never a failur
 parameter is sent to make it deterministic: Anthropic's API version 2026-10-21 and its SDKs 2.x
 refuse temperature, top_p and top_k, and OpenAI's reasoning models refuse temperature). A timeout
 is inconclusive; a helper's own
-refusal of a legal answer (openai's LengthFinishReasonError on finish_reason length) is reported as
-what it is."""
+refusal of a legal answer (openai's LengthFinishReasonError on finish_reason length, its Responses helper
+on response.incomplete) is no verdict: that turn is sampled again through the levers (issue 35: a call
+forced, thinking off; sent as extra_body, marked in the result's levers), and a scenario whose turn still
+ended at the limit leaves the check not exercised, saying which levers were tried."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.conformance import apis, catalog, levers
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail
 
@@ -136,48 +138,91 @@ def _responses_stream(open_stream: Callable[..., Any]) -> Callable[[dict[str, An
             except RuntimeError as exc:
                 if last != "response.incomplete":
                     raise
-                raise Inconclusive("the answer ended in response.incomplete (a legal end), which the openai "
-                                   "Responses stream helper refuses by design (\"Didn't receive a "
-                                   "`response.completed` event\"); the stream itself is judged by the grammar "
-                                   "checks") from exc
+                raise _AtTheLimit("response.incomplete, which the openai Responses stream helper refuses "
+                                  "by design: \"Didn't receive a `response.completed` event\"") from exc
     return run
+
+
+class _AtTheLimit(Exception):
+    """The answer ended at the output limit and the SDK's helper refuses that by design (openai's chat
+    LengthFinishReasonError, its Responses helper on response.incomplete): no verdict on this try."""
+
+
+def _changed(body: dict[str, Any], bent: dict[str, Any]) -> dict[str, Any]:
+    """The fields `bent` adds to `body` or changes in it."""
+    return {k: v for k, v in bent.items() if k not in body or body[k] != v}
 
 
 def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
             created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
             dump: Callable[[Any], dict[str, Any]]) -> None:
     """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
-    created answer goes back as history the way the SDK hands it out."""
+    created answer goes back as history the way the SDK hands it out. A turn whose answer ended at the
+    output limit, which a helper refuses by design, is sampled again through the levers (Session.until_taken:
+    a call forced, thinking off, ...; the SDK sends them as extra_body, and a later turn keeps the thinking
+    switch); a scenario whose turn never ended before the limit is left unjudged, and the check is then
+    inconclusive (not exercised, with the levers tried) unless another turn failed."""
     import anthropic
     import openai
 
+    at_limit: list[str] = []
     for scenario_id in SCENARIOS:
+        kept: list[levers.Lever] = []
         scenario = hc.scenario(scenario_id)
         body = apis.get(api).first(scenario, hc.endpoint.model, stream=False)
         for turn in range(min(2, len(scenario.turns))):
-            params = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-            extra = hc.peer_extra(api, params)  # a peer profile's fields (--peer), as the SDK sends them
-            params = {**params, "extra_body": extra} if extra else params
+            base = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
             sdk = apis.get(api).SDK
-            try:
-                streamed, created = streamed_answer(params), created_answer(params)
-                again = created_answer(params) if shape(streamed) != shape(created) else created
-            except (anthropic.APITimeoutError, openai.APITimeoutError) as exc:
-                raise Inconclusive(f"{scenario_id} turn {turn}: the {sdk} SDK timed out after "
-                                   f"{hc.endpoint.timeout:g} s ({exc})", cause="timeout") from exc
-            except openai.LengthFinishReasonError as exc:
-                raise Inconclusive(f"{scenario_id} turn {turn}: the answer ended with finish_reason length, which "
-                                   f"the openai chat stream helper refuses by design (LengthFinishReasonError); "
-                                   f"the stream itself is judged by the grammar checks") from exc
-            except (anthropic.APIStatusError, openai.APIStatusError) as exc:
-                if exc.status_code in OVERLOADED or _error_event(exc):
-                    raise Inconclusive(f"{scenario_id} turn {turn}: the endpoint reported an error (HTTP "
-                                       f"{exc.status_code}): {exc.body or exc}", cause="endpoint-error") from exc
-                _oracle_failure(hc, api, scenario_id, turn, f"the {sdk} SDK failed: {type(exc).__name__}: {exc}",
-                                rule=check_id)
-            except Exception as exc:  # the SDK's own complaint is the finding
-                _oracle_failure(hc, api, scenario_id, turn, f"the {sdk} SDK failed: {type(exc).__name__}: {exc}",
-                                rule=check_id)
+
+            def attempt(base: dict[str, Any] = base, scenario_id: str = scenario_id, turn: int = turn,
+                        sdk: str = sdk, kept: list[levers.Lever] = kept) -> tuple[Any, Any, Any] | None:
+                # a peer profile's fields (--peer), the thinking switch and words the conversation keeps
+                # from its opening try, and the levers on this try, as the SDK sends them
+                held = _changed(base, levers.bend(kept, api, base, {catalog.TOOL_USE})[0]) if kept else {}
+                extra = {**hc.peer_extra(api, base), **held, **hc.lever_extra(api, {**base, **held})}
+                params = {**base, "extra_body": extra} if extra else base
+                sent = hc.attached.sent[-1]
+                if held:  # sent with the conversation's kept levers: marked with them
+                    sent[1] = list(dict.fromkeys([lv.name for lv in kept] + sent[1]))
+                pulled, where = sent[1], f"{scenario_id} turn {turn}"
+                try:
+                    streamed, created = streamed_answer(params), created_answer(params)
+                    again = created_answer(params) if shape(streamed) != shape(created) else created
+                except openai.LengthFinishReasonError:
+                    hc.sent_came_back("ended at the output limit (finish_reason length, which the openai "
+                                      "chat stream helper refuses by design: LengthFinishReasonError)")
+                    return None
+                except _AtTheLimit as exc:
+                    hc.sent_came_back(f"ended at the output limit ({exc})")
+                    return None
+                except (anthropic.APITimeoutError, openai.APITimeoutError) as exc:
+                    raise Inconclusive(f"{where}: the {sdk} SDK timed out after {hc.endpoint.timeout:g} s "
+                                       f"({exc})", cause="timeout") from exc
+                except (anthropic.APIStatusError, openai.APIStatusError) as exc:
+                    status = exc.status_code
+                    if pulled and 400 <= status < 500 and status not in (401, 403, 408, 429):
+                        hc.sent_came_back(f"HTTP {status}: {str(exc.body or exc)[:120]}", refused=True)
+                        return None  # the endpoint refused a lever: no check judges that refusal
+                    if status in OVERLOADED or _error_event(exc):
+                        raise Inconclusive(f"{where}: the endpoint reported an error (HTTP {status}): "
+                                           f"{exc.body or exc}", cause="endpoint-error") from exc
+                    _oracle_failure(hc, api, scenario_id, turn,
+                                    f"the {sdk} SDK failed: {type(exc).__name__}: {exc}", rule=check_id)
+                except Exception as exc:  # the SDK's own complaint is the finding
+                    _oracle_failure(hc, api, scenario_id, turn,
+                                    f"the {sdk} SDK failed: {type(exc).__name__}: {exc}", rule=check_id)
+                hc.sent_came_back("an answer the SDK folded")
+                if pulled:
+                    hc.attached.bent[f"{where} (the {sdk} SDK)"] = list(pulled)
+                return streamed, created, again
+
+            answered, took = hc.until_taken((catalog.TOOL_USE,), attempt, lambda r: r is not None)
+            if not took or answered is None:
+                at_limit.append(f"{scenario_id} turn {turn}")
+                break  # the later turn is built on this one's answer
+            if turn == 0:  # a client keeps its thinking switch (and the words it sent) on later turns
+                kept = [levers.BY_NAME[n] for n in hc.attached.sent[-1][1] if levers.BY_NAME[n].conversation]
+            streamed, created, again = answered
             if shape(again) != shape(created):
                 continue  # the endpoint samples: two answers to one request cannot be compared
             hc.saw(catalog.DETERMINISTIC)
@@ -187,6 +232,11 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                                 f"answer {_brief(shape(created))}, which a second non-streamed answer to the "
                                 f"same request repeated", rule=f"{check_id}:nonstream")
             body = apis.get(api).follow(body, dump(created), scenario, turn + 1)
+    if at_limit:
+        sdk = apis.get(api).SDK
+        raise Inconclusive(f"not exercised: every answer to {', '.join(at_limit)} ended at the output limit, "
+                           f"which the {sdk} SDK's stream helper refuses by design; the streams themselves are "
+                           "judged by the grammar checks", cause="not-exercised")
 
 
 @pytest.mark.check("AN-SDK-001")

@@ -111,3 +111,19 @@ def test_where_no_lever_reaches_the_path_the_result_says_what_was_tried(tmp_path
         assert all(lever in message for lever in pulled), (check_id, message)
         if check_id != "CH-CTX-002":
             assert "name-the-tool" not in message and "prefill" not in message, message
+
+
+def test_the_sdk_oracles_sample_a_turn_refused_at_the_limit_with_the_levers(tmp_path: Path) -> None:
+    """openai's chat helper refuses a length end (LengthFinishReasonError) and its Responses helper an
+    incomplete one: before, CH/RS-SDK-001 were not exercised on the first such turn; now the turn is sampled
+    again with thinking off (sent as extra_body), judged, and the later turn keeps the switch."""
+    doc = _through_cut_proxy(tmp_path, "CH-SDK-001 or RS-SDK-001")
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert {i: c["outcome"] for i, c in by_id.items()} == {"CH-SDK-001": "pass", "RS-SDK-001": "pass"}, by_id
+    for check in by_id.values():
+        tried, judged = check["levers"]["tried"], check["levers"]["judged"]
+        assert tried[0]["levers"] == [], tried
+        assert tried[0]["came_back"].startswith("ended at the output limit"), tried
+        for scenario in ("plain_text", "calculator", "interleaved", "parallel_tools"):
+            assert "thinking-off" in judged[f"{scenario} turn 0 (the openai SDK)"], judged
+        assert "thinking-off" in judged["calculator turn 1 (the openai SDK)"], judged
