@@ -12,43 +12,18 @@ The fault direction: a planted fault behind the same proxy still fails the check
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
-
 from harnesscheck.conformance import levers
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
-from harnesscheck.reference_server.launch import ServerProcess
-from tests.conformance.test_true_verdicts import ROOT, _bad, _free_port
+from tests.conformance.test_true_verdicts import REASONING_UPSTREAM, _bad, through_reasoning_proxy
 
 CUT = "anthropic=cut,chat=cut,responses=cut"
-FAST = ["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]
 
 
 def _through_cut_proxy(tmp_path: Path, select: str, *upstream_args: str, modes: str = CUT) -> dict:
     """The suite (checks `select`) through the reasoning proxy (`modes`: in `cut` mode for every API), in
     front of a reference server started with `upstream_args` (a fault)."""
-    with ServerProcess([*FAST, *upstream_args]) as upstream:
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", upstream.url,
-                                 "--port", str(port), "--modes", modes], cwd=ROOT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    httpx.get(url + "/v1/models", timeout=2)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            return run_suite(SuiteOptions(endpoint=url, timeout=30.0, select=select), tmp_path,
-                             subprocess_run=True, quiet=True)
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    return through_reasoning_proxy(tmp_path, select, "--modes", modes, upstream=(*REASONING_UPSTREAM, *upstream_args))
 
 
 def test_forcing_strict_and_session_checks_take_thinking_off_before_not_exercised(tmp_path: Path) -> None:

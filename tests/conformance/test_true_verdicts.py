@@ -205,35 +205,29 @@ def test_should_failure_is_reported_not_a_junit_failure(tmp_path: Path) -> None:
 
 # -- levers (issue 35): every rule driven down its path before it is "not exercised" ------------------
 
-def _through_reasoning_proxy(tmp_path: Path, select: str, *extra: str) -> dict:
-    """The suite (checks `select`) through tests/conformance/reasoning_proxy.py: a reasoning model that
+REASONING_UPSTREAM = ("--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50")
+
+
+def through_reasoning_proxy(tmp_path: Path, select: str, *extra: str,
+                            upstream: tuple[str, ...] = REASONING_UPSTREAM) -> dict:
+    """The suite (checks `select`) through tests/conformance/reasoning_proxy.py (`extra`: its options, e.g.
+    --modes) in front of a reference server started with `upstream`: by default a reasoning model that
     calls no tool, named or forced, unless thinking is turned off (as vLLM's tiny Qwen3 under its qwen3
     reasoning parser)."""
-    with ServerProcess(["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]) as upstream:
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", upstream.url,
-                                 "--port", str(port), *extra], cwd=ROOT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    httpx.get(url + "/v1/models", timeout=2)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            return run_suite(SuiteOptions(endpoint=url, timeout=30.0, select=select), tmp_path,
-                             subprocess_run=True, quiet=True)
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    from tests.processes import http_process
+
+    with ServerProcess(list(upstream)) as server, http_process(
+            lambda port: [sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", server.url,
+                          "--port", str(port), *extra], "/v1/models", cwd=ROOT, startup_s=30) as url:
+        return run_suite(SuiteOptions(endpoint=url, timeout=30.0, select=select), tmp_path,
+                         subprocess_run=True, quiet=True)
 
 
 def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_path: Path) -> None:
     """One run through the reasoning proxy, one behaviour per API: Responses, a reasoning model that calls
     once thinking is off; Chat, the same model before gpt-5.1 (effort "none" refused with a 400, "minimal"
     the lowest it takes); Anthropic, a model no lever helps."""
-    doc = _through_reasoning_proxy(tmp_path, "RS-STREAM-006 or RS-TOOLS-003 or CH-STREAM-003 or CH-TOOLS-002 or "
+    doc = through_reasoning_proxy(tmp_path, "RS-STREAM-006 or RS-TOOLS-003 or CH-STREAM-003 or CH-TOOLS-002 or "
                                    "AN-STREAM-006", "--modes", "anthropic=never,chat=refuse-none")
     assert _bad(doc) == [], "\n".join(_bad(doc))
     by_id = {c["id"]: c for c in doc["checks"]}
