@@ -120,6 +120,8 @@ def _turn_usage(hc: Session, api: str, turn: int) -> tuple[Transcript, tuple[int
     """Turn ``turn`` of the session (shared stream), and its usage (prompt total, output, cached) if reported."""
     if turn == 0:
         _prefetch(hc)
+        if hc.stalled:  # the sessions fetched at once found the stall: this check says so, not "timeout"
+            inconclusive(f"the endpoint stalled: {hc.stalled}", cause="stalled")
         # the session's first call, through the levers where the shared turn 0 made none (the tool named, a
         # call forced, thinking off); later turns keep the words and the thinking switch (Session.request_for)
         transcript = hc.streams_taking(api, SESSION, (catalog.TOOL_USE,))[-1]
