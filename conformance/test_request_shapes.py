@@ -265,6 +265,8 @@ def test_history_reasoning_under_both_names(hc: Session) -> None:
     base = apis.chat.with_system_prefix(hc.body("chat", "calculator", stream=False),
                                         f"[session {uuid.uuid4().hex}]\n")
     bodies = {name: reasoning_history(base, name, marker) for name in NAMES}
+    bodies[""] = copy.deepcopy(bodies[NAMES[0]])  # the same history without the reasoning
+    next(m for m in bodies[""]["messages"] if m["role"] == "assistant").pop(NAMES[0])
     shown: dict[str, bool] | None = None
     why_not = "--witness cache"
     if hc.endpoint.witness in ("auto", "tokenize"):
@@ -276,8 +278,20 @@ def test_history_reasoning_under_both_names(hc: Session) -> None:
     if shown is not None:
         if shown[NAMES[0]] != shown[NAMES[1]]:
             kept, lost = (NAMES[0], NAMES[1]) if shown[NAMES[0]] else (NAMES[1], NAMES[0])
+            told = hc.attached[-1][1]
+            # The generation route has the last word: /tokenize may render a request its own way (vLLM 0.32's
+            # tokenize request drops reasoning_content, which its chat route keeps under either name).
+            counts = {name: _cached(hc, bodies[name], f"reasoning as {name} (the generation route's count)")[0]
+                      for name in (*NAMES, "")}
+            if counts[NAMES[0]] == counts[NAMES[1]] > counts[""] > 0:
+                hc.note(f"the tokenize route rendered the reasoning only as {kept}; the generation "
+                                         f"route counts {counts[NAMES[0]]} prompt tokens under either name and "
+                                         f"{counts['']} without it: judged by the generation route's usage")
+                return
             fail(f"tokenize witness: the assistant's reasoning reaches the prompt when sent as {kept}, not when "
-                 f"sent as {lost}: a client sending {lost} loses it silently", transcript=hc.attached[-1][1])
+                 f"sent as {lost}: a client sending {lost} loses it silently (prompt tokens on the generation "
+                 f"route: {counts[NAMES[0]]} as {NAMES[0]}, {counts[NAMES[1]]} as {NAMES[1]}, {counts['']} "
+                 "without reasoning)", transcript=told)
         if not any(shown.values()):
             inconclusive("not exercised: the chat template renders no history reasoning under either name")
         return

@@ -38,6 +38,9 @@ references forbid unless said:
 - forced-text: a forced or named tool_choice is answered with plain text (a bug in every API);
   otherwise forced choices are obeyed (guided decoding: the call and nothing else) and `none` makes
   no call;
+- tokenize-drops-reasoning-content: /tokenize renders an assistant message's `reasoning_content` as if it
+  were not there (vLLM 0.32's tokenize request lacks the chat request's rename step), while the generation
+  routes keep the reasoning under either name;
 - openai-404: a route the server does not have answers 404 in OpenAI's error shape (as llama.cpp's
   server does); it never has GET /v1/models/{id} and serves any model name.
 
@@ -70,7 +73,8 @@ from starlette.routing import Route
 MODEL = "plain/tiny-model"
 MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling",
          "buffer-tool-calls")
-BEHAVIOURS = ("verbose", "history-500", "tokenize-content", "real-header-cache", "forced-text", "openai-404")
+BEHAVIOURS = ("verbose", "history-500", "tokenize-content", "real-header-cache", "forced-text", "openai-404",
+              "tokenize-drops-reasoning-content")
 # Claude Code 2.1.197's header (what real-header-cache normalises), and no other form
 REAL_HEADER = re.compile(r"x-anthropic-billing-header: cc_version=\d+\.\d+\.\d+\.[0-9a-f]{3}; "
                          r"cc_entrypoint=[\w-]+;(?: cch=[0-9a-f]{5};)?")
@@ -428,7 +432,11 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
             text = body.get("content") if isinstance(body.get("content"), str) else ""
             return JSONResponse({"tokens": [ord(c) for c in text]})
         if "messages" in body:
-            text = render(parse(body["messages"], body.get("system")), tokenize_mode,
+            messages = body["messages"]
+            if "tokenize-drops-reasoning-content" in flags:
+                messages = [{k: v for k, v in m.items() if k != "reasoning_content"} if isinstance(m, dict) else m
+                            for m in messages]
+            text = render(parse(messages, body.get("system")), tokenize_mode,
                           generation_prompt=bool(body.get("add_generation_prompt", True)))
         elif isinstance(body.get("prompt"), str):
             text = body["prompt"]

@@ -149,6 +149,16 @@ def test_a_tokenize_route_in_another_dialect_is_no_witness(tmp_path: Path) -> No
     assert tokenize["outcome"] == "skip" and "another dialect" in tokenize["message"], _brief(checks)
 
 
+def test_a_tokenize_route_that_drops_one_reasoning_name_defers_to_the_generation_route(tmp_path: Path) -> None:
+    """/tokenize renders reasoning_content as absent while the chat route keeps the reasoning under either
+    name (vLLM 0.32, docs/peers/vllm-0.32.md): CH-HIST-003 passes on the generation route's prompt counts
+    and says so; a server whose chat route loses a name still fails (fault chat-history-reasoning-one-name)."""
+    with plain_server("clean,tokenize-drops-reasoning-content") as url:
+        check = _run_all(url, tmp_path, "CH-HIST-003")["CH-HIST-003"]
+    assert check["outcome"] == "pass", check
+    assert "judged by the generation route's usage" in " ".join(check.get("notes", [])), check
+
+
 def test_a_second_turn_500_is_its_own_finding(tmp_path: Path) -> None:
     """Turn 1 replays turn 0's cut call (arguments not JSON) and the server answers 500: the TURN check
     fails (MUST) with it; the stream checks of turn 0 are not charged with it."""
