@@ -343,6 +343,7 @@ class Session:
                 continue
             if run(on):
                 return self._taken(result, took)
+        unapplied = False
         for lever in ladder:
             if lever.fallback and lever.fallback not in refused:
                 continue
@@ -352,7 +353,10 @@ class Session:
                 refused.add(lever.name)
             elif lever.name in record.levers:  # it applied and was accepted: keep it on
                 active = [*active, lever]
-        self._ladder_spent[spent] = active
+            else:  # it did not apply to this request (no tools to name or force): another check's may take it
+                unapplied = True
+        if ladder and not unapplied:
+            self._ladder_spent[spent] = active
         for _ in range(max(1, self.endpoint.tries) - 1):
             if run(active):
                 return self._taken(result, took)
