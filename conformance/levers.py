@@ -237,16 +237,24 @@ _BENDS: dict[str, _Bend] = {
 }
 
 
-def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str]) -> tuple[Body, list[str]]:
+# Sessions that measure the usage each turn reports over many turns (test_context.py): what they judge is
+# the accounting, not the model's choice, so a call forced on the opening turn stays forced on every turn
+# (else a model that calls only when forced ends the session after its first turn: vLLM 0.32's tiny Qwen3).
+SESSIONS_KEEP_FORCING = frozenset({"long_session"})
+
+
+def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str], *,
+         keep_forcing: bool = False) -> tuple[Body, list[str]]:
     """`body` with each lever applied in order (a copy), and the names of those that changed it: on the
     opening request every lever, on a follow-up turn only the settings a client keeps on every turn
-    (thinking on or off: a conversation does not switch it between turns). A lever that does not apply
-    (the check set that field; no tools to force) is skipped."""
+    (thinking on or off: a conversation does not switch it between turns), and the forced call too with
+    `keep_forcing` (SESSIONS_KEEP_FORCING). A lever that does not apply (the check set that field; no
+    tools to force) is skipped."""
     out, used = copy.deepcopy(body), []
     wanted = set(wanted)
     opening = is_opening(api, body)
     for lever in levers:
-        if not lever.applies(api) or not (opening or lever.conversation):
+        if not lever.applies(api) or not (opening or lever.conversation or (keep_forcing and lever.forcing)):
             continue
         bent = _BENDS[lever.name](api, out, wanted)
         if bent is not None:

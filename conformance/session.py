@@ -428,16 +428,15 @@ class Session:
         if start <= turn:
             body = copy.deepcopy(body)  # the caller's to change; the memo keeps its own
         if turn > 0:  # a conversation keeps the words and the thinking switch its opening answer was sampled with
-            kept, wanted = self._kept(api, scenario_id)
-            if kept:
-                body = levers.bend(kept, api, body, wanted)[0]
+            body = self.conversation_levers(api, body, scenario_id)
         return body
 
     def conversation_levers(self, api: str, body: dict[str, Any], scenario_id: str) -> dict[str, Any]:
         """A later turn's request (built outside `request_for`, e.g. by a session fetched in a thread) with
         the settings a client keeps from the scenario's opening answer (the words, the thinking switch)."""
         kept, wanted = self._kept(api, scenario_id)
-        return levers.bend(kept, api, body, wanted)[0] if kept else body
+        return levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0] \
+            if kept else body
 
     def _kept(self, api: str, scenario_id: str) -> tuple[list[levers.Lever], set[str]]:
         """The levers a conversation keeps on every later turn (levers.Lever.conversation) from the one its
@@ -445,8 +444,9 @@ class Session:
         opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
         if not opened or opened[0] is not self._streams.get((api, scenario_id, 0)):
             return [], set()
+        forcing = scenario_id in levers.SESSIONS_KEEP_FORCING
         kept = [levers.BY_NAME[n] for n in opened[1]
-                if n in levers.BY_NAME and levers.BY_NAME[n].conversation]
+                if n in levers.BY_NAME and (levers.BY_NAME[n].conversation or (forcing and levers.BY_NAME[n].forcing))]
         return kept, set(opened[2])
 
 

@@ -46,14 +46,15 @@ def test_forcing_strict_and_session_checks_take_thinking_off_before_not_exercise
         if check_id[3:] in ("TOOLS-001", "TOOLS-005", "TOOLS-006"):  # the forced choice stays the check's own
             pulled = {n for t in tried for n in t["levers"]} | {n for names in judged.values() for n in names}
             assert pulled <= levers.THINKING_OFF, (check_id, pulled)
-    # the session keeps the thinking switch on every later turn, as a client keeps it
+    # the session keeps the thinking switch on every later turn, as a client keeps it, and the call forced on
+    # its opening turn (levers.SESSIONS_KEEP_FORCING: it judges the usage of every turn, not the choice)
     for prefix in ("AN", "CH", "RS"):
         judged = by_id[f"{prefix}-CTX-002"]["levers"]["judged"]
         later = [names for label, names in judged.items() if label.startswith("long_session turn ")
                  and not label.startswith("long_session turn 0")]
         assert len(later) >= 9 and all("thinking-off" in names or "thinking-off-template" in names
                                        for names in later), judged
-        assert all("tool-choice-required" not in names for names in later), judged
+        assert all("tool-choice-required" in names for names in later), judged
 
 
 def test_a_planted_fault_still_fails_behind_the_levers(tmp_path: Path) -> None:
