@@ -343,6 +343,8 @@ _RULE_TABLE.update({
                                 "output item whose input is the model's text (openai-python "
                                 "response_custom_tool_call.py); a custom tool_choice (ToolChoiceCustomParam) "
                                 "forces it"),
+    "RS-TOOLKIND-002:call-id": _r(MUST, "client: Codex 0.171.0 drops a call without call_id (fault "
+                                        "rs-missing-call-id), custom tool calls as function calls"),
     "RS-TOOLKIND-002:stream": _r(SHOULD, "none: response.custom_tool_call_input.done carries 'the complete input "
                                          "data' (openai-python response_custom_tool_call_input_done_event.py); the "
                                          "SDK and Codex take the call from output_item.done"),
@@ -1049,7 +1051,7 @@ for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-i
                       # the tool-kind and streamed-argument checks judge what these faults break too
                       ("invalid-tool-json", ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006")),
                       ("strict-ignored", ("AN-TOOLS-006", "CH-TOOLS-006", "RS-TOOLS-006")),
-                      ("rs-missing-call-id", ("RS-TOOLKIND-002",))):
+                      ("rs-missing-call-id", ("RS-TOOLKIND-002:call-id",))):
     PLANTED[_fault] = (*PLANTED[_fault], *_more)
 
 
