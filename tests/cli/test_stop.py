@@ -32,7 +32,10 @@ def test_stopped_run_leaves_no_process_and_keeps_what_was_measured(tmp_path, how
     mark = f"HC_STOP_TEST={uuid.uuid4().hex}"  # inherited by every process of the run
     key, value = mark.split("=")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", key: value}
-    proc = subprocess.Popen([sys.executable, "-m", "harnesscheck", "check", "--apis", "anthropic", "--out", "out"],
+    # modelled time (200 ms to each first token): the run is still going when the signal comes (the embedded
+    # server has none, and 49 checks without it can end before the signal does)
+    proc = subprocess.Popen([sys.executable, "-m", "harnesscheck", "check", "--apis", "anthropic", "--out", "out",
+                             "--server-arg=--ttft-base-ms=200"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     out: list[str] = []
