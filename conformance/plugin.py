@@ -44,7 +44,7 @@ from harnesscheck.conformance.outcome import Outcome
 from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
-from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, timed_out
+from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, refused_for_config, timed_out
 from harnesscheck.conformance.wire.server_info import server_info
 
 if TYPE_CHECKING:
@@ -445,8 +445,8 @@ def _carried_broken_call(t: Any, error: BaseException, check_id: str) -> str:
     """What broken call of the endpoint's own a refused request carried back, or '' (a finding of a
     stream's grammar stays a failure: only a refusal of the history is set aside)."""
     if t is None or getattr(error, "findings", None) or t.api not in apis.APIS or t.ok or t.error \
-            or check_id in _JUDGES_REFUSED_HISTORY:
-        return ""
+            or check_id in _JUDGES_REFUSED_HISTORY or refused_for_config(t):  # a refusal for its size is not
+        return ""  # the call's (vLLM's 30-turn session reached its window: CTX-003 judges that refusal)
     return str(apis.get(t.api).malformed_history(t.request_body))
 
 

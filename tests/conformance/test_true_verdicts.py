@@ -280,3 +280,27 @@ def test_a_text_only_model_refusing_an_image_is_the_deployments_limit(body: byte
 
     refused = Transcript(api="anthropic", method="POST", url="http://x/v1/messages", status=400, body=body)
     assert bool(refused_for_config(refused)) is config
+
+
+def test_a_refused_history_with_a_broken_call_is_set_aside_unless_refused_for_its_size() -> None:
+    """A refusal of a history holding the endpoint's own broken call is not the later rule's failure
+    (plugin._carried_broken_call), but a refusal for the prompt's size is the window rules' to judge
+    (vLLM 0.32's 30-turn session reached its window carrying such calls: CTX-003's :marker finding)."""
+    from harnesscheck.conformance.plugin import _carried_broken_call
+    from harnesscheck.conformance.verdict import CheckFailed
+    from harnesscheck.conformance.wire.transcript import Transcript
+
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '"not an object"'}}
+    history = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [call]},
+                            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}
+
+    def refused(body: bytes) -> Transcript:
+        return Transcript(api="chat", method="POST", url="http://x/v1/chat/completions", request_body=history,
+                          status=400, body=body)
+
+    error = CheckFailed("turn 2 refused")
+    assert "bash" in _carried_broken_call(refused(b'{"error": {"message": "arguments must be an object"}}'),
+                                          error, "CH-HIST-002")
+    window = b'{"error": {"message": "This model\'s maximum context length is 8192 tokens."}}'
+    assert _carried_broken_call(refused(window), error, "CH-CTX-003") == ""
+    assert _carried_broken_call(refused(b'{"error": {}}'), error, "CH-TURN-001") == ""  # the refusal's own judge
