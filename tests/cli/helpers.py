@@ -80,6 +80,19 @@ def counting_listener() -> Iterator[tuple[str, list[object]]]:
         sock.close()
 
 
+def processes_with_cmdline(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
 def processes_with_env(marker: str) -> list[int]:
     """Pids of live processes whose environment holds `marker` (inherited by every descendant,
     even one re-parented to init or in a session of its own)."""

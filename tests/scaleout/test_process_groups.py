@@ -26,24 +26,13 @@ import pytest
 from harnesscheck.agents.driver import Profile, run_profiles, run_task
 from harnesscheck.agents.swebench import TOY_TASKS, build_toy_repo, load_tasks
 from harnesscheck.cli.main import main
-
-
-def _pids_with(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
+from tests.cli.helpers import processes_with_cmdline
 
 
 def _gone(marker: str, timeout: float = 15.0) -> list[int]:
     """The processes with ``marker`` still there once they have had ``timeout`` s to go."""
     deadline = time.monotonic() + timeout
-    while (left := _pids_with(marker)) and time.monotonic() < deadline:
+    while (left := processes_with_cmdline(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -93,9 +82,9 @@ time.sleep(60)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 15
-        while len(_pids_with(marker)) < 2 and time.monotonic() < deadline:  # the agent and its child
+        while len(processes_with_cmdline(marker)) < 2 and time.monotonic() < deadline:  # the agent and its child
             time.sleep(0.05)
-        assert len(_pids_with(marker)) == 2 and scratch.is_dir()
+        assert len(processes_with_cmdline(marker)) == 2 and scratch.is_dir()
         os.kill(proc.pid, signal.SIGKILL)  # no finally, no atexit: only the guard can clean up
         proc.wait()
         assert _gone(marker) == []

@@ -31,6 +31,7 @@ from harnesscheck.agents.rollouts import load_run_dir  # noqa: E402
 from harnesscheck.agents.swebench import TOY_TASKS, build_toy_repo, load_tasks, select_tasks  # noqa: E402
 from harnesscheck.replay.cluster import ray_session  # noqa: E402
 from tests.agents.toy_run import ALIAS, SERVER_ARGS, SMALL, run_toy  # noqa: E402
+from tests.cli.helpers import processes_with_cmdline  # noqa: E402
 
 TOY_TESTS = [sys.executable, "-S", "-m", "unittest", "-q", "{fail_to_pass}", "{pass_to_pass}"]
 SMALL_TASK = RayOptions(memory_mb=256)  # the toy agent needs little; leaves room on a 2-core CI machine
@@ -220,19 +221,6 @@ def test_replay_on_two_actors_matches_one_process(
     assert 1 <= one["max_in_flight"] <= 4
 
 
-def _processes_with(marker: str) -> list[int]:
-    """Pids whose command line holds ``marker``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
-
-
 def test_a_run_past_its_ray_time_limit_is_cancelled_retried_then_failed(
     tmp_path: Path, local_ray: Any
 ) -> None:
@@ -260,9 +248,9 @@ def test_a_run_past_its_ray_time_limit_is_cancelled_retried_then_failed(
     meta = json.loads((tmp_path / "run" / "a" / task.instance_id / "task.json").read_text())
     assert is_failed(run) and meta["failed"] is True and meta["errors"] == ["timed out after 2 s"] * 2
     deadline = time.monotonic() + 20  # the guard acts when it sees its worker's pipe close
-    while (_processes_with(marker) or any(scratch.iterdir())) and time.monotonic() < deadline:
+    while (processes_with_cmdline(marker) or any(scratch.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = _processes_with(marker)
+    left = processes_with_cmdline(marker)
     print(f"\nray time-out: agent processes left after two cancelled attempts: {len(left)}; "
           f"scratch folders left: {len(list(scratch.iterdir()))}")
     assert left == [], left
