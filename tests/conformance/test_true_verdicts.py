@@ -11,43 +11,18 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance import impact
 from harnesscheck.conformance.runner import SuiteOptions, harness_lines, run_suite
 from harnesscheck.reference_server.launch import ServerProcess
+from tests.processes import http_process
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_variant(upstream: str, error_every: int = 7) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.conformance.variant_server", "--upstream", upstream,
-                             "--port", str(port), "--error-every", str(error_every)], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/v1/models", timeout=2)
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the variant server did not start")
 
 
 # -- the catalog: levels from evidence ------------------------------------------------------------
@@ -118,14 +93,12 @@ def _bad(doc: dict) -> list[str]:
 
 def test_legal_variation_gets_no_failure_and_no_would_break(tmp_path: Path) -> None:
     with ServerProcess(["--decode-ms", "0.2", "--ttft-base-ms", "1", "--prefill-us-per-token", "50"]) as upstream:
-        proc, url = _start_variant(upstream.url)
-        try:
+        with http_process(lambda port: [sys.executable, "-m", "tests.conformance.variant_server", "--upstream",
+                                        upstream.url, "--port", str(port), "--error-every", "7"],
+                          "/v1/models", cwd=ROOT, startup_s=30) as url:
             doc = run_suite(SuiteOptions(endpoint=url, timeout=30.0,
                                          expect=("tool-dispatch", "tokenize", "prefix-cache", "count-tokens")),
                             tmp_path, subprocess_run=True, quiet=True)
-        finally:
-            proc.terminate()
-            proc.wait(10)
     assert _bad(doc) == [], "\n".join(_bad(doc))
     assert not any("would break" in line for line in harness_lines(doc)), harness_lines(doc)
     outcomes = [c["outcome"] for c in doc["checks"]]
@@ -216,8 +189,6 @@ def through_reasoning_proxy(tmp_path: Path, select: str, *extra: str,
     --modes) in front of a reference server started with `upstream`: by default a reasoning model that
     calls no tool, named or forced, unless thinking is turned off (as vLLM's tiny Qwen3 under its qwen3
     reasoning parser)."""
-    from tests.processes import http_process
-
     with ServerProcess(list(upstream)) as server, http_process(
             lambda port: [sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream", server.url,
                           "--port", str(port), *extra], "/v1/models", cwd=ROOT, startup_s=30) as url:
