@@ -326,7 +326,7 @@ def _events(client: Any, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     decoded here with ``json``, which spares each run the typed event models' first-use schema build
     (about 1.5 s of CPU per process).
     """
-    from harnesscheck.conformance.wire.sse import SSEDecoder
+    from harnesscheck.protocol.wire.sse import SSEDecoder
 
     with client.responses.with_streaming_response.create(**body) as response:
         decoder = SSEDecoder()  # the kit's own parser: events end at blank lines, [DONE] is marked

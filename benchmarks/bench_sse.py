@@ -1,6 +1,6 @@
 """SSE parsing of one recorded stream (the three adapters' output for a long tool-calling turn,
 ~600 KB, read in 512-byte network chunks): the kit's spec decoder
-(``conformance.wire.sse.SSEDecoder``) and the timed client's fast path (``replay.client.FastSSE``)
+(``protocol.wire.sse.SSEDecoder``) and the timed client's fast path (``replay.client.FastSSE``)
 against httpx-sse's decoder (lines split the way ``EventSource.iter_sse`` does) and the anthropic
 SDK's ``SSEDecoder.iter_bytes``."""
 
@@ -20,7 +20,7 @@ def stream(corpus):
 
 
 def _kit(chunks):
-    from harnesscheck.conformance.wire.sse import SSEDecoder
+    from harnesscheck.protocol.wire.sse import SSEDecoder
 
     d = SSEDecoder()
     out = []

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.wire.sse import SSEFrame
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.wire.sse import SSEFrame
 from harnesscheck.scenarios import client_sessions
 
 

@@ -54,7 +54,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnesscheck.conformance import apis, options
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
 __all__ = ["LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend", "came_back",

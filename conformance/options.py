@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 
 
 APIS = apis.NAMES  # the registry's names at import (the API modules import no httpx: cheap for the CLI parser)

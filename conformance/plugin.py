@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.options import (
     PYTEST_PREFIX,
     QUICK_LEAVES_OUT,
@@ -45,7 +46,7 @@ from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, refused_for_config, timed_out
-from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.protocol.wire.server_info import server_info
 
 if TYPE_CHECKING:
     from pluggy import Result

@@ -36,10 +36,10 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from harnesscheck.conformance import apis as api_modules
-from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
+from harnesscheck.protocol import apis as api_modules
+from harnesscheck.protocol.apis.base import ANTHROPIC_VERSION
 from harnesscheck.conformance.options import url_problem
-from harnesscheck.conformance.wire.client import tls_context
+from harnesscheck.protocol.wire.client import tls_context
 
 __all__ = ["PROBE_CAP_S", "Preflight", "preflight", "probe_timeout", "require_usable", "say"]
 

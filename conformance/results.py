@@ -13,8 +13,8 @@ from typing import Any
 from harnesscheck.conformance.catalog import Check
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.outcome import Level, Outcome
-from harnesscheck.conformance.wire.redact import redact_text
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.redact import redact_text
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.reports.schema import new_run_id, now_iso, results_document, run_header
 
 

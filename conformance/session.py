@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harnesscheck.conformance import apis, catalog, levers
-from harnesscheck.conformance.wire import client
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog, levers
+from harnesscheck.protocol.wire import client
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario, get as get_scenario
 
 T = TypeVar("T")

@@ -28,10 +28,11 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog, client_replay, grammar
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog, client_replay, grammar
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail, inconclusive, refused_for_config, timed_out
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios import client_sessions
 
 # session (scenarios/clients/<name>.json) -> its check

@@ -32,11 +32,12 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog, window
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog, window
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
-from harnesscheck.conformance.wire import client
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire import client
+from harnesscheck.protocol.wire.transcript import Transcript
 
 SESSION = "long_session"
 USAGE_TURNS = 10

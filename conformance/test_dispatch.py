@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.apis.base import trace
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
+from harnesscheck.protocol.apis.base import trace
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import ModelPart
 
 SCENARIO = "long_reasoning"  # r0 t0 r1 t1 with ~700 reasoning tokens generated after t0 completes

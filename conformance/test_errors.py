@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 # The bodies each API module lists: BAD_REQUESTS (refused by the reference) and ALLOWED_REQUESTS (requests
 # the references allow that a strict-looking server might refuse: each should get a 2xx, rule ``ID:allowed``,

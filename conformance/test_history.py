@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.conformance.witnesses import judge_agent_turn, judge_interleaved
 
 INTERLEAVED = "long_reasoning"  # r0 t0 r1 t1 with ~700-token reasoning segments (visible in timing)

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 LONG = "\n".join(f"Rule {i}: keep every change small, tested and explained; prefer the project's own helpers."
                  for i in range(120))  # ~2K tokens of stable scaffolding

@@ -37,10 +37,10 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session, final_answer
 from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response, skip
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.conformance.witnesses import SLACK, WitnessUnavailable, tokenize_route
 
 CLAUDE_CODE_BETAS = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27"

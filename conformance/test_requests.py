@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import zstandard
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed, fail, ok_response
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 FIRST_FRAMES = 2  # Anthropic: message_start and the first block; Responses: created, in_progress
 

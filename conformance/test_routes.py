@@ -15,10 +15,10 @@ from urllib.parse import quote
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 UNKNOWN = "no-such-org/no-such-model-harnesscheck"
 NO_SUCH = "harnesscheck-no-such-model"  # an id without '/' that no endpoint serves

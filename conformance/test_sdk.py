@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog, levers
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog, levers
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail
 

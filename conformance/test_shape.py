@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response
 

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.grammar import module_for
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.verdict import Inconclusive, fail, no_findings, timed_out
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 # (scenario, turn): turn 1 of calculator answers after a tool result.
 STREAMS = [("plain_text", 0), ("calculator", 0), ("calculator", 1), ("interleaved", 0), ("parallel_tools", 0)]

@@ -14,7 +14,7 @@ import pytest
 
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, ok_response, skip
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 TEXT = "Tokenize me: 15 * 23 = 345, 世界, <think>"
 PREFIXES = ("/v1", "")  # vLLM serves /tokenize; Dynamo and the reference server /v1/tokenize

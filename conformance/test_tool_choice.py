@@ -42,11 +42,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
+from harnesscheck.protocol.apis.base import ToolCall
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 # The kit's own tools, written for strict mode (every property required, no others allowed).
 WEATHER = {"name": "get_weather", "description": "Current weather for a city.",

@@ -28,8 +28,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
+from harnesscheck.protocol.apis.base import ToolCall
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response
 

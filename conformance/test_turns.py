@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session, final_answer
 from harnesscheck.conformance.verdict import fail, inconclusive, timed_out
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 SCENARIO = "calculator"
 CUT_ARGUMENTS = '{"expression": "15 *'  # a call's arguments as the output limit leaves them

@@ -16,11 +16,12 @@ import uuid
 
 import pytest
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.grammar import anthropic as grammar
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 
 def _total(usage: dict) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from harnesscheck.conformance.grammar.findings import Finding
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 MIN_VERDICT_SHARE = 0.5  # a run needs a verdict (pass or fail) on at least this share of its checks
 ENOUGH, STALLED, TOO_FEW = "enough", "stalled", "too-few-verdicts"  # run.verdicts.outcome

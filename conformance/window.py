@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.wire.transcript import Transcript
 
 WINDOW_FIELDS = ("max_model_len", "context_window", "context_length", "max_context_length", "max_input_tokens")
 OVERSHOOT = 1.1  # the over-long prompt: this many times the window (the filler measured on the endpoint)

@@ -36,10 +36,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import Session, final_answer, paths_in
 from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
 
 WITNESSES = ("tokenize", "cache", "timing")

@@ -3,7 +3,7 @@
     HarnesscheckError
      ├── UsageError (harnesscheck.errors)            a bad option or input file, an unusable endpoint:
      │                                               the command prints its one line, exits 2
-     ├── WireError (conformance.wire.sse)            the stream could not be read as SSE
+     ├── WireError (protocol.wire.sse)            the stream could not be read as SSE
      │    └── FrameTooLarge                          a line or frame over the size limit
      ├── TraceError (replay.trace; also ValueError)  a trace file that does not validate
      ├── ResultsError (reports.schema; also ValueError)  a results file that does not validate

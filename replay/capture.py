@@ -10,7 +10,7 @@ Each exchange becomes one line of the capture file (JSONL, header line first)::
 
     {"schema": "harnesscheck.capture", "version": 1, "created": ..., "upstream": ...}
     {"exchange": 0, "api": "anthropic", "request": {"encoding": "zstd", "wire_bytes": 812,
-     "bytes": 2210}, "transcript": {<conformance.wire.transcript.Transcript.to_dict()>}}
+     "bytes": 2210}, "transcript": {<protocol.wire.transcript.Transcript.to_dict()>}}
 
 The transcript keeps the request (headers, JSON body), status, response headers, every network
 chunk (arrival ns from the request start, size), every SSE frame with its arrival, and the
@@ -23,7 +23,7 @@ or a non-streamed response) is decoded for the record within ``max_decoded_bytes
 ``response.decode_error``); a response is recorded up to ``max_record_bytes`` (64 MiB of SSE frames
 or body) and forwarded whole, the record saying what it left out (``response.cut``). Each such cut
 is also told to ``warn`` (the command prints it on stderr). Secrets are redacted before a line is written: credential headers (API keys, auth,
-cookies, and any header named with ``--redact-header``) by ``harnesscheck.conformance.wire.redact``, and the
+cookies, and any header named with ``--redact-header``) by ``harnesscheck.protocol.wire.redact``, and the
 same secret values (also JSON-escaped, base64, and each cookie value) wherever else they appear.
 
 ``load_capture(path)`` reads a capture of format version 1 (``CAPTURE_VERSION``; another version is
@@ -58,10 +58,10 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from harnesscheck.conformance.wire.redact import redact_headers as _redact_headers
-from harnesscheck.conformance.wire.redact import redact_text, redact_url, secrets_from_headers
-from harnesscheck.conformance.wire.sse import FrameTooLarge, SSEDecoder
-from harnesscheck.conformance.wire.transcript import Chunk, Timings, Transcript
+from harnesscheck.protocol.wire.redact import redact_headers as _redact_headers
+from harnesscheck.protocol.wire.redact import redact_text, redact_url, secrets_from_headers
+from harnesscheck.protocol.wire.sse import FrameTooLarge, SSEDecoder
+from harnesscheck.protocol.wire.transcript import Chunk, Timings, Transcript
 
 from .client import Fold, StreamResult
 from .codings import MAX_DECODED_BYTES, CodingError, decode

@@ -12,7 +12,7 @@ inter-token times), when each tool call was complete ("tool ready"), the end, us
 answer folded into history form (what a next request would carry). All times are ns from the
 request start (``time.perf_counter_ns``), taken as each network read returns.
 
-What counts is each API module's (``conformance.apis``): the stream is folded with its pure
+What counts is each API module's (``protocol.apis``): the stream is folded with its pure
 ``accumulate``; a token is an event ``is_content`` accepts (TTFT: the first); a tool call is ready
 when the snapshot's ``_complete`` first names it (Anthropic ``content_block_stop``; Responses
 ``response.function_call_arguments.done``, else ``output_item.done``; Chat the next tool-call index
@@ -27,7 +27,7 @@ accept and refuse the same data; the one difference is an integer past 64 bits, 
 as the nearest float (nothing the client times or folds reads a number that size).
 
 SSE is parsed by a minimal fast path (LF-only framing, the common case); any CR or BOM hands the
-rest of the stream to ``conformance.wire.sse.SSEDecoder``. ``tests/replay/test_client.py`` checks
+rest of the stream to ``protocol.wire.sse.SSEDecoder``. ``tests/replay/test_client.py`` checks
 that both give the same events; ``parse_events`` is the function under test. Both hold at most
 ``DEFAULT_MAX_FRAME_BYTES`` (8 MiB) of an unfinished event: a larger one ends the request with an
 error (``FrameTooLarge``), as a response body that decodes past ``max_body_bytes`` does
@@ -45,9 +45,9 @@ from typing import Any, Self, TypeVar
 
 import orjson
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.wire.redact import redact_text, secrets_from_headers
-from harnesscheck.conformance.wire.sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.wire.redact import redact_text, secrets_from_headers
+from harnesscheck.protocol.wire.sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
 from harnesscheck.replay.http1 import (MAX_DECODED_BYTES, BodyError, ConnectError, Pool, ReadTimeout,
                                        Response, TransportError)
@@ -200,7 +200,7 @@ class StreamResult:
 # -- the fold, timed -------------------------------------------------------------------------
 
 class Fold:
-    """One stream folded with its API's pure ``accumulate`` (``conformance.apis``), plus the times:
+    """One stream folded with its API's pure ``accumulate`` (``protocol.apis``), plus the times:
     a token at each content event, a ``ToolReady`` when a call first counts as complete in the
     snapshot's ``_complete`` (or at the reference server's Chat ``tool_call_dispatch`` frame), the
     first error event. ``finish()`` sets finished, stop reason and usage, ``answer()`` the answer

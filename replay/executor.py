@@ -2,9 +2,9 @@
 the model is still generating, and hold a turn barrier before the next model call.
 
 Feed it the events of one streamed turn (``on_event(event_name, data, t_ns)``, ``on_frame`` for
-``conformance.wire.sse.SSEFrame``), or let ``ExecutorClient`` (a ``replay.client.StreamClient``
+``protocol.wire.sse.SSEFrame``), or let ``ExecutorClient`` (a ``replay.client.StreamClient``
 that also hands the executor its own fold's snapshots, ``on_snapshot``) do it. The stream is folded
-with the API module's pure ``accumulate`` (``conformance.apis``) and ``replay.fold.CallWatch`` says
+with the API module's pure ``accumulate`` (``protocol.apis``) and ``replay.fold.CallWatch`` says
 when a call appeared and when it was complete:
 
 - Anthropic: ``content_block_stop`` of a ``tool_use`` block (arguments: the joined
@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.replay.client import Fold, StreamClient
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, parse_arguments
 
@@ -123,7 +123,7 @@ class StreamingToolExecutor:
     # -- events -----------------------------------------------------------------------------
 
     def on_frame(self, frame: Any, t_ns: int | None = None) -> None:
-        """A ``conformance.wire.sse.SSEFrame`` (other frame kinds are ignored)."""
+        """A ``protocol.wire.sse.SSEFrame`` (other frame kinds are ignored)."""
         if getattr(frame, "kind", "event") != "event" or frame.data in (None, "", "[DONE]"):
             return
         data = frame.json if getattr(frame, "json", None) is not None else parse_arguments(frame.data)
@@ -139,7 +139,7 @@ class StreamingToolExecutor:
             self.on_snapshot(self._acc(d, self.snapshot), t)
 
     def on_snapshot(self, snapshot: dict[str, Any] | None, t: int) -> None:
-        """The stream's snapshot after one more event (``conformance.apis``' fold): start runs for
+        """The stream's snapshot after one more event (``protocol.apis``' fold): start runs for
         the calls that appeared, complete those that are complete."""
         self.snapshot = snapshot
         started, completed = self._watch.step(snapshot)

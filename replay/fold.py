@@ -1,6 +1,6 @@
 """The replay side of the one API fold: what replay reads from ``apis.get(api).accumulate``'s snapshot.
 
-The stream fold itself lives in ``conformance.apis`` (one pure ``accumulate(event, snapshot)`` per API);
+The stream fold itself lives in ``protocol.apis`` (one pure ``accumulate(event, snapshot)`` per API);
 replay only adds timestamps. This module holds what the replay client, the streaming executor and the
 dispatch benchmark read from a snapshot, as one ``View`` per API in ``VIEWS`` (keyed by API name), each
 made of its API module's ``stream_*`` members: the answer in history form (what a next request carries), its
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.apis import ToolCall
-from harnesscheck.conformance.apis.chat import DISPATCH_EVENT
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis import ToolCall
+from harnesscheck.protocol.apis.chat import DISPATCH_EVENT
 
 __all__ = ["DISPATCH_EVENT", "VIEWS", "CallWatch", "View", "parse_arguments", "view"]
 

@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harnesscheck.conformance.apis import get as get_api
+from harnesscheck.protocol.apis import get as get_api
 
 from .forms import form
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.apis.base import Form
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis.base import Form
 
 __all__ = ["FORMS", "Form", "api_for_path", "form"]
 

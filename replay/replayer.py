@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.conformance.wire.redact import redact_text
+from harnesscheck.protocol.wire.redact import redact_text
 
 from .client import StreamClient, StreamResult, run_async
 from .fold import view

@@ -23,7 +23,7 @@ Errors: ``TraceError(ValueError)``, with every problem found (line, session, tur
 
 from __future__ import annotations
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.errors import HarnesscheckError
 from harnesscheck.replay.forms import FORMS
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.scenarios.loader import get as get_scenario
 
 from .forms import form

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnesscheck import __version__
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.errors import HarnesscheckError
 
 if TYPE_CHECKING:

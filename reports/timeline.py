@@ -1,7 +1,7 @@
 """A streamed case as a picture: which events arrived when, as inline SVG (no matplotlib: a report of
 a 54-check run draws dozens of these and must build in seconds).
 
-The input is a transcript as saved (`Transcript.to_json`, conformance/wire/transcript.py): frames
+The input is a transcript as saved (`Transcript.to_json`, protocol/wire/transcript.py): frames
 with `index`, `kind`, `event`, `data` and `t_ns` (ns from the request start), and `timings`.
 
 - `analyse(transcript, focus=None) -> Timeline | None`: lanes (one per event type, in order of first
@@ -11,7 +11,7 @@ with `index`, `kind`, `event`, `data` and `t_ns` (ns from the request start), an
   frame, the finding's frame, the end of the stream. None when the exchange streamed no frame.
 - `render_svg(timeline) -> str`: the chart (markers as labelled vertical lines over the lanes).
 
-The stream is read once, with its API's fold (`conformance.apis.base.trace`): the parts each frame
+The stream is read once, with its API's fold (`protocol.apis.base.trace`): the parts each frame
 placed something in and closed (spans), the words (the first token: the API's `is_content`), and each
 tool call's frames and the frame where the model finished it, the one `conformance/test_dispatch.py`
 judges by (Anthropic the block's `content_block_stop`, Responses `function_call_arguments.done` or the
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.apis.base import trace
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis.base import trace
 
 __all__ = ["Lane", "Marker", "Span", "Timeline", "analyse", "render_svg"]
 

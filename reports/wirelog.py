@@ -2,7 +2,7 @@
 response status and headers, then every frame with its number, arrival time and what it carried.
 
 A case's transcript is the file results.json names (`transcript`, a `Transcript.to_json` document,
-conformance/wire/transcript.py); a run keeps one for every check within its size budget, or only
+protocol/wire/transcript.py); a run keeps one for every check within its size budget, or only
 for the failing ones, and says why one was left out (`transcript_left_out`).
 
 - `load(check, base) -> Loaded`: the transcript of a results entry read from `base` (the folder its

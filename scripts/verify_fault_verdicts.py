@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harnesscheck.conformance.apis import NAMES
+from harnesscheck.protocol.apis import NAMES
 from harnesscheck.reference_server.faults import FAULTS
 
 

@@ -2,7 +2,7 @@
 
 `RULES` names every part and sub-part of the tree and what it may import besides its own modules and
 the base (`harnesscheck`, `errors`, `lazy`); whatever a part does not list, it never imports. An entry
-that is itself a part or sub-part allows that one only (`conformance` is not `conformance.apis`, nor the
+that is itself a part or sub-part allows that one only (`conformance` is not `protocol.apis`, nor the
 checks `conformance.test_*`); any other entry allows a module and what lies below it
 (`reference_server.launch`). A module belongs to the most specific part that names it.
 
@@ -34,25 +34,26 @@ RULES: dict[str, tuple[str, ...]] = {
     "harnesscheck": (),  # the base: __version__, errors, lazy; nothing of the kit
     "scenarios": (),  # data and its loader
     "stats": (),  # pure statistics
-    "conformance.wire": (),  # HTTP client, SSE decoder, transcripts, redaction, server_info
-    "conformance.apis": ("conformance.wire", "scenarios"),  # one module per wire API, the one fold
-    "reports": ("stats", "conformance.apis", "conformance.wire"),  # the timeline reads a stream with its fold
+    "protocol": (),  # the protocol layer's package: below the checks, replay, reports and agents
+    "protocol.wire": (),  # HTTP client, SSE decoder, transcripts, redaction, server_info
+    "protocol.apis": ("protocol.wire", "scenarios"),  # one module per wire API, the one fold
+    "reports": ("stats", "protocol.apis", "protocol.wire"),  # the timeline reads a stream with its fold
     "reference_server": ("scenarios",),  # the server never imports the kit; it reads the scenarios
     "reference_server.frontends": ("reference_server",),  # routes around the service
     "reference_server.app": ("reference_server", "reference_server.frontends"),
-    "conformance.grammar": ("conformance.apis", "conformance.wire"),  # pure validators over the fold
-    "conformance.test_*": ("conformance", "conformance.apis", "conformance.wire", "conformance.grammar",
+    "conformance.grammar": ("protocol.apis", "protocol.wire"),  # pure validators over the fold
+    "conformance.test_*": ("conformance", "protocol.apis", "protocol.wire", "conformance.grammar",
                            "scenarios"),  # the checks judge over HTTP, never with the server's code
-    "conformance": ("conformance.apis", "conformance.wire", "conformance.grammar", "scenarios", "stats",
+    "conformance": ("protocol.apis", "protocol.wire", "conformance.grammar", "scenarios", "stats",
                     "reports", "reference_server.launch", "reference_server.faults"),
     "conformance.mocker_replay": ("conformance", "scenarios", "reference_server.parsers",
                                   "reference_server.conversation", "reference_server.events"),
-    "replay": ("conformance.apis", "conformance.wire", "scenarios"),
-    "replay.benchmarks": ("replay", "conformance.apis", "conformance.wire", "scenarios", "stats", "reports",
+    "replay": ("protocol.apis", "protocol.wire", "scenarios"),
+    "replay.benchmarks": ("replay", "protocol.apis", "protocol.wire", "scenarios", "stats", "reports",
                           "reference_server.launch", "reference_server.config", "reference_server.tokenizer",
                           "reference_server.make_model", "reference_server.parsers",
                           "reference_server.conversation", "reference_server.events"),
-    "agents": ("conformance", "conformance.apis", "conformance.wire", "replay", "scenarios", "stats",
+    "agents": ("conformance", "protocol.apis", "protocol.wire", "replay", "scenarios", "stats",
                "reference_server.launch", "reference_server.faults"),
     "cli": (EVERYTHING,),  # wires the parts into commands; nothing imports it
 }
@@ -206,6 +207,26 @@ def test_no_two_modules_import_each_other() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def _folder(module: str) -> str:
+    """The top-level folder of a module (`harnesscheck.protocol.apis.chat` -> `protocol`)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and module not in BASE else KIT
+
+
+def test_no_folder_cycle_and_protocol_below_its_readers() -> None:
+    """Between top-level folders every arrow points one way (no `reports` <-> `conformance` cycle), and the
+    protocol layer (apis, wire) imports none of the parts that read it."""
+    arrows: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        for _, target in _imports(module, path):
+            if target.startswith(KIT + ".") and _folder(target) != _folder(module):
+                arrows.setdefault(_folder(module), set()).add(_folder(target))
+    assert not arrows.get("protocol", set()) - {"scenarios", KIT}, arrows.get("protocol")
+    cycles = sorted(f"{a} <-> {b}" for a, targets in arrows.items() for b in targets
+                    if a < b and a in arrows.get(b, set()))
+    assert not cycles, f"folders importing each other: {cycles}"
+
+
 @pytest.mark.parametrize("package", sorted(ONLY_IMPORTED_BY))
 def test_a_third_party_package_is_imported_by_its_one_part(package: str) -> None:
     allowed = ONLY_IMPORTED_BY[package]
@@ -243,7 +264,7 @@ def test_a_crossing_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         "harnesscheck.conformance.grammar.fake": "from harnesscheck.reference_server.parsers import get\n",
         "harnesscheck.replay.fake": "def f():\n    from harnesscheck.conformance import test_streams\n",
         "harnesscheck.reference_server.fake": "from harnesscheck.stats import bootstrap\n",
-        "harnesscheck.replay.fine": "from harnesscheck.conformance.apis import get\nfrom . import fold\n",
+        "harnesscheck.replay.fine": "from harnesscheck.protocol.apis import get\nfrom . import fold\n",
     }
     modules = dict(MODULES)
     for name, text in fakes.items():

@@ -34,7 +34,7 @@ DEFAULT_RUNS = (("claude-code", None), ("codex", None), ("openclaw", None), ("op
 def fault_apis(fault: str) -> tuple[str, ...]:
     """The wire APIs whose traffic a fault bends (a fault naming none bends every registered API's); a
     client runs only against its own API's faults."""
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
     from harnesscheck.reference_server.faults import FAULTS
 
     return FAULTS[fault].apis or apis.NAMES

@@ -41,8 +41,8 @@ from typing import Any
 from harnesscheck.agents.clients import DUMMY_KEY, Client
 from harnesscheck.agents.clients.install import Install
 from harnesscheck.agents.procgroup import guard
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.wire.redact import redact_text
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.wire.redact import redact_text
 
 TEXT_PROMPT = "Say ok"
 TOOL_COMMAND = "echo harnesscheck-$((6*7))"
@@ -165,7 +165,7 @@ def _hung_up(error: str) -> bool:
 
 
 def api_of(t: dict[str, Any]) -> Any:
-    """The API module (``conformance.apis``) of a request, by its route ("/messages", "/responses",
+    """The API module (``protocol.apis``) of a request, by its route ("/messages", "/responses",
     "/chat/completions", with or without the /v1 the clients put before it); None for any other."""
     return apis.for_path(t.get("url") or "")
 

@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 
 from .findings import Finding, frames_and_request, rules_of
 

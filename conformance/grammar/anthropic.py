@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.conformance.apis.anthropic import (
+from harnesscheck.protocol.apis.anthropic import (
     EVENT_TYPES,
     LENGTH_STOP,
     accumulate,
     final_message,
     recording,
 )
-from harnesscheck.conformance.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
-from harnesscheck.conformance.apis.base import is_int as _is_int
-from harnesscheck.conformance.apis.base import json_object_text
+from harnesscheck.protocol.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
+from harnesscheck.protocol.apis.base import is_int as _is_int
+from harnesscheck.protocol.apis.base import json_object_text
 
 from .findings import Collector, EventNames, Finding, frames_and_request, short, without_cut_call
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harnesscheck.conformance.apis.base import is_int as _is_int
-from harnesscheck.conformance.apis.base import json_object_text
-from harnesscheck.conformance.apis.chat import (
+from harnesscheck.protocol.apis.base import is_int as _is_int
+from harnesscheck.protocol.apis.base import json_object_text
+from harnesscheck.protocol.apis.chat import (
     DISPATCH_EVENT,
     FINISH_REASONS,
     LENGTH_STOP,

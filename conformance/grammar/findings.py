@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harnesscheck.conformance.apis.base import frames_and_request
-from harnesscheck.conformance.wire.sse import SSEFrame
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.apis.base import frames_and_request
+from harnesscheck.protocol.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.transcript import Transcript
 
 __all__ = ["Collector", "EventNames", "Finding", "Source", "frames_and_request", "rules_of", "short"]
 

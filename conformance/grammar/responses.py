@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.conformance.apis.base import is_int as _is_int
-from harnesscheck.conformance.apis.base import json_object_text
-from harnesscheck.conformance.apis.responses import (
+from harnesscheck.protocol.apis.base import is_int as _is_int
+from harnesscheck.protocol.apis.base import json_object_text
+from harnesscheck.protocol.apis.responses import (
     EVENT_TYPES,
     LENGTH_STOP,
     TERMINAL,

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.apis.base import ANTHROPIC_VERSION
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis.base import ANTHROPIC_VERSION
 
-PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (conformance/apis)
+PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (protocol/apis)
 RESAMPLES = 4000
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ class Target:
 
     def server_info(self) -> dict[str, Any]:
         """The (first) server's description for the results document (``wire.server_info``)."""
-        from harnesscheck.conformance.wire.server_info import server_info
+        from harnesscheck.protocol.wire.server_info import server_info
 
         if self.embedded:
             return server_info(self.urls[0], self.model, kind="embedded")
@@ -116,7 +116,7 @@ def target(opts: BenchOptions, *modes: Sequence[str]) -> Iterator[Target]:
 
 
 def first_request(api: str, scenario_id: str, model: str) -> dict[str, Any]:
-    """The first-turn request body of a scenario in an API (``conformance.apis``' ``first``)."""
+    """The first-turn request body of a scenario in an API (``protocol.apis``' ``first``)."""
     from harnesscheck.scenarios.loader import get
 
     return apis.get(api).first(get(scenario_id), model)

@@ -3,7 +3,7 @@
 For the tool-calling first turns of the ``parallel_tools`` and ``interleaved`` scenarios, per API,
 the time from the request start to
 
-- each tool call *complete* (the stream folded by ``conformance.apis``): Anthropic ``content_block_stop``
+- each tool call *complete* (the stream folded by ``protocol.apis``): Anthropic ``content_block_stop``
   of the ``tool_use`` block; Responses ``response.function_call_arguments.done``; Chat the first chunk
   after which the call's accumulated arguments parse as a JSON object (a client parsing incrementally
   can start it then);
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.replay.benchmarks import common
 from harnesscheck.replay.fold import DISPATCH_EVENT, CallWatch, view
 
@@ -87,7 +87,7 @@ async def record(session: Any, url: str, api: str, body: dict[str, Any], headers
 
 
 class _Fold:
-    """One stream through its API's fold (``conformance.apis``): per call (by position), when it was
+    """One stream through its API's fold (``protocol.apis``): per call (by position), when it was
     complete (the earliest of the API's rule and, where the API marks no end per call, the first
     chunk after which its arguments parse as a JSON object), the rule's own time as the boundary
     there, and the reference server's Chat ``tool_call_dispatch`` frame."""

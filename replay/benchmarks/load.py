@@ -150,7 +150,7 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
                  ) -> list[tuple[str, str, dict[str, Any]]]:
     """One API's requests of a scenario: or builtin: workload, or a trace file's (its own APIs)."""
     if spec.startswith("scenario:"):
-        from harnesscheck.conformance.apis import get as get_api
+        from harnesscheck.protocol.apis import get as get_api
         from harnesscheck.scenarios.loader import get
 
         mod = get_api(api)
@@ -440,7 +440,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     three benchmarks, ``load-KIND-ttft``, ``-tpot``, ``-e2el`` (arms: the levels, samples: one per
     request), whose ``settings.figures`` hold every level's vLLM-named figures."""
     from harnesscheck.reports.schema import now_iso
-    from harnesscheck.conformance.wire.server_info import server_info
+    from harnesscheck.protocol.wire.server_info import server_info
     from harnesscheck.replay.client import run_async
 
     if not opts.concurrency and not opts.rates:

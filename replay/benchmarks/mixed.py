@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnesscheck.conformance import apis as api_names
+from harnesscheck.protocol import apis as api_names
 from harnesscheck.replay.benchmarks import common
 
 LARGE_ROUTES = {"count_tokens": "/v1/messages/count_tokens", "tokenize": "/tokenize"}
@@ -97,7 +97,7 @@ def large_body(route: str, model: str, n_bytes: int) -> bytes:
 
 
 def stream_bodies(model: str, opts: MixedOptions) -> list[tuple[str, dict[str, Any]]]:
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
 
     return [(api, {**common.first_request(api, opts.scenario, model),
                    apis.get(api).MAX_TOKENS_FIELD: opts.stream_tokens}) for api in opts.apis]

@@ -1,7 +1,7 @@
 """`bench overlap`: turn latency with the tools executed after the stream versus while it streams
 (article 2), next to the article's model.
 
-For the tool-calling first turn of each scenario (bodies from ``conformance.apis``' ``first``), per
+For the tool-calling first turn of each scenario (bodies from ``protocol.apis``' ``first``), per
 API, three arms interleaved per round (the order rotates, warm-up rounds discarded):
 
 - ``stream``: the turn with instant tools: the end of stream E and the time each call was complete
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from harnesscheck.conformance import apis as api_names
+from harnesscheck.protocol import apis as api_names
 from harnesscheck.replay.benchmarks import common
 
 

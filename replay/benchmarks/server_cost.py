@@ -272,7 +272,7 @@ class Side:
 
 def _bodies(opts: ServerCostOptions, model: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(scenario, api, first-turn body) in rotation order."""
-    from harnesscheck.conformance.apis import get as get_api
+    from harnesscheck.protocol.apis import get as get_api
     from harnesscheck.scenarios.loader import get
 
     return [(s, api, get_api(api).first(get(s), model)) for s in opts.scenarios for api in opts.apis]
@@ -283,7 +283,7 @@ def raw_outputs(url: str, opts: ServerCostOptions, model: str) -> dict[str, list
     reference tokenizer's ids (+ end of turn): what the mocker replays."""
     import httpx
 
-    from harnesscheck.conformance.apis import chat
+    from harnesscheck.protocol.apis import chat
     from harnesscheck.reference_server.conversation import ToolSpec
     from harnesscheck.reference_server.events import Part, ToolCall
     from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser

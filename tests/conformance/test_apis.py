@@ -1,4 +1,4 @@
-"""The API modules (conformance/apis): each fold's tool-call completion rule on recorded streams, the
+"""The API modules (protocol/apis): each fold's tool-call completion rule on recorded streams, the
 record of events it could not place, purity, and request bodies the official SDKs' request types take.
 
 Expected values are read off the fixtures by hand (event positions count the data events from 0)."""
@@ -18,8 +18,9 @@ from openai.types.chat import completion_create_params as chat_params
 from openai.types.responses import response_create_params as responses_params
 from pydantic import TypeAdapter
 
-from harnesscheck.conformance import apis, options
-from harnesscheck.conformance.wire.sse import decode_all
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import options
+from harnesscheck.protocol.wire.sse import decode_all
 from harnesscheck.scenarios.loader import load_all
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -340,7 +341,7 @@ def test_every_api_module_has_every_member_of_the_protocol() -> None:
     """A fourth API is one new module: the protocol says what it must hold, and this says when it does not."""
     import typing
 
-    from harnesscheck.conformance.apis.base import Api
+    from harnesscheck.protocol.apis.base import Api
 
     members = set(typing.get_type_hints(Api)) | {n for n, v in vars(Api).items() if callable(v) and not n.startswith("_")}
     members -= {n for n in vars(typing.Protocol)}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from harnesscheck.conformance import window
-from harnesscheck.conformance.wire.sse import SSEFrame
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.transcript import Transcript
 
 
 def _answer(api: str, status: int, body: Any) -> Transcript:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from harnesscheck.conformance import apis, catalog
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import paths_in
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.transcript import Transcript
 
 
 def _answer(api: str, body: dict) -> Transcript:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.conformance import apis
-from harnesscheck.conformance.apis.base import trace
+from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis.base import trace
 from harnesscheck.conformance.grammar import validate_for
-from harnesscheck.conformance.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.sse import SSEFrame
 
 
 def _an(typ: str, **data: Any) -> dict[str, Any]:

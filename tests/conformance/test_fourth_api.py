@@ -1,5 +1,5 @@
 """A fourth API is one module (issue 32): a throwaway API, "echo", written here as the one module a
-newcomer would add to ``conformance/apis/`` (its own stream validator included: ``GRAMMAR`` names the
+newcomer would add to ``protocol/apis/`` (its own stream validator included: ``GRAMMAR`` names the
 module itself), registered with ``apis.register`` and nothing else, is picked up by every generic part
 of the kit that holds per-API knowledge: the registry's lists, the grammar lookup, the fold, the client
 runner's reading of a recorded exchange, replay's request forms, trace validation, its snapshot views,
@@ -21,20 +21,21 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance import apis, grammar
-from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.wire.sse import decode_all
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import grammar
+from harnesscheck.protocol.apis import base
+from harnesscheck.protocol.wire.sse import decode_all
 
 NAME = "echo"
 MODULE = "harnesscheck_test_echo_api"  # where the throwaway module lives while a test runs
 
-# The whole API module, as a newcomer would write it in conformance/apis/echo.py. Its wire: SSE events
+# The whole API module, as a newcomer would write it in protocol/apis/echo.py. Its wire: SSE events
 # echo.start, echo.text, echo.call (a whole call at once), echo.end (stop and usage), echo.error.
 ECHO_SOURCE = '''
 from typing import Any
 
-from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.protocol.apis import base
+from harnesscheck.protocol.apis.base import ToolCall
 from harnesscheck.conformance.grammar.findings import Finding, frames_and_request
 
 NAME = "echo"

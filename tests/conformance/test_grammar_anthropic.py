@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from harnesscheck.conformance.grammar import anthropic as an
 from harnesscheck.conformance.grammar.findings import Finding, rules_of
-from harnesscheck.conformance.wire.sse import SSEFrame, decode_all
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.sse import SSEFrame, decode_all
+from harnesscheck.protocol.wire.transcript import Transcript
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("anthropic_*.sse"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from harnesscheck.conformance import apis, catalog, levers
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog, levers
 from harnesscheck.conformance.mocker_replay import scripted_texts
 from harnesscheck.scenarios.loader import get
 
@@ -122,7 +123,7 @@ def test_a_tool_input_that_is_no_json_is_kept_as_sent():
     """vLLM 0.32 under a forced choice streamed `Infinity` as a tool's input: Python's json reads it, but
     it is no JSON (RFC 8259) and a history holding the float could never be sent again (a kit error in
     every later check): the fold keeps the text, and the grammar reports it."""
-    from harnesscheck.conformance.apis import anthropic
+    from harnesscheck.protocol.apis import anthropic
 
     block = anthropic._parse_tool_input({"type": "tool_use", "id": "t", "name": "calculator",
                                          "_partial_json": "Infinity"})

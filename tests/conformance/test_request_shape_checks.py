@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import openai
 
-from harnesscheck.conformance import apis, catalog
-from harnesscheck.conformance.apis.base import ToolCall
+from harnesscheck.protocol import apis
+from harnesscheck.conformance import catalog
+from harnesscheck.protocol.apis.base import ToolCall
 from harnesscheck.conformance.test_request_shapes import (
     cache_control_bodies,
     count_bodies,

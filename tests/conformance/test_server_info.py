@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
-from harnesscheck.conformance.wire.server_info import server_info
+from harnesscheck.protocol.wire.server_info import server_info
 
 
 def test_reference_server_describes_its_engine(server_factory: Callable[..., str]) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harnesscheck.conformance.wire.sse import FrameTooLarge, SSEDecoder, SSEFrame, WireError, decode_all
+from harnesscheck.protocol.wire.sse import FrameTooLarge, SSEDecoder, SSEFrame, WireError, decode_all
 
 
 def events(data: bytes) -> list[tuple[str | None, str, str | None]]:

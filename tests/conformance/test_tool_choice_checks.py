@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.conformance.test_tool_choice import CLOCK, REPORT, WEATHER
 from harnesscheck.scenarios.loader import load_all
 from tests.conformance.test_apis import sdk_accepts, with_sdk_required

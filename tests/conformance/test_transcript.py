@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harnesscheck.conformance.wire import (
+from harnesscheck.protocol.wire import (
     REDACTED,
     SSEFrame,
     Transcript,

@@ -247,7 +247,7 @@ def test_levers_drive_a_reasoning_model_down_the_tool_path_and_say_which(tmp_pat
 ])
 def test_a_text_only_model_refusing_an_image_is_the_deployments_limit(body: bytes, config: bool) -> None:
     from harnesscheck.conformance.verdict import refused_for_config
-    from harnesscheck.conformance.wire.transcript import Transcript
+    from harnesscheck.protocol.wire.transcript import Transcript
 
     refused = Transcript(api="anthropic", method="POST", url="http://x/v1/messages", status=400, body=body)
     assert bool(refused_for_config(refused)) is config
@@ -259,7 +259,7 @@ def test_a_refused_history_with_a_broken_call_is_set_aside_unless_refused_for_it
     (vLLM 0.32's 30-turn session reached its window carrying such calls: CTX-003's :marker finding)."""
     from harnesscheck.conformance.plugin import _carried_broken_call
     from harnesscheck.conformance.verdict import CheckFailed
-    from harnesscheck.conformance.wire.transcript import Transcript
+    from harnesscheck.protocol.wire.transcript import Transcript
 
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '"not an object"'}}
     history = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [call]},

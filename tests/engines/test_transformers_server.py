@@ -78,7 +78,7 @@ def test_models_metadata_shows_the_engine(server: str) -> None:
     assert engine["engine"] == "transformers" and engine["timing"] == "real-compute"
     assert engine["mode"] == "scripted" and engine["device"] == "cpu" and engine["params"] > 0
     # results documents read the engine from here rather than assuming the scripted one
-    from harnesscheck.conformance.wire.server_info import server_info
+    from harnesscheck.protocol.wire.server_info import server_info
 
     info = server_info(server, MODEL, kind="embedded")
     assert info["engine"] == "transformers" and info["timing"] == "real-compute"

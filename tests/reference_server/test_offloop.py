@@ -19,7 +19,7 @@ import httpx
 import pytest
 from starlette.responses import JSONResponse
 
-from harnesscheck.conformance import apis
+from harnesscheck.protocol import apis
 from harnesscheck.reference_server.frontends.http import json_bytes
 from harnesscheck.reference_server.launch import ServerProcess
 from harnesscheck.reference_server.service import LARGE_NICE, CpuPool, encode_text

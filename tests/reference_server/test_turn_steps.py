@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance.apis import chat as chat_api
+from harnesscheck.protocol.apis import chat as chat_api
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS, ServerConfig
 from harnesscheck.reference_server.engines.scripted import TimingModel
 from harnesscheck.reference_server.events import ToolCallEnd

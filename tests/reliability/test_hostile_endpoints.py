@@ -18,8 +18,8 @@ import pytest
 
 from harnesscheck.conformance.grammar import validate_for
 from harnesscheck.conformance.runner import SuiteOptions, run_suite
-from harnesscheck.conformance.wire import client
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire import client
+from harnesscheck.protocol.wire.transcript import Transcript
 from tests.reliability.hostile import CASES, HostileServer
 
 DEADLINE = 2.0

@@ -4,7 +4,7 @@ baselines, SWE-bench task files, AIPerf / Mooncake files, traces and their heade
 
 Properties, on thousands of generated inputs in all:
 
-- the SSE decoder (conformance/wire/sse.py) never raises but ``FrameTooLarge``, never holds more than
+- the SSE decoder (protocol/wire/sse.py) never raises but ``FrameTooLarge``, never holds more than
   its frame limit, and gives the same frames whatever way the bytes are split; the replay client's
   fast path (replay/client.py ``FastSSE``) gives the same events as the spec decoder and is bounded
   the same way;
@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnesscheck.cli.main import main
-from harnesscheck.conformance.wire.sse import FrameTooLarge, SSEDecoder
+from harnesscheck.protocol.wire.sse import FrameTooLarge, SSEDecoder
 from harnesscheck.replay.client import FastSSE
 from tests.reports import factory
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import zstandard
 
-from harnesscheck.conformance.wire.sse import SSEDecoder
+from harnesscheck.protocol.wire.sse import SSEDecoder
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 from harnesscheck.reference_server.launch import ServerProcess
 from harnesscheck.replay.capture import ProxyThread, capture_to_trace, load_capture

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from harnesscheck.conformance.wire.sse import decode_all
+from harnesscheck.protocol.wire.sse import decode_all
 from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 from harnesscheck.reference_server.launch import ServerProcess
 from harnesscheck.replay.client import FastSSE, loads, parse_events

@@ -136,7 +136,7 @@ def server():
 
 @pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
 def test_against_the_reference_server(server, api):
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
     from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
     from harnesscheck.replay.benchmarks.common import PATHS
     from harnesscheck.replay.client import run_async
@@ -175,7 +175,7 @@ def _ids(api, answer):
 def test_recorded_sse_frames(fixture, api, n):
     from pathlib import Path
 
-    from harnesscheck.conformance.wire.sse import decode_all
+    from harnesscheck.protocol.wire.sse import decode_all
 
     data = (Path(__file__).parents[1] / "conformance" / "fixtures" / f"{fixture}.sse").read_bytes()
 

@@ -1,5 +1,5 @@
 """The replay side of the API fold (replay/fold.py, replay/forms.py) on hand-written streams: the
-client's answer, structure and tool-ready times come from conformance.apis' snapshot; CallWatch's
+client's answer, structure and tool-ready times come from protocol.apis' snapshot; CallWatch's
 incremental-parse rule applies only where the API marks no end per call; paths map to APIs."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_responses_incomplete_is_an_end_failed_is_an_error():
     ("chat", False, ["finish_reason"]),
 ])
 def test_callwatch_parses_early_only_where_the_api_marks_no_end_per_call(api, early, sources):
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
 
     watch = CallWatch(api, early=early)
     snap = None
@@ -102,7 +102,7 @@ def test_callwatch_parses_early_only_where_the_api_marks_no_end_per_call(api, ea
 
 
 def test_callwatch_never_parses_early_on_an_api_with_an_end_per_call():
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
 
     watch = CallWatch("anthropic", early=True)
     snap = None

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harnesscheck.conformance.apis import NAMES as _API_NAMES
+from harnesscheck.protocol.apis import NAMES as _API_NAMES
 
 NAME = "bench"
 _ALL_APIS = ",".join(_API_NAMES)  # the benchmarks' default: every API the kit speaks, in the registry's order

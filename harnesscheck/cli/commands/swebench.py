@@ -248,7 +248,7 @@ def _check_endpoints(profiles: list, timeout: float) -> None:
     any task runs. A profile's endpoint is an OpenAI base URL (…/v1); preflight takes the server's."""
     import os
 
-    from harnesscheck.conformance import apis
+    from harnesscheck.protocol import apis
     from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
 
     openai = [name for name in apis.NAMES if apis.get(name).SDK == "openai"]  # an OpenAI base URL's APIs

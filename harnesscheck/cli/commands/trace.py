@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harnesscheck.conformance.apis import NAMES as APIS
+from harnesscheck.protocol.apis import NAMES as APIS
 
 NAME = "trace"
 ORDER = 42

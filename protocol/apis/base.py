@@ -1,4 +1,4 @@
-"""What every API module in `conformance/apis/` offers (the `Api` protocol), the tool call it reports,
+"""What every API module in `protocol/apis/` offers (the `Api` protocol), the tool call it reports,
 and the fold over a recorded stream that all of them share.
 
 An API module is the kit's one home for what it knows of one wire API: its route and headers, how a
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
 
-from harnesscheck.conformance.wire.sse import SSEFrame
-from harnesscheck.conformance.wire.transcript import Transcript
+from harnesscheck.protocol.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario
 
 ANTHROPIC_VERSION = "2023-06-01"

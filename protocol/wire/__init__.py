@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .client import aget, apost_json, astream_request, get, post_json, stream_request
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    name: "harnesscheck.conformance.wire.client"
+    name: "harnesscheck.protocol.wire.client"
     for name in ("aget", "apost_json", "astream_request", "get", "post_json", "stream_request")})
 
 __all__ = [

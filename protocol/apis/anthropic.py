@@ -12,8 +12,8 @@ import copy
 import json
 from typing import Any
 
-from harnesscheck.conformance.apis import base
-from harnesscheck.conformance.apis.base import Snapshot, ToolCall, is_int, public, text
+from harnesscheck.protocol.apis import base
+from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, public, text
 from harnesscheck.scenarios.loader import Scenario
 
 NAME = "anthropic"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from harnesscheck.conformance.apis import anthropic, chat, responses
-from harnesscheck.conformance.apis.base import Api, ToolCall
+from harnesscheck.protocol.apis import anthropic, chat, responses
+from harnesscheck.protocol.apis.base import Api, ToolCall
 
 # The registry: every table or list the kit keeps per API is read from here (`APIS`, `NAMES`,
 # `PREFIXES`, `get`, `for_path`, `by_prefix`), at call time, so a module added with `register` is seen
