@@ -51,6 +51,7 @@ __all__ = [
     "summarize_files",
     "summarize_task_dir",
     "load_run_dir",
+    "never_started",
     "write_usage_csv",
     "usage_rows",
 ]
@@ -359,11 +360,20 @@ def summarize_task_dir(
     return summarize_files(task_id or _task_id_of(d), profile or d.parent.name, sorted(d.rglob("*.jsonl")))
 
 
+def never_started(meta: dict[str, Any]) -> bool:
+    """Whether a run's ``task.json`` says its agent never ran: an error before it (a working copy that
+    could not be made, e.g. a missing ``base_commit``; an agent command that is not there), so no exit
+    status and no time-out; or ``"failed": true`` (every attempt of the Ray driver failed)."""
+    if meta.get("failed") is True:
+        return True
+    return bool(meta.get("error")) and meta.get("returncode") is None and not meta.get("timed_out")
+
+
 def load_run_dir(profile_dir: str | Path, profile: str | None = None) -> list[TaskUsage]:
     """Per-task usage of a profile folder ``RUN/PROFILE/``: one sub-folder per task; a ``*.jsonl``
     file directly in the folder counts as a task named by its stem. Sorted by task id. A task
-    folder whose ``task.json`` says ``"failed": true`` (every attempt of the Ray driver failed, so
-    nothing was measured) is left out: a comparison lists it as unpaired, never as zero calls."""
+    folder whose run never started (``never_started``: nothing was measured) is left out: a
+    comparison lists it as unpaired, never as zero calls."""
     root = Path(profile_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"not a folder: {root}")
@@ -371,7 +381,7 @@ def load_run_dir(profile_dir: str | Path, profile: str | None = None) -> list[Ta
     tasks = [
         summarize_task_dir(sub, name)
         for sub in sorted(root.iterdir())
-        if sub.is_dir() and _task_meta(sub).get("failed") is not True
+        if sub.is_dir() and not never_started(_task_meta(sub))
     ]
     tasks += [summarize_files(f.stem, name, [f]) for f in sorted(root.glob("*.jsonl"))]
     return sorted(tasks, key=lambda t: t.task_id)

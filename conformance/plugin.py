@@ -16,6 +16,7 @@ which hold it to themselves (EndpointLock).
 from __future__ import annotations
 
 import fcntl
+import gc
 import shutil
 import signal
 import tempfile
@@ -473,14 +474,43 @@ def _notes(attached: list[tuple[str, Any]]) -> list[str]:
     return list(dict.fromkeys(notes))[:20]
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """One process: write results.json. An xdist worker: nothing (each result went to the controller
-    with its report). The controller: merge its workers' results into the one results.json. A session
-    stopped by Ctrl-C or SIGTERM writes what was measured, marked `run.interrupted`."""
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    """The results are written first, before xdist's sessionfinish (which waits for its workers to
+    end) and the fixtures' teardown; SIGINT and SIGTERM that come while the session finishes wait
+    until it is done, then take effect (issue 43: a stop after [100%] raised inside xdist's teardown
+    and the results were never written). An xdist worker freezes its heap once its session is done:
+    pytest's last gc pass over it took 3-4 s a worker on a loaded machine, which the controller
+    waited for (up to xdist's 10 s, then killed it)."""
+    suite = _collects_suite(session.config)  # else another project's session: only the results (if any)
+    if hasattr(session.config, "workerinput"):
+        try:
+            return (yield)
+        finally:
+            if suite:
+                gc.freeze()  # what is left goes with the process; a last gc.collect scans no old object
+    if not suite or threading.current_thread() is not threading.main_thread():
+        _write_results(session)
+        return (yield)
+    stops: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _write_results(session)
+        return (yield)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if stops:
+            signal.raise_signal(stops[0])  # now, to the handler there was (the CLI's raises Interrupted)
+
+
+def _write_results(session: pytest.Session) -> None:
+    """One process: write results.json. The xdist controller: merge its workers' results (each came
+    with its report) into the one results.json. A session stopped by Ctrl-C or SIGTERM writes what
+    was measured, marked `run.interrupted`."""
     config = session.config
     shared = config.stash.get(SHARED, None)
-    if hasattr(config, "workerinput"):
-        return
     payloads = shared.payloads if shared is not None else (
         [config.stash[COLLECTOR].payload()] if COLLECTOR in config.stash else [])
     if not payloads:

@@ -30,7 +30,7 @@ CHILD_STOP_S = 30.0  # a suite child asked to stop has this long to tear down be
 
 _REWRITE_WARNING = "pytest.PytestAssertRewriteWarning"
 # pytest's exit codes (pytest.ExitCode), without importing pytest for a subprocess run.
-_USAGE_ERROR, _NO_TESTS = 4, 5
+_INTERRUPTED, _USAGE_ERROR, _NO_TESTS = 2, 4, 5
 
 
 class RunInterrupted(Interrupted):
@@ -211,7 +211,10 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
             from harnesscheck.conformance.progress import LiveLine
 
             plugins.append(LiveLine(sys.stdout))
-        code = int(pytest.main(args, plugins=plugins))
+        try:
+            code = int(pytest.main(args, plugins=plugins))
+        except KeyboardInterrupt:  # a stop while the session finished, deferred until it was done (plugin.py):
+            return _INTERRUPTED, True  # the results are written; read as an interrupted run's
         if watch.exit_reason and not (out / "results.json").exists():
             raise UsageError(watch.exit_reason)
         return code, watch.interrupted

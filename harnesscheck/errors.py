@@ -37,4 +37,10 @@ class UsageError(HarnesscheckError):
 
 class Interrupted(KeyboardInterrupt):
     """A stop request (SIGTERM, or Ctrl-C once the CLI handles it): a KeyboardInterrupt, so pytest and
-    every `finally` unwind as for Ctrl-C, with the signal's name as the message."""
+    every `finally` unwind as for Ctrl-C, with the signal's name as the message. `measured` is what
+    the stopped work had finished, where it hands that up (a replay's finished turns, a benchmark's
+    finished levels), for the command to write, marked interrupted; None when nothing was."""
+
+    def __init__(self, *args: object, measured: object = None) -> None:
+        super().__init__(*args)
+        self.measured = measured

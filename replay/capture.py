@@ -66,7 +66,7 @@ from harnesscheck.protocol.wire.transcript import Chunk, Timings, Transcript
 from .client import Fold, StreamResult
 from .codings import MAX_DECODED_BYTES, CodingError, decode
 from .forms import FORMS, api_for_path, form
-from .trace import DEFAULT_PATHS, Timing, Trace, TraceTurn, history_key, make_delta
+from .trace import DEFAULT_PATHS, Timing, Trace, TraceError, TraceTurn, history_key, make_delta
 
 __all__ = ["CAPTURE_SCHEMA", "CAPTURE_VERSION", "CaptureProxy", "Limits", "ProxyThread", "api_for_path",
            "capture_to_trace", "load_capture", "record_transcript", "SESSION_HEADERS", "secret_variants"]
@@ -479,6 +479,9 @@ def capture_to_trace(path: str | Path) -> Trace:
                     timing.tool_ms = round(gap, 3)
                 else:
                     timing.think_ms = round(gap, 3)
+            if problems := timing.problems():  # times no replay could wait for (NaN, Infinity, past a day)
+                raise TraceError(f"{path}: exchange {t.url or ''} of session {sid} turn {i}: {problems[0]} "
+                                 "(from the capture's recorded times)")
             headers = {k.lower(): v for k, v in t.request_headers.items()
                        if k.lower() not in _REPLAY_HEADERS_DROP and "[REDACTED]" not in v
                        and k.lower() not in HOP_BY_HOP}

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ from typing import Any, Self, TypeVar
 
 import orjson
 
+from harnesscheck.errors import STOP_REQUESTED, Interrupted
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.redact import redact_text, secrets_from_headers
 from harnesscheck.protocol.wire.sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder
@@ -58,13 +61,59 @@ T = TypeVar("T")
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop when it is installed, else on asyncio's default loop."""
+    """Run a coroutine on uvloop when it is installed, else on asyncio's default loop.
+
+    In the main thread, SIGINT and SIGTERM are taken by the loop (``loop.add_signal_handler``) for
+    the run: a stop cancels the coroutine's task at its next ``await``, never raising inside a
+    protocol callback (where a raise became a request's transport error, blamed on the endpoint),
+    and the run ends with ``Interrupted("stopped by SIGTERM")``. A coroutine that catches the
+    cancellation and returns what it finished has that value in the exception's ``measured``. A
+    repeated signal is ignored (the clean-up it started goes on); the handlers the caller had are
+    put back afterwards."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is an optional dependency
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
+        factory = None
+    else:
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(_stoppable(coro))
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+async def _stoppable(coro: Coroutine[Any, Any, T]) -> T:
+    if threading.current_thread() is not threading.main_thread():
+        return await coro
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    got: list[signal.Signals] = []
+
+    def stop(sig: signal.Signals) -> None:
+        if got:  # once: the clean-up the first one started goes on
+            return
+        got.append(sig)
+        STOP_REQUESTED.set()  # threads that wait on child processes watch it
+        task.cancel(f"stopped by {sig.name}")
+
+    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        value = await coro
+    except asyncio.CancelledError:
+        if not got:
+            raise
+        raise Interrupted(f"stopped by {got[0].name}") from None
+    finally:
+        for sig in _STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, previous[sig])
+    if got:  # the coroutine caught the stop and returned what it finished
+        raise Interrupted(f"stopped by {got[0].name}", measured=value)
+    return value
 
 
 # -- SSE ---------------------------------------------------------------------------------

@@ -56,13 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harnesscheck.protocol.apis import get as get_api
 
 from .forms import form
 from .trace import ANSWER, DEFAULT_PATHS, Timing, Trace, TraceTurn, expand_session, history_key
-from .trace import is_answer_marker, read_file_text
+from .trace import is_answer_marker, read_file_text, timing_problem
 
 __all__ = [
     "AiperfMultiTurn",
@@ -96,6 +96,14 @@ class _Row(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _timing_ms(value: int | float | None) -> int | float | None:
+    """A ``timestamp`` or ``delay`` (ms) the replayer can wait for (``trace.timing_problem``: finite,
+    >= 0, at most a day), the kit's rule for every timing it reads."""
+    if value is not None and (problem := timing_problem(value)):
+        raise ValueError(problem)
+    return value
+
+
 class AiperfText(_Row):
     """AIPerf's ``Text`` media object: a named field with one or more contents."""
 
@@ -122,6 +130,8 @@ class AiperfTurn(_Row):
     session_id: str | None = None
     output_length: int | None = Field(default=None, gt=0)
     extra: dict[str, Any] | None = None
+
+    _timings = field_validator("timestamp", "delay")(_timing_ms)
 
     @model_validator(mode="after")
     def _rules(self) -> AiperfTurn:
@@ -164,6 +174,8 @@ class MooncakeRow(_Row):
     delay: int | float | None = None
     session_id: str | None = None
     extra: dict[str, Any] | None = None
+
+    _timings = field_validator("timestamp", "delay")(_timing_ms)
 
     @model_validator(mode="after")
     def _rules(self) -> MooncakeRow:

@@ -109,6 +109,8 @@ class _Connection(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # a callback's own error (the caller's, or a decoder's)
             cause = exc.__context__
+            if isinstance(cause, BaseException) and not isinstance(cause, Exception):
+                raise cause from None  # a stop (KeyboardInterrupt) is the kit's, never the endpoint's failure
             self._fail(cause if isinstance(cause, Exception) else TransportError(str(exc)))
         except httptools.HttpParserUpgrade:
             self._fail(TransportError("the server upgraded the connection"))

@@ -291,17 +291,23 @@ class _Run:
         sem = asyncio.Semaphore(opts.concurrency)
         wall0 = time.time()
         start_ns = time.perf_counter_ns()
+        interrupted = False
         try:
             async with StreamClient(limit=0, timeout=opts.timeout, read_timeout=opts.read_timeout) as client:
                 await asyncio.gather(*(self.session(s, client, sem, start_ns) for s in self.trace.sessions))
+        except asyncio.CancelledError:  # stopped (run_async: SIGINT/SIGTERM): the finished turns are the result;
+            interrupted = True  # the turns cut off in flight were never measured and have no record
         finally:
             if progress is not None:
                 progress.stop()
         wall = (time.perf_counter_ns() - start_ns) / 1e9
         order = {(s.id, t.turn): n for n, (s, t) in enumerate((s, t) for s in self.trace.sessions for t in s.turns)}
         self.records.sort(key=lambda r: order.get((r["session"], r["turn"]), 0))
-        return ReplayResult(self.records, summarize(self.records, self.opts, self.trace, wall=wall, wall0=wall0,
-                                                    max_in_flight=self.max_in_flight))
+        summary = summarize(self.records, self.opts, self.trace, wall=wall, wall0=wall0,
+                            max_in_flight=self.max_in_flight)
+        if interrupted:
+            summary["interrupted"] = True
+        return ReplayResult(self.records, summary)
 
 
 def summarize(records: list[dict[str, Any]], opts: ReplayOptions, trace: Trace, *, wall: float, wall0: float,

@@ -30,6 +30,7 @@ from harnesscheck.replay.forms import FORMS
 import copy
 import gzip
 import json
+import math
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,7 @@ __all__ = [
     "APIS",
     "DEFAULT_PATHS",
     "SCHEMA",
+    "MAX_TIMING_MS",
     "VERSION",
     "Session",
     "Timing",
@@ -54,6 +56,7 @@ __all__ = [
     "load",
     "loads",
     "save",
+    "timing_problem",
     "validate",
 ]
 
@@ -65,7 +68,8 @@ ANSWER = {"$answer": "previous"}
 _TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "response", "timing",
               "expect", "synthetic", "meta"}
 _DELTA_KEYS = {"base", "keep", "append", "set", "unset"}
-_TIMING_KEYS = {"at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"}
+_TIMING_FIELDS = ("at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms")
+_TIMING_KEYS = set(_TIMING_FIELDS)
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -100,6 +104,22 @@ def is_answer_marker(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("$answer") == "previous" and len(entry) == 1
 
 
+MAX_TIMING_MS = 86_400_000  # a day: no wait, schedule time or duration in a trace may be longer
+
+
+def timing_problem(value: Any) -> str | None:
+    """Why ``value`` is no timing in milliseconds the replayer can wait for, or None: it must be a
+    number (not a bool), finite (no NaN, no Infinity), >= 0 and at most MAX_TIMING_MS (a day). The one
+    rule of every reader and importer of timings (trace files, AIPerf and Mooncake files, captures)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"must be a number of milliseconds, got {value!r}"
+    if not math.isfinite(value) or value < 0:
+        return f"must be a number >= 0 (finite), got {value!r}"
+    if value > MAX_TIMING_MS:
+        return f"must be a number of at most {MAX_TIMING_MS} ms (a day), got {value!r}"
+    return None
+
+
 @dataclass(slots=True)
 class Timing:
     """Milliseconds. ``at_ms``: earliest send time from the trace start (a fixed schedule; None =
@@ -116,11 +136,16 @@ class Timing:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in ("at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"):
+        for name in _TIMING_FIELDS:
             value = getattr(self, name)
             if value is not None and not (name in ("think_ms", "tool_ms") and value == 0):
                 out[name] = _num(value)
         return out
+
+    def problems(self) -> list[str]:
+        """What in these timings no replay can wait for (``timing_problem``), as sentences."""
+        return [f"timing {name!r} {problem}" for name in _TIMING_FIELDS
+                if (value := getattr(self, name)) is not None and (problem := timing_problem(value))]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Timing:
@@ -431,8 +456,8 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
             if bad:
                 errs.append(f"{where}: unknown timing field(s) {sorted(bad)} (known: {sorted(_TIMING_KEYS)})")
             for k, v in timing.items():
-                if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
-                    errs.append(f"{where}: timing {k!r} must be a number >= 0, got {v!r}")
+                if v is not None and (problem := timing_problem(v)):
+                    errs.append(f"{where}: timing {k!r} {problem}")
     return errs
 
 

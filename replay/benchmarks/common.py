@@ -10,13 +10,14 @@ import base64
 import contextlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from harnesscheck.errors import Interrupted
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.apis.base import ANTHROPIC_VERSION
 
@@ -168,6 +169,30 @@ def ratio_at(name: str, numerator: dict[str, Any], denominator: dict[str, Any], 
         out["value"] = round(ci.estimate, 4)
         out["ci95"] = [round(ci.low, 4), round(ci.high, 4)]
     return out
+
+
+def run_stoppable(coro: Coroutine[Any, Any, T]) -> tuple[T, Interrupted | None]:
+    """``run_async(coro)`` and None; when a stop (SIGINT/SIGTERM) came after the coroutine had finished
+    something (it caught the cancellation and returned that: ``Interrupted.measured``), that and the
+    stop, so the benchmark builds its document from what finished and ends with ``stopped(doc, stop)``.
+    A stop before anything finished is raised as it came."""
+    from harnesscheck.replay.client import run_async
+
+    try:
+        return run_async(coro), None
+    except Interrupted as stop:
+        if not stop.measured:
+            raise
+        return stop.measured, stop  # type: ignore[return-value]
+
+
+def stopped(doc: dict[str, Any], stop: Interrupted | None) -> dict[str, Any]:
+    """The document, or, after a stop, ``Interrupted`` carrying it marked ``run.interrupted`` (what was
+    measured until the stop), for the command to write before it exits 130."""
+    if stop is None:
+        return doc
+    doc["run"]["interrupted"] = True
+    raise Interrupted(str(stop), measured=doc)
 
 
 def results_document(*, benchmarks: list[dict[str, Any]], endpoint: str, model: str, apis: list[str],

@@ -228,12 +228,18 @@ async def run_level(client: Any, url: str, pool: list[tuple[str, str, dict[str, 
         await asyncio.gather(*(worker() for _ in range(int(level))))
     else:
         tasks = []
-        for i, at in enumerate(poisson_schedule(level, duration_s, seed, max_requests)):
-            wait = start + at - time.perf_counter()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            tasks.append(asyncio.ensure_future(send(i)))
-        await asyncio.gather(*tasks)
+        try:
+            for i, at in enumerate(poisson_schedule(level, duration_s, seed, max_requests)):
+                wait = start + at - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                tasks.append(asyncio.ensure_future(send(i)))
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:  # stopped: the requests in flight end with it, none left running
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     return samples, time.perf_counter() - start
 
 
@@ -428,9 +434,12 @@ async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: L
                 if opts.progress is not None:
                     opts.progress(label, counts[0], counts[1])
 
-            samples, dur = await run_level(client, url, pool, hdrs, kind=kind, level=level,
-                                           duration_s=opts.duration_s, seed=opts.seed + n,
-                                           max_requests=opts.max_requests, on_sample=tick)
+            try:
+                samples, dur = await run_level(client, url, pool, hdrs, kind=kind, level=level,
+                                               duration_s=opts.duration_s, seed=opts.seed + n,
+                                               max_requests=opts.max_requests, on_sample=tick)
+            except asyncio.CancelledError:  # stopped (run_async: SIGINT/SIGTERM): the levels finished are
+                break  # the result (handed up in Interrupted.measured), the level cut short is left out
             out.setdefault(kind, []).append((level, samples, dur))
     return out
 
@@ -441,7 +450,6 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
     request), whose ``settings.figures`` hold every level's vLLM-named figures."""
     from harnesscheck.reports.schema import now_iso
     from harnesscheck.protocol.wire.server_info import server_info
-    from harnesscheck.replay.client import run_async
 
     if not opts.concurrency and not opts.rates:
         raise ValueError("give --concurrency and/or --request-rate levels")
@@ -454,7 +462,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
         url = opts.endpoint.rstrip("/")
         model = common.resolve_model(url, opts.model, opts.api_key)
         pool = workload_requests(opts.workload, apis=opts.apis, model=model, max_tokens=opts.max_tokens)
-        results = run_async(_sweeps(url, pool, opts))
+        results, stop = common.run_stoppable(_sweeps(url, pool, opts))
         server = server_info(url, model, kind="external", api_key=opts.api_key)
         endpoint = url
     else:
@@ -465,7 +473,7 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
         args = [*common.timing_args(opts.ttft_base_ms, opts.prefill_us_per_token, opts.decode_ms),
                 *opts.server_args]
         with common.embedded_servers(args) as (srv,):
-            results = run_async(_sweeps(srv.url, pool, opts))
+            results, stop = common.run_stoppable(_sweeps(srv.url, pool, opts))
             server = server_info(srv.url, model, kind="embedded")
         endpoint = "embedded"
     apis = sorted({api for api, _, _ in pool})
@@ -481,8 +489,9 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
                                     "prefill_us_per_token": opts.prefill_us_per_token}
     benchmarks = sweep_benchmarks(results, settings, timing=server["timing"], slo_ms=opts.slo_ms,
                                   duration_s=opts.duration_s)
-    return common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model, apis=apis,
-                                   server=server, settings=settings, started_at=started)
+    return common.stopped(common.results_document(benchmarks=benchmarks, endpoint=endpoint, model=model,
+                                                  apis=apis, server=server, settings=settings, started_at=started),
+                          stop)  # stopped: the finished levels, marked interrupted
 
 
 _LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT (per request: (E2EL - TTFT) / (tokens - 1))"),

@@ -19,6 +19,7 @@ per round), the first round is a discarded warm-up.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -66,8 +67,13 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
         for measured, order in opts.rounds(names):
             for name in order:
                 url, header = targets[name]
-                r = await client.post(url + common.PATHS["anthropic"], body(model, system, header=header,
-                                      max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
+                try:
+                    r = await client.post(url + common.PATHS["anthropic"], body(model, system, header=header,
+                                          max_tokens=opts.max_tokens), api="anthropic", headers=hdrs)
+                except asyncio.CancelledError:  # stopped: the samples taken so far (none: the stop as it came)
+                    if any(samples.values()):
+                        return samples, usage
+                    raise
                 if not r.ok or r.ttft_ns is None:
                     raise RuntimeError(f"{name}: request failed: {r.error or 'no content event'}")
                 if measured:
@@ -80,7 +86,6 @@ async def _measure(targets: dict[str, tuple[str, bool]], model: str, system: str
 
 def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
     """Run the benchmark; returns the results document (``common.write_outputs`` writes it)."""
-    from harnesscheck.replay.client import run_async
     from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
@@ -94,7 +99,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
         else:
             (url,) = target.urls
             targets, warm = {"stable": (url, False), "header": (url, True)}, [(url, False)]
-        samples, usage = run_async(_measure(targets, target.model, system, opts, warm))
+        (samples, usage), stop = common.run_stoppable(_measure(targets, target.model, system, opts, warm))
         server = target.server_info()
     arms = {name: common.arm(name, xs, seed=n) for n, (name, xs) in enumerate(samples.items())}
     ratios = [common.ratio("header/stable", arms["header"], arms["stable"], seed=11)]
@@ -107,7 +112,7 @@ def run_preamble(opts: PreambleOptions) -> dict[str, Any]:
                          opts.endpoint else "fresh header per session, the endpoint's own setting",
                          "stripped": "fresh header per session, stripping on"},
                 "usage_first_sample": {k: v[0] for k, v in usage.items() if v}}
-    return common.one_benchmark_document(
+    return common.stopped(common.one_benchmark_document(
         opts, target, server, name="preamble-ttft",
         title="TTFT: stable prefix vs per-session billing header vs stripped", api="anthropic",
-        settings=settings, arms=list(arms.values()), ratios=ratios, started_at=started)
+        settings=settings, arms=list(arms.values()), ratios=ratios, started_at=started), stop)

@@ -312,3 +312,31 @@ def test_cli_toy_server_only_for_profiles_without_endpoint(
     monkeypatch.setattr(driver, "run_profiles", lambda tasks, profiles, **kw: seen.append(list(profiles)))
     assert _cli([*argv, "--profile", f"c=m2@{own}"]) == 1  # nothing ran: no comparison
     assert [p.endpoint for p in seen[-1]] == [own, own]
+
+
+def test_runs_that_never_started_are_left_out_of_the_comparison(tmp_path: Path) -> None:
+    """Issue 43: a task whose working copy could not be made (its base_commit is not in the repository)
+    never starts its agent; it was paired as 0 vs 0 tool calls and the command exited 0. Now it is
+    said, left out (unpaired), and the other task alone is compared; with no task left to pair, no
+    comparison and exit 1 (a real `harnesscheck swebench run --toy` process)."""
+    from tests.cli.helpers import harnesscheck
+
+    rows = [json.loads(line) for line in TOY_TASKS.read_text().splitlines() if line.strip()]
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    rows[1]["base_commit"] = missing
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    ran = harnesscheck("swebench", "run", "--toy", "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"),
+                       cwd=tmp_path, timeout=600)
+    assert ran.rc == 0, ran
+    assert f"2 run(s) never started, left out of the comparison: {rows[1]['instance_id']}" in ran.err, ran.err
+    assert "Paired tasks: 1" in ran.out, ran.out
+    comparison = json.loads((tmp_path / "run" / "comparison" / "comparison.json").read_text())
+    assert comparison["n_tasks"] == 1 and comparison["unpaired"] == {"a_only": [], "b_only": []}, comparison
+
+    tasks.write_text(json.dumps(rows[1]) + "\n")  # only the task that cannot start
+    ran = harnesscheck("swebench", "run", "--toy", "--tasks", str(tasks), "--run-dir", str(tmp_path / "run2"),
+                       cwd=tmp_path, timeout=600)
+    assert ran.rc == 1, ran
+    assert "Paired tasks" not in ran.out
+    assert "every run failed before its agent could run" in ran.err

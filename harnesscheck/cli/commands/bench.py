@@ -297,8 +297,7 @@ def _headline(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from harnesscheck.errors import UsageError
-    from harnesscheck.replay.benchmarks import common
+    from harnesscheck.errors import Interrupted, UsageError
 
     if args.bench == "headline":
         try:
@@ -324,6 +323,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{type(error).__name__}: {error}") from None
     except (RuntimeError, ValueError, OSError) as error:  # a refused request, a bad setting, a missing trace
         raise UsageError(str(error)) from None
+    except Interrupted as stop:  # what finished before the stop (levels, samples), marked interrupted
+        if isinstance(stop.measured, dict):
+            _report(args, stop.measured, out)
+            print("interrupted: the results hold what was measured before the stop")
+        raise
+    return _report(args, doc, out)
+
+
+def _report(args: argparse.Namespace, doc: dict, out: Path) -> int:
+    """Print a benchmark's results and write them (JSON, plots) under ``out``."""
+    from harnesscheck.replay.benchmarks import common
+
     if args.bench == "load":
         _print_load(doc)
     else:

@@ -17,7 +17,7 @@ run; live: the endpoint's own answers become the history (tool results from the 
 
 Per turn: status, time to headers, TTFT, inter-token times, tool-ready times, end; written to
 --out as results.json (turns + summary percentiles) and turns.csv (one row per turn).
-The client is aiohttp on uvloop (the benchmark clock; see issue 8).
+The client is the kit's own HTTP/1.1 client (replay.http1) on uvloop, the benchmark clock.
 
 --ray [ADDRESS] --workers N (after TRACE; pip install 'harnesscheck[ray]'): the sessions are dealt to
 N Ray actors (one CPU each, spread over the cluster's machines), --concurrency split among them, each
@@ -36,7 +36,11 @@ Byte bounds on each answer: a gzip/deflate/zstd body decodes to at most 64 MiB a
 most 8 MiB (replay.http1, replay.codings); past either, that turn fails with the reason (a truncated
 coded body too).
 
-Exit status: 0 every turn replayed; 1 a turn failed; 2 usage error, bad trace or unusable endpoint.
+Stopped by Ctrl-C or SIGTERM, the turns finished so far are written (results.json's summary says
+"interrupted": true) and the exit status is 130.
+
+Exit status: 0 every turn replayed; 1 a turn failed; 2 usage error, bad trace or unusable endpoint;
+130 interrupted.
 """
 
 
@@ -64,13 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
+    import math
     import os
 
-    from harnesscheck.errors import UsageError
+    from harnesscheck.errors import Interrupted, UsageError
     from harnesscheck.replay.replayer import ReplayOptions, first_model, replay
     from harnesscheck.replay.trace import TraceError, load
 
+    if not (math.isfinite(args.time_scale) and args.time_scale >= 0):  # a wait nobody can sleep (NaN, inf)
+        raise UsageError(f"--time-scale must be a finite number >= 0, got {args.time_scale}")
     if args.ray is None and args.workers is not None:
         raise UsageError("--workers needs --ray")
     if args.workers is not None and args.workers < 1:
@@ -112,11 +118,25 @@ def run(args: argparse.Namespace) -> int:
     opts = ReplayOptions(endpoint=args.endpoint, model=model, mode=args.mode, concurrency=args.concurrency,
                          time_scale=args.time_scale, api_key=api_key, headers=headers, timeout=args.timeout,
                          progress=not args.no_progress)
-    result = replay(trace, opts) if args.ray is None else _replay_on_ray(args, trace, opts)
+    try:
+        result = replay(trace, opts) if args.ray is None else _replay_on_ray(args, trace, opts)
+    except Interrupted as stop:  # the finished turns, marked interrupted, written before the exit 130
+        if stop.measured is not None:
+            _report(args, stop.measured)
+        raise
+    return _report(args, result)
+
+
+def _report(args: argparse.Namespace, result) -> int:
+    """Write and print a replay's result; its exit status."""
+    import json
+
     if args.out:
         paths = result.write(args.out)
         print(f"results: {paths['json']}  {paths['csv']}")
     s = result.summary
+    if s.get("interrupted"):
+        print(f"interrupted: the results hold the {s['turns']} turn(s) finished before the stop")
     if args.json:
         print(json.dumps(s, indent=1))
     else:

@@ -47,8 +47,11 @@ Examples:
 
 {ray}
 Folders (--run-dir, --repos) may be relative: they are made absolute once, before any clone.
-Exit status: 0 done; 1 the profiles could not be compared, or every run failed before its agent
-could run (a clone, a missing agent: said on the last line); 2 a bad task file or option, or a profile's
+A run whose agent never started (its working copy could not be made, e.g. a missing base_commit;
+the agent command missing) measured nothing: it is said on stderr and left out of the comparison
+(its task unpaired), never counted as 0 tool calls.
+Exit status: 0 done; 1 the profiles could not be compared (no task measured under both), or every run
+failed before its agent could run (a clone, a missing agent: said on the last line); 2 a bad task file or option, or a profile's
 endpoint unusable (checked first as `check` does, each probe up to --timeout, at most 60 s; nothing runs).
 """.format(toy=TOY_TEXT, ray=RAY_TEXT)
 ORDER = 71
@@ -282,6 +285,7 @@ def _with_embedded_server(stack: ExitStack, profiles: list, err) -> list:
 
 def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_command, out, err) -> int:
     from harnesscheck.agents.driver import run_profiles
+    from harnesscheck.agents.rollouts import never_started
 
     def show(r) -> None:
         state = "timed out" if r.timed_out else r.error or f"exit {r.returncode}"
@@ -325,6 +329,12 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
                   f"{runs[0].task_id} [{runs[0].profile}]: {runs[0].error}", highlight=False, markup=False,
                   soft_wrap=True)
         return 1
+    never = [r for r in runs or () if never_started({"error": r.error, "returncode": r.returncode,
+                                                 "timed_out": r.timed_out})]
+    if never:  # nothing measured: unpaired in the comparison, never 0 calls against 0
+        err.print(f"{len(never)} run(s) never started, left out of the comparison: "
+                  + "; ".join(f"{r.task_id} [{r.profile}]: {r.error}" for r in never[:3])
+                  + (" ..." if len(never) > 3 else ""), highlight=False, markup=False, soft_wrap=True)
     if len(profiles) == 2:
         from harnesscheck.agents.counts import compare_sources
         from harnesscheck.stats.compare import write_outputs
@@ -337,7 +347,8 @@ def _run_and_compare(args, tasks, profiles, run_dir, repos, command, test_comman
                 label_b=profiles[1].name,
             )
         except (ValueError, OSError) as exc:
-            err.print(f"[red]no comparison:[/red] {exc}")
+            why = f" ({len(never)} run(s) never started)" if never else ""
+            err.print(f"no comparison: {exc}{why}", highlight=False, markup=False, soft_wrap=True)
             return 1
         out.print(comp.rich_table())
         for line in comp.summary_lines():
