@@ -259,6 +259,26 @@ class EndpointLock:
                 fcntl.flock(endpoint, fcntl.LOCK_UN)
 
 
+class _Scrub:
+    """What pytest writes of a test (the terminal, JUnit: its failure text and traceback, the skip or
+    xfail reason, captured output, the properties) holds no secret of the run (Endpoint.secrets): an
+    endpoint that echoes the key in an error (an SDK's exception quotes its body) is scrubbed here,
+    outermost, after every other hook has made the report."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Result[pytest.TestReport], None]:
+        outcome = yield
+        collector = item.config.stash.get(COLLECTOR, None)
+        if collector is None or not collector.secrets:
+            return
+        report = outcome.get_result()
+        for name in ("longrepr", "sections", "wasxfail"):
+            if getattr(report, name, None) is not None:
+                setattr(report, name, redact_data(getattr(report, name), collector.secrets))
+        item.user_properties[:] = redact_data(list(item.user_properties), collector.secrets)
+        report.user_properties = redact_data(list(report.user_properties), collector.secrets)
+
+
 def _start_embedded(config: pytest.Config) -> Any:
     from harnesscheck.reference_server.launch import ServerProcess
 
@@ -359,26 +379,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any],
             setattr(report, RESULT_ATTR, _result_payload(item.config, result))
         item.user_properties += [("outcome", str(result.outcome)), ("level", str(result.weight))]
         _align_report(report, result)
-
-
-class _Scrub:
-    """What pytest writes of a test (the terminal, JUnit: its failure text and traceback, the skip or
-    xfail reason, captured output, the properties) holds no secret of the run (Endpoint.secrets): an
-    endpoint that echoes the key in an error (an SDK's exception quotes its body) is scrubbed here,
-    outermost, after every other hook has made the report."""
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Result[pytest.TestReport], None]:
-        outcome = yield
-        collector = item.config.stash.get(COLLECTOR, None)
-        if collector is None or not collector.secrets:
-            return
-        report = outcome.get_result()
-        for name in ("longrepr", "sections", "wasxfail"):
-            if getattr(report, name, None) is not None:
-                setattr(report, name, redact_data(getattr(report, name), collector.secrets))
-        item.user_properties[:] = redact_data(list(item.user_properties), collector.secrets)
-        report.user_properties = redact_data(list(report.user_properties), collector.secrets)
 
 
 _START = pytest.StashKey[tuple[float, float]]()  # when the check began: monotonic, wall clock
