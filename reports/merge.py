@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any, Iterable
 

@@ -29,7 +29,7 @@ from harnesscheck.protocol.wire.redact import (
     secrets_from_url,
 )
 from harnesscheck.reference_server.launch import ServerProcess
-from tests.reliability.test_secrets import FAST, forms, scan
+from tests.reliability.test_secrets import FAST, scan
 
 HC = [sys.executable, "-m", "harnesscheck"]
 
