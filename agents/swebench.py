@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from harnesscheck.protocol.wire.files import NotReadable, read_text
+
 __all__ = [
     "COLUMNS",
     "INSTANCE_ID",
@@ -274,7 +276,10 @@ def _read_direct(path: Path) -> list[dict[str, Any]]:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise RuntimeError(f"{path}: reading parquet needs `datasets` or `pyarrow`") from exc
         return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_text(path)  # a regular file, bounded (a symlink to /dev/zero is refused, not read)
+    except NotReadable as exc:
+        raise TaskFileError(f"{path}: cannot read the task file: {exc.strerror}") from None
     if suffix == ".json" and text.lstrip().startswith("["):
         try:
             return list(json.loads(text))

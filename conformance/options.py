@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harnesscheck.protocol import apis
+from harnesscheck.protocol.wire.redact import redact_url
 
 
 APIS = apis.NAMES  # the registry's names at import (the API modules import no httpx: cheap for the CLI parser)
@@ -117,8 +118,11 @@ def unknown_choice(flag: str, what: str, value: str, known: Iterable[str]) -> st
 
 
 def url_problem(url: str, flag: str = "--endpoint") -> str | None:
-    """Why `url` is not a usable base URL (scheme http or https, a host, a valid port), or None."""
+    """Why `url` is not a usable base URL (scheme http or https, a host, a valid port), or None (the
+    line shows the URL without its credentials)."""
     parts = urlsplit(url)
+    if "@" in url or "?" in url:
+        url = redact_url(url)
     if parts.scheme not in ("http", "https"):
         if "://" not in url:
             return f"{flag} {url!r} is not a URL: it needs http:// or https:// (did you mean 'http://{url}'?)"

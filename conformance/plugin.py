@@ -48,6 +48,7 @@ from harnesscheck.conformance.results import CheckResult, Collector, write_resul
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, refused_for_config, timed_out
 from harnesscheck.protocol.wire.server_info import server_info
+from harnesscheck.protocol.wire.redact import redact_args, redact_data, redact_url
 
 if TYPE_CHECKING:
     from pluggy import Result
@@ -90,6 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "check(id): the catalog check this test judges (conformance suites)")
+    config.pluginmanager.register(_Scrub(), "harnesscheck-scrub")
     if _is_xdist_controller(config):
         config.stash[SHARED] = Shared()
         config.pluginmanager.register(_LiveResults(config.stash[SHARED]), "harnesscheck-live-results")
@@ -258,6 +260,26 @@ class EndpointLock:
                 fcntl.flock(endpoint, fcntl.LOCK_UN)
 
 
+class _Scrub:
+    """What pytest writes of a test (the terminal, JUnit: its failure text and traceback, the skip or
+    xfail reason, captured output, the properties) holds no secret of the run (Endpoint.secrets): an
+    endpoint that echoes the key in an error (an SDK's exception quotes its body) is scrubbed here,
+    outermost, after every other hook has made the report."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Result[pytest.TestReport], None]:
+        outcome = yield
+        collector = item.config.stash.get(COLLECTOR, None)
+        if collector is None or not collector.secrets:
+            return
+        report = outcome.get_result()
+        for name in ("longrepr", "sections", "wasxfail"):
+            if getattr(report, name, None) is not None:
+                setattr(report, name, redact_data(getattr(report, name), collector.secrets))
+        item.user_properties[:] = redact_data(list(item.user_properties), collector.secrets)
+        report.user_properties = redact_data(list(report.user_properties), collector.secrets)
+
+
 def _start_embedded(config: pytest.Config) -> Any:
     from harnesscheck.reference_server.launch import ServerProcess
 
@@ -302,14 +324,14 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
                         quick=quick, peer=config.getoption("hc_peer") or "")
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
-        endpoint="embedded reference server" if embedded else url, model=model, apis=list(endpoint.apis),
+        endpoint="embedded reference server" if embedded else redact_url(url), model=model, apis=list(endpoint.apis),
         server=server_info(url, model, kind="embedded" if embedded else "external", api_key=api_key, timeout=timeout,
                            faults=[a.split("=", 1)[1] for a in endpoint.server_args if a.startswith("--fault=")]),
         settings={"tries": endpoint.tries, "timeout": timeout, "expect": sorted(expect), "witness": endpoint.witness,
-                  "server_args": list(endpoint.server_args),
+                  "server_args": redact_args(endpoint.server_args),
                   **({"quick": list(QUICK_LEAVES_OUT)} if quick else {}),
                   **({"peer": endpoint.peer} if endpoint.peer else {})},
-        secrets=[api_key] if api_key else [])
+        secrets=endpoint.secrets)
     config.stash[COLLECTOR] = collector
     try:
         yield endpoint

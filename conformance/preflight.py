@@ -39,6 +39,7 @@ import httpx
 from harnesscheck.protocol import apis as api_modules
 from harnesscheck.protocol.apis.base import ANTHROPIC_VERSION
 from harnesscheck.conformance.options import url_problem
+from harnesscheck.protocol.wire.redact import redact_text, secrets_from_url
 from harnesscheck.protocol.wire.client import tls_context
 
 __all__ = ["PROBE_CAP_S", "Preflight", "preflight", "probe_timeout", "require_usable", "say"]
@@ -89,11 +90,13 @@ def preflight(url: str, *, api_key: str | None, model: str | Sequence[str] | Non
     its start to the last byte of its answer."""
     started = time.monotonic()
     wanted = (model,) if isinstance(model, str) else tuple(model or ())
+    secrets = [*secrets_from_url(url), *([api_key] if api_key else [])]  # the lines quote the URL
+    said = (lambda line: progress(redact_text(line, secrets))) if progress is not None else None
     try:
         models = asyncio.run(_run(url, api_key=api_key, models=wanted, apis=apis, timeout=timeout,
-                                  progress=progress))
+                                  progress=said))
     except _Unusable as unusable:
-        return Preflight(ok=False, problem=str(unusable), seconds=time.monotonic() - started)
+        return Preflight(ok=False, problem=redact_text(str(unusable), secrets), seconds=time.monotonic() - started)
     return Preflight(ok=True, models=models, seconds=time.monotonic() - started)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from harnesscheck.conformance.catalog import Check
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.outcome import Level, Outcome
-from harnesscheck.protocol.wire.redact import redact_text
+from harnesscheck.protocol.wire.redact import redact_data, redact_text
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.reports.schema import new_run_id, now_iso, results_document, run_header
 
@@ -62,7 +62,8 @@ class Collector:
         starts = [r.started for r in self.results if r.started is not None]
         ends = [r.started + r.duration_s for r in self.results if r.started is not None]
         impact = _Impact()
-        return {"run": dict(self.run), "checks": [self._entry(r, impact) for r in self.results],
+        return {"run": redact_data(dict(self.run), self.secrets),
+                "checks": [self._entry(r, impact) for r in self.results],
                 "span": [min(starts), max(ends)] if starts else None}
 
     def _entry(self, r: CheckResult, impact: _Impact) -> dict[str, Any]:
@@ -91,8 +92,8 @@ class Collector:
             entry["exercised"] = r.exercised
         if r.paths_seen:
             entry["paths_seen"] = r.paths_seen
-        if r.levers:
-            entry["levers"] = r.levers
+        if r.levers:  # what came back of a bent request quotes the endpoint's answer
+            entry["levers"] = redact_data(r.levers, self.secrets)
         transcript = None
         if r.transcript is not None:
             transcript = {"text": redact_text(r.transcript.to_json(indent=1), self.secrets),

@@ -14,6 +14,7 @@ import httpx
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, levers
 from harnesscheck.protocol.wire import client
+from harnesscheck.protocol.wire.redact import secrets_from_args, secrets_from_url
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import Scenario, get as get_scenario
 
@@ -66,6 +67,13 @@ class Endpoint:
 
     def headers(self, api: str) -> dict[str, str]:
         return apis.get(api).headers(self.api_key)
+
+    @property
+    def secrets(self) -> list[str]:
+        """What no file or terminal line may hold: the API key, the credentials in the URL (user info,
+        a key in the query) and the values of the embedded server's credential options (--api-key)."""
+        return [*([self.api_key] if self.api_key else []), *secrets_from_url(self.url),
+                *secrets_from_args(self.server_args)]
 
 
 def discover_model(url: str, api_key: str | None, timeout: float) -> str:

@@ -25,6 +25,7 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, levers
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Inconclusive, fail
+from harnesscheck.protocol.wire.redact import redact_text
 
 if TYPE_CHECKING:
     import anthropic
@@ -82,7 +83,9 @@ def _an_shape(content: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _oracle_failure(hc: Session, api: str, scenario: str, turn: int, what: str, rule: str) -> None:
-    fail(f"{scenario} turn {turn}: {what}", transcript=hc.stream(api, scenario, turn=turn), rule=rule)
+    # `what` quotes the SDK's exception, which quotes the endpoint's answer: a key echoed there stays out
+    fail(redact_text(f"{scenario} turn {turn}: {what}", hc.endpoint.secrets),
+         transcript=hc.stream(api, scenario, turn=turn), rule=rule)
 
 
 def _chat_shape(message: Any) -> tuple[Any, ...]:
@@ -202,11 +205,13 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                 except (anthropic.APIStatusError, openai.APIStatusError) as exc:
                     status = exc.status_code
                     if pulled and 400 <= status < 500 and status not in (401, 403, 408, 429):
-                        hc.sent_came_back(f"HTTP {status}: {str(exc.body or exc)[:120]}", refused=True)
+                        hc.sent_came_back(redact_text(f"HTTP {status}: {str(exc.body or exc)[:120]}",
+                                                      hc.endpoint.secrets), refused=True)
                         return None  # the endpoint refused a lever: no check judges that refusal
                     if status in OVERLOADED or _error_event(exc):
-                        raise Inconclusive(f"{where}: the endpoint reported an error (HTTP {status}): "
-                                           f"{exc.body or exc}", cause="endpoint-error") from exc
+                        raise Inconclusive(redact_text(f"{where}: the endpoint reported an error (HTTP {status}): "
+                                                       f"{exc.body or exc}", hc.endpoint.secrets),
+                                           cause="endpoint-error") from exc
                     _oracle_failure(hc, api, scenario_id, turn,
                                     f"the {sdk} SDK failed: {type(exc).__name__}: {exc}", rule=check_id)
                 except Exception as exc:  # the SDK's own complaint is the finding

@@ -66,7 +66,7 @@ from harnesscheck.protocol.wire.transcript import Chunk, Timings, Transcript
 from .client import Fold, StreamResult
 from .codings import MAX_DECODED_BYTES, CodingError, decode
 from .forms import FORMS, api_for_path, form
-from .trace import DEFAULT_PATHS, Timing, Trace, TraceError, TraceTurn, history_key, make_delta
+from .trace import DEFAULT_PATHS, Timing, Trace, TraceError, TraceTurn, history_key, make_delta, read_file_text
 
 __all__ = ["CAPTURE_SCHEMA", "CAPTURE_VERSION", "CaptureProxy", "Limits", "ProxyThread", "api_for_path",
            "capture_to_trace", "load_capture", "record_transcript", "SESSION_HEADERS", "secret_variants"]
@@ -345,7 +345,7 @@ class ProxyThread:
 def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the exchange records of a capture file; ValueError naming the line for a file
     that is not a capture of format CAPTURE_VERSION."""
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    lines = [ln for ln in read_file_text(path).splitlines() if ln.strip()]  # bounded, a regular file
     if not lines:
         raise ValueError(f"{path}: empty capture")
     try:

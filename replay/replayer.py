@@ -119,8 +119,14 @@ def _remap_ids(obj: Any, mapping: Mapping[str, str]) -> Any:
     return obj
 
 
+# What a trace's headers never set: the connection's and the message's framing are the client's own
+# (the endpoint's host, the body sent), whatever the recorded exchange had.
+NOT_FROM_TRACE = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+                            "proxy-connection", "te", "trailer", "upgrade", "expect"})
+
+
 def _headers_for(turn: TraceTurn, opts: ReplayOptions) -> dict[str, str]:
-    hdrs = {k: v for k, v in turn.headers.items() if "[REDACTED]" not in v}
+    hdrs = {k: v for k, v in turn.headers.items() if "[REDACTED]" not in v and k.lower() not in NOT_FROM_TRACE}
     f = FORMS.get(turn.api)
     for k, v in (f.version_headers if f else {}).items():
         hdrs.setdefault(k, v)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from harnesscheck.protocol import apis
 from harnesscheck.errors import HarnesscheckError
+from harnesscheck.protocol.wire import files
 from harnesscheck.replay.forms import FORMS
 
 import copy
@@ -32,7 +33,6 @@ import gzip
 import json
 import math
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +55,7 @@ __all__ = [
     "history_key",
     "load",
     "loads",
+    "path_problem",
     "save",
     "timing_problem",
     "validate",
@@ -70,7 +71,6 @@ _TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "
 _DELTA_KEYS = {"base", "keep", "append", "set", "unset"}
 _TIMING_FIELDS = ("at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms")
 _TIMING_KEYS = set(_TIMING_FIELDS)
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TraceError(HarnesscheckError, ValueError):
@@ -398,8 +398,8 @@ def validate_turn_dict(d: Any, line: int | None = None) -> list[str]:
     api = d.get("api", "chat")
     if api not in apis.APIS:
         errs.append(f"{where}: 'api' must be one of {list(apis.NAMES)}, got {api!r}")
-    if "path" in d and (not isinstance(d["path"], str) or not d["path"].startswith("/")):
-        errs.append(f"{where}: 'path' must start with '/', got {d['path']!r}")
+    if "path" in d and (problem := path_problem(d["path"])):
+        errs.append(f"{where}: 'path' {problem}")
     has_req, has_delta = d.get("request") is not None, d.get("delta") is not None
     if has_req == has_delta:
         errs.append(f"{where}: give exactly one of 'request' (the whole body) and 'delta'")
@@ -484,6 +484,33 @@ def _body_problems(body: Mapping[str, Any], api: str, where: str, *, history: bo
     if "tools" in body and body["tools"] is not None and not _objects(body["tools"]):
         errs.append(f"{where}: 'tools' must be a list of JSON objects")
     return errs
+
+
+# A request target in origin form (RFC 9112 §3.2.1: absolute-path [ "?" query ]), of RFC 3986's
+# characters: unreserved, sub-delims, ":", "@", "/", "?" and percent-encoded octets. No space, CR, LF,
+# NUL, "#" or non-ASCII: the request line would be malformed, and the endpoint blamed for it.
+_TARGET_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%")
+_HEX = frozenset("0123456789abcdefABCDEF")
+MAX_PATH_CHARS = 8000  # RFC 9112 §3: a request line of at least 8000 octets should be supported
+
+
+def path_problem(path: Any) -> str | None:
+    """Why `path` cannot be a turn's request target (an origin-form path, as it goes on the request
+    line), or None."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return f"must be a request path starting with '/', got {str(path)[:80]!r}"
+    if path.startswith("//"):
+        return f"must be a path, not a network path ('//host'), got {path[:80]!r}"
+    if len(path) > MAX_PATH_CHARS:
+        return f"is longer than {MAX_PATH_CHARS} characters"
+    bad = next((c for c in path if c not in _TARGET_CHARS), None)
+    if bad is not None:
+        return (f"holds {bad!r}, which a request target cannot (a space, a line break, '#', non-ASCII: "
+                f"percent-encode it), got {path[:80]!r}")
+    for n, c in enumerate(path):
+        if c == "%" and not (len(path) > n + 2 and path[n + 1] in _HEX and path[n + 2] in _HEX):
+            return f"holds a '%' that is not a percent-encoded octet, got {path[:80]!r}"
+    return None
 
 
 # RFC 9110 field names are tokens; field values hold no CR, LF or NUL (and go on the wire as Latin-1)
@@ -581,23 +608,13 @@ MAX_FILE_BYTES = 1 << 30
 
 def read_file_text(path: str | Path, *, limit: int = MAX_FILE_BYTES) -> str:
     """A file's text, gunzipped when it starts with the gzip magic bytes (any name), at most ``limit``
-    bytes once decompressed. TraceError for a broken gzip stream, a file past the limit, text that
-    is not UTF-8; OSError when the file cannot be read."""
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == _GZIP_MAGIC:
-            try:
-                with gzip.GzipFile(fileobj=fh) as gz:
-                    data = gz.read(limit + 1)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise TraceError(f"{path}: not a valid gzip file: {exc}") from None
-        else:
-            data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise TraceError(f"{path}: more than {limit:,} bytes{' once decompressed' if head == _GZIP_MAGIC else ''}")
+    bytes once decompressed (protocol.wire.files: a regular file only). TraceError for anything else:
+    not a regular file (a symlink to /dev/zero), a broken gzip stream, a file past the limit, text
+    that is not UTF-8; OSError when the file cannot be opened."""
     try:
-        return data.decode("utf-8")
+        return files.read_text(path, limit=limit, gunzip=True)
+    except files.NotReadable as exc:
+        raise TraceError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text (nor gzip): {exc}") from None
 

@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from harnesscheck.reports.schema import SCHEMA_NAME, ResultsError, results_document, validate_results
+from harnesscheck.reports.schema import (
+    SCHEMA_NAME,
+    ResultsError,
+    read_results_json,
+    results_document,
+    validate_results,
+)
 
 from harnesscheck import __version__
 
@@ -142,21 +147,6 @@ def _replay_started(replay: dict[str, Any], path: Path) -> str:
         return "1970-01-01T00:00:00+00:00"
 
 
-def _parse(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read results file: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ResultsError(f"{path}: not a results file (not UTF-8 text at byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON: {exc}") from exc
-    except RecursionError:
-        raise ResultsError(f"{path}: not a results file (JSON nested too deeply)") from None
-
-
 def _document(path: Path, obj: Any) -> dict[str, Any]:
     """`obj` (read from `path`) as a validated results document."""
     if is_fault_matrix(obj):
@@ -179,7 +169,7 @@ def read_inputs(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            out.append((path, _document(path, _parse(path))))
+            out.append((path, _document(path, read_results_json(path))))
             continue
         found = read_folder(path)
         if not found:
@@ -196,7 +186,7 @@ def read_folder(path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     for file in sorted(Path(path).glob("*.json")):
         if file.name.startswith("."):  # hidden: an editor's or an interrupted writer's temporary file
             continue
-        obj = _parse(file)
+        obj = read_results_json(file)
         if is_fault_matrix(obj) or is_replay(obj) or (isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME):
             found.append((file, _document(file, obj)))
     found.sort(key=lambda item: _started(item[1]))

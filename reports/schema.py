@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from harnesscheck import __version__
 from harnesscheck.protocol import apis
 from harnesscheck.errors import HarnesscheckError
+from harnesscheck.protocol.wire.files import JSON_ERRORS, json_problem, read_text
 
 if TYPE_CHECKING:
     import jsonschema
@@ -173,19 +174,28 @@ def _semantic_checks(obj: dict[str, Any], prefix: str) -> None:
                     )
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read and validate one results file; `ResultsError` if it is missing, not JSON, or invalid."""
+#: The most of one results file the kit reads (a bench run with every request's samples is a few MB).
+MAX_RESULTS_BYTES = 256 << 20
+
+
+def read_results_json(path: str | Path) -> Any:
+    """A results file's JSON, unvalidated: a regular file of at most MAX_RESULTS_BYTES
+    (protocol.wire.files). `ResultsError`, one line, for a file that cannot be read or parsed."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, limit=MAX_RESULTS_BYTES)
     except OSError as exc:
-        raise ResultsError(f"{p}: cannot read results file: {exc.strerror or exc}") from exc
+        raise ResultsError(f"{p}: cannot read results file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ResultsError(f"{p}: not a results file (not UTF-8 text at byte {exc.start})") from exc
+        raise ResultsError(f"{p}: not a results file (not UTF-8 text at byte {exc.start})") from None
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ResultsError(f"{p}: not valid JSON: {exc}") from exc
-    except RecursionError:
-        raise ResultsError(f"{p}: not a results file (JSON nested too deeply)") from None
-    return validate_results(obj, where=str(p))
+        raise ResultsError(f"{p}: not valid JSON: {exc}") from None
+    except JSON_ERRORS as exc:  # a number past Python's 4300 digits, nesting too deep
+        raise ResultsError(f"{p}: not a results file ({json_problem(exc)})") from None
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read and validate one results file; `ResultsError` if it is missing, not JSON, or invalid."""
+    return validate_results(read_results_json(path), where=str(path))

@@ -18,10 +18,10 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+import tests.fuzzing  # noqa: F401 (registers CI's hypothesis profile before `--hypothesis-profile` is read)
 from tests.processes import GroupServer, end_all_groups
 
 FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")

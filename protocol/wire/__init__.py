@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING
 
 from harnesscheck.lazy import lazy_exports
 
-from .redact import REDACTED, redact_headers, redact_text, redact_url, secrets_from_headers
+from .redact import (
+    REDACTED,
+    redact_args,
+    redact_data,
+    redact_headers,
+    redact_text,
+    redact_url,
+    secrets_from_args,
+    secrets_from_headers,
+    secrets_from_url,
+)
 from .sse import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder, SSEFrame, WireError, decode_all
 from .transcript import Chunk, Timings, Transcript
 
@@ -34,9 +44,13 @@ __all__ = [
     "decode_all",
     "get",
     "post_json",
+    "redact_args",
+    "redact_data",
     "redact_headers",
     "redact_text",
     "redact_url",
+    "secrets_from_args",
     "secrets_from_headers",
+    "secrets_from_url",
     "stream_request",
 ]

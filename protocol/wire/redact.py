@@ -6,21 +6,34 @@
 - ``redact_text(text, secrets)``: every occurrence of each given secret string.
 - ``secrets_from_headers(headers, extra=())``: the secret values a request carries, so that the
   same values can be scrubbed from bodies, error messages and logs.
+- ``secrets_from_url(url)``: the same for a URL (its user info, as given and as the Basic credential
+  an HTTP client makes of it, and the values of credential query parameters).
+- ``redact_args(args)`` and ``secrets_from_args(args)``: command-line arguments for another program
+  (``--server-arg=--api-key=K``): the values of credential options (``--api-key K``, ``--token=T``).
+- ``redact_data(value, secrets)``: every string inside JSON-like data (a copy) or an object's
+  attributes (in place: pytest's reports), with ``redact_text``.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "REDACTED",
+    "SECRET_ARG_WORDS",
     "SECRET_HEADERS",
     "SECRET_QUERY_PARAMS",
+    "redact_args",
+    "redact_data",
     "redact_headers",
     "redact_text",
     "redact_url",
+    "secrets_from_args",
     "secrets_from_headers",
+    "secrets_from_url",
 ]
 
 REDACTED = "[REDACTED]"
@@ -58,6 +71,11 @@ SECRET_QUERY_PARAMS = frozenset(
         "x-api-key",
     }
 )
+
+# A command-line option holds a credential when a word of its name (split at - and _) is one of these:
+# --api-key, --hf-token, --admin_password, --client-secret, --auth (never --tokenizer, --max-tokens).
+SECRET_ARG_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential",
+                              "credentials", "auth", "cookie"})
 
 _SCHEMES = ("bearer ", "basic ", "token ")
 _MIN_SECRET_LEN = 4  # never scrub tiny strings like "a" out of every text
@@ -140,3 +158,89 @@ def redact_text(text: str, secrets: Iterable[str | None]) -> str:
     for secret in sorted({s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text
+
+
+def secrets_from_url(url: str) -> list[str]:
+    """The credentials a URL carries: its user info (password and user name, as given and percent-
+    decoded, and the Basic credential a client sends for them) and credential query values."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found: set[str] = set()
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        user, _, password = userinfo.partition(":")
+        for raw in (userinfo, user, password):
+            found |= {raw, unquote(raw)}
+        found.add(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower() in SECRET_QUERY_PARAMS:
+            found.add(value)
+            found.add(quote(value, safe=""))
+    return sorted((s for s in found if len(s) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def _secret_option(arg: str) -> bool:
+    if not arg.startswith("-"):
+        return False
+    words = arg.lstrip("-").split("=", 1)[0].lower().replace("_", "-").split("-")
+    return any(w in SECRET_ARG_WORDS for w in words)
+
+
+def _arg_secrets(args: Iterable[str]) -> list[tuple[int, str]]:
+    """(index, value) of each credential value in an argument list: `--api-key=K` or `--api-key K`."""
+    args = list(args)
+    out: list[tuple[int, str]] = []
+    for n, arg in enumerate(args):
+        if not _secret_option(arg):
+            continue
+        if "=" in arg:
+            out.append((n, arg.split("=", 1)[1]))
+        elif n + 1 < len(args) and not args[n + 1].startswith("--"):
+            out.append((n + 1, args[n + 1]))
+    return out
+
+
+def redact_args(args: Iterable[str]) -> list[str]:
+    """A copy of a program's arguments with the value of every credential option replaced
+    (``--api-key=K`` -> ``--api-key=[REDACTED]``; ``--api-key K`` -> ``--api-key [REDACTED]``)."""
+    out = [str(a) for a in args]
+    for n, value in _arg_secrets(out):
+        out[n] = out[n][: len(out[n]) - len(value)] + REDACTED if out[n] != value else REDACTED
+    return out
+
+
+def secrets_from_args(args: Iterable[str]) -> list[str]:
+    """The values of the credential options in a program's arguments (see ``redact_args``)."""
+    found = {value for _, value in _arg_secrets(str(a) for a in args)}
+    return sorted((s for s in found if len(s) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def redact_data(value: Any, secrets: Iterable[str | None], _depth: int = 0) -> Any:
+    """Every string inside `value` with ``redact_text``: dicts, lists and tuples are copied (keys
+    too); any other object with attributes (pytest's report objects) is changed in place and
+    returned. Bounded in depth (64), so a cycle cannot loop."""
+    secrets = [s for s in secrets if s and len(s) >= _MIN_SECRET_LEN]
+    if not secrets or _depth > 64:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {redact_data(k, secrets, _depth + 1): redact_data(v, secrets, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_data(v, secrets, _depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact_data(v, secrets, _depth + 1) for v in value)
+    if isinstance(value, (int, float, bool, bytes, type(None))):
+        return value
+    attributes = getattr(value, "__dict__", None)
+    if isinstance(attributes, dict):
+        for name, item in list(attributes.items()):
+            new = redact_data(item, secrets, _depth + 1)
+            if new is not item:
+                try:
+                    setattr(value, name, new)
+                except (AttributeError, TypeError):  # a frozen object: left as it is
+                    pass
+    return value

@@ -137,7 +137,7 @@ def m_seq_missing(e: Ev) -> None: del e[4][1]["sequence_number"]
 def m_seq_start(e: Ev) -> None:
     for _, d in e:
         d["sequence_number"] += 5
-def m_seq_repeat(e: Ev) -> None: e[6][1]["sequence_number"] = e[5][1]["sequence_number"]; [d.update(sequence_number=d["sequence_number"] - 1) for _, d in e[7:]]
+def m_seq_repeat(e: Ev) -> None: e[6][1]["sequence_number"] = e[5][1]["sequence_number"]; [d.update(sequence_number=d["sequence_number"] - 1) for _, d in e[7:]]  # noqa: E702
 def m_created_late(e: Ev) -> None:
     move(e, 0, 1)  # in_progress first, then created: the in_progress rule has nothing to say (created is not first)
 def m_created_missing(e: Ev) -> None: delete(e, 0)
@@ -164,7 +164,7 @@ def m_item_order_delta_unknown_item(e: Ev) -> None:
     e.insert(i, stray)
     renumber(e)
 def m_item_ids(e: Ev) -> None: e[at(e, "response.output_text.delta", 1)][1]["item_id"] = "msg_other"
-def m_item_ids_missing(e: Ev) -> None: del e[at(e, "response.output_item.added")][1]["item"]["id"]; [d.pop("item_id", None) for _, d in e if d.get("output_index") == 0]; e[at(e, "response.output_item.done")][1]["item"].pop("id"); completed(e)["output"][0].pop("id")
+def m_item_ids_missing(e: Ev) -> None: del e[at(e, "response.output_item.added")][1]["item"]["id"]; [d.pop("item_id", None) for _, d in e if d.get("output_index") == 0]; e[at(e, "response.output_item.done")][1]["item"].pop("id"); completed(e)["output"][0].pop("id")  # noqa: E702
 def m_unclosed(e: Ev) -> None: delete(e, at(e, "response.output_item.done", 2))
 def m_function_call(e: Ev) -> None:
     e[at(e, "response.output_item.added", 2)][1]["item"].pop("name")

@@ -15,9 +15,12 @@ Properties, on thousands of generated inputs in all:
 - a trace that ``trace check`` accepts can be sent: its headers go on the wire (replay.http1) without
   an error (a header holding CR/LF passed the check and crashed ``replay``).
 
-Sized for CI: derandomized (the same inputs every run), no example database, no deadline; 2,700
-generated inputs (2,000 byte streams, each decoded whole and split; 700 files, 800 CLI runs), about
-18 s of CPU on one core.
+Sized for the README's run: derandomized (the same inputs every run), no example database, no
+deadline; 2,700 generated inputs (2,000 byte streams, each decoded whole and split; 700 files, 800 CLI
+runs), about 18 s of CPU on one core. CI's fuzz tier runs twice as many (tests/fuzzing.py). The
+generated values include NaN, Infinity, 1e300 and -5 (written as Python's json writes them), and
+the traces' request paths and timings: an accepted trace's paths are request targets and its
+timings waits replay can make (finite, 0 to a day).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import contextlib
 import copy
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ from hypothesis import strategies as st
 from harnesscheck.cli.main import main
 from harnesscheck.protocol.wire.sse import FrameTooLarge, SSEDecoder
 from harnesscheck.replay.client import FastSSE
+from tests.fuzzing import examples
 from tests.reports import factory
 
 FIXTURES = Path(__file__).parents[1] / "clients" / "fixtures"
@@ -45,7 +50,8 @@ SETTINGS = dict(derandomize=True, database=None, deadline=None, print_blob=True,
 
 
 def fuzz(n: int) -> Any:
-    return settings(max_examples=n, **SETTINGS)
+    """n examples in the README's run, 2n in CI's fuzz tier (tests/fuzzing.py)."""
+    return settings(max_examples=examples(quick=n, ci=2 * n), **SETTINGS)
 
 
 # -- SSE on hostile bytes ------------------------------------------------------------------------------
@@ -108,10 +114,12 @@ def test_the_fast_sse_path_gives_the_spec_decoders_events_and_is_bounded(data: b
 
 # -- files, through the CLI -----------------------------------------------------------------------------
 
-HOSTILE = [None, 0, -1, 2**70, 1.5e308, True, "", "x" * 100_000, "a\r\nInjected: 1", "\u0000", "\ud800",
-           "日本語😀", "[REDACTED]", [], [None], {}, {"": {}}, [[[[[[[[[[[]]]]]]]]]]], "-" * 3]
-hostile = (st.sampled_from(HOSTILE) | st.text(max_size=20) | st.integers()
-           | st.floats(allow_nan=False, allow_infinity=False))
+# NaN and Infinity are written as the bare words Python's json writes and reads (not JSON, but a file
+# may hold them); 1e300 and -5 as timings no replay can wait for.
+HOSTILE = [None, 0, -1, -5, 2**70, 1.5e308, 1e300, float("nan"), float("inf"), float("-inf"), True, "",
+           "x" * 100_000, "a\r\nInjected: 1", "\u0000", "\ud800", "日本語😀", "[REDACTED]", [], [None], {},
+           {"": {}}, [[[[[[[[[[[]]]]]]]]]]], "-" * 3]
+hostile = (st.sampled_from(HOSTILE) | st.text(max_size=20) | st.integers() | st.floats())
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -149,7 +157,7 @@ def mutated(draw: Any, doc: Any, times: int = 2) -> Any:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("\ud800", "\\ud800")
+    return json.dumps(value, ensure_ascii=False, allow_nan=True).replace("\ud800", "\\ud800")
 
 
 broken_text = st.one_of(st.just(""), st.just("{"), st.just("[" * 3000), st.just("\ufeff{}"),
@@ -240,7 +248,32 @@ def test_aiperf_and_mooncake_files_import_or_are_refused_in_one_line(work: Path,
     path = work / "in.jsonl"
     path.write_text("\n".join(r if isinstance(r, str) else _dump(r) for r in rows), encoding="utf-8",
                     errors="surrogatepass")
-    _no_kit_bug(*_cli("trace", "import", kind, str(path), "--out", str(work / "imported.jsonl")))
+    out = work / "imported.jsonl"
+    out.unlink(missing_ok=True)
+    rc, err = _cli("trace", "import", kind, str(path), "--out", str(out))
+    _no_kit_bug(rc, err)
+    if rc == 0:  # what an import writes, replay can wait for
+        from harnesscheck.replay.trace import load
+
+        _timings_can_be_waited_for(load(out, check=False))
+
+
+DAY_MS = 86_400_000  # the longest wait a trace may ask for (docs/trace-format.md)
+
+
+def _timings_can_be_waited_for(trace: Any) -> None:
+    for turn in trace.turns:
+        for name in ("at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"):
+            value = getattr(turn.timing, name)
+            assert value is None or (math.isfinite(value) and 0 <= value <= DAY_MS), (turn.session, turn.turn,
+                                                                                      name, value)
+
+
+def _sendable_target(path: str) -> bool:
+    """A request line's target (RFC 9112 §3.2, origin form), judged here without the kit's validator:
+    a '/' first, then visible ASCII only (no space, CR, LF, NUL), no fragment."""
+    return path.startswith("/") and not path.startswith("//") and "#" not in path and \
+        all(0x21 <= ord(c) <= 0x7E for c in path)
 
 
 def _trace_lines(work: Path) -> list[Any]:
@@ -253,23 +286,33 @@ def _trace_lines(work: Path) -> list[Any]:
 
 header_text = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
     ["a\r\nb", "a\nb", "a\rb", "a\x00b", "é", "日本", "x-ok", "", " ", "a:b"])
+path_text = st.sampled_from(["/v1/messages", "/v1/messages?beta=true", "/v1/chat completions", "/v1/x\r\nX: 1",
+                             "/v1/x\n", "/v1/x#f", "/v1/ä", "/%zz", "/%41", "//evil/x", "v1/x", "", "/" + "a" * 9000]) \
+    | st.text(st.sampled_from("/abc?=&%#: \r\n\x00ä~"), max_size=16).map(lambda t: "/" + t)
+timing_value = st.sampled_from([0, 5, 1e3, 86_400_000, 86_400_001, 1e300, -5, float("nan"), float("inf"),
+                                float("-inf"), None, "5", True]) | st.floats()
+timings = st.dictionaries(st.sampled_from(["at_ms", "offset_ms", "think_ms", "tool_ms", "duration_ms"]),
+                          timing_value, max_size=3)
 
 
 @fuzz(150)
 @given(data=st.data())
 def test_traces_pass_check_only_when_replay_can_send_them(work: Path, data: Any) -> None:
     """`trace check` accepts a trace only if its turns can be replayed: a header it accepts goes on
-    the wire (replay.http1) without an error; everything else is refused in one line."""
+    the wire (replay.http1) without an error, its path is a request target, its timings are waits
+    replay can make (finite, 0 to a day); everything else is refused in one line."""
     from harnesscheck.replay.http1 import _request_bytes, _Target
     from harnesscheck.replay.trace import TraceError, load
 
     lines = _trace_lines(work)
-    if data.draw(st.booleans()):
+    what = data.draw(st.sampled_from(["headers", "path", "timing", "any"]))
+    if what == "any":
+        lines = data.draw(mutated(lines, times=2))
+    else:
         turn = data.draw(st.sampled_from(range(1, len(lines))))
         lines = copy.deepcopy(lines)
-        lines[turn]["headers"] = data.draw(st.dictionaries(header_text, header_text, max_size=3))
-    else:
-        lines = data.draw(mutated(lines, times=2))
+        lines[turn][what] = data.draw({"headers": st.dictionaries(header_text, header_text, max_size=3),
+                                       "path": path_text, "timing": timings}[what])
     path = work / "t.jsonl"
     rows = lines if isinstance(lines, list) else [lines]
     path.write_text("\n".join(_dump(x) for x in rows), encoding="utf-8", errors="surrogatepass")
@@ -277,8 +320,11 @@ def test_traces_pass_check_only_when_replay_can_send_them(work: Path, data: Any)
     _no_kit_bug(rc, err)
     if rc == 0:
         target = _Target.of("http://127.0.0.1:9/v1/messages")
-        for turn in load(path).turns:
+        trace = load(path)
+        for turn in trace.turns:
             _request_bytes("POST", target, turn.headers, b"{}")  # raises on what HTTP cannot carry
+            assert _sendable_target(turn.path), turn.path
+        _timings_can_be_waited_for(trace)
     else:
         with pytest.raises((TraceError, ValueError, KeyError, TypeError, AttributeError)):
             load(path)

@@ -18,7 +18,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Any

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,11 @@ from harnesscheck.cli.main import main
 from harnesscheck.replay import formats
 from harnesscheck.replay.trace import ANSWER, TraceError, loads, save
 from harnesscheck.replay.workloads import build
+from tests.fuzzing import examples
 
 HEAD = json.dumps({"schema": "harnesscheck.trace", "version": 1})
-# A few dozen inputs per reader in the README's run; the slow tier (CI) sets HARNESSCHECK_FUZZ_EXAMPLES=2000.
-EXAMPLES = int(os.environ.get("HARNESSCHECK_FUZZ_EXAMPLES", "60"))
+# A few dozen inputs per reader in the README's run; 2000 in CI's fuzz tier (tests/fuzzing.py, .ci/run).
+EXAMPLES = examples(quick=60, ci=2000)
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 _leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=4))

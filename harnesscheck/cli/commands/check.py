@@ -116,7 +116,7 @@ def run_and_summarize(options: Any, out: Path, *, after: Any = None,
         doc, status = run_suite(options, out, after=after), None
     except RunInterrupted as stopped:
         doc, status = stopped.doc, INTERRUPTED
-    from harnesscheck.reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
+    from harnesscheck.reports.summary import format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
     for line in harness_lines(doc):

@@ -29,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     options = suite_options(args)
     out = Path(args.out)
-    print(f"harnesscheck: checking {options.endpoint or 'the embedded reference server'} ...", flush=True)
+    from harnesscheck.protocol.wire.redact import redact_url
+
+    shown = redact_url(options.endpoint) if options.endpoint else "the embedded reference server"
+    print(f"harnesscheck: checking {shown} ...", flush=True)
     doc, status = run_and_summarize(options, out, after=after_suite(args), label_width=12)
     from harnesscheck.reports.html import write_report
     from harnesscheck.reports.summary import final_line

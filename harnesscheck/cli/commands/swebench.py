@@ -161,7 +161,9 @@ def _select(args: argparse.Namespace, default_source: Path | None, err) -> list:
         err.print(f"note: {note}", highlight=False)
     ids = list(args.ids or [])
     if args.ids_file:
-        ids += [line.strip() for line in Path(args.ids_file).read_text().splitlines() if line.strip()]
+        from harnesscheck.protocol.wire.files import read_text
+
+        ids += [line.strip() for line in read_text(args.ids_file).splitlines() if line.strip()]
     return select_tasks(ts.tasks, instance_ids=ids or None, sample=args.sample, seed=args.seed)
 
 

@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         # JSON nested too deeply as RecursionError)
         named = [getattr(args, name, None) for name in ("capture", "file", "trace")]
         source = next((n for n in named if n), args.action)
-        raise UsageError(f"{source}: {exc}") from None
+        said = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+        raise UsageError(said if said.startswith(f"{source}: ") else f"{source}: {said}") from None
     print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.out}")
     return 0
