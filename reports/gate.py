@@ -279,10 +279,14 @@ def _side(arm: dict[str, Any]) -> _Side:
     keys: list[str] = []
     bad = 0
     for n, x in enumerate(raw):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        try:
+            value = float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+        except OverflowError:  # an integer of hundreds of digits
+            value = math.inf
+        if not math.isfinite(value):
             bad += 1
             continue
-        values.append(float(x))
+        values.append(value)
         if keyed:
             keys.append(keys_raw[n])
     return _Side(np.asarray(values, dtype=float), keys if keyed else None, bad, len(raw))

@@ -409,3 +409,35 @@ def test_gate_command_fails_a_stalled_run_against_a_clean_baseline(tmp_path, bas
     assert main(["gate", "--baseline", b, "--current", c]) == 1
     out = capsys.readouterr().out
     assert "without a verdict now" in out and "No check changed state" not in out
+
+
+def test_a_bench_load_whose_every_request_failed_fails_the_gate(baseline, tmp_path, capsys):
+    # issue 43 item 2: "Successful requests: 0 / Failed requests: 27367" against a healthy baseline said PASS
+    from harnesscheck.replay.benchmarks.load import Sample, sweep_benchmarks
+
+    def doc(ok: bool) -> dict:
+        samples = [Sample(start_s=i * 0.1, ok=ok, error=None if ok else "HTTP 500", ttft_ms=40.0 + i % 7 if ok else None,
+                          e2el_ms=200.0 + i % 11, itl_ms=[5.0] * 9 if ok else [], output_tokens=10 if ok else 0)
+                   for i in range(60)]
+        out = copy.deepcopy(baseline)
+        out["benchmarks"] = sweep_benchmarks({"concurrency": [(4, samples, 6.0)]}, {}, timing="unknown", slo_ms={},
+                                             duration_s=6.0)
+        return out
+
+    healthy, failed = doc(True), doc(False)
+    report = gate(healthy, failed)
+    verdicts = {(b.benchmark, b.verdict) for b in report.benchmarks}
+    assert not report.passed and all(b.gating for b in report.benchmarks), verdicts
+    assert ("load-concurrency-ttft", "no samples now") in verdicts
+    assert ("load-concurrency-throughput", "dropped to zero") in verdicts
+    (tmp_path / "healthy.json").write_text(json.dumps(healthy))
+    (tmp_path / "failed.json").write_text(json.dumps(failed))
+    assert main(["gate", "--baseline", str(tmp_path / "healthy.json"), "--current", str(tmp_path / "failed.json")]) == 1
+    out = capsys.readouterr().out
+    assert "harnesscheck gate: FAIL:" in out and "that measured nothing now" in out and "DROPPED TO ZERO" in out
+
+
+def test_a_sample_too_large_for_a_float_counts_as_non_finite(baseline):
+    report = _pair(baseline, _bench("b", {"a": [10.0, 11.0, 10.5, 10.2]}),
+                   {"name": "b", "unit": "ms", "arms": [{"name": "a", "samples": [10.0, 11.0, 10**400, 10.2]}]})
+    assert not report.passed and report.benchmarks[0].verdict == "1 non-finite sample now"
