@@ -125,3 +125,23 @@ def test_a_replay_within_noise_passes_and_unmatched_turns_are_not_paired() -> No
     # other sessions (another trace): nothing to pair, the arms are compared as two samples
     renamed = {(f"x{s}", t): x * 1.5 for (s, t), x in _BASE.items()}
     assert _gate_replays(_turns(_BASE), _turns(renamed)).benchmarks[0].statistic == "median"
+
+
+def test_a_replay_against_a_server_one_and_a_half_times_slower_fails_the_gate(server_factory, tmp_path,
+                                                                             capsys) -> None:
+    # issue 45's "done when": every turn 1.5x slower (the first token's base and per-token prefill time alike)
+    trace = tmp_path / "agent.jsonl"
+    save(build("agent-coding", sessions=2, turns=6, prompt_tokens=300, api="chat", think_ms=0, tool_ms=0,
+               max_tokens=16), trace)
+    usual = server_factory("--decode-ms", "1", "--ttft-base-ms", "120", "--prefill-us-per-token", "200", fast=False)
+    slower = server_factory("--decode-ms", "1", "--ttft-base-ms", "180", "--prefill-us-per-token", "300", fast=False)
+    base = _replay(trace, usual, tmp_path / "base")
+    slow = _replay(trace, slower, tmp_path / "slow")
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(base), "--current", str(slow), "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    verdict = json.loads((tmp_path / "gate.json").read_text())
+    ttft = next(b for b in verdict["benchmarks"] if b["benchmark"] == "replay-ttft")
+    assert ttft["statistic"] == "paired" and ttft["n_pairs"] == 12 and ttft["gating"], out
+    assert 1.3 < ttft["ratio"] < 1.7 and ttft["ci95"][0] > 1.1, ttft
+    assert "paired, 12 pairs" in out and "REGRESSION" in out
