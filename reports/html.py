@@ -5,6 +5,9 @@ index (the verdict matrix, one row per check with the APIs it ran on) and a sect
 its verdict, rule, expected vs observed, timeline (reports.timeline) and numbered wire log
 (reports.wirelog), read from the transcripts beside the results; then the fault matrix (a
 fault-matrix document, or this run's row when its server had faults on), benchmarks, comparisons.
+A failing case opens at its finding's frame: the row is highlighted, the log scrolled to it (CSS
+`scroll-initial-target`, no script), the frame shown beside the rule, and the MUST and SHOULD lists
+and the matrix link to that row (`frame_anchor`), so a click lands on it.
 
 Public API:
 - `render_report(results, *, generated_at=None, transcripts_base=None) -> str`
@@ -33,7 +36,7 @@ from harnesscheck.reports.merge import merge_results, read_inputs
 from harnesscheck.reports.schema import OUTCOMES, validate_results
 from harnesscheck.reports.summary import api_order, must_failures, should_failures, summarize
 
-__all__ = ["banner", "rebase_transcripts", "render_report", "safe_href", "write_report"]
+__all__ = ["banner", "case_anchor", "frame_anchor", "rebase_transcripts", "render_report", "safe_href", "write_report"]
 
 TEMPLATE = "report.html.jinja"
 

@@ -416,8 +416,9 @@ def test_a_bench_load_whose_every_request_failed_fails_the_gate(baseline, tmp_pa
     from harnesscheck.replay.benchmarks.load import Sample, sweep_benchmarks
 
     def doc(ok: bool) -> dict:
-        samples = [Sample(start_s=i * 0.1, ok=ok, error=None if ok else "HTTP 500", ttft_ms=40.0 + i % 7 if ok else None,
-                          e2el_ms=200.0 + i % 11, itl_ms=[5.0] * 9 if ok else [], output_tokens=10 if ok else 0)
+        samples = [Sample(start_s=i * 0.1, ok=ok, error=None if ok else "HTTP 500",
+                          ttft_ms=40.0 + i % 7 if ok else None, e2el_ms=200.0 + i % 11,
+                          itl_ms=[5.0] * 9 if ok else [], output_tokens=10 if ok else 0)
                    for i in range(60)]
         out = copy.deepcopy(baseline)
         out["benchmarks"] = sweep_benchmarks({"concurrency": [(4, samples, 6.0)]}, {}, timing="unknown", slo_ms={},
