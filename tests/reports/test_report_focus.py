@@ -23,24 +23,23 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                     reason=f"{CHROMIUM} not installed (apt-get install -y chromium, or set $CHROMIUM)")
 
-# Measures after the page has loaded, without opening, clicking or scrolling anything.
+# Measures the page as laid out (reading a box lays it out, and the log's initial scroll target with it),
+# without opening, clicking or scrolling anything; it runs as the page's last element, so no timer is needed.
 PROBE = """
 <script>
-window.addEventListener("load", () => requestAnimationFrame(() => setTimeout(() => {
-  const out = {scrollY: scrollY, logs: {}, clipped: []};
-  document.querySelectorAll("details.case[open]").forEach(d => {
-    const wrap = d.querySelector(".log-wrap"), row = d.querySelector("tr.focus");
-    if (!wrap) return;
-    const w = wrap.getBoundingClientRect(), r = row && row.getBoundingClientRect();
-    out.logs[d.id] = {scrollTop: wrap.scrollTop, scrollable: wrap.scrollHeight > wrap.clientHeight,
-                      focus: row ? row.cells[0].textContent : null,
-                      visible: r ? r.top >= w.top && r.bottom <= w.bottom : null};
-  });
-  out.clipped = [...document.querySelectorAll("table.clients td")]
-    .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent);
-  const pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-}, 200)));
+const out = {scrollY: scrollY, logs: {}, clipped: []};
+document.querySelectorAll("details.case[open]").forEach(d => {
+  const wrap = d.querySelector(".log-wrap"), row = d.querySelector("tr.focus");
+  if (!wrap) return;
+  const w = wrap.getBoundingClientRect(), r = row && row.getBoundingClientRect();
+  out.logs[d.id] = {scrollTop: wrap.scrollTop, scrollable: wrap.scrollHeight > wrap.clientHeight,
+                    focus: row ? row.cells[0].textContent : null,
+                    visible: r ? r.top >= w.top && r.bottom <= w.bottom : null};
+});
+out.clipped = [...document.querySelectorAll("table.clients td")]
+  .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent);
+const pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
 </script>
 """
 
@@ -52,7 +51,7 @@ def _probe(report: Path, width: int = 1280) -> dict[str, Any]:
         proc = subprocess.run(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", f"--window-size={width},900", "--virtual-time-budget=3000",
+             f"--user-data-dir={profile}", f"--window-size={width},900",
              "--dump-dom", page.as_uri()],
             capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": profile})
     found = re.search(r'<pre id="probe-result">(.*?)</pre>', proc.stdout, re.S)
