@@ -553,12 +553,12 @@ def format_gate(report: GateReport) -> str:
 
     if report.benchmarks:
         lines.append("")
-        lines.append("Benchmarks: current vs baseline, ratio > 1 is worse (latencies: medians; rates: means of their "
-                     "time windows;")
-        lines.append("paired arms, a replay's turns: the median per-pair ratio), bootstrap 95% CI; gates when the CI's "
-                     f"low end > {1 + report.threshold:.2f}")
-        lines.append(f"(paired: and the signed-rank test agrees; at least {MIN_SAMPLES} samples a side) and when an "
-                     "arm measured nothing now:")
+        lines.append("Benchmarks, current vs baseline (ratio > 1 is worse): latencies compare medians, rates the "
+                     "means of their time")
+        lines.append("windows, paired arms (a replay's turns) the median per-pair ratio; bootstrap 95% CI. An arm gates "
+                     "when the CI's low end")
+        lines.append(f"is above {1 + report.threshold:.2f} (paired: and the signed-rank test agrees; unpaired: at least "
+                     f"{MIN_SAMPLES} samples a side), or when it measured nothing now:")
         rows = [["benchmark", "arm", "baseline", "current", "ratio", "95% CI", "how (n base/current)", "verdict"]]
         for b in report.benchmarks:
             unit = f" {b.unit}" if b.unit else ""
