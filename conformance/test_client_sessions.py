@@ -77,7 +77,8 @@ def _grammar(api: str, t: Transcript, body: dict[str, Any], check_id: str, where
     if broken:
         f = broken[0]
         fail(f"{where}: the answer breaks {f.rule} at frame #{f.frame_index}: {f.message}"
-             + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""), transcript=t, rule=f"{check_id}:grammar")
+             + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""), finding=f, transcript=t,
+             rule=f"{check_id}:grammar")  # the finding: results.json and the report point at its frame
 
 
 @pytest.mark.parametrize("name", _params())

@@ -10,6 +10,7 @@
 - `plots`: matplotlib figures as data URIs
 - `gate`: `gate(baseline, current, ...) -> GateReport`, `format_gate(report)`
 - `summary`: `summarize(doc)`, `format_summary(doc)` (the per-API table)
+- `markdown`: `to_markdown(doc)` (`report --format md`: a summary for an issue, a PR or a CI job)
 
 The names are loaded on first use (PEP 562): every writer of a results document imports
 `reports.schema`, and the pytest plugin, loaded in every pytest session, must not pay for numpy,

@@ -3,15 +3,25 @@
 The gate fails when
 - a MUST check newly fails: pass / skip / inconclusive in the baseline (or absent from it), fail or
   error now; checks marked flaky are shown but never gate;
-- a benchmark arm present in both runs got slower beyond `threshold` *and* the slowdown is
-  statistically clear: the ratio current median / baseline median has a bootstrap 95% CI whose
-  lower bound lies above `1 + threshold`. (For a benchmark with `"better": "higher"`, e.g. tokens
-  per second, the ratio is taken the other way round, so a ratio above 1 is always worse.)
+- a benchmark arm present in both runs got worse beyond `threshold` *and* the change is
+  statistically clear: the ratio current / baseline of the arms' statistic (latencies: the median;
+  rates, `"better": "higher"`, one sample per equal time window: the mean, which is the run's rate)
+  has a bootstrap 95% CI whose lower bound lies above `1 + threshold`. (For a benchmark with
+  `"better": "higher"` the ratio is taken the other way round, so a ratio above 1 is always worse; a
+  drop to 0 is the worst change, ratio `inf`.) Arms whose samples carry `sample_keys` (a replay's
+  `session/turn`) are compared pair by pair when both hold at least `MIN_PAIRS` keys in common: the
+  median of the per-pair ratios, its bootstrap interval (pairs resampled together), and a Wilcoxon
+  signed-rank test of the log ratios against log(1 + threshold) (two-sided p < 0.05), both needed.
+  Pairing takes the turn-to-turn spread out: a replay 1.5x slower on every turn is clear even when
+  its turns' own times differ tenfold.
   An arm with fewer than `MIN_SAMPLES` samples on either side is never judged ("not enough
   samples"): with n = 3 per side even a complete separation has an exact one-sided rank-test
   p = 1/C(6,3) = 0.05, above the 0.025 that a 95% interval's lower bound stands for, while with
   n = 4 it is 1/C(8,4) = 1/70 = 0.014. Below that the bootstrap interval only restates the range
   (with one sample per side it is a single point).
+- nothing was measured where the baseline measured something: an arm or a benchmark of the
+  baseline absent now, an arm without samples now, or one holding a NaN / Infinity sample (no false
+  success: a run whose every request failed has no samples, not a pass);
 
 - a check lost its verdict: it passed in the baseline and is inconclusive, skipped or absent now
   (a stalled endpoint's run is all inconclusive; a run cut short misses checks); flaky ones are
@@ -28,6 +38,7 @@ Public API: `gate(baseline, current, *, threshold, flaky, ...) -> GateReport`,
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -35,9 +46,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from harnesscheck.reports.schema import ResultsError
-from harnesscheck.stats.bootstrap import ratio_ci
+from harnesscheck.stats.bootstrap import bootstrap_ci, ratio_ci
+from harnesscheck.stats.paired import wilcoxon_test
 
 __all__ = [
+    "MIN_PAIRS",
     "MIN_SAMPLES",
     "BenchmarkDelta",
     "CheckChange",
@@ -52,6 +65,10 @@ FAILING = ("fail", "error")
 #: fewest samples per side for a benchmark verdict (the smallest n at which an exact rank test of
 #: two samples of n can reach one-sided p < 0.025: 1 / C(2n, n) = 1/70 at n = 4; see the module docstring)
 MIN_SAMPLES = 4
+#: fewest pairs for a paired verdict (arms whose samples carry `sample_keys`, e.g. a replay's turns): the
+#: smallest n at which an exact two-sided signed-rank test can reach p < 0.05 (2 / 2^n = 1/32 at n = 6)
+MIN_PAIRS = 6
+PAIRED_ALPHA = 0.05  # two-sided level of the paired test (one-sided 0.025, as a 95% interval's low end)
 NO_VERDICT = ("skip", "inconclusive")  # a check that ran and said nothing about the endpoint
 
 
@@ -86,11 +103,19 @@ class BenchmarkDelta:
     current_median: float | None
     n_baseline: int
     n_current: int
-    ratio: float | None  # > 1 means worse, whichever way "better" points
+    ratio: float | None  # > 1 means worse, whichever way "better" points; inf: dropped to zero
     ci95: tuple[float, float] | None
-    verdict: str  # regression | slower (not clear) | slower (within threshold) | faster | no clear change
-    #               | no samples | not enough samples | undefined (median 0)
+    verdict: str  # regression | dropped to zero | slower (not clear) | slower (within threshold) | faster
+    #               | no clear change | not enough samples | no change (both 0) | no baseline samples
+    #               | no samples now | no finite samples now | N non-finite samples now | missing now
     gating: bool
+    # what `baseline_median` / `current_median` hold and the ratio compares: "median" (latencies), "mean"
+    # (rates, one sample per time window: the run's rate), "paired" (the median of per-pair ratios; the
+    # medians shown are of the paired samples)
+    statistic: str = "median"
+    n_pairs: int = 0  # paired: how many keys both arms hold
+    p_value: float | None = None  # paired: the signed-rank test's two-sided p against 1 + threshold
+    non_finite: int = 0  # current samples that were not finite numbers (NaN, Infinity, null)
 
 
 @dataclass
@@ -109,6 +134,8 @@ class GateReport:
     current_checks: int = 0
     benchmarks: list[BenchmarkDelta] = field(default_factory=list)
     missing_benchmarks: list[str] = field(default_factory=list)
+    # benchmarks absent now whose baseline had samples: nothing measured them (gating)
+    missing_benchmarks_gating: list[str] = field(default_factory=list)
     baseline_run: str = ""
     current_run: str = ""
 
@@ -123,17 +150,30 @@ class GateReport:
 
     @property
     def passed(self) -> bool:
-        return not (self.newly_failing or self.regressions or self.lost_verdicts or self.fewer_checks)
+        return not (self.newly_failing or self.regressions or self.lost_verdicts or self.fewer_checks
+                    or self.missing_benchmarks_gating)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out: dict[str, Any] = _finite(asdict(self))
         out["passed"] = self.passed
-        out["regressions"] = [asdict(b) for b in self.regressions]
+        out["regressions"] = [_finite(asdict(b)) for b in self.regressions]
         out["newly_failing_ids"] = [c.key for c in self.newly_failing]
         out["lost_verdict_ids"] = [c.key for c in self.lost_verdicts]
         out["missing_ids"] = [c.key for c in self.missing]
         out["fewer_checks"] = self.fewer_checks
         return out
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every infinite float as the string "inf" (a drop to zero's ratio), so that the
+    verdict stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else "-inf" if value < 0 else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def bootstrap_ratio_ci(
@@ -219,10 +259,158 @@ def _compare_checks(baseline: dict[str, Any], current: dict[str, Any], flaky: se
     report.baseline_checks, report.current_checks = len(base), len(cur)
 
 
-def _samples(arm: dict[str, Any]) -> np.ndarray:
-    xs = np.asarray([x for x in arm.get("samples") or [] if x is not None], dtype=float)
-    finite: np.ndarray = xs[np.isfinite(xs)]
-    return finite
+@dataclass(frozen=True)
+class _Side:
+    """One arm's samples as the gate reads them: the finite values, the pairing keys of those values
+    (None when the arm carries none), and how many samples were not finite numbers."""
+
+    values: np.ndarray
+    keys: list[str] | None
+    bad: int
+    total: int
+
+
+def _side(arm: dict[str, Any]) -> _Side:
+    raw = arm.get("samples") or []
+    listed = arm.get("sample_keys")
+    keys_raw: list[Any] = listed if isinstance(listed, list) else []
+    keyed = len(keys_raw) == len(raw) > 0 and all(isinstance(k, str) for k in keys_raw)
+    values: list[float] = []
+    keys: list[str] = []
+    bad = 0
+    for n, x in enumerate(raw):
+        try:
+            value = float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+        except OverflowError:  # an integer of hundreds of digits
+            value = math.inf
+        if not math.isfinite(value):
+            bad += 1
+            continue
+        values.append(value)
+        if keyed:
+            keys.append(keys_raw[n])
+    return _Side(np.asarray(values, dtype=float), keys if keyed else None, bad, len(raw))
+
+
+def _statistic(better: str) -> str:
+    """What a side is summed up by: a latency by its median; a rate (higher is better: one sample per
+    equal time window) by its mean, which is the rate over the whole run, not a count of one window."""
+    return "mean" if better == "higher" else "median"
+
+
+def _stat(xs: np.ndarray, statistic: str) -> float:
+    return float(np.mean(xs) if statistic == "mean" else np.median(xs))
+
+
+def _worse_ratio_ci(num: np.ndarray, den: np.ndarray, statistic: str, n_boot: int, seed: int
+                    ) -> tuple[float, tuple[float, float]] | None:
+    """stat(num) / stat(den) (above 1 is worse) and its bootstrap 95% interval; `inf` where `den`'s
+    statistic is 0 and `num`'s is not (a throughput that dropped to 0, a latency up from 0: the worst
+    change there is). None when both are 0."""
+    fn = np.mean if statistic == "mean" else np.median
+    s_num, s_den = _stat(num, statistic), _stat(den, statistic)
+    if s_den != 0:
+        ci = ratio_ci(num, den, fn, resamples=n_boot, seed=seed)
+        return s_num / s_den, (float(ci.low), float(ci.high))
+    if s_num == 0:
+        return None
+    # The ratio the other way round is finite; the percentile interval of 1/r is 1/(r's interval).
+    ci = ratio_ci(den, num, fn, resamples=n_boot, seed=seed)
+    return math.inf, (_inverse(float(ci.high)), _inverse(float(ci.low)))
+
+
+def _inverse(x: float) -> float:
+    return math.inf if x == 0 else 1.0 / x
+
+
+def _paired(old: _Side, new: _Side, better: str) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """The samples both arms hold for the same key (a replay: the same session's same turn), when
+    there are at least `MIN_PAIRS` of them, all positive (a per-pair ratio needs it); else None."""
+    if old.keys is None or new.keys is None:
+        return None
+    a = dict(zip(old.keys, old.values.tolist()))
+    b = dict(zip(new.keys, new.values.tolist()))
+    if len(a) != len(old.keys) or len(b) != len(new.keys):
+        return None  # a key given twice: no pairing
+    common = sorted(set(a) & set(b))
+    if len(common) < MIN_PAIRS:
+        return None
+    base = np.asarray([a[k] for k in common], dtype=float)
+    cur = np.asarray([b[k] for k in common], dtype=float)
+    if np.any(base <= 0) or np.any(cur <= 0):
+        return None
+    return common, base, cur
+
+
+def _verdict(ratio: float, ci: tuple[float, float], limit: float) -> tuple[str, bool]:
+    lo, hi = ci
+    if lo > limit:
+        return "regression", True
+    if ratio > limit:
+        return "slower (not clear)", False
+    if lo > 1:
+        return "slower (within threshold)", False
+    if hi < 1:
+        return "faster", False
+    return "no clear change", False
+
+
+def _paired_delta(name: str, arm: str, unit: str, better: str, pairs: tuple[list[str], np.ndarray, np.ndarray],
+                  old: _Side, new: _Side, threshold: float, n_boot: int, seed: int) -> BenchmarkDelta:
+    """Per pair the ratio current / baseline (baseline / current when higher is better): the median
+    of those ratios, its bootstrap 95% interval (pairs resampled together) and a Wilcoxon signed-rank
+    test of their logarithms against log(1 + threshold). A regression needs both: the interval's low
+    end above 1 + threshold and the test's two-sided p below 0.05 in that direction."""
+    keys, base, cur = pairs
+    logs = np.log(cur / base) if better == "lower" else np.log(base / cur)
+    limit = 1 + threshold
+    ratio = float(np.exp(np.median(logs)))
+    ci = bootstrap_ci(logs, np.median, resamples=n_boot, seed=seed)
+    interval = (float(np.exp(ci.low)), float(np.exp(ci.high)))
+    shifted = logs - math.log(limit)
+    p = wilcoxon_test(shifted).p_value
+    verdict, gating = _verdict(ratio, interval, limit)
+    if gating and not (p < PAIRED_ALPHA and float(np.median(shifted)) > 0):
+        verdict, gating = "slower (not clear)", False
+    return BenchmarkDelta(name, arm, unit, better, float(np.median(base)), float(np.median(cur)),
+                          int(old.values.size), int(new.values.size), ratio, interval, verdict, gating,
+                          statistic="paired", n_pairs=len(keys), p_value=p)
+
+
+def _arm_delta(name: str, arm: str, unit: str, better: str, old: _Side, new: _Side, threshold: float,
+               n_boot: int, seed: int) -> BenchmarkDelta:
+    statistic = _statistic(better)
+    base_stat = _stat(old.values, statistic) if old.values.size else None
+    cur_stat = _stat(new.values, statistic) if new.values.size else None
+
+    def delta(verdict: str, gating: bool, ratio: float | None = None, ci: tuple[float, float] | None = None,
+              how: str = statistic) -> BenchmarkDelta:
+        return BenchmarkDelta(name, arm, unit, better, base_stat, cur_stat, int(old.values.size),
+                              int(new.values.size), ratio, ci, verdict, gating, statistic=how,
+                              non_finite=new.bad)
+
+    if old.values.size == 0:
+        return delta("no baseline samples", False)
+    if new.values.size == 0:  # empty, or every sample NaN / Infinity: nothing was measured
+        return delta("no samples now" if new.bad == 0 else "no finite samples now", True)
+    if new.bad:
+        return delta(f"{new.bad} non-finite sample{'s' if new.bad != 1 else ''} now", True)
+    pairs = _paired(old, new, better)
+    if pairs is not None:
+        return _paired_delta(name, arm, unit, better, pairs, old, new, threshold, n_boot, seed)
+    num, den = (new.values, old.values) if better == "lower" else (old.values, new.values)
+    if min(old.values.size, new.values.size) < MIN_SAMPLES:
+        s_num, s_den = _stat(num, statistic), _stat(den, statistic)
+        shown = s_num / s_den if s_den != 0 else (math.inf if s_num != 0 else None)
+        return delta("not enough samples", False, shown)
+    found = _worse_ratio_ci(num, den, statistic, n_boot, seed)
+    if found is None:
+        return delta("no change (both 0)", False)
+    ratio, ci = found
+    verdict, gating = _verdict(ratio, ci, 1 + threshold)
+    if math.isinf(ratio):
+        verdict = "dropped to zero" if better == "higher" else verdict
+    return delta(verdict, gating, ratio, ci)
 
 
 def _compare_benchmarks(
@@ -234,48 +422,28 @@ def _compare_benchmarks(
         if old is None:
             continue
         better = bench.get("better", old.get("better", "lower"))
-        old_arms = {a["name"]: a for a in old.get("arms", [])}
+        unit = bench.get("unit", "")
+        cur_arms = {a["name"]: a for a in bench.get("arms", [])}
         for arm in bench.get("arms", []):
-            if arm["name"] not in old_arms:
+            old_arm = next((a for a in old.get("arms", []) if a["name"] == arm["name"]), None)
+            if old_arm is None:
                 continue
-            xs_b, xs_c = _samples(old_arms[arm["name"]]), _samples(arm)
-            if xs_b.size == 0 or xs_c.size == 0:
-                report.benchmarks.append(BenchmarkDelta(
-                    bench["name"], arm["name"], bench.get("unit", ""), better,
-                    float(np.median(xs_b)) if xs_b.size else None, float(np.median(xs_c)) if xs_c.size else None,
-                    int(xs_b.size), int(xs_c.size), None, None, "no samples", False))
+            report.benchmarks.append(_arm_delta(bench["name"], arm["name"], unit, better, _side(old_arm),
+                                                _side(arm), threshold, n_boot, seed))
+        for old_arm in old.get("arms", []):
+            if old_arm["name"] in cur_arms:
                 continue
-            med_b, med_c = float(np.median(xs_b)), float(np.median(xs_c))
-            num, den = (xs_c, xs_b) if better == "lower" else (xs_b, xs_c)
-            if min(xs_b.size, xs_c.size) < MIN_SAMPLES:
-                ratio_shown = float(np.median(num) / np.median(den)) if np.median(den) != 0 else None
-                report.benchmarks.append(BenchmarkDelta(
-                    bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
-                    int(xs_b.size), int(xs_c.size), ratio_shown, None, "not enough samples", False))
-                continue
-            if np.median(den) == 0:
-                report.benchmarks.append(BenchmarkDelta(
-                    bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
-                    int(xs_b.size), int(xs_c.size), None, None, "undefined (median 0)", False))
-                continue
-            ratio = float(np.median(num) / np.median(den))
-            lo, hi = bootstrap_ratio_ci(num, den, n_boot=n_boot, seed=seed)
-            limit = 1 + threshold
-            if lo > limit:
-                verdict, gating = "regression", True
-            elif ratio > limit:
-                verdict, gating = "slower (not clear)", False
-            elif lo > 1:
-                verdict, gating = "slower (within threshold)", False
-            elif hi < 1:
-                verdict, gating = "faster", False
-            else:
-                verdict, gating = "no clear change", False
+            side = _side(old_arm)
+            # an arm that the baseline measured and the current run does not hold: nothing was measured
             report.benchmarks.append(BenchmarkDelta(
-                bench["name"], arm["name"], bench.get("unit", ""), better, med_b, med_c,
-                int(xs_b.size), int(xs_c.size), ratio, (lo, hi), verdict, gating))
+                bench["name"], old_arm["name"], unit, better,
+                _stat(side.values, _statistic(better)) if side.values.size else None, None,
+                int(side.values.size), 0, None, None, "missing now", bool(side.values.size),
+                statistic=_statistic(better)))
     cur_names = {b["name"] for b in current.get("benchmarks") or []}
     report.missing_benchmarks = [n for n in base if n not in cur_names]
+    report.missing_benchmarks_gating = [n for n in report.missing_benchmarks
+                                        if any(_side(a).values.size for a in base[n].get("arms", []))]
 
 
 def gate(
@@ -297,10 +465,33 @@ def gate(
 
 
 def _fmt_num(x: float | None) -> str:
+    """A figure as a person reads it: 1,234 · 12.3 · 3.05 · 0.0123 (two decimals from 1 to 10, so a
+    rate of 3.05 req/s is not shown as 3 and 2.20 not as 2.2)."""
     if x is None:
         return "-"
+    if math.isinf(x):
+        return "inf"
     a = abs(x)
-    return f"{x:,.0f}" if a >= 1000 else f"{x:.1f}" if a >= 10 else f"{x:.3g}"
+    return f"{x:,.0f}" if a >= 1000 else f"{x:.1f}" if a >= 10 else f"{x:.2f}" if a >= 1 else f"{x:.3g}"
+
+
+def _fmt_ratio(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.3f}x"
+
+
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    if ci is None:
+        return "-"
+    return "[" + ", ".join("inf" if math.isinf(v) else f"{v:.3f}" for v in ci) + "]"
+
+
+def _how(b: BenchmarkDelta) -> str:
+    if b.statistic == "paired":
+        p = "-" if b.p_value is None else f"{b.p_value:.2g}"
+        return f"paired, {b.n_pairs} pairs, p {p}"
+    return f"{b.statistic}, {b.n_baseline}/{b.n_current}"
 
 
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
@@ -322,9 +513,16 @@ def format_gate(report: GateReport) -> str:
     if report.fewer_checks:
         reasons.append(f"{report.current_checks} checks in the current run, {report.baseline_checks} in the "
                        "baseline")
-    if report.regressions:
-        n = len(report.regressions)
+    worse = [b for b in report.regressions if b.ratio is not None]
+    if worse:
+        n = len(worse)
         reasons.append(f"{n} benchmark regression{'s' if n != 1 else ''}")
+    if len(worse) < len(report.regressions):
+        n = len(report.regressions) - len(worse)
+        reasons.append(f"{n} benchmark arm{'s' if n != 1 else ''} that measured nothing now")
+    if report.missing_benchmarks_gating:
+        n = len(report.missing_benchmarks_gating)
+        reasons.append(f"{n} benchmark{'s' if n != 1 else ''} of the baseline missing now")
     verdict = "PASS" if report.passed else "FAIL: " + ", ".join(reasons)
     lines.append(f"harnesscheck gate: {verdict}")
     lines.append(f"  baseline {report.baseline_run}  ->  current {report.current_run}"
@@ -355,21 +553,25 @@ def format_gate(report: GateReport) -> str:
 
     if report.benchmarks:
         lines.append("")
-        lines.append(f"Benchmarks: ratio of medians current/baseline (>1 is worse), bootstrap 95% CI; "
-                     f"gates when the CI's low end > {1 + report.threshold:.2f}, "
-                     f"with at least {MIN_SAMPLES} samples a side:")
-        rows = [["benchmark", "arm", "baseline", "current", "ratio", "95% CI", "verdict"]]
+        lines.append("Benchmarks, current vs baseline (ratio > 1 is worse): latencies compare medians, rates the "
+                     "means of their time")
+        lines.append("windows, paired arms (a replay's turns) the median per-pair ratio; bootstrap 95% CI. An arm gates "
+                     "when the CI's low end")
+        lines.append(f"is above {1 + report.threshold:.2f} (paired: and the signed-rank test agrees; unpaired: at least "
+                     f"{MIN_SAMPLES} samples a side), or when it measured nothing now:")
+        rows = [["benchmark", "arm", "baseline", "current", "ratio", "95% CI", "how (n base/current)", "verdict"]]
         for b in report.benchmarks:
             unit = f" {b.unit}" if b.unit else ""
-            ci = f"[{b.ci95[0]:.3f}, {b.ci95[1]:.3f}]" if b.ci95 else "-"
             rows.append([b.benchmark, b.arm, _fmt_num(b.baseline_median) + unit, _fmt_num(b.current_median) + unit,
-                         f"{b.ratio:.3f}x" if b.ratio is not None else "-", ci,
+                         _fmt_ratio(b.ratio), _fmt_ci(b.ci95), _how(b),
                          b.verdict.upper() if b.gating else b.verdict])
         lines.extend(_table(rows, {2, 3, 4}))
     if report.missing_benchmarks:
         lines.append("")
-        lines.append("Benchmarks in the baseline but not in the current run (not gating): "
-                     + ", ".join(report.missing_benchmarks))
+        gating = set(report.missing_benchmarks_gating)
+        lines.append("Benchmarks in the baseline but not in the current run: "
+                     + ", ".join(f"{n} (gating)" if n in gating else f"{n} (no samples in the baseline)"
+                                 for n in report.missing_benchmarks))
     if not (report.newly_failing or report.flaky or report.should_failing or report.still_failing
             or report.newly_passing or report.missing or report.lost_verdicts or report.lost_flaky
             or report.benchmarks):

@@ -5,6 +5,9 @@ index (the verdict matrix, one row per check with the APIs it ran on) and a sect
 its verdict, rule, expected vs observed, timeline (reports.timeline) and numbered wire log
 (reports.wirelog), read from the transcripts beside the results; then the fault matrix (a
 fault-matrix document, or this run's row when its server had faults on), benchmarks, comparisons.
+A failing case opens at its finding's frame: the row is highlighted, the log scrolled to it (CSS
+`scroll-initial-target`, no script), the frame shown beside the rule, and the MUST and SHOULD lists
+and the matrix link to that row (`frame_anchor`), so a click lands on it.
 
 Public API:
 - `render_report(results, *, generated_at=None, transcripts_base=None) -> str`
@@ -31,9 +34,9 @@ from harnesscheck import __version__
 from harnesscheck.reports import timeline, wirelog
 from harnesscheck.reports.merge import merge_results, read_inputs
 from harnesscheck.reports.schema import OUTCOMES, validate_results
-from harnesscheck.reports.summary import api_order, must_failures, summarize
+from harnesscheck.reports.summary import api_order, must_failures, should_failures, summarize
 
-__all__ = ["banner", "rebase_transcripts", "render_report", "safe_href", "write_report"]
+__all__ = ["banner", "case_anchor", "frame_anchor", "rebase_transcripts", "render_report", "safe_href", "write_report"]
 
 TEMPLATE = "report.html.jinja"
 
@@ -139,8 +142,15 @@ def case_anchor(check: dict[str, Any]) -> str:
     return f"d-{check['id']}-{check['api']}"
 
 
+def frame_anchor(check: dict[str, Any], frame: Any) -> str:
+    """The id of a frame's row in a case's wire log."""
+    return f"{case_anchor(check)}-f{frame}"
+
+
 def _cases(results: dict[str, Any], base: Path | None) -> list[dict[str, Any]]:
-    """One view per case (check × API): the results entry, its wire log and, for a stream, its timeline."""
+    """One view per case (check × API): the results entry, its wire log and, for a stream, its timeline;
+    `target`, where a link to the case lands: the row of the finding's frame when the wire log shows
+    it (the browser scrolls the page and the log to it), else the case."""
     out = []
     for c in sorted(results.get("checks", []), key=lambda c: (c["id"], c["api"])):
         finding = c.get("finding") or {}
@@ -153,8 +163,9 @@ def _cases(results: dict[str, Any], base: Path | None) -> list[dict[str, Any]]:
             if tl is not None:
                 svg = Markup(timeline.render_svg(tl, title=f"timeline of {c['id']} ({c['api']})"))
                 markers = tl.markers
+        focused = log is not None and log.focus is not None
         out.append({"c": c, "anchor": case_anchor(c), "missing": loaded.missing, "log": log, "svg": svg,
-                    "markers": markers})
+                    "markers": markers, "target": frame_anchor(c, focus) if focused else case_anchor(c)})
     return out
 
 
@@ -394,6 +405,8 @@ def render_report(results: dict[str, Any], *, generated_at: str | None = None,
     run = results["run"]
     levels = {c["id"]: c["level"] for c in results.get("checks", [])}
     fails = must_failures(results)
+    cases = _cases(results, None if transcripts_base is None else Path(transcripts_base))
+    targets = {k["anchor"]: k["target"] for k in cases}
     context = {
         "run": run,
         "server": run.get("server") or {},
@@ -403,10 +416,11 @@ def render_report(results: dict[str, Any], *, generated_at: str | None = None,
         "summary": summarize(results),
         "must_failures": fails,
         "must_failures_gating": [c for c in fails if not c.get("flaky")],
+        "should_failures": should_failures(results),
         "banner": banner(results),
         "matrix": _matrix(results, apis),
         "fault": _fault_grid(results.get("fault_matrix") or _run_fault_matrix(results), levels),
-        "cases": _cases(results, None if transcripts_base is None else Path(transcripts_base)),
+        "cases": cases,
         "settings": _settings_rows(run.get("settings") or {}),
         "engine_settings": _settings_rows((run.get("server") or {}).get("engine_settings") or {}),
         "benchmarks": _benchmarks(results),
@@ -416,6 +430,7 @@ def render_report(results: dict[str, Any], *, generated_at: str | None = None,
         "generated_at": generated_at or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "client_bad": _client_bad,
         "case_anchor": case_anchor,
+        "case_target": lambda c: targets.get(case_anchor(c), case_anchor(c)),
     }
     return _env().get_template(TEMPLATE).render(**context)
 

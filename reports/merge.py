@@ -78,7 +78,8 @@ def is_replay(obj: Any) -> bool:
 def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> dict[str, Any]:
     """A results document of a replay: no checks; per figure a benchmark (`replay-ttft`, `replay-itl`,
     `replay-end`, `replay-tool-ready`; ms, lower is better) with an arm per API whose samples are
-    the successful turns' values, so `report` shows them and `gate` compares two replays.
+    the successful turns' values, each named in `sample_keys` by its `session/turn`, so `report`
+    shows them and `gate` compares two replays turn by turn (reports.gate: paired arms).
     `ResultsError` (one line) for a document whose parts have the wrong shape."""
     if replay.get("version") != 1:
         raise ResultsError(f"unsupported replay results version {replay.get('version')!r}; this kit reads 1")
@@ -86,6 +87,7 @@ def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> d
     if not isinstance(summary, dict) or not isinstance(turns, list):
         raise ResultsError("a replay results document holds a \"summary\" object and a \"turns\" list")
     per: dict[str, dict[str, list[float]]] = {}
+    keys: dict[str, dict[str, list[str]]] = {}  # per figure and API, the session/turn of each sample
     for n, rec in enumerate(turns):
         if not isinstance(rec, dict):
             raise ResultsError(f"$.turns[{n}]: a turn record is an object, got {type(rec).__name__}")
@@ -100,6 +102,7 @@ def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> d
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise ResultsError(f"$.turns[{n}].{key}: a number of ms, got {value!r}"[:200])
             per.setdefault(name, {}).setdefault(api, []).append(float(value))
+            keys.setdefault(name, {}).setdefault(api, []).append(f"{rec.get('session')}/{rec.get('turn')}")
     from harnesscheck.stats.bootstrap import bootstrap_ci
     import numpy as np
 
@@ -108,6 +111,7 @@ def replay_results(replay: dict[str, Any], *, run_id: str, started_at: str) -> d
         arms = []
         for api, xs in sorted(per.get(name, {}).items()):
             arm: dict[str, Any] = {"name": api, "samples": [round(x, 3) for x in xs],
+                                   "sample_keys": keys[name][api],
                                    "median": round(float(np.median(xs)), 3),
                                    "p90": round(float(np.percentile(xs, 90)), 3)}
             if len(xs) >= 2:

@@ -9,6 +9,14 @@ for the failing ones, and says why one was left out (`transcript_left_out`).
   path is relative to), or why there is none.
 - `wire_log(transcript, focus=None) -> WireLog`: the rows to show; a long stream shows its head,
   the frames around `focus` (the finding's frame) and its tail, saying how many were left out.
+  `focus` is the row of the finding's frame (the report highlights it, scrolls the log to it and
+  shows it beside the finding).
+
+A frame's data that is a JSON object is shown with the keys that hold the same value in every frame
+of the stream (a Chat chunk's `id`, `object`, `created`, `model`) after the others, so the part that
+changes from frame to frame (`choices`) is what a row shows first; only when the text is plain JSON
+that re-serialises to itself (the same bytes, keys aside), so nothing but the key order differs from
+the wire. `WireLog.constant_keys` names the keys moved.
 """
 
 from __future__ import annotations
@@ -63,6 +71,9 @@ class WireLog:
     body: str = ""  # a response that was not a stream
     error: str = ""
     times: dict[str, float | None] = field(default_factory=dict)
+    focus: Row | None = None  # the finding's frame, when the log shows it
+    # per event name ("" for unnamed events), the keys shown last in each frame's data (module doc)
+    constant_keys: dict[str, list[str]] = field(default_factory=dict)
 
 
 def load(check: dict[str, Any], base: Path | None) -> Loaded:
@@ -98,13 +109,73 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False)
 
 
-def _row(f: dict[str, Any], prev_t: float | None, focus: int | None) -> Row:
+_SEPARATORS = ((",", ":"), (", ", ": "))  # compact, and Python's default
+
+
+def _json_object(text: str) -> tuple[dict[str, Any], tuple[str, str], bool] | None:
+    """`text` as a JSON object, the separators it was written with and whether non-ASCII characters
+    were escaped, when re-serialising it so gives back `text` exactly (a reordered copy then differs
+    from the wire in key order only); else None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for seps in _SEPARATORS:
+        for ascii_only in (False, True):
+            try:
+                if json.dumps(obj, separators=seps, ensure_ascii=ascii_only) == text:
+                    return obj, seps, ascii_only
+            except (ValueError, RecursionError):
+                return None
+    return None
+
+
+def _constant_keys(frames: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per event name (`""` for unnamed events), the top-level keys that hold one and the same scalar
+    value in every event frame of that name whose data is a JSON object, when there are at least two
+    such frames (module doc)."""
+    seen: dict[str, dict[str, Any]] = {}
+    count: dict[str, int] = {}
+    for f in frames:
+        if f.get("kind", "event") != "event":
+            continue
+        parsed = _json_object(str(f.get("data") or ""))
+        if parsed is None:
+            continue
+        obj, name = parsed[0], str(f.get("event") or "")
+        count[name] = count.get(name, 0) + 1
+        if count[name] == 1:
+            seen[name] = {k: v for k, v in obj.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        else:
+            seen[name] = {k: v for k, v in seen[name].items()
+                          if k in obj and obj[k] == v and type(obj[k]) is type(v)}
+    return {name: list(keys) for name, keys in seen.items() if keys and count[name] >= 2}
+
+
+def _reordered(text: str, constant: list[str]) -> str:
+    parsed = _json_object(text) if constant else None
+    if parsed is None:
+        return text
+    obj, seps, ascii_only = parsed
+    if not any(k in obj for k in constant):
+        return text
+    first = {k: v for k, v in obj.items() if k not in constant}
+    last = {k: obj[k] for k in constant if k in obj}
+    return json.dumps(first | last, separators=seps, ensure_ascii=ascii_only)
+
+
+def _row(f: dict[str, Any], prev_t: float | None, focus: int | None,
+         constant: dict[str, list[str]] | None = None) -> Row:
     t = None if f.get("t_ns") is None else f["t_ns"] / 1e6
     kind = f.get("kind", "event")
     if kind == "comment":
         text = ":" + str(f.get("comment") or "")
     elif kind == "event":
-        text = str(f.get("data") or "")
+        text = _reordered(str(f.get("data") or ""), (constant or {}).get(str(f.get("event") or ""), []))
     else:
         text = (f.get("raw") or "").encode("latin-1", "replace").decode("utf-8", "replace")
     shown, clipped = _clip(text, MAX_DATA)
@@ -155,6 +226,7 @@ def wire_log(t: dict[str, Any], focus: int | None = None) -> WireLog:
                for k in ("headers_ns", "first_frame_ns", "end_ns")},
     )
     positions = {f.get("index"): p for p, f in enumerate(frames)}
+    log.constant_keys = _constant_keys(frames)
     prev_stop = 0
     for block in _shown(len(frames), positions.get(focus)):
         if block.start > prev_stop:
@@ -162,6 +234,9 @@ def wire_log(t: dict[str, Any], focus: int | None = None) -> WireLog:
         for p in block:
             f = frames[p]
             prev = frames[p - 1].get("t_ns") if p > 0 else None
-            log.rows.append(_row(f, None if prev is None else prev / 1e6, focus))
+            row = _row(f, None if prev is None else prev / 1e6, focus, log.constant_keys)
+            log.rows.append(row)
+            if row.focus:
+                log.focus = row
         prev_stop = block.stop
     return log

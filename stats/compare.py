@@ -35,6 +35,7 @@ __all__ = [
     "Comparison",
     "compare_counts",
     "write_outputs",
+    "comparison_markdown",
     "plot_differences",
     "format_p",
 ]
@@ -301,6 +302,12 @@ def plot_differences(comp: Comparison, path: str | Path) -> Path:
     return out
 
 
+def comparison_markdown(comp: Comparison) -> str:
+    """The Markdown of ``comparison.md`` and ``compare --format md``: a title naming A and B, the table,
+    the figures."""
+    return f"# {comp.label_a} vs {comp.label_b}\n\n" + comp.to_markdown()
+
+
 def write_outputs(comp: Comparison, out_dir: str | Path) -> dict[str, Path]:
     """Write comparison.json, comparison.md, paired_differences.png. Returns the paths by kind."""
     out = Path(out_dir)
@@ -312,7 +319,7 @@ def write_outputs(comp: Comparison, out_dir: str | Path) -> dict[str, Path]:
     }
     data = comp.to_dict()
     paths["json"].write_text(json.dumps(data, indent=2, allow_nan=False, default=_json_default) + "\n")
-    paths["markdown"].write_text(f"# {comp.label_a} vs {comp.label_b}\n\n" + comp.to_markdown())
+    paths["markdown"].write_text(comparison_markdown(comp))
     plot_differences(comp, paths["plot"])
     return paths
 

@@ -205,12 +205,90 @@ def test_gate_command_input_errors(tmp_path, baseline, capsys):
     assert info.value.code == 2
 
 
-def test_zero_median_baseline_is_reported_not_gated(baseline):
+def _bench(name, arms, better="lower", unit="ms"):
+    return {"name": name, "unit": unit, "better": better,
+            "arms": [factory.bench_arm(n, xs) if xs and all(map(math.isfinite, xs)) else {"name": n, "samples": xs}
+                     for n, xs in arms.items()]}
+
+
+def _pair(baseline, base_bench, cur_bench):
     base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
-    base["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [0.0, 0.0, 0.0, 0.0])]}]
-    cur["benchmarks"] = [{"name": "z", "unit": "ms", "arms": [factory.bench_arm("a", [5.0, 6.0, 7.0, 8.0])]}]
+    base["benchmarks"], cur["benchmarks"] = [base_bench], [cur_bench]
+    return gate(base, cur)
+
+
+def test_a_latency_up_from_zero_is_the_worst_regression_and_both_zero_no_change(baseline):
+    # issue 43 item 2: a median of 0 used to read "undefined (median 0)" and never gate
+    report = _pair(baseline, _bench("z", {"a": [0.0] * 4}), _bench("z", {"a": [5.0, 6.0, 7.0, 8.0]}))
+    (delta,) = report.benchmarks
+    assert not report.passed and delta.gating and delta.verdict == "regression"
+    assert math.isinf(delta.ratio) and math.isinf(delta.ci95[0])
+    report = _pair(baseline, _bench("z", {"a": [0.0] * 4}), _bench("z", {"a": [0.0] * 4}))
+    assert report.passed and report.benchmarks[0].verdict == "no change (both 0)"
+
+
+def test_a_throughput_that_drops_to_zero_fails_the_gate(baseline):
+    # issue 43 item 2: for higher-is-better the worst drop, to 0, could never gate (0 in the denominator)
+    report = _pair(baseline, _bench("load-rate-throughput", {"r=2": [3.0, 3.0, 4.0, 2.0, 3.0]}, better="higher",
+                                    unit="req/s"),
+                   _bench("load-rate-throughput", {"r=2": [0.0] * 5}, better="higher", unit="req/s"))
+    (delta,) = report.benchmarks
+    assert not report.passed and delta.gating and delta.verdict == "dropped to zero"
+    text = format_gate(report)
+    assert "DROPPED TO ZERO" in text and "inf" in text
+    out = report.to_dict()
+    json.dumps(out, allow_nan=False)  # the verdict stays strict JSON
+    assert out["benchmarks"][0]["ratio"] == "inf"
+
+
+@pytest.mark.parametrize("current, verdict", [
+    ([], "no samples now"),
+    ([float("nan")] * 5, "no finite samples now"),
+    ([float("inf"), float("nan"), float("-inf"), float("inf")], "no finite samples now"),
+    ([10.0, 11.0, 10.5, float("nan"), 10.2], "1 non-finite sample now"),
+])
+def test_an_empty_or_non_finite_current_arm_fails_the_gate(baseline, current, verdict):
+    report = _pair(baseline, _bench("b", {"a": [10.0, 11.0, 10.5, 10.2]}), _bench("b", {"a": current}))
+    (delta,) = report.benchmarks
+    assert not report.passed and delta.gating and delta.verdict == verdict
+    assert verdict.upper() in format_gate(report)
+    json.dumps(report.to_dict(), allow_nan=False)
+
+
+def test_an_empty_baseline_arm_is_shown_and_does_not_gate(baseline):
+    report = _pair(baseline, _bench("b", {"a": []}), _bench("b", {"a": [10.0, 11.0, 10.5, 10.2]}))
+    assert report.passed and report.benchmarks[0].verdict == "no baseline samples"
+
+
+def test_a_missing_arm_or_benchmark_fails_the_gate(baseline):
+    report = _pair(baseline, _bench("b", {"a": [10.0, 11.0, 10.5, 10.2], "gone": [5.0, 5.1, 5.2, 5.3]}),
+                   _bench("b", {"a": [10.0, 11.0, 10.5, 10.2]}))
+    assert not report.passed
+    assert [(d.arm, d.verdict, d.gating) for d in report.benchmarks] == [
+        ("a", "no clear change", False), ("gone", "missing now", True)]
+    base, cur = copy.deepcopy(baseline), copy.deepcopy(baseline)
+    base["benchmarks"] = [_bench("b", {"a": [10.0, 11.0, 10.5, 10.2]})]
     report = gate(base, cur)
-    assert report.passed and report.benchmarks[0].verdict == "undefined (median 0)"
+    assert not report.passed and report.missing_benchmarks_gating == ["b"]
+    assert "1 benchmark of the baseline missing now" in format_gate(report)
+
+
+def test_rates_compare_the_means_of_their_windows_with_a_real_interval(baseline):
+    # issue 45: 3.05 -> 2.20 req/s printed as "3 -> 2 req/s 1.500x [1.5, 1.5]" (medians of per-window counts)
+    rng = np.random.default_rng(4)
+    base_w = list(rng.permutation([3.0] * 17 + [4.0] * 2 + [2.0]))  # one sample per 1 s window
+    cur_w = list(rng.permutation([2.0] * 16 + [3.0] * 4))
+    assert np.mean(base_w) == pytest.approx(3.05) and np.mean(cur_w) == pytest.approx(2.20)
+    report = _pair(baseline, _bench("load-rate-throughput", {"r=4": base_w}, better="higher", unit="req/s"),
+                   _bench("load-rate-throughput", {"r=4": cur_w}, better="higher", unit="req/s"))
+    (delta,) = report.benchmarks
+    assert delta.statistic == "mean"
+    assert delta.baseline_median == pytest.approx(3.05) and delta.current_median == pytest.approx(2.20)
+    assert delta.ratio == pytest.approx(3.05 / 2.20)
+    lo, hi = delta.ci95
+    assert lo < delta.ratio < hi and hi - lo > 0.05  # an interval, not a point
+    text = format_gate(report)
+    assert "3.05 req/s" in text and "2.20 req/s" in text and "1.386x" in text
 
 
 def _one_arm(baseline, base_samples, cur_samples):
@@ -331,3 +409,36 @@ def test_gate_command_fails_a_stalled_run_against_a_clean_baseline(tmp_path, bas
     assert main(["gate", "--baseline", b, "--current", c]) == 1
     out = capsys.readouterr().out
     assert "without a verdict now" in out and "No check changed state" not in out
+
+
+def test_a_bench_load_whose_every_request_failed_fails_the_gate(baseline, tmp_path, capsys):
+    # issue 43 item 2: "Successful requests: 0 / Failed requests: 27367" against a healthy baseline said PASS
+    from harnesscheck.replay.benchmarks.load import Sample, sweep_benchmarks
+
+    def doc(ok: bool) -> dict:
+        samples = [Sample(start_s=i * 0.1, ok=ok, error=None if ok else "HTTP 500",
+                          ttft_ms=40.0 + i % 7 if ok else None, e2el_ms=200.0 + i % 11,
+                          itl_ms=[5.0] * 9 if ok else [], output_tokens=10 if ok else 0)
+                   for i in range(60)]
+        out = copy.deepcopy(baseline)
+        out["benchmarks"] = sweep_benchmarks({"concurrency": [(4, samples, 6.0)]}, {}, timing="unknown", slo_ms={},
+                                             duration_s=6.0)
+        return out
+
+    healthy, failed = doc(True), doc(False)
+    report = gate(healthy, failed)
+    verdicts = {(b.benchmark, b.verdict) for b in report.benchmarks}
+    assert not report.passed and all(b.gating for b in report.benchmarks), verdicts
+    assert ("load-concurrency-ttft", "no samples now") in verdicts
+    assert ("load-concurrency-throughput", "dropped to zero") in verdicts
+    (tmp_path / "healthy.json").write_text(json.dumps(healthy))
+    (tmp_path / "failed.json").write_text(json.dumps(failed))
+    assert main(["gate", "--baseline", str(tmp_path / "healthy.json"), "--current", str(tmp_path / "failed.json")]) == 1
+    out = capsys.readouterr().out
+    assert "harnesscheck gate: FAIL:" in out and "that measured nothing now" in out and "DROPPED TO ZERO" in out
+
+
+def test_a_sample_too_large_for_a_float_counts_as_non_finite(baseline):
+    report = _pair(baseline, _bench("b", {"a": [10.0, 11.0, 10.5, 10.2]}),
+                   {"name": "b", "unit": "ms", "arms": [{"name": "a", "samples": [10.0, 11.0, 10**400, 10.2]}]})
+    assert not report.passed and report.benchmarks[0].verdict == "1 non-finite sample now"

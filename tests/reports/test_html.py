@@ -417,3 +417,36 @@ def test_a_load_report_shows_the_vllm_table_and_the_sweep_plot_before_any_settin
         # the sweep's other metrics are folded under it, whole
         for metric in ("tpot", "e2el", "throughput", "output-throughput", "goodput"):
             assert f'<details class="bench folded" id="b-load-{kind}-{metric}">' in html
+
+
+def test_failures_link_to_their_frame_which_the_case_shows_highlighted_and_should_failures_are_listed(tmp_path):
+    # issue 45: the case view opened at frame 0 while the failure was at frame #67; no SHOULD list
+    doc = factory.results()
+    doc["checks"][0]["transcript"] = "transcripts/AN-STREAM-001.json"
+    doc["checks"][0]["finding"]["frame_index"] = 2
+    (tmp_path / "transcripts").mkdir()
+    (tmp_path / "transcripts" / "AN-STREAM-001.json").write_text(json.dumps(_transcript(_stream_events("hi"))))
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    write_report([tmp_path / "results.json"], tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    summary = html[html.index('<section id="summary">'):html.index('<section id="checks">')]
+    must = summary[summary.index('class="summary-fails must-list"'):summary.index("SHOULD failures")]
+    should = summary[summary.index('class="summary-fails should-list"'):]
+    target = "d-AN-STREAM-001-anthropic-f2"
+    # the MUST list and the matrix lead to the failing frame's row, naming the rule and the frame
+    assert f'href="#{target}">fail</a>' in must
+    assert f'<a class="mono" href="#{target}">content_block_delta index must equal the open block&#39;s index at ' \
+           "frame #2</a>" in must
+    assert html.count(f'href="#{target}"') >= 4  # MUST list (2), matrix id and verdict, the case's own links
+    # that row is the highlighted one, the log opens at it, and the finding shows the frame itself
+    assert f'<tr id="{target}" class="event focus">' in html
+    assert "scroll-initial-target: nearest" in html
+    case = html[html.index('id="d-AN-STREAM-001-anthropic"'):html.index('id="d-AN-STREAM-002-anthropic"')]
+    assert f'opened at <a href="#{target}">frame #2</a>' in case
+    focus = case[case.index('<div class="focus-frame">'):]
+    assert focus.startswith('<div class="focus-frame"><b>content_block_delta</b> {&#34;type&#34;: '
+                            '&#34;content_block_delta&#34;, &#34;index&#34;: 0')
+    # SHOULD failures: listed apart, with their rule and frame (no transcript: the link goes to the case)
+    assert "SHOULD failures (1; shown, never fail the run)" in summary
+    assert '<b class="mono">CH-TOOL-002</b>' in should and "CH-TOOL-002" not in must
+    assert '<a class="mono" href="#d-CH-TOOL-002-chat">id once per index at frame #3</a>' in should

@@ -74,3 +74,47 @@ def test_load_reads_the_file_or_says_why_not(tmp_path: Path) -> None:
     assert "is not a transcript" in wirelog.load({"transcript": "transcripts/bad.json"}, tmp_path).missing
     unread = wirelog.load({"transcript": "transcripts/AN-STREAM-001.json"}, None)
     assert unread.missing.startswith("Transcript not read")
+
+
+def _chat(chunks: list[str]) -> dict:
+    doc = _stream(0)
+    doc["frames"] = [{"index": i, "kind": "event", "event": "", "t_ns": 1_000_000 * (10 + i), "data": d}
+                     for i, d in enumerate(chunks)]
+    return doc
+
+
+def _chunk(content: str, sep: tuple[str, str] = (",", ":"), **extra: object) -> str:
+    obj = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1796633162, "model": "m",
+           "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}], **extra}
+    return json.dumps(obj, separators=sep, ensure_ascii=False)
+
+
+def test_chat_rows_show_choices_before_the_keys_every_chunk_repeats() -> None:
+    # issue 45: Chat rows repeated id/object/created/model before choices (and a clipped row showed only those)
+    log = wirelog.wire_log(_chat([_chunk("Hé"), _chunk(" there"), _chunk("", usage={"total_tokens": 3}), "[DONE]"]))
+    assert log.constant_keys == {"": ["id", "object", "created", "model"]}
+    first, _, last, done = log.rows
+    assert first.data.startswith('{"choices":[{"index":0,"delta":{"content":"Hé"}')
+    assert first.data.endswith('"id":"chatcmpl-1","object":"chat.completion.chunk","created":1796633162,"model":"m"}')
+    assert json.loads(first.data) == json.loads(_chunk("Hé"))  # the same object: only the key order differs
+    assert last.data.startswith('{"choices":') and '"usage":{"total_tokens":3},"id"' in last.data
+    assert done.data == "[DONE]"
+
+
+def test_frames_are_shown_as_sent_unless_only_the_key_order_changes() -> None:
+    spaced = [_chunk("a", (", ", ": ")), _chunk("b", (", ", ": "))]
+    assert wirelog.wire_log(_chat(spaced)).rows[0].data.startswith('{"choices": [')  # the writer's spacing kept
+    odd = ['{"id": "c",  "choices": []}', '{"id": "c",  "choices": [1]}']  # no writer's spacing: as sent
+    assert [r.data for r in wirelog.wire_log(_chat(odd)).rows] == odd
+    twice = ['{"id":"c","id":"d","choices":[]}', '{"id":"d","choices":[]}']  # a duplicate key: as sent
+    assert wirelog.wire_log(_chat(twice)).rows[0].data == twice[0]
+    varying = [_chunk("a"), _chunk("b").replace("chatcmpl-1", "chatcmpl-2")]
+    assert wirelog.wire_log(_chat(varying)).rows[0].data.startswith('{"id":"chatcmpl-1"')
+    assert wirelog.wire_log(_chat([_chunk("only")])).rows[0].data == _chunk("only")  # one frame: nothing repeats
+
+
+def test_the_focus_row_is_the_findings_frame() -> None:
+    log = wirelog.wire_log(_stream(5), focus=3)
+    assert log.focus is not None and log.focus.index == 3 and log.focus.focus
+    assert wirelog.wire_log(_stream(5)).focus is None
+    assert wirelog.wire_log(_stream(5), focus=99).focus is None  # a frame the transcript lacks

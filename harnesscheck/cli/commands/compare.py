@@ -17,7 +17,8 @@ difference is B - A; wins are tasks where A is larger.
 
 Prints the table (total and mean per task, difference, wins/losses/ties, paired permutation p,
 Wilcoxon p, bootstrap 95% CI of the mean difference) and, with --out, writes comparison.json,
-comparison.md and paired_differences.png there.
+comparison.md and paired_differences.png there. --format md prints that table and the figures as
+Markdown (comparison.md's text), to paste into an issue or a pull request.
 
 Example:
   harnesscheck compare runs/r1/gpt-5.5 runs/r1/fallback --out reports/r1
@@ -50,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print comparison.json to stdout instead of the table"
     )
+    parser.add_argument(
+        "--format", choices=("table", "md"), default="table",
+        help="table: the terminal table (default); md: the same as Markdown, for an issue or a PR",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from harnesscheck.agents.counts import load_counts, write_comparison
-    from harnesscheck.stats.compare import compare_counts
+    from harnesscheck.stats.compare import compare_counts, comparison_markdown
 
     err = Console(stderr=True)
     try:
@@ -83,8 +88,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc} (A has {len(ca)} tasks, B has {len(cb)})")
         return 2
+    if args.json and args.format == "md":
+        err.print("[red]error:[/red] --json and --format md each choose what is printed: give one")
+        return 2
     if args.json:
         sys.stdout.write(json.dumps(comp.to_dict(), indent=2) + "\n")
+    elif args.format == "md":
+        sys.stdout.write(comparison_markdown(comp))
     else:
         console = Console()
         console.print(comp.rich_table())

@@ -30,9 +30,14 @@ Fails (exit 1) when
     endpoint), skipped, or absent from the current run; or
   - the current run holds fewer checks than the baseline (the missing ones are named); or
   - a benchmark arm in both runs is worse beyond --threshold and clearly so: the bootstrap
-    95% CI of (current median / baseline median) lies wholly above 1 + threshold, with at
-    least 4 samples a side (fewer are shown as "not enough samples" and never gate). Latency
-    arms are worse when higher; throughput and goodput arms (bench load) when lower.
+    95% CI of (current / baseline) lies wholly above 1 + threshold, with at least 4 samples a
+    side (fewer are shown as "not enough samples" and never gate). Latency arms compare
+    medians and are worse when higher; throughput and goodput arms (bench load) compare the
+    means of their time windows and are worse when lower; a drop to zero is the worst change.
+    A replay's arms are paired turn by turn (same session, same turn; at least 6 pairs): the
+    median per-turn ratio, and a Wilcoxon signed-rank test must agree; or
+  - an arm or a benchmark of the baseline measured nothing now: missing, no samples, or
+    NaN / Infinity samples.
 Checks marked flaky (--flaky, --flaky-file, or "flaky": true in the results) are shown but
 never gate. SHOULD failures, still-failing checks and benchmarks within the threshold are
 shown and do not gate.

@@ -24,11 +24,17 @@ top level, in the order their runs started; other JSON files in it (gate.json) a
 Everything is merged in order: a check (id, api) in a later document overrides an earlier one;
 benchmarks and comparisons are keyed by name; the header describes the last run with checks.
 
+--format md writes a Markdown summary instead, to paste into an issue or a pull request or to
+append to a CI job's summary: the verdict line, the table per API, the MUST and SHOULD failures
+with their rule and frame, the kit errors, one line per real client, the benchmarks' arms. It goes
+to stdout unless --out names a file; --link URL ends it with a link to the HTML report.
+
 Exit status: 0 written, 2 bad input (missing file, invalid results, a folder without any).
 
 Examples:
   harnesscheck report results/ --out results/report.html
   harnesscheck report results/results.json harnesscheck-results/fault-matrix/fault-matrix.json
+  harnesscheck report results/ --format md >> "$GITHUB_STEP_SUMMARY"
 """
 
 
@@ -36,23 +42,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULTS",
                         help="results files (results.json, bench-NAME.json, fault-matrix.json) or "
                              "folders of them, earliest first")
-    parser.add_argument("--out", "-o", default="report.html",
-                        help="HTML file to write (default: report.html)")
+    parser.add_argument("--out", "-o", default=None,
+                        help="file to write (default: report.html; with --format md: stdout)")
+    parser.add_argument("--format", choices=("html", "md"), default="html",
+                        help="html: the self-contained report (default); md: a Markdown summary")
+    parser.add_argument("--link", metavar="URL", help="with --format md: a link to the HTML report, at the end")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not print the summary table")
 
 
 def run(args: argparse.Namespace) -> int:
-    from harnesscheck.reports.html import write_report
     from harnesscheck.reports.schema import ResultsError
     from harnesscheck.reports.summary import format_summary
 
+    if args.link and args.format != "md":
+        print("harnesscheck report: --link goes with --format md", file=sys.stderr)
+        return 2
     try:
-        merged = write_report(args.results, args.out)
+        if args.format == "md":
+            from harnesscheck.reports.markdown import write_markdown
+
+            _, text = write_markdown(args.results, args.out, report_link=args.link)
+            if args.out is None:
+                sys.stdout.write(text)
+            elif not args.quiet:
+                print(f"summary written to {Path(args.out)}")
+            return 0
+        from harnesscheck.reports.html import write_report
+
+        out = args.out or "report.html"
+        merged = write_report(args.results, out)
     except ResultsError as exc:
         print(f"harnesscheck report: {exc}", file=sys.stderr)
         return 2
     if not args.quiet and merged["checks"]:
         print(format_summary(merged))
         print()
-    print(f"report written to {Path(args.out)}")
+    print(f"report written to {Path(out)}")
     return 0
