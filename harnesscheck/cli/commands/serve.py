@@ -130,6 +130,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_server_options(parser)
 
 
+def fault_banner(names: list[str]) -> list[str]:
+    """What `serve` says on start when faults are on: the server breaks contracts on purpose (also
+    in /, /health and every /v1/models entry's metadata.faults)."""
+    from harnesscheck.reference_server.faults import FAULTS
+
+    names = list(dict.fromkeys(names))
+    if not names:
+        return []
+    lines = [f"harnesscheck reference server: FAULTS ON ({len(names)}), reproducing known bugs on purpose "
+             "(/health and /v1/models name them; `harnesscheck faults` lists all):"]
+    return lines + [f"  --fault {name}: {FAULTS[name].bug}" for name in names]
+
+
 def run(args: argparse.Namespace) -> int:
     import errno
     import os
@@ -164,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     # stdout's first line says where we listen.
     for line in app.state.service.template_report():
         print(f"harnesscheck reference server: {line}", file=sys.stderr, flush=True)
+    for line in fault_banner(args.fault):
+        print(line, file=sys.stderr, flush=True)
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
