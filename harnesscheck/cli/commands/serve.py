@@ -63,12 +63,16 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                    "deepseek_r1, gemma) instead of the checkpoint's; needed when the checkpoint ships none")
     g.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
                    help="engine setting, repeatable (transformers: mode=scripted|free, device=cpu|cuda, dtype=...)")
-    g.add_argument("--ttft-base-ms", type=float, default=10.0, help="scripted timing: fixed cost before token 1")
+    g.add_argument("--ttft-base-ms", type=float, default=10.0,
+                   help="scripted timing: fixed cost before token 1 (default: 10 ms; each `bench` sets its own, "
+                        "see `harnesscheck bench --help`)")
     g.add_argument("--prefill-us-per-token", type=float, default=40.0,
-                   help="scripted timing: cost per uncached prompt token, microseconds")
-    g.add_argument("--decode-ms", type=float, default=2.0, help="scripted timing: interval between output tokens")
-    g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens")
-    g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
+                   help="scripted timing: cost per uncached prompt token (default: 40 µs)")
+    g.add_argument("--decode-ms", type=float, default=2.0,
+                   help="scripted timing: interval between output tokens (default: 2 ms)")
+    g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens (default: 16)")
+    g.add_argument("--max-concurrency", type=int, default=1024,
+                   help="engine slots (concurrent streams; default: 1024)")
     g.add_argument("--max-output-tokens", type=int, default=32768, metavar="N",
                    help="most output tokens per request: a larger max_tokens is served up to N and ends as a "
                         "length finish (a slow real-compute engine on a CPU; default: 32768)")
