@@ -357,7 +357,9 @@ def run(args: argparse.Namespace) -> int:
     except httpx.HTTPError as error:  # the endpoint failed a request
         raise UsageError(f"{type(error).__name__}: {error}") from None
     except (RuntimeError, ValueError, OSError) as error:  # a refused request, a bad setting, a missing trace
-        raise UsageError(str(error)) from None
+        from harnesscheck.cli.failures import error_line
+
+        raise UsageError(error_line(error)) from None
     if args.bench == "load":
         _print_load(doc)
     else:
@@ -403,6 +405,11 @@ def _live(args: argparse.Namespace) -> Iterator[Callable[[str], None]]:
 
 def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[str], None]) -> dict:
     """Run the chosen benchmark; its results document. ``status`` shows what it is doing."""
+    from harnesscheck.reference_server.faults import in_server_args, unknown_problem
+
+    problem = unknown_problem(in_server_args(getattr(args, "server_arg", None) or []))
+    if problem:  # a mistyped --server-arg=--fault=NAME, said before any server starts
+        raise ValueError(problem)
     if args.bench == "load":
         from harnesscheck.replay.benchmarks.load import LoadOptions, parse_slo, run_load
 

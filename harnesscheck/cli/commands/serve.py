@@ -156,13 +156,13 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from harnesscheck.reference_server.app import create_app
-    from harnesscheck.reference_server.faults import FAULTS
+    from harnesscheck.reference_server.faults import unknown_problem
 
     from harnesscheck.errors import UsageError
 
-    unknown = [f for f in args.fault if f not in FAULTS]
-    if unknown:
-        raise UsageError(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
+    problem = unknown_problem(args.fault)
+    if problem:
+        raise UsageError(problem)
     args.api_key = args.api_key or os.environ.get("HARNESSCHECK_SERVER_API_KEY")
     try:
         app = create_app(config_from_args(args))
