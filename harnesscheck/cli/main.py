@@ -120,13 +120,14 @@ def _nearest(word: str, names: list[str]) -> str:
     return bare[close[0]] if close else ""
 
 
-def _chosen(parser: _Parser, argv: list[str]) -> tuple[_Parser, list[str]]:
+def _chosen(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[_Parser, list[str]]:
     """The innermost (sub)command parser the command line chose, and the words after its name."""
     chosen, words = parser, argv
     while True:
         sub = next((a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)), None)
         word = next((w for w in words if sub is not None and w in sub.choices), None)
         if sub is None or word is None:
+            assert isinstance(chosen, _Parser)  # build_parser's, and argparse makes subparsers of its class
             return chosen, words
         chosen, words = sub.choices[word], words[words.index(word) + 1:]
 
