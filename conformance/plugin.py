@@ -46,7 +46,8 @@ from harnesscheck.conformance.outcome import Outcome
 from harnesscheck.conformance.preflight import preflight
 from harnesscheck.conformance.results import CheckResult, Collector, write_results
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
-from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, refused_for_config, timed_out
+from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, explain, refused_for_config, timed_out
+from harnesscheck.protocol.wire.redact import redact_text
 from harnesscheck.protocol.wire.server_info import server_info
 from harnesscheck.protocol.wire.redact import redact_args, redact_data, redact_url
 
@@ -124,6 +125,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shared = config.stash.get(SHARED, None)
     if shared is not None:
         shared.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A check's test id carries its check id: a test marked with one check (and not already
+    parametrized by ids that name it) gets the one-value parameter `hc_check`, so its node id, the
+    JUnit name, the failure's headline and the live line read `test_custom_tool_call[RS-TOOLKIND-002]`
+    (a test whose parameters carry their own check marks names them in its ids already)."""
+    marker = metafunc.definition.get_closest_marker("check")
+    if marker is None or "hc_check" not in metafunc.fixturenames:
+        return
+    check_id = catalog.get(marker.args[0]).id
+    metafunc.parametrize("hc_check", [check_id], ids=[check_id], indirect=True)
+
+
+@pytest.fixture()
+def hc_check(request: pytest.FixtureRequest) -> str:
+    """The id of the check the test judges (its `check` marker; the parameter pytest_generate_tests sets)."""
+    marker = request.node.get_closest_marker("check")
+    return str(getattr(request, "param", marker.args[0] if marker is not None else ""))
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -346,10 +366,9 @@ def hc_session(hc_endpoint: Endpoint) -> Session:
 
 
 @pytest.fixture()
-def hc(hc_session: Session, request: pytest.FixtureRequest) -> Iterator[Session]:
+def hc(hc_session: Session, hc_check: str, request: pytest.FixtureRequest) -> Iterator[Session]:
     hc_session.attached.clear()
-    marker = request.node.get_closest_marker("check")
-    hc_session.check_id = marker.args[0] if marker is not None else ""  # some checks take fewer levers
+    hc_session.check_id = hc_check  # some checks take fewer levers
     if hc_session.stalled:  # judged already: every later check would wait out its deadline for nothing
         raise Inconclusive(f"endpoint stalled earlier in the run: {hc_session.stalled}", cause="stalled")
     folder = _from_controller(request.config).get("lock_folder")
@@ -380,6 +399,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any],
             setattr(report, RESULT_ATTR, _result_payload(item.config, result))
         item.user_properties += [("outcome", str(result.outcome)), ("level", str(result.weight))]
         _align_report(report, result)
+        if result.outcome is Outcome.FAIL:  # the kit's message in place of a traceback
+            report.longrepr = _said_once(item, result, call.excinfo.value if call.excinfo else None)
 
 
 _START = pytest.StashKey[tuple[float, float]]()  # when the check began: monotonic, wall clock
@@ -396,6 +417,26 @@ def _align_report(report: pytest.TestReport, result: CheckResult) -> None:
     elif result.outcome is Outcome.FAIL and result.level is catalog.SHOULD:
         report.outcome = "skipped"
         report.wasxfail = f"SHOULD failed: {result.message}"
+
+
+def _said_once(item: pytest.Item, result: CheckResult, error: BaseException | None) -> Any:
+    """A failed check's report as pytest shows it (the FAILURES section, a CI log, JUnit's failure
+    text): verdict.explain's lines, with the key scrubbed, in place of the traceback through the check
+    and verdict.py; the one-line message as the crash line (`FAILED ... - message`, JUnit's message).
+    pytest's own representation types, so that xdist carries it to the controller as it is."""
+    from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
+
+    secrets = item.config.stash[COLLECTOR].secrets
+    findings = list(getattr(error, "findings", None) or ([result.finding] if result.finding else []))
+    contract = getattr(error, "rule", None)
+    text = explain(result.check.id, str(result.weight), result.message, findings=findings, rule=contract,
+                   remedy=result.check.remedy, excerpt=result.excerpt)
+    text = redact_text(text, secrets)
+    path, line, _ = item.location
+    crash = ReprFileLocation(path=path, lineno=(line or 0) + 1,
+                             message=redact_text(f"{result.check.id} {result.weight}: {result.message}", secrets))
+    return ReprExceptionInfo(reprtraceback=ReprTraceback([ReprEntryNative([text + "\n"])], None, "native"),
+                             reprcrash=crash)
 
 
 def _attached(item: pytest.Item) -> tuple[Session | None, list[tuple[str, Any]]]:

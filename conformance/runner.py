@@ -66,7 +66,10 @@ class SuiteOptions:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
                 "--hc-results", str(out / "results.json"), "--hc-transcripts", str(out / "transcripts"),
                 "--hc-apis", self.apis, "--hc-tries", str(self.tries), "--hc-timeout", str(self.timeout),
-                "--hc-witness", self.witness, "-p", "no:randomly", "-rfE", "--tb=line",
+                "--hc-witness", self.witness, "-p", "no:randomly",
+                # a failed check is said once in the FAILURES section (the plugin's message in place of a
+                # traceback), then in the summary's MUST list: no `FAILED ...` repeat (-rE: errors only)
+                "-rE", "--tb=short",
                 # pytest-benchmark would leave its storage folder (.benchmarks/) in the working directory;
                 # hypothesis's plugin imports hypothesis (a second or more) to print its summary
                 "-p", "no:benchmark", "-p", "no:hypothesispytest",

@@ -108,6 +108,46 @@ def no_findings(findings: Iterable[Finding], transcript: Transcript, rules: Iter
         raise CheckFailed(f"{label}: {broken[0].message}", findings=broken, transcript=transcript)
 
 
+def explain(check_id: str, level: str, message: str, *, findings: Iterable[Finding] = (), rule: str | None = None,
+            remedy: str = "", excerpt: str | None = None) -> str:
+    """A failed check, said once, as the terminal, a CI log and JUnit show it (the plugin puts it in
+    pytest's report in place of a traceback): the check, its level and message, the rule that broke
+    and the frame where, what was observed and expected, the other rules that broke, the remedy,
+    then the wire excerpt around the frame.
+
+        RS-TOOLKIND-002 MUST failed: a request with a custom tool forced: HTTP 400: {...}
+          rule RS-TOOLKIND-002
+          fix: accept every Responses tool kind Codex sends ...
+          POST http://127.0.0.1:8000/v1/responses -> 400
+            (no frames)
+    """
+    findings = list(findings)
+    lines = [f"{check_id} {level} failed: {message}"]
+    lead = findings[0] if findings else None
+    if lead is not None:
+        where = "end of stream" if lead.frame_index is None else f"frame #{lead.frame_index}"
+        line = f"  rule {lead.rule} at {where}"
+        if lead.message not in message:
+            line += f": {lead.message}"
+        lines.append(line)
+        seen = "; ".join(f"{name} {value}" for name, value in (("observed", lead.observed),
+                                                              ("expected", lead.expected)) if value is not None)
+        if seen:
+            lines.append(f"  {seen}")
+        if len(findings) > 1:
+            lines.append("  also: " + "; ".join(f"{f.rule} at frame #{f.frame_index}" for f in findings[1:5])
+                         + (f"; {len(findings) - 5} more" if len(findings) > 5 else ""))
+    if rule and (lead is None or rule != lead.rule):
+        lines.insert(1, f"  rule {rule}")
+    elif lead is None:
+        lines.append(f"  rule {check_id}")
+    if remedy:
+        lines.append(f"  fix: {remedy}")
+    if excerpt:
+        lines += ["  " + line for line in excerpt.splitlines()]
+    return "\n".join(lines)
+
+
 def timed_out(transcript: Transcript) -> bool:
     return transcript.error_kind in TIMEOUT_KINDS
 

@@ -214,6 +214,27 @@ _ALL = [
 FAULTS: dict[str, Fault] = {f.name: f for f in _ALL}
 
 
+def unknown_problem(names: Iterable[str]) -> str | None:
+    """One line naming each fault that does not exist, with the nearest known name, or None."""
+    import difflib
+
+    unknown = [n for n in dict.fromkeys(names) if n not in FAULTS]
+    if not unknown:
+        return None
+    said = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(FAULTS), n=1, cutoff=0.6)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"unknown fault{'s' if len(unknown) > 1 else ''}: {', '.join(said)}; `harnesscheck faults` lists them"
+
+
+def in_server_args(args: Iterable[str]) -> list[str]:
+    """The fault names a server command line turns on: `--fault=NAME`, or `--fault` then `NAME`."""
+    args = list(args)
+    out = [a.split("=", 1)[1] for a in args if a.startswith("--fault=")]
+    return out + [b for a, b in zip(args, args[1:], strict=False) if a == "--fault"]
+
+
 class Faults:
     """The set of active faults; `faults.on("name")` reads like the bug it guards."""
 

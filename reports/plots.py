@@ -61,8 +61,9 @@ def _style(ax: Any) -> None:
     ax.tick_params(colors=_INK, labelsize=9)
 
 
-def arms_plot(bench: dict[str, Any]) -> str | None:
-    """Box/strip plot of every arm's samples with median and 95% CI; None if there are no samples."""
+def arms_plot(bench: dict[str, Any], *, title: str = "") -> str | None:
+    """Box/strip plot of every arm's samples with median and 95% CI; None if there are no samples.
+    ``title`` over it (a PNG file read on its own; the report's page titles each plot itself)."""
     arms = [a for a in bench.get("arms", []) if _finite(a.get("samples"))]
     if not arms:
         return None
@@ -97,6 +98,9 @@ def arms_plot(bench: dict[str, Any]) -> str | None:
     ax.set_ylim(-0.6, len(arms) - 0.4)
     ax.set_xlabel(f"{unit}   (box: quartiles · dots: samples · orange: median with 95% CI)", fontsize=8,
                   color=_INK)
+    if title:
+        fig.set_figheight(fig.get_figheight() + 0.3)
+        ax.set_title(title, fontsize=10, color=_INK, loc="left")
     _style(ax)
     return figure_to_data_uri(fig)
 

@@ -12,9 +12,11 @@ is one line, its traceback saved to a file, and exit 3. No command prints a Pyth
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import pkgutil
+import re
 import signal
 import sys
 import tempfile
@@ -24,9 +26,11 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
+from typing import NoReturn
 
 from harnesscheck import __version__
 from harnesscheck.cli import commands
+from harnesscheck.cli.failures import error_line
 from harnesscheck.errors import STOP_REQUESTED, HarnesscheckError, Interrupted
 
 EPILOG = """\
@@ -59,8 +63,77 @@ def _command_modules() -> list[ModuleType]:
     return sorted(found, key=lambda m: getattr(m, "ORDER", 50))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser that names the nearest option, command or choice when one is mistyped
+    (`run --endpont URL`: "unrecognized arguments: --endpont URL; did you mean --endpoint?"), with
+    the usage of the (sub)command that was mistyped, not the top level's. Every subcommand's parser
+    is of this class (argparse makes subparsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        chosen = _INVALID_CHOICE.search(message)
+        if chosen:  # a mistyped command, action or choice value
+            hint = _nearest(chosen.group(1), _QUOTED.findall(chosen.group(2)))
+            if hint:
+                message += f"; did you mean {hint}?"
+        super().error(message)
+
+    def options(self) -> list[str]:
+        return [o for action in self._actions for o in action.option_strings]
+
+    def unknown(self, words: list[str]) -> list[str]:
+        """The words that look like options (`--name`, `--name=value`) and that no option of this
+        parser takes, even abbreviated (argparse takes a unique prefix)."""
+        known = self.options()
+        takes_value = {o for action in self._actions if action.nargs != 0 for o in action.option_strings}
+        out = []
+        for before, word in zip([""] + words, words):
+            if word == "--":
+                break
+            if before in takes_value:  # its value (argparse says if it cannot be one)
+                continue
+            name = word.split("=", 1)[0]
+            if name.startswith("--") and not any(o.startswith(name) for o in known):
+                out.append(word)
+        return out
+
+    def unrecognized(self, extras: list[str]) -> NoReturn:
+        """The error for arguments no option of this parser takes, with the nearest option of each."""
+        known = [o for o in self.options() if o.startswith("--")]
+        hints = [(word, hint) for word in extras if word.startswith("-")
+                 for hint in [_nearest(word.split("=", 1)[0], known)] if hint]
+        message = f"unrecognized argument{'s' if len(extras) > 1 else ''}: {' '.join(extras)}"
+        if len(hints) == 1:
+            message += f"; did you mean {hints[0][1]}?"
+        elif hints:
+            message += "; did you mean " + ", ".join(f"{hint} for {word}" for word, hint in hints) + "?"
+        self.error(message)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _nearest(word: str, names: list[str]) -> str:
+    """The name closest to a mistyped one (compared without their leading dashes), or ''."""
+    bare = {name.lstrip("-"): name for name in names}
+    close = difflib.get_close_matches(word.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    return bare[close[0]] if close else ""
+
+
+def _chosen(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[_Parser, list[str]]:
+    """The innermost (sub)command parser the command line chose, and the words after its name."""
+    chosen, words = parser, argv
+    while True:
+        sub = next((a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)), None)
+        word = next((w for w in words if sub is not None and w in sub.choices), None)
+        if sub is None or word is None:
+            assert isinstance(chosen, _Parser)  # build_parser's, and argparse makes subparsers of its class
+            return chosen, words
+        chosen, words = sub.choices[word], words[words.index(word) + 1:]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harnesscheck",
         description="Conformance and benchmark kit for LLM serving endpoints used by agent harnesses "
         "(Claude Code, Codex, OpenClaw): Anthropic Messages, OpenAI Chat Completions, OpenAI Responses.",
@@ -83,7 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen, after = _chosen(parser, words)
+    unknown = chosen.unknown(after)
+    if unknown:  # before argparse's own checks, which would say a required option is missing first
+        chosen.unrecognized(unknown)
+    args, extras = parser.parse_known_args(words)
+    if extras:  # in the terms of the command that was mistyped
+        chosen.unrecognized(extras)
     if not hasattr(args, "_run"):
         parser.print_help()
         return EXIT_USAGE
@@ -102,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             return _say(prog, f"an input file is not UTF-8 text ({error.reason} at byte {error.start})",
                         EXIT_USAGE)
         except OSError as error:  # a file or port the user named: missing, not allowed, in use
-            where = f": {error.filename}" if error.filename else ""
-            return _say(prog, f"{error.strerror or error}{where}", EXIT_USAGE)
+            return _say(prog, error_line(error), EXIT_USAGE)
         except Exception as error:  # a kit bug: one line here, the traceback in a file
             return _say(prog, f"internal error (a kit bug): {type(error).__name__}: {error} "
                               f"(traceback: {_save_traceback()})", EXIT_KIT_BUG)

@@ -3,7 +3,9 @@
 The reference server puts its engine's `describe()` (name, device, timing, settings) in every model's
 `/v1/models` metadata; other endpoints usually say nothing, and then engine is null and timing
 "unknown". Reading it from the endpoint (rather than assuming the scripted engine) keeps results
-honest when the embedded server runs with `--engine transformers` or `trtllm`.
+honest when the embedded server runs with `--engine transformers` or `trtllm`; the faults a reference
+server runs with (`metadata.faults`) join the ones the caller knows of, so a run against `serve --fault
+NAME` records NAME whoever started it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def server_info(url: str, model: str, *, kind: str, api_key: str | None = None, 
     if entry is None and data and isinstance(data[0], dict):
         entry = data[0]
     metadata = (entry or {}).get("metadata")
+    said = metadata.get("faults") if isinstance(metadata, dict) else None
+    if isinstance(said, list):  # the reference server names the faults it runs with (`serve --fault`)
+        server["faults"] = list(dict.fromkeys([*server["faults"], *(str(f) for f in said[:100])]))
     engine = metadata.get("engine") if isinstance(metadata, dict) else None
     if isinstance(engine, dict) and engine.get("engine"):
         server["engine"] = str(engine["engine"])

@@ -1,7 +1,8 @@
 """GET /v1/models and /v1/models/{model_id}: ids with '/' work raw and as %2F; also the server's / and /health.
 
 Anthropic's shape when the client sends `anthropic-version`, OpenAI's list shape otherwise (as
-Dynamo does). Each entry carries the engine, its device and settings as metadata.
+Dynamo does). Each entry carries the engine, its device and settings, and the faults turned on
+(`--fault`: the bugs it reproduces on purpose; also in / and /health) as metadata.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ CREATED = 1767225600  # 2026-01-01, fixed so answers are stable
 def _entry(service: Service, model_id: str, anthropic: bool) -> dict[str, Any]:
     profile = service.profiles[model_id]
     meta = {"family": profile.family.name, "reasoning_parser": profile.reasoning_parser,
-            "tool_call_parser": profile.tool_parser, "engine": service.engine.describe()}
+            "tool_call_parser": profile.tool_parser, "engine": service.engine.describe(),
+            "faults": sorted(service.faults.names)}  # the known bugs it reproduces on purpose (--fault)
     # the context window as vLLM and SGLang announce it (max_model_len); absent when there is none
     window = {"max_model_len": service.config.context_window} if service.config.context_window > 0 else {}
     if anthropic:
@@ -93,7 +95,8 @@ def routes(ctx: ApiContext, store_stats: Callable[[], dict[str, int]]) -> list[B
               "responses_store_bytes": config.responses_store_bytes, "stored_responses": config.stored_responses}
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "active_requests": service.engine.active_requests(),
+        return JSONResponse({"status": "ok", "faults": sorted(faults.names),
+                             "active_requests": service.engine.active_requests(),
                              "cache": service.engine.cache_stats(), "cpu_pool": service.pool.stats(),
                              "responses_store": store_stats(), "limits": limits})
 

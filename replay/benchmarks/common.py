@@ -224,7 +224,8 @@ def one_benchmark_document(opts: BenchOptions, target: Target, server: dict[str,
 
 
 def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
-    """Validate and write OUT/<stem>.json plus one PNG per benchmark (OUT/<stem>[-n].png)."""
+    """Validate and write OUT/<stem>.json plus one PNG per benchmark (OUT/<stem>[-n].png), titled
+    with the benchmark's title."""
     from harnesscheck.reports.plots import arms_plot
     from harnesscheck.reports.schema import validate_results
 
@@ -234,7 +235,7 @@ def write_outputs(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     written = [path]
     for n, bench in enumerate(doc["benchmarks"]):
-        uri = arms_plot(bench)
+        uri = arms_plot(bench, title=f"{stem}: {bench.get('title') or bench['name']}")
         if not uri:
             continue
         name = bench["name"].removeprefix(stem.removeprefix("bench-") + "-")

@@ -9,9 +9,15 @@ Two kinds of sweep, each a list of levels run one after another against one endp
 
 The requests come from a workload (``workload_requests``): a trace file or ``builtin:agent-coding``
 (every turn's full request, the recorded answers in the history, each sent as an independent
-request in trace order, cycled), or ``scenario:NAME`` (a built-in scenario's first request with
-``max_tokens`` output tokens, the same each time). All go through the kit's timed client
-(``replay.client.StreamClient``).
+request in trace order, cycled), ``scenario:NAME`` (a built-in scenario's first request with
+``max_tokens`` output tokens, the same each time), or ``random:ISL,OSL[,RATIO]`` (vllm bench's
+``random`` dataset, AIPerf's synthetic prompts: ``RANDOM_PROMPTS`` distinct prompts of about ISL
+input tokens, each asking for OSL output tokens, both drawn uniformly within +-RATIO of them; the
+input is the kit's own filler prose, cut at a different place for each prompt so no two share a
+prefix, counted with the reference tokenizer; nothing downloaded). All go through the kit's timed
+client (``replay.client.StreamClient``), each request within ``timeout_s``: one whose stream started
+and then went silent for at least half of it is recorded as stalled (``Sample.stalled``), as
+`check` records a stalled endpoint.
 
 Per level, as vLLM 0.32's ``vllm/benchmarks/serve.py`` (``calculate_metrics``) computes them and
 under the names it prints and writes: ``completed``, ``failed``, ``duration`` (level start to the
@@ -38,6 +44,8 @@ latency. The TTFT benchmark's ``settings.figures`` holds every level's vLLM-name
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import itertools
 import math
 import random
@@ -79,6 +87,8 @@ class LoadOptions:
     decode_ms: float = 5.0
     server_args: list[str] = field(default_factory=list)
     progress: Callable[[str, int, int], None] | None = None  # (level label, done, failed), per answer
+    timeout_s: float = 120.0  # each request's deadline (a stream silent for half of it: stalled)
+    record: Callable[[str, Sample], None] | None = None  # (level label, sample), per answer (--export-requests)
 
 
 @dataclass
@@ -93,6 +103,19 @@ class Sample:
     itl_ms: list[float] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
+    api: str = ""
+    status: int | None = None
+    stalled: bool = False  # the stream started, then sent nothing for at least half the deadline
+
+    def record(self, level: str, n: int) -> dict[str, Any]:
+        """The request as one line of ``--export-requests`` (JSON lines; times in ms, start in s from
+        the level's start; ``error`` redacted by the client)."""
+        return {"level": level, "n": n, "api": self.api, "start_s": round(self.start_s, 6), "ok": self.ok,
+                "status": self.status, "error": self.error, "stalled": self.stalled,
+                "ttft_ms": None if self.ttft_ms is None else round(self.ttft_ms, 3),
+                "tpot_ms": round(self.tpot_ms, 3), "e2el_ms": round(self.e2el_ms, 3),
+                "itl_ms": [round(x, 3) for x in self.itl_ms],
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
     @property
     def tpot_ms(self) -> float:
@@ -137,7 +160,7 @@ def workload_requests(spec: str, *, apis: list[str], model: str, max_tokens: int
                       ) -> list[tuple[str, str, dict[str, Any]]]:
     """``(api, path, body)`` of every request the workload holds, in order (for several APIs:
     their requests alternated)."""
-    if not spec.startswith(("scenario:", "builtin:")):
+    if not spec.startswith(("scenario:", "builtin:", "random:")):
         return _requests_of(spec, model)
     unknown = [a for a in apis if a not in common.PATHS]
     if unknown or not apis:
@@ -157,6 +180,8 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
         body = {**mod.first(get(spec.split(":", 1)[1]), model),
                 mod.MAX_TOKENS_FIELD: max(max_tokens, mod.MIN_OUTPUT_TOKENS)}
         return [(api, common.PATHS[api], body)]
+    if spec.startswith("random:"):
+        return _random_requests(spec, model, api)
     if spec.startswith("builtin:"):
         from harnesscheck.replay.workloads import build
 
@@ -174,6 +199,94 @@ def _requests_of(spec: str, model: str, *, api: str = "chat", max_tokens: int = 
             out.append((t.api, t.path or common.PATHS[t.api], body))
     if not out:
         raise ValueError(f"{spec}: the workload has no requests")
+    return out
+
+
+RANDOM_PROMPTS = 256  # distinct prompts of a random: workload (cycled, as every workload's requests are)
+RANDOM_SCENARIO = "long_reasoning"  # its question ends each prompt (the reference server plays its answer)
+_RANDOM_STRIDE = 16  # tokens between two prompts' starts in the filler text (one prefix-cache block)
+_RANDOM_MAX_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RandomWorkload:
+    """``random:ISL,OSL[,RATIO]``: per prompt, its filler text (the system prompt), the tokens the
+    reference tokenizer counts in it and the question, and the output tokens it asks for."""
+
+    input_len: int
+    output_len: int
+    ratio: float
+    texts: tuple[str, ...]
+    input_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+
+    def settings(self) -> dict[str, Any]:
+        """What results.json says of it (settings.random)."""
+        ins, outs = self.input_tokens, self.output_tokens
+        return {"input_tokens": self.input_len, "output_tokens": self.output_len, "range_ratio": self.ratio,
+                "prompts": len(self.texts), "scenario": RANDOM_SCENARIO,
+                "input_tokens_counted": {"min": min(ins), "mean": round(sum(ins) / len(ins), 1), "max": max(ins)},
+                "output_tokens_asked": {"min": min(outs), "mean": round(sum(outs) / len(outs), 1), "max": max(outs)},
+                "counted_with": "the reference server's tokenizer (an endpoint's own counts its prompt within a "
+                                "small factor; its usage is in the figures: total_input_tokens)",
+                "output_note": "output lengths are limits (max tokens): a model may stop before"}
+
+
+def parse_random(spec: str) -> tuple[int, int, float]:
+    """``random:ISL,OSL[,RATIO]`` -> (ISL, OSL, RATIO); ValueError says what is wrong."""
+    parts = [x.strip() for x in spec.split(":", 1)[1].split(",")]
+    usage = f"{spec}: expected random:ISL,OSL[,RATIO] (e.g. random:1000,200 or random:1000,200,0.1)"
+    if len(parts) not in (2, 3):
+        raise ValueError(usage)
+    try:
+        isl, osl = int(parts[0]), int(parts[1])
+        ratio = float(parts[2]) if len(parts) == 3 else 0.0
+    except ValueError:
+        raise ValueError(usage) from None
+    if not (1 <= isl <= _RANDOM_MAX_TOKENS and 1 <= osl <= _RANDOM_MAX_TOKENS):
+        raise ValueError(f"{spec}: ISL and OSL are token counts from 1 to {_RANDOM_MAX_TOKENS}")
+    if not (0 <= ratio < 1):  # also refuses NaN
+        raise ValueError(f"{spec}: the range ratio is a share from 0 (every prompt alike) to below 1")
+    return isl, osl, ratio
+
+
+@functools.lru_cache(maxsize=4)
+def random_workload(spec: str, seed: int = 0) -> RandomWorkload:
+    """The prompts of ``random:ISL,OSL[,RATIO]`` (see the module docstring), the same for a spec and
+    seed on every run and machine."""
+    from harnesscheck.reference_server.tokenizer import load
+    from harnesscheck.scenarios.loader import get
+
+    isl, osl, ratio = parse_random(spec)
+    rng = random.Random(seed)
+    question = get(RANDOM_SCENARIO).turns[0].user or ""
+    tok = load()
+    asked = tok.count(question)
+
+    def drawn(n: int) -> int:
+        return max(1, round(rng.uniform(n * (1 - ratio), n * (1 + ratio))))
+
+    lengths = [max(1, drawn(isl) - asked) for _ in range(RANDOM_PROMPTS)]
+    outputs = tuple(drawn(osl) for _ in range(RANDOM_PROMPTS))
+    ids = tok.encode(common.filler_text(max(lengths) + _RANDOM_STRIDE * RANDOM_PROMPTS, seed=seed))
+    texts = tuple(tok.decode(ids[i * _RANDOM_STRIDE:i * _RANDOM_STRIDE + n]) for i, n in enumerate(lengths))
+    return RandomWorkload(isl, osl, ratio, texts, tuple(tok.count(t) + asked for t in texts), outputs)
+
+
+def _random_requests(spec: str, model: str, api: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """One API's requests of a random: workload: the filler as the system prompt, the scenario's
+    question as the user's, the drawn output length as the API's output limit."""
+    from harnesscheck.protocol.apis import get as get_api
+    from harnesscheck.scenarios.loader import get
+
+    work = random_workload(spec)
+    mod = get_api(api)
+    scenario = get(RANDOM_SCENARIO)
+    out = []
+    for text, limit in zip(work.texts, work.output_tokens, strict=True):
+        body = {**mod.first(dataclasses.replace(scenario, system=text), model),
+                mod.MAX_TOKENS_FIELD: max(limit, mod.MIN_OUTPUT_TOKENS)}
+        out.append((api, common.PATHS[api], body))
     return out
 
 
@@ -195,11 +308,29 @@ async def _one(client: Any, url: str, request: tuple[str, str, dict[str, Any]], 
     error = r.error
     if error is None and r.ttft_ns is None:
         error = "no content event"
+    stalled = _stalled(r, float(getattr(client, "timeout", 0.0) or 0.0))
+    if stalled:
+        error = stalled
     ok = error is None and r.status is not None and 200 <= r.status < 300
     return Sample(start_s=start, ok=ok, error=error, ttft_ms=None if r.ttft_ns is None else r.ttft_ns / 1e6,
                   e2el_ms=(r.end_ns or 0) / 1e6, itl_ms=r.itl_ms(),
                   input_tokens=_tokens(r.usage, "input_tokens", "prompt_tokens") or 0,
-                  output_tokens=out if out is not None else len(r.token_ns))
+                  output_tokens=out if out is not None else len(r.token_ns), api=api, status=r.status,
+                  stalled=bool(stalled))
+
+
+def _stalled(r: Any, deadline_s: float) -> str:
+    """Why a request that ran out of time counts as stalled ('' when it does not): its stream had
+    started (events came) and then nothing came for at least half the deadline (a stream that keeps
+    sending but too slowly is only timed out)."""
+    if r.error_kind != "timeout" or not r.events or deadline_s <= 0:
+        return ""
+    last_ns = max(r.token_ns[-1] if r.token_ns else 0, r.headers_ns or 0)
+    silent_s = ((r.end_ns or 0) - last_ns) / 1e9
+    if silent_s < deadline_s / 2:
+        return ""
+    return (f"stalled: {r.events} event(s) in {last_ns / 1e9:.1f} s, then nothing for {silent_s:.1f} s until "
+            f"the {deadline_s:g} s deadline (--timeout)")
 
 
 async def run_level(client: Any, url: str, pool: list[tuple[str, str, dict[str, Any]]],
@@ -352,7 +483,7 @@ def level_figures(samples: list[Sample], duration_s: float, slo_ms: dict[str, fl
         "output_throughput": total_out / duration_s,
         "total_token_throughput": (total_in + total_out) / duration_s,
         "max_output_tokens_per_s": peak_tokens, "max_concurrent_requests": peak_active,
-        "max_in_flight": _max_in_flight(samples),
+        "max_in_flight": _max_in_flight(samples), "stalled": sum(s.stalled for s in samples),
     }
     fig.update(_stats("ttft", [s.ttft_ms for s in ok if s.ttft_ms is not None]))
     fig.update(_stats("tpot", [s.tpot_ms for s in ok if s.output_tokens > 1]))
@@ -371,10 +502,44 @@ LABELS_EXPLAINED = (
     "Maximum request concurrency: the level's cap, requests the kit keeps in flight (--concurrency).",
     "Peak requests in flight: the most requests in flight at one instant (the kit's; at most the cap).",
     "Peak concurrent requests: vLLM's figure, the requests active at any time within the busiest "
-    "one-second bucket; it exceeds the cap when requests are shorter than a second.",
+    "one-second bucket; it exceeds the cap as requests end and others start within that second (at concurrency "
+    "1, requests of 250 ms make it 4 or 5; a note under the figure says so).",
     "Peak output token throughput: output tokens that arrived in the busiest one-second bucket "
     "(vLLM's; each request's usage tokens spread over its streamed events).",
 )
+
+
+def peak_note(fig: dict[str, Any]) -> list[str]:
+    """Under the two peaks, when vLLM's bucketed count exceeds the requests ever in flight at once
+    (at concurrency 1, requests of a few hundred ms make it 4 or 10): why, in words."""
+    bucketed, at_once = fig["max_concurrent_requests"], fig.get("max_in_flight", 0)
+    if bucketed <= at_once:
+        return []
+    were = "was" if at_once == 1 else "were"
+    return [f"  (Peak concurrent requests is vLLM's figure: the requests active at any time within the busiest "
+            f"one-second bucket, {bucketed} here as requests ended and others started within that second; at most "
+            f"{at_once} {were} in flight at one instant: Peak requests in flight.)"]
+
+
+def success_problem(figures: dict[str, list[dict[str, Any]]], min_share: float) -> str | None:
+    """The one line `bench load` ends with when a level's successful requests are fewer than
+    ``min_share`` of its requests (its figures are no benchmark of a working endpoint: vllm bench
+    would print them all the same), or None. ``figures``: per sweep kind, its levels' figures."""
+    worst: tuple[float, dict[str, Any]] | None = None
+    for levels in figures.values():
+        for f in levels:
+            sent = f["completed"] + f["failed"]
+            share = f["completed"] / sent if sent else 0.0
+            if share < min_share and (worst is None or share < worst[0]):
+                worst = (share, f)
+    if worst is None:
+        return None
+    share, f = worst
+    sent = f["completed"] + f["failed"]
+    why = f"; {f['stalled']} stalled" if f.get("stalled") else ""
+    first = f"; first error: {f['errors'][0][:200]}" if f.get("errors") else ""
+    return (f"only {f['completed']} of {sent} requests succeeded at {f['label']} ({share:.0%}), below "
+            f"--min-success {min_share:g}{why}{first}")
 
 
 def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
@@ -386,6 +551,8 @@ def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
              row("Successful requests:", fig["completed"], "{:<10}"),
              row("Failed requests:", fig["failed"], "{:<10}")]
+    if fig.get("stalled"):
+        lines.append(row("Stalled requests:", fig["stalled"], "{:<10}"))
     if kind == "concurrency":
         lines.append(row("Maximum request concurrency:", int(level), "{:<10}"))
     else:
@@ -399,8 +566,9 @@ def format_level(kind: str, level: float, fig: dict[str, Any]) -> str:
     lines += [row("Output token throughput (tok/s):", fig["output_throughput"]),
               row("Peak output token throughput (tok/s):", fig["max_output_tokens_per_s"]),
               row("Peak concurrent requests:", fig["max_concurrent_requests"], "{:<10}"),
-              row("Peak requests in flight:", fig.get("max_in_flight", 0), "{:<10}"),
-              row("Total token throughput (tok/s):", fig["total_token_throughput"])]
+              row("Peak requests in flight:", fig.get("max_in_flight", 0), "{:<10}")]
+    lines += peak_note(fig)
+    lines.append(row("Total token throughput (tok/s):", fig["total_token_throughput"]))
     for key, name, header in _METRICS:
         lines.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
         lines.append(row(f"Mean {name} (ms):", fig[f"mean_{key}_ms"]))
@@ -420,7 +588,7 @@ async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: L
 
     hdrs = common.headers(opts.api_key)
     out: dict[str, list[tuple[float, list[Sample], float]]] = {}
-    async with StreamClient(limit=0) as client:
+    async with StreamClient(limit=0, timeout=opts.timeout_s, read_timeout=opts.timeout_s) as client:
         for i in range(opts.warmup):  # connections and caches warm, answers discarded
             await _one(client, url, pool[i % len(pool)], hdrs, time.perf_counter())
         plan = [("concurrency", float(c)) for c in opts.concurrency]
@@ -430,6 +598,8 @@ async def _sweeps(url: str, pool: list[tuple[str, str, dict[str, Any]]], opts: L
             counts = [0, 0]
 
             def tick(s: Sample, label: str = label, counts: list[int] = counts) -> None:
+                if opts.record is not None:
+                    opts.record(label, s)
                 counts[0 if s.ok else 1] += 1
                 if opts.progress is not None:
                     opts.progress(label, counts[0], counts[1])
@@ -484,6 +654,9 @@ def run_load(opts: LoadOptions) -> dict[str, Any]:
                                 "percentiles": list(PERCENTILES)}
     if opts.workload.startswith("scenario:"):
         settings["max_tokens"] = opts.max_tokens
+    if opts.workload.startswith("random:"):
+        settings["random"] = random_workload(opts.workload).settings()
+    settings["timeout_s"] = opts.timeout_s
     if not opts.endpoint:
         settings["timing_model"] = {"ttft_base_ms": opts.ttft_base_ms, "decode_ms": opts.decode_ms,
                                     "prefill_us_per_token": opts.prefill_us_per_token}

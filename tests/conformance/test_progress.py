@@ -11,7 +11,8 @@ import sys
 from harnesscheck.conformance.progress import LiveLine
 from tests.terminal import on_a_terminal
 
-SELECT = "AN-STREAM-001 or AN-STREAM-002 or AN-TOOLS-001"
+# AN-ROUTE-001's test is a plain function (test_models_list_anthropic_shape): its id is in its test id too
+SELECT = "AN-STREAM-001 or AN-STREAM-002 or AN-TOOLS-001 or AN-ROUTE-001"
 
 
 def test_check_shows_a_live_line_on_a_terminal_and_dots_in_a_pipe(reference_server, tmp_path) -> None:
@@ -20,14 +21,15 @@ def test_check_shows_a_live_line_on_a_terminal_and_dots_in_a_pipe(reference_serv
     rc, seen = on_a_terminal(cmd)
     text = seen.decode("utf-8", "replace")
     assert rc == 0, text
-    assert "\r\x1b[Kchecks 0/3 · AN-STREAM-001" in text and "checks 2/3" in text, text
+    assert "\r\x1b[Kchecks 0/4 · AN-ROUTE-001" in text and "checks 2/4 · AN-STREAM-002" in text, text
+    assert "test_models_list" not in text, text
     assert re.search(r"\r\x1b\[K(\x1b\[3\dm)? +\[100%\]", text), text  # erased before pytest's [100%]
     assert "warnings summary" not in text, text
     assert "..." not in text.split("api ")[0]  # no dots
-    assert "3 passed" in text
+    assert "4 passed" in text
     piped = subprocess.run([*cmd[:-1], str(tmp_path / "pipe")], capture_output=True, text=True, timeout=180)
     assert piped.returncode == 0, piped.stdout + piped.stderr
-    assert "checks 0/3" not in piped.stdout + piped.stderr and "\x1b[K" not in piped.stdout
+    assert "checks 0/4" not in piped.stdout + piped.stderr and "\x1b[K" not in piped.stdout
     assert "..." in piped.stdout  # pytest's own dots
 
 

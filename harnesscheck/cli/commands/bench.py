@@ -46,9 +46,19 @@ document, docs/results-schema.md) and a PNG plot.
 While a benchmark runs, a live line on stderr shows what it is doing and the time elapsed (not when
 stdout is not a terminal, nor with --no-progress).
 
+Timing of the embedded servers: `serve` models 10 ms before the first token, 40 µs per uncached
+prompt token and 2 ms per output token; a benchmark sets what it measures instead (each flag's help
+gives its default): preamble, dispatch, history and overlap cost 100 µs per prompt token, so that a
+prefix the cache reuses (or loses) shows in TTFT; preamble decodes at 1 ms and history at 0.2 ms a
+token, as only their first token is timed, dispatch and overlap at 5 ms, so a tool call's
+arguments take time to stream; load costs nothing per prompt token and 5 ms per output
+token, so a level's figures follow its concurrency whatever the workload's prompts (give
+--prefill-us-per-token for a random:ISL,OSL workload whose input length should count).
+
 An --endpoint is checked first (reachable, an LLM API, key accepted, model served).
-Exit status: 0 measured, 2 usage error, the endpoint unusable or refusing a request,
-130 interrupted (Ctrl-C, SIGTERM).
+Exit status: 0 measured, 1 bench load: fewer than --min-success (default 0.9) of a level's requests
+succeeded (the results are written all the same), 2 usage error, the endpoint unusable or refusing a
+request, 130 interrupted (Ctrl-C, SIGTERM).
 """
 # The API each benchmark talks; load takes --api, the others --apis.
 _BENCH_APIS = {"preamble": ["anthropic"], "history": ["chat"]}
@@ -82,15 +92,17 @@ def _common(p: argparse.ArgumentParser, *, sessions: int) -> None:
 def _timing(p: argparse.ArgumentParser, *, prefill: float | None) -> None:
     """The embedded servers' timing model: --ttft-base-ms, and --prefill-us-per-token unless None."""
     p.add_argument("--ttft-base-ms", type=float, default=10.0,
-                   help="embedded timing: fixed cost before token 1 (default: 10 ms)")
+                   help="embedded timing: fixed cost before token 1 (default: 10 ms, as `serve`'s)")
     if prefill is not None:
         p.add_argument("--prefill-us-per-token", type=float, default=prefill,
-                       help=f"embedded timing: cost per uncached prompt token (default: {prefill:g} µs)")
+                       help=f"embedded timing: cost per uncached prompt token (default: {prefill:g} µs; `serve`'s: "
+                            "40, why they differ: `harnesscheck bench --help`)")
 
 
 def _decode_ms(p: argparse.ArgumentParser, default: float) -> None:
     p.add_argument("--decode-ms", type=float, default=default,
-                   help=f"embedded timing: interval between output tokens (default: {default:g} ms)")
+                   help=f"embedded timing: interval between output tokens (default: {default:g} ms; `serve`'s: 2, "
+                        "why they differ: `harnesscheck bench --help`)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -214,14 +226,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_arguments(sub: argparse._SubParsersAction) -> None:
+    from harnesscheck.replay.benchmarks.load import LABELS_EXPLAINED, RANDOM_PROMPTS
+
+    explained = "\n".join(f"  {line}" for line in LABELS_EXPLAINED)
     p = sub.add_parser("load",
-                       help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles")
+                       help="concurrency and request-rate sweeps: throughput, goodput, latency percentiles",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Concurrency and request-rate (Poisson) sweeps, each level printed as `vllm bench "
+                                   "serve` prints its result.\n\nWhat the figures that read alike mean:\n"
+                                   f"{explained}")
     p.add_argument("--endpoint", default=None, metavar="URL", help="server to measure (default: embedded)")
     p.add_argument("--model", default=None, help="model id (default: the first of /v1/models)")
     p.add_argument("--api-key", default=None, metavar="KEY", help="API key (default: $HARNESSCHECK_API_KEY)")
     p.add_argument("--workload", default="scenario:long_reasoning", metavar="SPEC",
-                   help="a trace file (each turn an independent request, cycled), builtin:agent-coding, or "
-                        "scenario:NAME (one scenario request, repeated; default: scenario:long_reasoning)")
+                   help="a trace file (each turn an independent request, cycled), builtin:agent-coding, "
+                        "scenario:NAME (one scenario request, repeated; default: scenario:long_reasoning), or "
+                        f"random:ISL,OSL ({RANDOM_PROMPTS} distinct prompts of about ISL input tokens of the kit's "
+                        "own prose, counted with the reference tokenizer, each asking for OSL output tokens; "
+                        "vllm bench's random dataset)")
+    p.add_argument("--random-range-ratio", type=float, default=None, metavar="RATIO",
+                   help="random: workloads: input and output lengths drawn uniformly within +-RATIO of ISL and "
+                        "OSL (vllm bench's name; same as random:ISL,OSL,RATIO; default: 0, every prompt alike)")
     p.add_argument("--apis", default="chat", metavar="LIST",
                    help="comma-separated APIs of builtin: and scenario: workloads, their requests alternated "
                         "(default: chat)")
@@ -240,6 +265,15 @@ def _load_arguments(sub: argparse._SubParsersAction) -> None:
                         "inter-token time, vLLM's tpot; vLLM's names ttft, tpot, e2el also read)")
     p.add_argument("--warmup", type=int, default=1,
                    help="warm-up requests discarded before the sweeps (default: 1)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="each request's deadline; a stream that started and then sent nothing for half of it is "
+                        "recorded as stalled (default: 120)")
+    p.add_argument("--min-success", type=float, default=0.9, metavar="SHARE",
+                   help="the share of each level's requests that must succeed (0 to 1); below it the results "
+                        "are written and the command exits 1 with one line saying so (default: 0.9)")
+    p.add_argument("--export-requests", default=None, metavar="FILE",
+                   help="also write one JSON line per request as it ends: level, api, start, ok, status, error, "
+                        "stalled, TTFT, TPOT, ITLs, E2EL (ms), input and output tokens")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR", help="output folder")
     _timing(p, prefill=0.0)
     _decode_ms(p, 5.0)
@@ -322,7 +356,9 @@ def run(args: argparse.Namespace) -> int:
     except httpx.HTTPError as error:  # the endpoint failed a request
         raise UsageError(f"{type(error).__name__}: {error}") from None
     except (RuntimeError, ValueError, OSError) as error:  # a refused request, a bad setting, a missing trace
-        raise UsageError(str(error)) from None
+        from harnesscheck.cli.failures import error_line
+
+        raise UsageError(error_line(error)) from None
     except Interrupted as stop:  # what finished before the stop (levels, samples), marked interrupted
         if isinstance(stop.measured, dict):
             _report(args, stop.measured, out)
@@ -350,6 +386,13 @@ def _report(args: argparse.Namespace, doc: dict, out: Path) -> int:
         _caption_plots(doc, [p for p in written if p.suffix == ".png"], f"bench-{args.bench}")
     for path in written:
         print(f"wrote {path}")
+    if args.bench == "load":
+        from harnesscheck.replay.benchmarks.load import success_problem
+
+        problem = success_problem(_load_figures(doc), args.min_success)
+        if problem:  # the figures of a failing endpoint are no benchmark: said, and no exit 0
+            print(f"harnesscheck bench load: {problem}", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -373,6 +416,11 @@ def _live(args: argparse.Namespace) -> Iterator[Callable[[str], None]]:
 
 def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[str], None]) -> dict:
     """Run the chosen benchmark; its results document. ``status`` shows what it is doing."""
+    from harnesscheck.reference_server.faults import in_server_args, unknown_problem
+
+    problem = unknown_problem(in_server_args(getattr(args, "server_arg", None) or []))
+    if problem:  # a mistyped --server-arg=--fault=NAME, said before any server starts
+        raise ValueError(problem)
     if args.bench == "load":
         from harnesscheck.replay.benchmarks.load import LoadOptions, parse_slo, run_load
 
@@ -380,14 +428,15 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
         conc = [int(x) for x in (args.concurrency or "").split(",") if x.strip()]
         if not conc and not rates:
             conc = [1, 4, 16]
-        return run_load(LoadOptions(
-            endpoint=args.endpoint, model=args.model, api_key=api_key, workload=args.workload,
-            apis=[a.strip() for a in args.apis.split(",") if a.strip()],
-            max_tokens=args.max_tokens, concurrency=conc, rates=rates, duration_s=args.duration,
-            max_requests=args.max_requests, seed=args.seed, slo_ms=parse_slo(args.slo), warmup=args.warmup,
-            ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
-            decode_ms=args.decode_ms, server_args=args.server_arg,
-            progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
+        with _request_log(args.export_requests) as record:
+            return run_load(LoadOptions(
+                endpoint=args.endpoint, model=args.model, api_key=api_key, workload=_workload(args),
+                apis=[a.strip() for a in args.apis.split(",") if a.strip()],
+                max_tokens=args.max_tokens, concurrency=conc, rates=rates, duration_s=args.duration,
+                max_requests=args.max_requests, seed=args.seed, slo_ms=parse_slo(args.slo), warmup=args.warmup,
+                ttft_base_ms=args.ttft_base_ms, prefill_us_per_token=args.prefill_us_per_token,
+                decode_ms=args.decode_ms, server_args=args.server_arg, timeout_s=args.timeout, record=record,
+                progress=lambda label, done, failed: status(f"{label}: {done} answered, {failed} failed")))
     if args.bench == "suite":
         from harnesscheck.conformance import concurrency_bench
         from harnesscheck.reports.schema import now_iso
@@ -458,6 +507,43 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
     return doc
 
 
+def _workload(args: argparse.Namespace) -> str:
+    """--workload, with --random-range-ratio folded into a random: spec (random:ISL,OSL,RATIO), and
+    --timeout and --min-success checked (ValueError: exit 2, one line)."""
+    import math
+
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise ValueError(f"--timeout must be a number of seconds above 0, got {args.timeout:g}")
+    if not 0 <= args.min_success <= 1:
+        raise ValueError(f"--min-success is a share from 0 to 1, got {args.min_success:g}")
+    spec = args.workload
+    if args.random_range_ratio is None:
+        return spec
+    if not spec.startswith("random:"):
+        raise ValueError("--random-range-ratio is for random:ISL,OSL workloads")
+    if spec.count(",") >= 2:
+        raise ValueError(f"give the range ratio once: {spec} already has one, and --random-range-ratio too")
+    return f"{spec},{args.random_range_ratio:g}"
+
+
+@contextlib.contextmanager
+def _request_log(path: str | None) -> Iterator[Callable[[str, object], None] | None]:
+    """--export-requests FILE: each request of `bench load` as one JSON line, written as it ends (a
+    run stopped part way keeps what ended); None without the flag."""
+    if not path:
+        yield None
+        return
+    import json
+
+    counts: dict[str, int] = {}
+    with open(path, "w", encoding="utf-8") as file:
+        def record(level: str, sample: object) -> None:
+            counts[level] = counts.get(level, 0) + 1
+            file.write(json.dumps(sample.record(level, counts[level] - 1)) + "\n")  # type: ignore[attr-defined]
+
+        yield record
+
+
 # The flags behind replay.benchmarks.common.BenchOptions' fields (and --sessions / --warmup where a
 # benchmark has them), as `_common` and the mixed parser define them.
 _BENCH_FIELDS = ("endpoint", "model", "sessions", "warmup", "ttft_base_ms", "prefill_us_per_token", "decode_ms")
@@ -513,7 +599,7 @@ def _load_plots(doc: dict, out: Path) -> list[Path]:
     return written
 
 
-_CAPTIONED = {"overlap", "fidelity", "server", "mixed"}
+_CAPTIONED = {"overlap", "fidelity", "server", "mixed", "load"}
 
 
 def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
@@ -533,14 +619,13 @@ def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
         if bench is None:
             continue
         st = bench.get("settings") or {}
-        keys = ("scenario", "api", "sessions", "tool_ms", "concurrency", "first_chunk_ms", "chunks", "chunk_gap_ms",
+        keys = ("workload", "sweep", "duration_s", "scenario", "api", "sessions", "tool_ms", "concurrency", "first_chunk_ms", "chunks", "chunk_gap_ms",
                 "windows", "window_s", "pattern", "processes")
         shown = ", ".join(f"{k}={st[k]}" for k in keys if k in st)
         tm = (run.get("settings") or {}).get("timing_model")
         es = server.get("engine_settings") or {}
         device = f" · device: {es['device']}" + (f" ({es['gpu']})" if es.get("gpu") else "") if es.get("device") else ""
-        lines = [bench.get("title") or bench["name"],
-                 f"timing: {bench.get('timing', server.get('timing', 'unknown'))} · engine: {server.get('engine')} "
+        lines = [f"timing: {bench.get('timing', server.get('timing', 'unknown'))} · engine: {server.get('engine')} "
                  f"({server.get('kind')}){device} · endpoint: {run.get('endpoint')}",
                  f"machine: {m.get('hostname')}, {m.get('cpus')} CPUs, {m.get('platform')}, Python {m.get('python')}"
                  f" · {run.get('started_at')}",
@@ -557,6 +642,6 @@ def _caption_plots(doc: dict, pngs: list[Path], stem: str) -> None:
         ax.imshow(img)
         ax.axis("off")
         for i, line in enumerate(lines):
-            fig.text(0.01, (extra - 14 - 16 * i) / (h + extra), line, fontsize=7.5 if i else 8.5,
-                     weight="bold" if i == 0 else "normal", color="#1f2937", va="bottom")
+            fig.text(0.01, (extra - 14 - 16 * i) / (h + extra), line, fontsize=7.5,
+                     color="#1f2937", va="bottom")
         fig.savefig(str(png), dpi=dpi, facecolor="white")

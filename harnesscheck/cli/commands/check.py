@@ -79,6 +79,10 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
     if problem is None and not 0 <= args.min_verdicts <= 1:
         problem = f"--min-verdicts is a share from 0 to 1, got {args.min_verdicts:g}"
+    if problem is None:  # a mistyped --server-arg=--fault=NAME: said here, not as the embedded server's crash
+        from harnesscheck.reference_server.faults import in_server_args, unknown_problem
+
+        problem = unknown_problem(in_server_args(args.hc_server_arg))
     if problem:
         raise UsageError(problem)
     options = SuiteOptions(endpoint=args.hc_endpoint, model=args.hc_model,

@@ -96,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
             trace = build(args.trace.split(":", 1)[1])
         else:
             trace = load(args.trace)
-    except (OSError, TraceError, KeyError) as exc:
-        print(f"error: {exc}")
-        return 2
+    except (OSError, TraceError, KeyError) as exc:  # one line on stderr, exit 2 (main)
+        from harnesscheck.cli.failures import error_line
+
+        raise UsageError(error_line(exc) if isinstance(exc, OSError) else f"{args.trace}: {exc}") from None
     # The endpoint first, as `check` does: a closed port, a server that is no LLM API, a key refused or
     # missing, a --model not served: each said as such, one line, exit 2, before any session starts.
     from harnesscheck.conformance.preflight import probe_timeout, require_usable, say

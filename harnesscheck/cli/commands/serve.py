@@ -63,12 +63,16 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                    "deepseek_r1, gemma) instead of the checkpoint's; needed when the checkpoint ships none")
     g.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
                    help="engine setting, repeatable (transformers: mode=scripted|free, device=cpu|cuda, dtype=...)")
-    g.add_argument("--ttft-base-ms", type=float, default=10.0, help="scripted timing: fixed cost before token 1")
+    g.add_argument("--ttft-base-ms", type=float, default=10.0,
+                   help="scripted timing: fixed cost before token 1 (default: 10 ms; each `bench` sets its own, "
+                        "see `harnesscheck bench --help`)")
     g.add_argument("--prefill-us-per-token", type=float, default=40.0,
-                   help="scripted timing: cost per uncached prompt token, microseconds")
-    g.add_argument("--decode-ms", type=float, default=2.0, help="scripted timing: interval between output tokens")
-    g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens")
-    g.add_argument("--max-concurrency", type=int, default=1024, help="engine slots (concurrent streams)")
+                   help="scripted timing: cost per uncached prompt token (default: 40 µs)")
+    g.add_argument("--decode-ms", type=float, default=2.0,
+                   help="scripted timing: interval between output tokens (default: 2 ms)")
+    g.add_argument("--block-size", type=int, default=16, help="prefix-cache block size in tokens (default: 16)")
+    g.add_argument("--max-concurrency", type=int, default=1024,
+                   help="engine slots (concurrent streams; default: 1024)")
     g.add_argument("--max-output-tokens", type=int, default=32768, metavar="N",
                    help="most output tokens per request: a larger max_tokens is served up to N and ends as a "
                         "length finish (a slow real-compute engine on a CPU; default: 32768)")
@@ -130,6 +134,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_server_options(parser)
 
 
+def fault_banner(names: list[str]) -> list[str]:
+    """What `serve` says on start when faults are on: the server breaks contracts on purpose (also
+    in /, /health and every /v1/models entry's metadata.faults)."""
+    from harnesscheck.reference_server.faults import FAULTS
+
+    names = list(dict.fromkeys(names))
+    if not names:
+        return []
+    lines = [f"harnesscheck reference server: FAULTS ON ({len(names)}), reproducing known bugs on purpose "
+             "(/health and /v1/models name them; `harnesscheck faults` lists all):"]
+    return lines + [f"  --fault {name}: {FAULTS[name].bug}" for name in names]
+
+
 def run(args: argparse.Namespace) -> int:
     import errno
     import os
@@ -139,13 +156,13 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from harnesscheck.reference_server.app import create_app
-    from harnesscheck.reference_server.faults import FAULTS
+    from harnesscheck.reference_server.faults import unknown_problem
 
     from harnesscheck.errors import UsageError
 
-    unknown = [f for f in args.fault if f not in FAULTS]
-    if unknown:
-        raise UsageError(f"unknown fault(s): {', '.join(unknown)}; see `harnesscheck faults`")
+    problem = unknown_problem(args.fault)
+    if problem:
+        raise UsageError(problem)
     args.api_key = args.api_key or os.environ.get("HARNESSCHECK_SERVER_API_KEY")
     try:
         app = create_app(config_from_args(args))
@@ -164,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
     # stdout's first line says where we listen.
     for line in app.state.service.template_report():
         print(f"harnesscheck reference server: {line}", file=sys.stderr, flush=True)
+    for line in fault_banner(args.fault):
+        print(line, file=sys.stderr, flush=True)
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)

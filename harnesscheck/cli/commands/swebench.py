@@ -188,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         tasks = _select(args, TOY_TASKS if toy else None, err)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:  # one line, whatever the file held
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        from harnesscheck.cli.failures import error_line
+
+        err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         return 2
     if args.action == "select":
         write_tasks_jsonl(tasks, args.out)

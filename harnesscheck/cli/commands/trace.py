@@ -119,7 +119,11 @@ def run(args: argparse.Namespace) -> int:
         # JSON nested too deeply as RecursionError)
         named = [getattr(args, name, None) for name in ("capture", "file", "trace")]
         source = next((n for n in named if n), args.action)
-        said = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+        if isinstance(exc, OSError) and exc.strerror:  # `No such file or directory: PATH`, not `[Errno 2] ...`
+            from harnesscheck.cli.failures import error_line
+
+            raise UsageError(error_line(exc)) from None
+        said = str(exc)
         raise UsageError(said if said.startswith(f"{source}: ") else f"{source}: {said}") from None
     print(f"trace: {len(trace.sessions)} session(s), {len(trace.turns)} turn(s) -> {args.out}")
     return 0
