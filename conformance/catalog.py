@@ -57,6 +57,9 @@ _OC = "OpenClaw 2026.9.6"
 _CLIENT_CHECKS = {"AN-CLIENT-001": _CC, "AN-CLIENT-002": f"{_OC} (Messages)",
                   "RS-CLIENT-001": f"{_CX} (gpt-5.5 catalog profile)", "RS-CLIENT-002": f"{_CX} (fallback profile)",
                   "RS-CLIENT-003": f"{_OC} (Responses)", "CH-CLIENT-001": f"{_OC} (Chat Completions)"}
+_PLAIN_TURN = ("none: model-dependent (the seed: dropping thinking on plain turns is right for one model and wrong "
+               "for another; Qwen3's template trims reasoning before the last user query); within the agent loop "
+               "the check's own rule holds (MUST)")
 _ERR_REF = "reference: Anthropic and OpenAI errors: a request the API cannot take is a 4xx in its error shape"
 _CTX_RULES: dict[str, tuple[Level, str]] = {
     # docs/API_FACTS.md "Context overflow": measured with agents/clients/overflow.py (a session grown past the
@@ -234,6 +237,10 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "RS-HIST-001": _r(MUST, "reference: OpenAI reasoning guide: reasoning items are passed back with the function "
                             "calls they belong to, in order"),
     "RS-HIST-002": _r(SHOULD, "none: a cache-reuse goal (article 1)"),
+    # across a later plain user turn the seed leaves past reasoning to the model (Qwen3's template drops it
+    # before the last user query, DeepSeek-R1's on every plain turn); within the agent loop it must survive
+    "AN-HIST-001:plain-turn": _r(SHOULD, _PLAIN_TURN),
+    "RS-HIST-001:plain-turn": _r(SHOULD, _PLAIN_TURN),
     "AN-HIST-003": _r(SHOULD, "none: article 1, fix 3 (enable_thinking=true with a reasoning parser)"),
     "CH-SDK-001": _r(MUST, _OA_SDK + " chat.completions.stream on the recorded stream"),
     "CH-SDK-001:nonstream": _r(SHOULD, "none: a streamed and a separate non-streamed answer agree only where the "
@@ -472,6 +479,7 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     "CH-GRAMMAR-TOOL-INDEX": (PARALLEL,),  # one call has one index: nothing to keep apart
     "AN-GRAMMAR-SIGNATURE": (THINKING,), "AN-GRAMMAR-SIGNATURE-MISSING": (THINKING,),
     "AN-HIST-001": (KIT_INTERLEAVING, INTERLEAVING), "RS-HIST-001": (KIT_INTERLEAVING, INTERLEAVING),
+    "AN-HIST-001:plain-turn": (KIT_INTERLEAVING,), "RS-HIST-001:plain-turn": (KIT_INTERLEAVING,),
     "AN-HIST-002": (AGENT_TURN,), "CH-HIST-002": (AGENT_TURN,), "RS-HIST-002": (AGENT_TURN,),
     # a streamed and a separate non-streamed answer are compared only where the endpoint answers one
     # request the same way twice (test_sdk.py); a sampling endpoint leaves these rules unjudged
@@ -730,8 +738,8 @@ CHECKS: list[Check] = [
     _c("AN-HIST-001", "anthropic", "Interleaved reasoning and tool calls come back in order (r0 t0 r1 t1)", MUST,
        "article 1: <think>r0</think> t0 <think>r1</think> t1 must not be flattened or stripped on agent turns",
        "rebuild assistant turns part by part; keep reasoning bound to tool calls (truncate_history_thinking=false)",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking"),
-       witness="/tokenize, cache usage or timing"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking",
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
     _c("AN-HIST-002", "anthropic", "Turn N's prompt and output come back verbatim as turn N+1's prefix", SHOULD,
        "DESIGN: turn N's prompt + output is a token prefix of turn N+1's prompt; article 1: 167 vs 322 ms",
        "render history exactly as generated (no reordering, truncation or rewriting)",
@@ -742,8 +750,8 @@ CHECKS: list[Check] = [
     _c("RS-HIST-001", "responses", "Interleaved reasoning items and function calls come back in order", MUST,
        "article 1: interleaved reasoning; API_FACTS: reasoning items with encrypted_content",
        "rebuild reasoning and function_call items in their original order",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id"),
-       witness="/tokenize, cache usage or timing"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id",
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
     _c("RS-HIST-002", "responses", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Responses)",
        SHOULD, "DESIGN: the prefix property", "replay reasoning items exactly",
        ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
@@ -968,6 +976,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "flatten-interleaved-reasoning": ("AN-HIST-001", "RS-HIST-001"),
     "truncate-agent-reasoning": ("AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
     "rewrite-history-reasoning": ("AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
+    "trim-reasoning-before-last-query": ("AN-HIST-001:plain-turn", "RS-HIST-001:plain-turn"),
     "thinking-off-by-default": ("AN-HIST-003",),
     "preamble-not-stripped": ("AN-PREAMBLE-001", "AN-PREAMBLE-002", "AN-PREAMBLE-001:cch", "AN-PREAMBLE-002:cch"),
     "preamble-simple-strip": ("AN-PREAMBLE-002", "AN-PREAMBLE-002:cch"),

@@ -32,6 +32,9 @@ _ALL = [
           "truncate_history_thinking left on", "article 1: history thinking truncated; enable_thinking fix"),
     Fault("rewrite-history-reasoning", "reasoning of past turns re-serialised (whitespace normalised) before the next turn",
           "article 1: 167 vs 322 ms when reasoning is rewritten"),
+    Fault("trim-reasoning-before-last-query", "reasoning of assistant turns before the last user query dropped from "
+          "the history, as Qwen3's template trims it: a plain user turn loses the earlier agent reasoning; within "
+          "the agent loop it survives", "issue 41: vLLM with Qwen3's template"),
     Fault("thinking-off-by-default", "thinking only when the client asks for it, though a reasoning parser is "
           "configured (enable_thinking left at the template default)", "article 1: fix 3, enable_thinking=true"),
     Fault("preamble-not-stripped", "x-anthropic-billing-header kept at prompt position 0",

@@ -480,6 +480,14 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its thinking (and redacted thinking) blocks left out, the rest as it was: what the
+    presence witness sends beside the answer itself; None when it has none."""
+    content = answer.get("content") or []
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
+    return None if len(kept) == len(content) else {**answer, "content": copy.deepcopy(kept)}
+
+
 def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
     """The scenario's scripted turn 0 as a message the kit built: thinking blocks (carrying
     ``signature``), tool_use and text blocks in script order."""
