@@ -43,3 +43,19 @@ def test_a_model_that_never_reasons_behind_the_gateway_is_inconclusive(tmp_path:
         assert c["outcome"] == "inconclusive", _brief(doc)
         assert "the model never reasoned" in c["message"] and "never reaches the model's prompt" in c["message"], \
             c["message"]
+
+
+def test_reasoning_trimmed_before_the_last_user_query_fails_the_plain_turn_case_at_should(tmp_path: Path) -> None:
+    """Qwen3's template trims reasoning before the last user query (fault trim-reasoning-before-last-query):
+    within the agent loop it survives (the check's own rule holds), across a later plain user turn it is lost:
+    `<ID>:plain-turn`, SHOULD, and the message says why it is no MUST."""
+    from harnesscheck.conformance.forked import run_forked
+    from harnesscheck.conformance.runner import SuiteOptions
+
+    doc = run_forked(SuiteOptions(select="AN-HIST-001 or RS-HIST-001", witness="cache",
+                                  server_args=("--fault=trim-reasoning-before-last-query",)), tmp_path)
+    for c in doc["checks"]:
+        assert (c["outcome"], c["level"]) == ("fail", "SHOULD"), _brief(doc)
+        assert c["rules_failed"] == [f"{c['id']}:plain-turn"], c
+        assert "SHOULD: whether reasoning survives a plain user turn depends on the model" in c["message"], c["message"]
+        assert any("cache witness spoke; presence witness" in n for n in c["notes"]), c["notes"]
