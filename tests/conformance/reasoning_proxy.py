@@ -18,7 +18,8 @@ model reasons to the output limit (vLLM's tiny Qwen3): a hidden request also has
 gateway that streams the model's reasoning to the client and drops every piece of reasoning the client sends
 back (Anthropic thinking blocks, Chat `reasoning_content` / `reasoning`, Responses reasoning items), as an
 Anthropic-to-Chat gateway measured did; with it the other modes are off. `--no-tokenize`: /tokenize and
-/detokenize answer 404, as a gateway's do.
+/detokenize answer 404, as a gateway's do. `fail-500`: every generation request is answered with a bare HTTP
+500 (a proxy that cannot route the model).
 
     python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
@@ -115,6 +116,9 @@ def create_app(upstream: str, modes: dict[str, str], *, tokenize: bool = True) -
         if not tokenize and request.url.path.rstrip("/").endswith(("/tokenize", "/detokenize")):
             return Response(json.dumps({"error": {"message": "Not Found", "type": "not_found_error"}}),
                             status_code=404, media_type="application/json")
+        if request.method == "POST" and request.url.path in _GENERATION and \
+                "fail-500" in modes.get(_GENERATION[request.url.path], ""):
+            return Response("Internal Server Error", status_code=500, media_type="text/plain")
         if request.method == "POST" and request.url.path in _GENERATION and \
                 "drop-history" in modes.get(_GENERATION[request.url.path], ""):
             try:
