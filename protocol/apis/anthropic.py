@@ -26,9 +26,9 @@ ANSWER_ENDS = ("message_stop",)  # a client has its whole answer after these
 # Bodies the reference refuses (<P>-ERR-001 sends each and wants a 4xx in the API's error shape): a required
 # field missing, a field of the wrong type, a role that is not the API's ("{model}": the endpoint's model).
 BAD_REQUESTS: tuple[tuple[str, Any], ...] = (
-    ("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
-    ("messages not an array", {"model": "{model}", "max_tokens": 10, "messages": "hi"}),
-    ("bad role", {"model": "{model}", "max_tokens": 10, "messages": [{"role": "robot", "content": "x"}]}),
+    ("missing model", {"max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}),
+    ("messages not an array", {"model": "{model}", "max_tokens": 1, "messages": "hi"}),
+    ("bad role", {"model": "{model}", "max_tokens": 1, "messages": [{"role": "robot", "content": "x"}]}),
     ("max_tokens a string",
      {"model": "{model}", "max_tokens": "ten", "messages": [{"role": "user", "content": "hi"}]}),
     ("body not JSON", b"{not json"))

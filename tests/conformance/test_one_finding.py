@@ -1,0 +1,27 @@
+"""Issue 41: findings that name their cause, one per deviation, judged rather than timed out.
+
+Each case is the suite (the checks named) forked from a warm process against a reference server with a
+fault or a test process in front of one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harnesscheck.conformance.forked import run_forked
+from harnesscheck.conformance.runner import SuiteOptions
+
+
+def _brief(doc: dict) -> dict[str, str]:
+    return {c["id"]: f"{c['outcome']} {c['level']} {c.get('rules_failed')}: {c['message'][:300]}" for c in doc["checks"]}
+
+
+def test_a_bad_request_accepted_by_a_slow_model_is_judged_not_timed_out(tmp_path: Path) -> None:
+    """A slow model (300 ms a token) that accepts a bad role: the probe asks for the API's smallest answer, so the
+    acceptance shows at once (CH-ERR-001 ended inconclusive after its timeout on a slow model). Responses' smallest
+    answer is 16 tokens (its minimum), longer than this deadline allows at this speed: not selected."""
+    server_args = ("--fault=lenient-input", "--decode-ms=300")
+    doc = run_forked(SuiteOptions(select="AN-ERR-001 or CH-ERR-001", server_args=server_args, timeout=3.0), tmp_path)
+    assert len(doc["checks"]) == 2, _brief(doc)
+    for c in doc["checks"]:
+        assert c["outcome"] == "fail", _brief(doc)
+        assert c["rules_failed"][0] == f"{c['id']}:lenient", _brief(doc)
