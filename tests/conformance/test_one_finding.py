@@ -25,3 +25,26 @@ def test_a_bad_request_accepted_by_a_slow_model_is_judged_not_timed_out(tmp_path
     for c in doc["checks"]:
         assert c["outcome"] == "fail", _brief(doc)
         assert c["rules_failed"][0] == f"{c['id']}:lenient", _brief(doc)
+
+
+def test_the_sdk_oracles_retry_a_closed_keep_alive_connection_as_the_sdks_do(tmp_path: Path) -> None:
+    """A server that closes kept-alive connections when the next request comes (idle 0: the race of a 1 s idle
+    timeout, every time): the SDKs' default clients retry the connection error, so the oracles pass and note
+    the retry (with max_retries=0, AN-SDK-001 failed at MUST with "Server disconnected without sending a
+    response" on llama-server)."""
+    import sys
+
+    from harnesscheck.conformance.runner import run_suite
+    from harnesscheck.reference_server.launch import ServerProcess
+    from tests.processes import http_process
+
+    root = Path(__file__).resolve().parents[2]
+    with ServerProcess([]) as upstream, http_process(
+            lambda port: [sys.executable, "-m", "tests.conformance.keepalive_proxy", "--upstream", upstream.url,
+                          "--port", str(port), "--idle", "0"], "/v1/models", cwd=root, startup_s=30) as url:
+        doc = run_suite(SuiteOptions(endpoint=url, select="SDK-001", timeout=30.0, preflight=False), tmp_path,
+                        subprocess_run=True, quiet=True)
+    assert {c["id"]: c["outcome"] for c in doc["checks"]} == dict.fromkeys(
+        ("AN-SDK-001", "CH-SDK-001", "RS-SDK-001"), "pass"), _brief(doc)
+    notes = [n for c in doc["checks"] for n in c.get("notes", [])]
+    assert any("retried as its default client does (a connection error before any answer" in n for n in notes), notes
