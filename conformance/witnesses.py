@@ -40,7 +40,7 @@ from typing import Any
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import Session, final_answer, paths_in
-from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
+from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response, skip
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
 
@@ -343,17 +343,25 @@ def judge(hc: Session, api: str, scenario: str, turn1: Turn1, *, witnesses: tupl
             reasons.append("timing: left out by --quick")
             continue
         # No pass without presence shown: the tokenize witness sees the parts in the rendering; the others
-        # see only that it is the same each time, so the presence witness speaks first (ReasoningAbsent
-        # goes to the caller, which knows whose reasoning it was).
-        try:
-            present = "" if name == "tokenize" else presence_witness(hc, api, scenario, turn1)
-        except WitnessUnavailable as why:
-            reasons.append(f"{name}: presence not shown ({why})")
-            continue
+        # see only that it is the same each time, so the presence witness speaks after them (its requests
+        # would warm the cache they read), and before their failure, whose cause it may name: ReasoningAbsent
+        # goes to the caller, which knows whose reasoning it was.
         try:
             runners[name](hc, api, scenario, turn1)
         except WitnessUnavailable as why:
             reasons.append(f"{name}: {why}")
+            continue
+        except CheckFailed:
+            if name != "tokenize":
+                try:
+                    presence_witness(hc, api, scenario, turn1)
+                except WitnessUnavailable:
+                    pass
+            raise
+        try:
+            present = "" if name == "tokenize" else presence_witness(hc, api, scenario, turn1)
+        except WitnessUnavailable as why:
+            reasons.append(f"{name}: presence not shown ({why})")
             continue
         case = "the kit's turn" if runners is KIT_RUNNERS else "the model's turn"
         hc.note(f"{case} ({scenario}): the {name} witness spoke" + (f"; {present}" if present else "")
