@@ -686,11 +686,12 @@ CHECKS: list[Check] = [
        SHOULD, "article 2: content_block_stop != message_stop", "stream tool calls as they are parsed",
        "buffer-tool-calls", witness="frame timing"),
     # --- Anthropic usage, routes, request acceptance, errors -------------------------------------
-    _c("AN-USAGE-001", "anthropic", "message_start's prompt total equals count_tokens (not 0, not a chars/4 estimate)", SHOULD,
+    _c("AN-USAGE-001", "anthropic", "count_tokens agrees with the usage, and message_start's prompt total equals it "
+       "(not 0, not an estimate)", SHOULD,
        "API_FACTS: total prompt = input_tokens + cache_creation + cache_read; count_tokens answers the total",
        "fill message_start usage from the real tokenized prompt before the stream starts (Dynamo PR #7234)",
-       ("message-start-zero-input-tokens", "message-start-estimated-input-tokens", "count-tokens-mismatch"),
-       witness="count_tokens"),
+       ("message-start-zero-input-tokens", "message-start-estimated-input-tokens", "count-tokens-mismatch",
+        "count-tokens-estimate"), witness="count_tokens, cross-checked with the non-streamed usage"),
     _c("AN-USAGE-002", "anthropic", "message_start's prompt total equals the final usage's total", SHOULD,
        "API_FACTS: usage in message_start must agree with the final usage",
        "report the same prompt accounting at the start and the end",
@@ -983,6 +984,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "message-start-zero-input-tokens": ("AN-USAGE-001", "AN-USAGE-002", "AN-USAGE-003"),
     "message-start-estimated-input-tokens": ("AN-USAGE-001", "AN-USAGE-002"),
     "count-tokens-mismatch": ("AN-USAGE-001",),
+    "count-tokens-estimate": ("AN-USAGE-001",),
     "model-slash-404": ("AN-ROUTE-002", "AN-ROUTE-003", "AN-ROUTE-004"),
     "model-percent-2f-not-decoded": ("AN-ROUTE-003", "AN-ROUTE-004"),
     "reject-cache-control": ("AN-REQ-001",),  # AN-REQ-003 fails too (Claude Code's shape carries cache_control),

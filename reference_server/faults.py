@@ -49,6 +49,9 @@ _ALL = [
           "API_FACTS: total prompt must not be an estimate", apis=('anthropic',)),
     Fault("count-tokens-mismatch", "count_tokens answers a different count than usage",
           "API_FACTS: count_tokens must agree with message_start", apis=('anthropic',)),
+    Fault("count-tokens-estimate", "count_tokens answers a local estimate (a quarter of the request body's "
+          "length) while the usage counts the rendered prompt",
+          "issue 41: an Anthropic-to-Chat gateway counted 129 for a prompt its usage counted 324", apis=('anthropic',)),
     Fault("usage-cache-only-in-final", "message_start reports the whole prompt as input_tokens and no cache "
           "fields; only message_delta splits out cache_read_input_tokens",
           "docs/peers/vllm-0.32.md: vLLM 0.32's Anthropic route (measured)", apis=('anthropic',)),

@@ -48,3 +48,17 @@ def test_the_sdk_oracles_retry_a_closed_keep_alive_connection_as_the_sdks_do(tmp
         ("AN-SDK-001", "CH-SDK-001", "RS-SDK-001"), "pass"), _brief(doc)
     notes = [n for c in doc["checks"] for n in c.get("notes", [])]
     assert any("retried as its default client does (a connection error before any answer" in n for n in notes), notes
+
+
+def test_an_estimating_count_tokens_is_cross_checked_before_it_is_a_yardstick(tmp_path: Path) -> None:
+    """count_tokens answers a local estimate (fault count-tokens-estimate, as a gateway's did: 129 for a prompt its
+    usage counted 324): AN-USAGE-001 fails (SHOULD) naming both counts; the estimate grows with each part of the
+    request, so AN-USAGE-005 holds, and message_start, judged against the usage, agrees."""
+    doc = run_forked(SuiteOptions(select="AN-USAGE-001 or AN-USAGE-005",
+                                  server_args=("--fault=count-tokens-estimate",)), tmp_path)
+    by_id = {c["id"]: c for c in doc["checks"]}
+    first = by_id["AN-USAGE-001"]
+    assert (first["outcome"], first["level"]) == ("fail", "SHOULD"), _brief(doc)
+    assert "count_tokens answers" in first["message"] and "non-streamed usage counts" in first["message"], first
+    assert "message_start" not in first["message"], first["message"]  # message_start agrees with the usage
+    assert by_id["AN-USAGE-005"]["outcome"] == "pass", _brief(doc)
