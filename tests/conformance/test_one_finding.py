@@ -62,3 +62,20 @@ def test_an_estimating_count_tokens_is_cross_checked_before_it_is_a_yardstick(tm
     assert "count_tokens answers" in first["message"] and "non-streamed usage counts" in first["message"], first
     assert "message_start" not in first["message"], first["message"]  # message_start agrees with the usage
     assert by_id["AN-USAGE-005"]["outcome"] == "pass", _brief(doc)
+
+
+def test_no_models_routes_with_path_echoing_404s_is_one_route_finding(tmp_path: Path) -> None:
+    """A server with no /v1/models routes at all whose every 404 echoes its path (the missing-route probe
+    recognised only identical bodies: AN-ROUTE-001..004 failed, one at MUST, titled after '/' and %2F): one
+    finding, AN-ROUTE-004's, the others skipped saying so."""
+    from harnesscheck.conformance.runner import run_suite
+    from tests.conformance.test_plain_model import plain_server
+
+    with plain_server("clean,no-models-routes") as url:
+        doc = run_suite(SuiteOptions(endpoint=url, model="plain/tiny-model", apis="anthropic,chat", select="AN-ROUTE",
+                                     timeout=20.0), tmp_path, subprocess_run=True, quiet=True)
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    assert outcomes == {"AN-ROUTE-001": "skip", "AN-ROUTE-002": "skip", "AN-ROUTE-003": "skip",
+                        "AN-ROUTE-004": "fail"}, _brief(doc)
+    route = next(c for c in doc["checks"] if c["id"] == "AN-ROUTE-004")
+    assert "no GET /v1/models/{id} route (nor GET /v1/models)" in route["message"], route["message"]
