@@ -19,7 +19,8 @@ gateway that streams the model's reasoning to the client and drops every piece o
 back (Anthropic thinking blocks, Chat `reasoning_content` / `reasoning`, Responses reasoning items), as an
 Anthropic-to-Chat gateway measured did; with it the other modes are off. `--no-tokenize`: /tokenize and
 /detokenize answer 404, as a gateway's do. `fail-500`: every generation request is answered with a bare HTTP
-500 (a proxy that cannot route the model).
+500 (a proxy that cannot route the model). `refuse-forced`: a forced tool_choice (Anthropic `any`, OpenAI
+`required`) is refused with a 400 in the API's error shape, everything else goes through as it is.
 
     python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
@@ -106,6 +107,15 @@ def drop_history_reasoning(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def forced(content: bytes) -> bool:
+    """The request forces a tool call (Anthropic `{"type": "any"}`, OpenAI `"required"`)."""
+    try:
+        choice = json.loads(content).get("tool_choice")
+    except (ValueError, AttributeError):
+        return False
+    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "any")
+
+
 def create_app(upstream: str, modes: dict[str, str], *, tokenize: bool = True) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=httpx.Timeout(300.0))
 
@@ -116,6 +126,13 @@ def create_app(upstream: str, modes: dict[str, str], *, tokenize: bool = True) -
         if not tokenize and request.url.path.rstrip("/").endswith(("/tokenize", "/detokenize")):
             return Response(json.dumps({"error": {"message": "Not Found", "type": "not_found_error"}}),
                             status_code=404, media_type="application/json")
+        if request.method == "POST" and request.url.path in _GENERATION and \
+                "refuse-forced" in modes.get(_GENERATION[request.url.path], "") and forced(content):
+            error = ({"type": "error", "error": {"type": "invalid_request_error", "message": "tool_choice any is not "
+                                                 "supported"}} if _GENERATION[request.url.path] == "anthropic" else
+                     {"error": {"message": "tool_choice required is not supported", "type": "invalid_request_error",
+                                "param": "tool_choice", "code": None}})
+            return Response(json.dumps(error), status_code=400, media_type="application/json")
         if request.method == "POST" and request.url.path in _GENERATION and \
                 "fail-500" in modes.get(_GENERATION[request.url.path], ""):
             return Response("Internal Server Error", status_code=500, media_type="text/plain")

@@ -79,3 +79,17 @@ def test_no_models_routes_with_path_echoing_404s_is_one_route_finding(tmp_path: 
                         "AN-ROUTE-004": "fail"}, _brief(doc)
     route = next(c for c in doc["checks"] if c["id"] == "AN-ROUTE-004")
     assert "no GET /v1/models/{id} route (nor GET /v1/models)" in route["message"], route["message"]
+
+
+def test_a_refused_forced_choice_is_charged_to_the_check_that_forces(tmp_path: Path) -> None:
+    """A 400 for `tool_choice: any` / `required`: <P>-TOOLS-001 fails on it; <P>-TOOLS-006, which forces a call of
+    a strict tool, judges the strict arguments on an unforced answer and does not fail again on the refusal."""
+    from tests.conformance.test_true_verdicts import through_reasoning_proxy
+
+    doc = through_reasoning_proxy(tmp_path, "AN-TOOLS-001 or AN-TOOLS-006 or CH-TOOLS-006", "--modes",
+                                  "anthropic=refuse-forced,chat=refuse-forced,responses=refuse-forced")
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert by_id["AN-TOOLS-001"]["outcome"] == "fail", _brief(doc)
+    for check_id in ("AN-TOOLS-006", "CH-TOOLS-006"):
+        assert by_id[check_id]["outcome"] in ("pass", "inconclusive"), _brief(doc)
+        assert any("refused the forced choice" in n for n in by_id[check_id].get("notes", [])), _brief(doc)
