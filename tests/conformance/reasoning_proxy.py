@@ -21,6 +21,7 @@ Anthropic-to-Chat gateway measured did; with it the other modes are off. `--no-t
 /detokenize answer 404, as a gateway's do. `fail-500`: every generation request is answered with a bare HTTP
 500 (a proxy that cannot route the model). `refuse-forced`: a forced tool_choice (Anthropic `any`, OpenAI
 `required`) is refused with a 400 in the API's error shape, everything else goes through as it is.
+`zero-usage`: every token count in a generation's answer (usage, streamed or not) reads 0.
 
     python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,7 +43,9 @@ from starlette.routing import Route
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "host"}
 _GENERATION = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
-HIDDEN = "Think about it."  # a user text no scenario answers
+HIDDEN = "Think about it."
+_COUNTS = re.compile(rb'"(input_tokens|output_tokens|prompt_tokens|completion_tokens|total_tokens|cached_tokens|'
+                     rb'cache_read_input_tokens|cache_creation_input_tokens|reasoning_tokens)":\s*\d+')  # a user text no scenario answers
 
 
 def effort(body: dict[str, Any]) -> Any:
@@ -163,10 +167,12 @@ def create_app(upstream: str, modes: dict[str, str], *, tokenize: bool = True) -
                                    stream=True)
         out_headers = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
 
+        zero = request.url.path in _GENERATION and "zero-usage" in modes.get(_GENERATION[request.url.path], "")
+
         async def relay() -> AsyncIterator[bytes]:
             try:
                 async for chunk in answer.aiter_bytes():
-                    yield chunk
+                    yield _COUNTS.sub(rb'"\1": 0', chunk) if zero else chunk
             finally:
                 await answer.aclose()
 

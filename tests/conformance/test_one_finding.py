@@ -93,3 +93,13 @@ def test_a_refused_forced_choice_is_charged_to_the_check_that_forces(tmp_path: P
     for check_id in ("AN-TOOLS-006", "CH-TOOLS-006"):
         assert by_id[check_id]["outcome"] in ("pass", "inconclusive"), _brief(doc)
         assert any("refused the forced choice" in n for n in by_id[check_id].get("notes", [])), _brief(doc)
+
+
+def test_usage_zero_on_every_turn_says_so(tmp_path: Path) -> None:
+    """Usage that reads 0 on every turn was reported as "counts the new turn only": it counts nothing."""
+    from tests.conformance.test_true_verdicts import through_reasoning_proxy
+
+    doc = through_reasoning_proxy(tmp_path, "CH-CTX-002", "--modes", "chat=zero-usage")
+    c = doc["checks"][0]
+    assert c["outcome"] == "fail", _brief(doc)
+    assert "reports 0 prompt tokens on every turn" in c["message"] and "new turn" not in c["message"], c["message"]
