@@ -329,6 +329,10 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "AN-SHAPE-001:stop": _r(SHOULD, "none: the reference requires stop_reason (never null when not streaming) and "
                                     "stop_sequence (nullable), but anthropic-sdk-python types/message.py defaults both "
                                     "to None, so a message without them parses; no measured client reads them"),
+    "AN-SHAPE-001:calls": _r(MUST, "reference: Anthropic stop_reason 'tool_use': the model invoked one or more tools, "
+                                   "whose tool_use blocks the client runs and answers with tool_result blocks"),
+    "CH-SHAPE-001:calls": _r(MUST, "reference: Chat finish_reason 'tool_calls' if the model called a tool: the calls "
+                                   "are message.tool_calls, which the client runs"),
     "CH-SHAPE-001": _r(MUST, "reference: OpenAI ChatCompletion (id, object, created, model, choices with index, "
                              "message, finish_reason), required in openai-python types/chat/chat_completion.py too"),
     "RS-SHAPE-001": _r(MUST, "reference: OpenAI Responses Response (id, object, created_at, model, output and each "
@@ -836,7 +840,8 @@ CHECKS: list[Check] = [
     *[c for p, api in _API_PAIRS for c in (
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
            "force the call", MUST, "API_FACTS: tool_choice",
-           "honour tool_choice (force the call by guided decoding, not the prompt)", "ignore-tool-choice"),
+           "honour tool_choice (force the call by guided decoding, not the prompt)",
+           ("ignore-tool-choice", *_bending(api, "nonstream-calls-as-text"))),
         _c(f"{p}-TOOLS-002", api, "tool_choice none makes no tool call", MUST, "API_FACTS: tool_choice",
            "parse no tool calls when tool_choice is none", "ignore-tool-choice"),
         _c(f"{p}-TOOLS-003", api, "Parallel tool use turned off makes at most one call", MUST,
@@ -848,7 +853,7 @@ CHECKS: list[Check] = [
         _c(f"{p}-TOOLS-005", api, "A forced call cut off by the output limit says so and keeps its "
            "structure (no tool-call markup as text), streamed and not", MUST,
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
-           "in both forms", "forced-cut-raw-markup"))],
+           "in both forms", ("forced-cut-raw-markup", *_bending(api, "nonstream-calls-as-text"))))],
     # --- a follow-up turn is answered, never with a 5xx (test_turns.py) ---------------------------
     *[_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
          "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
@@ -867,11 +872,13 @@ CHECKS: list[Check] = [
        MUST, "API_FACTS: ResponseUsage", "count cached tokens inside input_tokens", "usage-cached-outside-prompt",
        witness="cache usage"),
     _c("AN-SHAPE-001", "anthropic", "The non-streamed message has the fields the reference requires (stop_sequence "
-       "too, null allowed)", MUST, "API_FACTS: the non-streamed answer", "send null fields as null (no "
-       "exclude_none)", "nonstream-no-stop-sequence"),
+       "too, null allowed), and the tool_use blocks its stop_reason names", MUST, "API_FACTS: the non-streamed answer",
+       "send null fields as null (no exclude_none); send calls as tool_use blocks, never as text",
+       ("nonstream-no-stop-sequence", "nonstream-calls-as-text")),
     _c("CH-SHAPE-001", "chat", "The non-streamed chat.completion has id, object, created, model and choices with "
-       "index, message and finish_reason", MUST, "API_FACTS: the non-streamed answer", "send every required field",
-       "nonstream-no-object"),
+       "index, message and finish_reason, and the tool_calls its finish_reason names", MUST,
+       "API_FACTS: the non-streamed answer", "send every required field; send calls as tool_calls, never as text",
+       ("nonstream-no-object", "nonstream-calls-as-text")),
     _c("RS-SHAPE-001", "responses", "The non-streamed response has id, object, created_at, model, complete output "
        "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
        ("nonstream-no-object", "rs-missing-call-id")),
@@ -949,7 +956,8 @@ CHECKS += [
        "messages", "chat-history-reasoning-one-name", witness="/tokenize or cache usage"),
     _c("CH-REQ-002", "chat", "chat_template_kwargs.enable_thinking false and reasoning_effort are accepted; tool "
        "calls are still parsed", MUST, "API_FACTS: request shapes and tool kinds", "turn thinking off in the "
-       "template and the reasoning parser alike", ("thinking-off-output-as-reasoning", "reject-unknown-fields")),
+       "template and the reasoning parser alike", ("thinking-off-output-as-reasoning", "reject-unknown-fields",
+                                                   "nonstream-calls-as-text")),
     _c("RS-REQ-003", "responses", "text without format is accepted; a max_output_tokens 1 probe is answered or "
        "refused in OpenAI's error shape", MUST, "API_FACTS: what Codex sends; what the references allow",
        "make text.format optional; refuse out-of-range values with a 4xx", ("rs-narrow-request-schema",
@@ -1032,6 +1040,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
     "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
+    "nonstream-calls-as-text": ("AN-SHAPE-001:calls", "CH-SHAPE-001:calls"),
     **{f: tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES
                 for r in ("001", "001:marker", "003:window", "003:marker"))
        for f in ("overflow-detail-shape", "overflow-500")},

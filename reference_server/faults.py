@@ -69,6 +69,9 @@ _ALL = [
     Fault("nonstream-no-stop-sequence", "the non-streamed message omits its null fields (stop_sequence), as a "
           "server serialising with exclude_none does", "docs/peers/vllm-0.32.md: vLLM 0.32 (measured)",
           apis=('anthropic',)),
+    Fault("nonstream-calls-as-text", "non-streamed tool calls rendered as text ('Tool usage: name(arguments)') while "
+          "the stop reason still says a call was made (stop_reason tool_use / finish_reason tool_calls)",
+          "issue 41: an Anthropic-to-Chat proxy", apis=("anthropic", "chat")),
     Fault("nonstream-no-object", "the non-streamed answer lacks `object` (chat.completion / response)",
           "API_FACTS: the non-streamed answer shape", apis=('chat', 'responses')),
     # Routes and request acceptance.

@@ -480,6 +480,16 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def missing_calls(answer: dict[str, Any]) -> str:
+    """What the answer says of a call it does not hold: stop_reason tool_use with no tool_use block (a client
+    cannot run a call it only reads as text); "" otherwise."""
+    blocks = [b for b in answer.get("content") or [] if isinstance(b, dict)]
+    if answer.get("stop_reason") != "tool_use" or any(b.get("type") in TOOL_BLOCKS for b in blocks):
+        return ""
+    text = " ".join(b.get("text") or "" for b in blocks if b.get("type") == "text").strip()
+    return f"stop_reason tool_use with no tool_use block (its text: {text[:120]!r})"
+
+
 def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
     """The answer with its thinking (and redacted thinking) blocks left out, the rest as it was: what the
     presence witness sends beside the answer itself; None when it has none."""

@@ -633,6 +633,11 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def missing_calls(answer: dict[str, Any]) -> str:
+    """"": a Responses answer has no stop reason that says a call was made (its calls are output items)."""
+    return ""
+
+
 def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
     """The answer with its reasoning items left out, the rest as it was (what the presence witness sends
     beside the answer itself); None when it has none."""

@@ -452,6 +452,9 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         for event in await answer_events(turn, conv, faults):
             adapter.feed(event)
         message = adapter.message()
+        if faults.on("nonstream-calls-as-text"):  # a gateway's rendering: calls as text, stop_reason kept
+            message["content"] = [{"type": "text", "text": f"Tool usage: {b['name']}({json.dumps(b.get('input'))})"}
+                                  if b.get("type") == "tool_use" else b for b in message["content"]]
         if faults.on("nonstream-no-stop-sequence"):  # vLLM 0.32 serialises with exclude_none
             message = {k: v for k, v in message.items() if v is not None}
         return JSONResponse(message)

@@ -103,3 +103,24 @@ def test_usage_zero_on_every_turn_says_so(tmp_path: Path) -> None:
     c = doc["checks"][0]
     assert c["outcome"] == "fail", _brief(doc)
     assert "reports 0 prompt tokens on every turn" in c["message"] and "new turn" not in c["message"], c["message"]
+
+
+def test_calls_rendered_as_text_with_a_call_stop_reason_are_a_must_finding_and_no_tools_pass(tmp_path: Path) -> None:
+    """A proxy renders every non-streamed call as text ("Tool usage: ...") and keeps stop_reason tool_use /
+    finish_reason tool_calls (fault nonstream-calls-as-text): the shape is its own MUST finding
+    (<P>-SHAPE-001:calls), and AN/CH-TOOLS-003 and -005, which passed on "no tool_use block", do not pass; with
+    tool_choice none sent on as auto too (fault ignore-tool-choice), <P>-TOOLS-002 fails on the call as text."""
+    select = " or ".join(f"{p}-{n}" for p in ("AN", "CH") for n in ("SHAPE-001", "TOOLS-003", "TOOLS-005"))
+    doc = run_forked(SuiteOptions(select=select, apis="anthropic,chat",
+                                  server_args=("--fault=nonstream-calls-as-text",)), tmp_path / "text")
+    none = run_forked(SuiteOptions(select="AN-TOOLS-002 or CH-TOOLS-002", apis="anthropic,chat", server_args=(
+        "--fault=nonstream-calls-as-text", "--fault=ignore-tool-choice")), tmp_path / "none")
+    by_id = {c["id"]: c for c in doc["checks"] + none["checks"]}
+    for p in ("AN", "CH"):
+        shape = by_id[f"{p}-SHAPE-001"]
+        assert (shape["outcome"], shape["level"], shape["rules_failed"]) == ("fail", "MUST", [f"{p}-SHAPE-001:calls"]), \
+            _brief(doc)
+        assert by_id[f"{p}-TOOLS-003"]["outcome"] == "inconclusive", _brief(doc)  # how many calls: unreadable
+        assert by_id[f"{p}-TOOLS-005"]["outcome"] == "fail", _brief(doc)  # the forced call came back as text
+        assert by_id[f"{p}-TOOLS-002"]["outcome"] == "fail", _brief(none)
+        assert "answered with a call: " in by_id[f"{p}-TOOLS-002"]["message"], _brief(none)
