@@ -521,25 +521,28 @@ def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenari
             model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
         except ReasoningAbsent as absent:
             fail(_dropped(absent, "the model's own interleaved"), transcript=absent.transcript)
-    elif kit_absent is not None and parts_of(api, last[1]):
+    own = ""  # what became of the model's own (not interleaved) reasoning, where only the kit's was dropped
+    if turn1 is None and kit_absent is not None and any(kind == "reasoning" for kind, _ in parts_of(api, last[1])):
         try:  # the model reasoned without interleaving: does its own reasoning come back?
-            presence_witness(hc, api, model_scenario, last)
+            own = "the model's own reasoning came back (" + presence_witness(hc, api, model_scenario, last) + ")"
         except ReasoningAbsent as absent:
             fail(_dropped(absent, "the model's own"), transcript=absent.transcript)
-        except WitnessUnavailable:
-            pass
+        except WitnessUnavailable as unavailable:
+            own = f"whether the model's own reasoning comes back cannot be measured ({unavailable})"
     if kit_absent is not None and not model_used:
-        thought = any(kind == "reasoning" for kind, _ in parts_of(api, last[1]))
         inconclusive(f"not exercised: {kit_absent.message} (the kit's turn); "
-                     + ("the model's own reasoning came back, but it never interleaved reasoning and tool calls"
-                        if thought else f"the model never reasoned in {tries} tr{'y' if tries == 1 else 'ies'}, so "
-                        "whether this endpoint keeps reasoning it emits cannot be told"))
+                     + (f"{own}, but the model never interleaved reasoning and tool calls" if own else
+                        f"the model never reasoned in {tries} tr{'y' if tries == 1 else 'ies'}, so whether this "
+                        "endpoint keeps reasoning it emits cannot be told"))
     if used:
         try:
             hc.note(plain_turn_case(hc, api, kit_scenario, kit))
-        except WitnessUnavailable as why:
-            hc.note(f"the plain-user-turn case not judged: {why}")
+        except WitnessUnavailable as unavailable:
+            hc.note(f"the plain-user-turn case not judged: {unavailable}")
     if model_used:
+        if kit_absent is not None:
+            hc.note(f"the kit's turn: {kit_absent.message} (the model's own reasoning came back: the endpoint keeps "
+                    "what it emitted)")
         return
     if not used:
         why = "; ".join(["the kit's turn: " + "; ".join(kit_reasons), "the model's turn: " + "; ".join(model_reasons)])
