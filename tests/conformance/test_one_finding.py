@@ -27,11 +27,7 @@ def test_a_bad_request_accepted_by_a_slow_model_is_judged_not_timed_out(tmp_path
         assert c["rules_failed"][0] == f"{c['id']}:lenient", _brief(doc)
 
 
-def test_the_sdk_oracles_retry_a_closed_keep_alive_connection_as_the_sdks_do(tmp_path: Path) -> None:
-    """A server that closes kept-alive connections when the next request comes (idle 0: the race of a 1 s idle
-    timeout, every time): the SDKs' default clients retry the connection error, so the oracles pass and note
-    the retry (with max_retries=0, AN-SDK-001 failed at MUST with "Server disconnected without sending a
-    response" on llama-server)."""
+def _through_keepalive_proxy(tmp_path: Path, *args: str) -> dict:
     import sys
 
     from harnesscheck.conformance.runner import run_suite
@@ -41,9 +37,26 @@ def test_the_sdk_oracles_retry_a_closed_keep_alive_connection_as_the_sdks_do(tmp
     root = Path(__file__).resolve().parents[2]
     with ServerProcess([]) as upstream, http_process(
             lambda port: [sys.executable, "-m", "tests.conformance.keepalive_proxy", "--upstream", upstream.url,
-                          "--port", str(port), "--idle", "0"], "/v1/models", cwd=root, startup_s=30) as url:
-        doc = run_suite(SuiteOptions(endpoint=url, select="SDK-001", timeout=30.0, preflight=False), tmp_path,
-                        subprocess_run=True, quiet=True)
+                          "--port", str(port), *args], "/v1/models", cwd=root, startup_s=30) as url:
+        return run_suite(SuiteOptions(endpoint=url, select="SDK-001", timeout=30.0, preflight=False), tmp_path,
+                         subprocess_run=True, quiet=True)
+
+
+def test_an_answer_dropped_mid_way_stays_an_sdk_finding_though_the_sdk_retries_it(tmp_path: Path) -> None:
+    """The first non-streamed answer is cut a few bytes after its headers: the SDK's default client retries it
+    and gets a whole answer, but a client without retries fails there: still AN-SDK-001's finding."""
+    doc = _through_keepalive_proxy(tmp_path, "--idle", "1000", "--cut-bodies", "1")
+    failed = [c for c in doc["checks"] if c["outcome"] == "fail"]
+    assert len(failed) == 1 and failed[0]["level"] == "MUST", _brief(doc)
+    assert "then the connection dropped mid-answer" in failed[0]["message"], failed[0]["message"]
+
+
+def test_the_sdk_oracles_retry_a_closed_keep_alive_connection_as_the_sdks_do(tmp_path: Path) -> None:
+    """A server that closes kept-alive connections when the next request comes (idle 0: the race of a 1 s idle
+    timeout, every time): the SDKs' default clients retry the connection error, so the oracles pass and note
+    the retry (with max_retries=0, AN-SDK-001 failed at MUST with "Server disconnected without sending a
+    response" on llama-server)."""
+    doc = _through_keepalive_proxy(tmp_path, "--idle", "0")
     assert {c["id"]: c["outcome"] for c in doc["checks"]} == dict.fromkeys(
         ("AN-SDK-001", "CH-SDK-001", "RS-SDK-001"), "pass"), _brief(doc)
     notes = [n for c in doc["checks"] for n in c.get("notes", [])]
