@@ -11,6 +11,15 @@ prompt. Strongest first; `--witness` forces one, `auto` takes the strongest the 
    what a fully cached repeat costs, far less than with the reasoning deliberately rewritten (a
    paired Wilcoxon test shows the rewrite is slower, so prefix reuse is measurable at all).
 
+No history check passes without presence shown (issue 41): the cache and timing witnesses see that the
+history is rendered the same each time, not that the reasoning is in it, so where one of them spoke the
+presence witness speaks too: turn N+1 sent with and without turn N's reasoning (all else the same, thinking
+on), whose prompt usage must differ by about the reasoning's size (at least PRESENCE_SHARE of chars/4).
+Reasoning the endpoint itself emitted and then absent from the next prompt fails the check (ReasoningAbsent,
+named as a drop, with the hop where the kit can tell); only the kit's reasoning absent while the model never
+reasons is inconclusive. The tokenize witness sees the parts themselves (a rendering with none of turn N's
+reasoning is the same ReasoningAbsent).
+
 A witness that cannot be used raises WitnessUnavailable; the check then tries the next one (auto)
 or is skipped (forced), saying why. A witness proves it works before it testifies: the tokenize
 witness is used only after the route tokenized a known non-empty conversation in the chat form into
@@ -24,7 +33,10 @@ r0 t0 r1 t1 from the scenario's script, with the tool results, as a resumed sess
 judged whether or not the model ever interleaves; the tokenize witness sees its order, the cache
 witness whether it is rendered the same once a later turn follows it (a template that drops or
 reformats past agent reasoning), timing has no kit case. Then the model's own turn, sampled up to
---tries times until the model interleaves (turn N's output against turn N+1's prompt).
+--tries times until the model interleaves (turn N's output against turn N+1's prompt). The kit's cache case
+is the agent loop going on (the kit's turn once more, with its results: the check's own rule); the case
+across a later plain user turn is judged apart (`plain_turn_case`, `<ID>:plain-turn`, SHOULD: the seed
+leaves it to the model, unless the model's own template keeps the reasoning there).
 """
 
 from __future__ import annotations
@@ -487,10 +499,20 @@ def _thinking_asked(body: dict[str, Any]) -> bool:
 KIT_RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": kit_cache_witness}
 
 
-def _dropped(absent: ReasoningAbsent, whose: str) -> str:
+def _dropped(hc: Session, api: str, absent: ReasoningAbsent, whose: str, turn1: Turn1) -> str:
+    """The failure's message: whose reasoning, and the hop that drops it where the kit can tell (a non-streamed
+    answer to turn 1 without the reasoning its stream carried: a hop that converts answers, a gateway)."""
+    body, answer = turn1
+    request = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+    plain = hc.post(api, apis.get(api).PATH, request, label="turn 1 not streamed (is its reasoning there?)")
+    said = plain.json_body() if plain.ok and isinstance(plain.json_body(), dict) else None
+    lost = said is not None and not any(kind == "reasoning" for kind, _ in parts_of(api, said))
+    hop = ("the non-streamed answer to turn 1 carries no reasoning while its stream did: a hop converting the "
+           "answers (a gateway in front of the model) loses it, and the reasoning sent back with them" if lost else
+           "a hop between the client and the model drops the reasoning sent back: a gateway converting the API, or "
+           "a template that leaves it out")
     return (f"{absent.message}: {whose} reasoning, emitted by this endpoint with thinking on, is absent from the "
-            "next turn's prompt (a hop between the client and the model drops the reasoning sent back: a gateway "
-            "converting the API, or a template that leaves it out)")
+            f"next turn's prompt ({hop})")
 
 
 def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenario: str,
@@ -520,13 +542,13 @@ def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenari
         try:
             model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
         except ReasoningAbsent as absent:
-            fail(_dropped(absent, "the model's own interleaved"), transcript=absent.transcript)
+            fail(_dropped(hc, api, absent, "the model's own interleaved", turn1), transcript=absent.transcript)
     own = ""  # what became of the model's own (not interleaved) reasoning, where only the kit's was dropped
     if turn1 is None and kit_absent is not None and any(kind == "reasoning" for kind, _ in parts_of(api, last[1])):
         try:  # the model reasoned without interleaving: does its own reasoning come back?
             own = "the model's own reasoning came back (" + presence_witness(hc, api, model_scenario, last) + ")"
         except ReasoningAbsent as absent:
-            fail(_dropped(absent, "the model's own"), transcript=absent.transcript)
+            fail(_dropped(hc, api, absent, "the model's own", last), transcript=absent.transcript)
         except WitnessUnavailable as unavailable:
             own = f"whether the model's own reasoning comes back cannot be measured ({unavailable})"
     if kit_absent is not None and not model_used:
@@ -560,6 +582,6 @@ def judge_agent_turn(hc: Session, api: str, scenario: str, *, witnesses: tuple[s
     try:
         used, reasons = judge(hc, api, scenario, turn1, witnesses=witnesses)
     except ReasoningAbsent as absent:
-        fail(_dropped(absent, "the model's own agent-turn"), transcript=absent.transcript)
+        fail(_dropped(hc, api, absent, "the model's own agent-turn", turn1), transcript=absent.transcript)
     if not used:
         skip("no witness available: " + "; ".join(reasons))
