@@ -57,6 +57,9 @@ _OC = "OpenClaw 2026.9.6"
 _CLIENT_CHECKS = {"AN-CLIENT-001": _CC, "AN-CLIENT-002": f"{_OC} (Messages)",
                   "RS-CLIENT-001": f"{_CX} (gpt-5.5 catalog profile)", "RS-CLIENT-002": f"{_CX} (fallback profile)",
                   "RS-CLIENT-003": f"{_OC} (Responses)", "CH-CLIENT-001": f"{_OC} (Chat Completions)"}
+_PLAIN_TURN = ("none: model-dependent (the seed: dropping thinking on plain turns is right for one model and wrong "
+               "for another; Qwen3's template trims reasoning before the last user query); within the agent loop "
+               "the check's own rule holds (MUST)")
 _ERR_REF = "reference: Anthropic and OpenAI errors: a request the API cannot take is a 4xx in its error shape"
 _CTX_RULES: dict[str, tuple[Level, str]] = {
     # docs/API_FACTS.md "Context overflow": measured with agents/clients/overflow.py (a session grown past the
@@ -234,6 +237,10 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "RS-HIST-001": _r(MUST, "reference: OpenAI reasoning guide: reasoning items are passed back with the function "
                             "calls they belong to, in order"),
     "RS-HIST-002": _r(SHOULD, "none: a cache-reuse goal (article 1)"),
+    # across a later plain user turn the seed leaves past reasoning to the model (Qwen3's template drops it
+    # before the last user query, DeepSeek-R1's on every plain turn); within the agent loop it must survive
+    "AN-HIST-001:plain-turn": _r(SHOULD, _PLAIN_TURN),
+    "RS-HIST-001:plain-turn": _r(SHOULD, _PLAIN_TURN),
     "AN-HIST-003": _r(SHOULD, "none: article 1, fix 3 (enable_thinking=true with a reasoning parser)"),
     "CH-SDK-001": _r(MUST, _OA_SDK + " chat.completions.stream on the recorded stream"),
     "CH-SDK-001:nonstream": _r(SHOULD, "none: a streamed and a separate non-streamed answer agree only where the "
@@ -322,6 +329,10 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     "AN-SHAPE-001:stop": _r(SHOULD, "none: the reference requires stop_reason (never null when not streaming) and "
                                     "stop_sequence (nullable), but anthropic-sdk-python types/message.py defaults both "
                                     "to None, so a message without them parses; no measured client reads them"),
+    "AN-SHAPE-001:calls": _r(MUST, "reference: Anthropic stop_reason 'tool_use': the model invoked one or more tools, "
+                                   "whose tool_use blocks the client runs and answers with tool_result blocks"),
+    "CH-SHAPE-001:calls": _r(MUST, "reference: Chat finish_reason 'tool_calls' if the model called a tool: the calls "
+                                   "are message.tool_calls, which the client runs"),
     "CH-SHAPE-001": _r(MUST, "reference: OpenAI ChatCompletion (id, object, created, model, choices with index, "
                              "message, finish_reason), required in openai-python types/chat/chat_completion.py too"),
     "RS-SHAPE-001": _r(MUST, "reference: OpenAI Responses Response (id, object, created_at, model, output and each "
@@ -472,6 +483,7 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     "CH-GRAMMAR-TOOL-INDEX": (PARALLEL,),  # one call has one index: nothing to keep apart
     "AN-GRAMMAR-SIGNATURE": (THINKING,), "AN-GRAMMAR-SIGNATURE-MISSING": (THINKING,),
     "AN-HIST-001": (KIT_INTERLEAVING, INTERLEAVING), "RS-HIST-001": (KIT_INTERLEAVING, INTERLEAVING),
+    "AN-HIST-001:plain-turn": (KIT_INTERLEAVING,), "RS-HIST-001:plain-turn": (KIT_INTERLEAVING,),
     "AN-HIST-002": (AGENT_TURN,), "CH-HIST-002": (AGENT_TURN,), "RS-HIST-002": (AGENT_TURN,),
     # a streamed and a separate non-streamed answer are compared only where the endpoint answers one
     # request the same way twice (test_sdk.py); a sampling endpoint leaves these rules unjudged
@@ -678,11 +690,12 @@ CHECKS: list[Check] = [
        SHOULD, "article 2: content_block_stop != message_stop", "stream tool calls as they are parsed",
        "buffer-tool-calls", witness="frame timing"),
     # --- Anthropic usage, routes, request acceptance, errors -------------------------------------
-    _c("AN-USAGE-001", "anthropic", "message_start's prompt total equals count_tokens (not 0, not a chars/4 estimate)", SHOULD,
+    _c("AN-USAGE-001", "anthropic", "count_tokens agrees with the usage, and message_start's prompt total equals it "
+       "(not 0, not an estimate)", SHOULD,
        "API_FACTS: total prompt = input_tokens + cache_creation + cache_read; count_tokens answers the total",
        "fill message_start usage from the real tokenized prompt before the stream starts (Dynamo PR #7234)",
-       ("message-start-zero-input-tokens", "message-start-estimated-input-tokens", "count-tokens-mismatch"),
-       witness="count_tokens"),
+       ("message-start-zero-input-tokens", "message-start-estimated-input-tokens", "count-tokens-mismatch",
+        "count-tokens-estimate"), witness="count_tokens, cross-checked with the non-streamed usage"),
     _c("AN-USAGE-002", "anthropic", "message_start's prompt total equals the final usage's total", SHOULD,
        "API_FACTS: usage in message_start must agree with the final usage",
        "report the same prompt accounting at the start and the end",
@@ -730,8 +743,8 @@ CHECKS: list[Check] = [
     _c("AN-HIST-001", "anthropic", "Interleaved reasoning and tool calls come back in order (r0 t0 r1 t1)", MUST,
        "article 1: <think>r0</think> t0 <think>r1</think> t1 must not be flattened or stripped on agent turns",
        "rebuild assistant turns part by part; keep reasoning bound to tool calls (truncate_history_thinking=false)",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking"),
-       witness="/tokenize, cache usage or timing"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking",
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
     _c("AN-HIST-002", "anthropic", "Turn N's prompt and output come back verbatim as turn N+1's prefix", SHOULD,
        "DESIGN: turn N's prompt + output is a token prefix of turn N+1's prompt; article 1: 167 vs 322 ms",
        "render history exactly as generated (no reordering, truncation or rewriting)",
@@ -742,8 +755,8 @@ CHECKS: list[Check] = [
     _c("RS-HIST-001", "responses", "Interleaved reasoning items and function calls come back in order", MUST,
        "article 1: interleaved reasoning; API_FACTS: reasoning items with encrypted_content",
        "rebuild reasoning and function_call items in their original order",
-       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id"),
-       witness="/tokenize, cache usage or timing"),
+       ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id",
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
     _c("RS-HIST-002", "responses", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Responses)",
        SHOULD, "DESIGN: the prefix property", "replay reasoning items exactly",
        ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
@@ -827,7 +840,8 @@ CHECKS: list[Check] = [
     *[c for p, api in _API_PAIRS for c in (
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
            "force the call", MUST, "API_FACTS: tool_choice",
-           "honour tool_choice (force the call by guided decoding, not the prompt)", "ignore-tool-choice"),
+           "honour tool_choice (force the call by guided decoding, not the prompt)",
+           ("ignore-tool-choice", *_bending(api, "nonstream-calls-as-text"))),
         _c(f"{p}-TOOLS-002", api, "tool_choice none makes no tool call", MUST, "API_FACTS: tool_choice",
            "parse no tool calls when tool_choice is none", "ignore-tool-choice"),
         _c(f"{p}-TOOLS-003", api, "Parallel tool use turned off makes at most one call", MUST,
@@ -839,7 +853,7 @@ CHECKS: list[Check] = [
         _c(f"{p}-TOOLS-005", api, "A forced call cut off by the output limit says so and keeps its "
            "structure (no tool-call markup as text), streamed and not", MUST,
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
-           "in both forms", "forced-cut-raw-markup"))],
+           "in both forms", ("forced-cut-raw-markup", *_bending(api, "nonstream-calls-as-text"))))],
     # --- a follow-up turn is answered, never with a 5xx (test_turns.py) ---------------------------
     *[_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
          "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
@@ -858,11 +872,13 @@ CHECKS: list[Check] = [
        MUST, "API_FACTS: ResponseUsage", "count cached tokens inside input_tokens", "usage-cached-outside-prompt",
        witness="cache usage"),
     _c("AN-SHAPE-001", "anthropic", "The non-streamed message has the fields the reference requires (stop_sequence "
-       "too, null allowed)", MUST, "API_FACTS: the non-streamed answer", "send null fields as null (no "
-       "exclude_none)", "nonstream-no-stop-sequence"),
+       "too, null allowed), and the tool_use blocks its stop_reason names", MUST, "API_FACTS: the non-streamed answer",
+       "send null fields as null (no exclude_none); send calls as tool_use blocks, never as text",
+       ("nonstream-no-stop-sequence", "nonstream-calls-as-text")),
     _c("CH-SHAPE-001", "chat", "The non-streamed chat.completion has id, object, created, model and choices with "
-       "index, message and finish_reason", MUST, "API_FACTS: the non-streamed answer", "send every required field",
-       "nonstream-no-object"),
+       "index, message and finish_reason, and the tool_calls its finish_reason names", MUST,
+       "API_FACTS: the non-streamed answer", "send every required field; send calls as tool_calls, never as text",
+       ("nonstream-no-object", "nonstream-calls-as-text")),
     _c("RS-SHAPE-001", "responses", "The non-streamed response has id, object, created_at, model, complete output "
        "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
        ("nonstream-no-object", "rs-missing-call-id")),
@@ -940,7 +956,8 @@ CHECKS += [
        "messages", "chat-history-reasoning-one-name", witness="/tokenize or cache usage"),
     _c("CH-REQ-002", "chat", "chat_template_kwargs.enable_thinking false and reasoning_effort are accepted; tool "
        "calls are still parsed", MUST, "API_FACTS: request shapes and tool kinds", "turn thinking off in the "
-       "template and the reasoning parser alike", ("thinking-off-output-as-reasoning", "reject-unknown-fields")),
+       "template and the reasoning parser alike", ("thinking-off-output-as-reasoning", "reject-unknown-fields",
+                                                   "nonstream-calls-as-text")),
     _c("RS-REQ-003", "responses", "text without format is accepted; a max_output_tokens 1 probe is answered or "
        "refused in OpenAI's error shape", MUST, "API_FACTS: what Codex sends; what the references allow",
        "make text.format optional; refuse out-of-range values with a 4xx", ("rs-narrow-request-schema",
@@ -968,12 +985,14 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "flatten-interleaved-reasoning": ("AN-HIST-001", "RS-HIST-001"),
     "truncate-agent-reasoning": ("AN-HIST-001", "RS-HIST-001", "AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
     "rewrite-history-reasoning": ("AN-HIST-002", "CH-HIST-002", "RS-HIST-002"),
+    "trim-reasoning-before-last-query": ("AN-HIST-001:plain-turn", "RS-HIST-001:plain-turn"),
     "thinking-off-by-default": ("AN-HIST-003",),
     "preamble-not-stripped": ("AN-PREAMBLE-001", "AN-PREAMBLE-002", "AN-PREAMBLE-001:cch", "AN-PREAMBLE-002:cch"),
     "preamble-simple-strip": ("AN-PREAMBLE-002", "AN-PREAMBLE-002:cch"),
     "message-start-zero-input-tokens": ("AN-USAGE-001", "AN-USAGE-002", "AN-USAGE-003"),
     "message-start-estimated-input-tokens": ("AN-USAGE-001", "AN-USAGE-002"),
     "count-tokens-mismatch": ("AN-USAGE-001",),
+    "count-tokens-estimate": ("AN-USAGE-001",),
     "model-slash-404": ("AN-ROUTE-002", "AN-ROUTE-003", "AN-ROUTE-004"),
     "model-percent-2f-not-decoded": ("AN-ROUTE-003", "AN-ROUTE-004"),
     "reject-cache-control": ("AN-REQ-001",),  # AN-REQ-003 fails too (Claude Code's shape carries cache_control),
@@ -1021,6 +1040,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "usage-cached-outside-prompt": ("CH-USAGE-001:cached", "RS-USAGE-001:cached", "CH-USAGE-001", "RS-USAGE-001"),
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
     "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
+    "nonstream-calls-as-text": ("AN-SHAPE-001:calls", "CH-SHAPE-001:calls"),
     **{f: tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES
                 for r in ("001", "001:marker", "003:window", "003:marker"))
        for f in ("overflow-detail-shape", "overflow-500")},

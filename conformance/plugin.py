@@ -329,7 +329,7 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
             url = server.url
     elif not config.getoption("hc_no_preflight"):  # an unusable endpoint: one line, not a verdict per check
         checked = preflight(url, api_key=api_key, model=config.getoption("hc_model"),
-                            apis=split_apis(config.getoption("hc_apis")), timeout=timeout)
+                            apis=split_apis(config.getoption("hc_apis")), timeout=timeout, generate=True)
         if not checked.ok:
             pytest.exit(f"harnesscheck: {checked.problem}", returncode=2)
     model = config.getoption("hc_model") or discover_model(url, api_key, timeout)

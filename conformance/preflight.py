@@ -12,7 +12,12 @@ questions instead and answers ok, or one line saying what is wrong and what to d
    no generation);
 4. it accepts the API key (401 or 403 on any probe: refused);
 5. with a model given and a model list served, the model is on the list: every page of it
-   (`has_more`, then `?after_id=LAST`, as Anthropic's list pages).
+   (`has_more`, then `?after_id=LAST`, as Anthropic's list pages);
+6. where asked (`generate`: the suite, `check` and `run`), it generates: one one-token answer per selected
+   API (the API's smallest output limit) with the model given, else the first listed. An endpoint that
+   answers every one of them with a 5xx, or with no HTTP answer, stops the run with one line naming the
+   status and body, instead of a suite of failures named after properties never measured (issue 41: a
+   proxy that could not route the model answered a bare 500 to every generation).
 
 Real endpoints can be slow to answer their first request (a gateway starting lazily took 7.7 s,
 then 0.25 s), so each probe waits up to the run's `timeout` (`--timeout`) for its first byte and
@@ -71,6 +76,7 @@ class _Answer:
     content_type: str = ""
     body: Any = None  # the parsed JSON, or None when the body is not JSON
     failure: str = ""
+    text: str = ""  # the body's first bytes, as text
 
     def describe(self) -> str:
         if self.failure:
@@ -84,17 +90,17 @@ class _Unusable(Exception):
 
 
 def preflight(url: str, *, api_key: str | None, model: str | Sequence[str] | None, apis: list[str],
-              timeout: float, progress: Progress | None = None) -> Preflight:
+              timeout: float, progress: Progress | None = None, generate: bool = False) -> Preflight:
     """Probe `url` (the endpoint's base URL) as the suite will use it; see the module docstring.
     `model`: one model id or several that must all be served; `timeout`: each probe's deadline, from
-    its start to the last byte of its answer."""
+    its start to the last byte of its answer; `generate`: ask each API in `apis` for a one-token answer."""
     started = time.monotonic()
     wanted = (model,) if isinstance(model, str) else tuple(model or ())
     secrets = [*secrets_from_url(url), *([api_key] if api_key else [])]  # the lines quote the URL
     said = (lambda line: progress(redact_text(line, secrets))) if progress is not None else None
     try:
         models = asyncio.run(_run(url, api_key=api_key, models=wanted, apis=apis, timeout=timeout,
-                                  progress=said))
+                                  progress=said, generate=generate))
     except _Unusable as unusable:
         return Preflight(ok=False, problem=redact_text(str(unusable), secrets), seconds=time.monotonic() - started)
     return Preflight(ok=True, models=models, seconds=time.monotonic() - started)
@@ -111,29 +117,66 @@ def say(line: str) -> None:
 
 
 def require_usable(url: str, *, api_key: str | None, model: str | Sequence[str] | None, apis: list[str],
-                   timeout: float, progress: Progress | None = None) -> Preflight:
+                   timeout: float, progress: Progress | None = None, generate: bool = False) -> Preflight:
     """`preflight`, raising UsageError (one line, exit 2 in every command) when the endpoint is unusable."""
     from harnesscheck.errors import UsageError
 
-    checked = preflight(url, api_key=api_key, model=model, apis=apis, timeout=timeout, progress=progress)
+    checked = preflight(url, api_key=api_key, model=model, apis=apis, timeout=timeout, progress=progress,
+                        generate=generate)
     if not checked.ok:
         raise UsageError(checked.problem)
     return checked
 
 
 async def _run(url: str, *, api_key: str | None, models: tuple[str, ...], apis: list[str], timeout: float,
-               progress: Progress | None) -> tuple[str, ...]:
+               progress: Progress | None, generate: bool = False) -> tuple[str, ...]:
+    listed = await _usable(url, api_key=api_key, models=models, apis=apis, timeout=timeout, progress=progress)
+    model = (models or listed or ("",))[0]
+    if generate and model:
+        await _generates(url, api_key=api_key, model=model, apis=apis, timeout=timeout, progress=progress)
+    return listed
+
+
+def _client(api_key: str | None, timeout: float) -> httpx.AsyncClient:
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    if api_key:
+        headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
+    # each read and connect; the probe's whole deadline is _Probe's
+    return httpx.AsyncClient(verify=tls_context(), timeout=httpx.Timeout(timeout), headers=headers,
+                             follow_redirects=False)
+
+
+async def _generates(url: str, *, api_key: str | None, model: str, apis: list[str], timeout: float,
+                     progress: Progress | None) -> None:
+    """One one-token answer per API; _Unusable when every one is a 5xx or no HTTP answer."""
+    from harnesscheck.scenarios.loader import get as get_scenario
+
+    base, broken = url.rstrip("/"), []
+    async with _client(api_key, timeout) as client:
+        probe = _Probe(client, base, timeout, progress)
+        for api in apis:
+            module = api_modules.get(api)
+            body = module.first(get_scenario("plain_text"), model, stream=False)
+            body = {**body, module.MAX_TOKENS_FIELD: module.MIN_OUTPUT_TOKENS}
+            answer = await probe("POST", module.PATH, body)
+            if answer.status and answer.status < 500:
+                return  # one API generates (or refuses in its own words): the checks judge the rest
+            text = answer.failure or (json.dumps(answer.body)[:200] if answer.body is not None else
+                                      answer.text[:200] or "an empty body")
+            broken.append(f"POST {module.PATH}: " + (f"HTTP {answer.status} {text}" if answer.status else text))
+    if broken:
+        raise _Unusable(f"{base} answers no generation (one one-token request per API, model {model!r}): "
+                        f"{'; '.join(broken)}; every check would fail for this one cause")
+
+
+async def _usable(url: str, *, api_key: str | None, models: tuple[str, ...], apis: list[str], timeout: float,
+                  progress: Progress | None) -> tuple[str, ...]:
     problem = url_problem(url)
     if problem:
         raise _Unusable(problem)
     base = url.rstrip("/")
-    headers = {"anthropic-version": ANTHROPIC_VERSION}
-    if api_key:
-        headers |= {"x-api-key": api_key, "authorization": f"Bearer {api_key}"}
     seen: list[str] = []
-    limits = httpx.Timeout(timeout)  # each read and connect; the probe's whole deadline is _Probe's
-    async with httpx.AsyncClient(verify=tls_context(), timeout=limits, headers=headers,
-                                 follow_redirects=False) as client:
+    async with _client(api_key, timeout) as client:
         probe = _Probe(client, base, timeout, progress)
         # GET /v1/models first: the model list, and most often the key check; then the routes of
         # the APIs to check until one answers in an API's shape.
@@ -202,12 +245,12 @@ class _Probe:
     def __init__(self, client: httpx.AsyncClient, base: str, timeout: float, progress: Progress | None):
         self.client, self.base, self.timeout, self.progress = client, base, timeout, progress
 
-    async def __call__(self, method: str, path: str) -> _Answer:
+    async def __call__(self, method: str, path: str, body: dict[str, Any] | None = None) -> _Answer:
         """The answer, its body read up to 1 MiB. Nothing there (refused, no TLS, no answer in time)
         ends the preflight with the line that explains it; a broken answer (reset, not HTTP) is
         noted and the next probe may still find the API."""
         state: dict[str, Any] = {"status": None, "bytes": 0}
-        task = asyncio.ensure_future(self._fetch(method, path, state))
+        task = asyncio.ensure_future(self._fetch(method, path, state, body))
         started = time.monotonic()
         say_at = SAY_AFTER_S
         try:
@@ -234,10 +277,10 @@ class _Probe:
                 except (asyncio.CancelledError, Exception):
                     pass
 
-    async def _fetch(self, method: str, path: str, state: dict[str, Any]) -> _Answer:
+    async def _fetch(self, method: str, path: str, state: dict[str, Any], body: dict[str, Any] | None) -> _Answer:
         raw = b""
         try:
-            json_body: dict[str, Any] | None = {} if method == "POST" else None
+            json_body: dict[str, Any] | None = (body or {}) if method == "POST" else None
             async with self.client.stream(method, self.base + path, json=json_body) as response:
                 state["status"] = response.status_code
                 async for chunk in response.aiter_bytes():
@@ -252,7 +295,7 @@ class _Probe:
         except ValueError:
             parsed = None
         return _Answer(status=response.status_code, content_type=response.headers.get("content-type", ""),
-                       body=parsed)
+                       body=parsed, text=raw[:400].decode("utf-8", "replace"))
 
     def _waiting(self, method: str, path: str, state: dict[str, Any], waited: float) -> str:
         what = "its status line and headers" if state["status"] is None else \

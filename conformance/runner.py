@@ -172,7 +172,7 @@ def check_endpoint(options: SuiteOptions, progress: Callable[[str], None] | None
     from harnesscheck.conformance.preflight import require_usable
 
     require_usable(options.endpoint, api_key=options.api_key, model=options.model, apis=split_apis(options.apis),
-                   timeout=options.timeout, progress=progress)
+                   timeout=options.timeout, progress=progress, generate=True)
 
 
 def _start_embedded(options: SuiteOptions) -> tuple[Any, SuiteOptions]:

@@ -150,6 +150,9 @@ def _usage_grows(hc: Session, api: str, turns: int, rule: str) -> list[tuple[int
         if usage is None:
             inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage (the stream checks "
                          "judge its absence)")
+        if seen and usage[0] == 0 and all(u[0] == 0 for u in seen):  # no count at all: not "the new turn only"
+            fail(f"{SESSION} turns 0 to {turn}: the usage reports 0 prompt tokens on every turn: it counts no prompt "
+                 f"at all (a client's context meter reads 0 and never compacts)", transcript=transcript, rule=rule)
         if seen and usage[0] <= seen[-1][0]:
             fail(f"{SESSION} turn {turn}: the usage counts {usage[0]} prompt tokens, turn {turn - 1} counted "
                  f"{seen[-1][0]}, though the prompt grew by turn {turn - 1}'s answer and a tool result: the usage "

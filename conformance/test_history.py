@@ -63,8 +63,9 @@ def test_thinking_on_unless_turned_off(hc: Session) -> None:
 
     _, thinks = hc.until_taken((catalog.THINKING,), lambda: sample(asked_body, "thinking asked for"))
     if not thinks:
-        inconclusive(f"not exercised: the model does not think even when asked, in {hc.endpoint.tries} tries "
-                     "(no reasoning parser?)")
+        inconclusive(f"not exercised: no answer carried reasoning even when thinking was asked for, in "
+                     f"{hc.endpoint.tries} tries (a model that does not reason, a server without a reasoning "
+                     "parser, or a gateway that drops the reasoning it converts)")
     silent, thinks = hc.until_taken((catalog.THINKING,), lambda: sample(body, "thinking not mentioned"))
     if not thinks:
         fail("the model thinks when asked but not when the request says nothing about thinking: thinking should "

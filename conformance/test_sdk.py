@@ -45,18 +45,60 @@ def _import_the_sdks() -> None:
 threading.Thread(target=_import_the_sdks, name="hc-sdk-import", daemon=True).start()
 
 
-def _anthropic_client(hc: Session) -> anthropic.Anthropic:
+class _Attempts:
+    """What the SDK's own HTTP client sent and got back, in order: ("request", 0) and ("response", status).
+    The oracles build their clients as the SDKs' defaults are (DefaultHttpxClient, the default retries): a
+    kept-alive connection the server closed between requests is retried as a real client retries it (issue 41:
+    with max_retries=0 llama-server's closed connections failed AN-SDK-001 at MUST, which no client sees).
+    `retried(at)` reads one call's attempts: each retry is noted, and a retry after the answer had begun
+    (its status line came, then the connection dropped) stays a finding."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def hooks(self) -> dict[str, list[Callable[[Any], None]]]:
+        return {"request": [lambda request: self.events.append(("request", 0))],
+                "response": [lambda response: self.events.append(("response", response.status_code))]}
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    def each_call(self, call: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        """`call`, marking where each of its calls starts (a call's retries are its own requests)."""
+        def run(params: dict[str, Any]) -> Any:
+            self.events.append(("call", 0))
+            return call(params)
+        return run
+
+    def retried(self, at: int) -> tuple[list[str], list[str]]:
+        """(why each retry came: a connection error or a status, the answers dropped mid-way) since `at`."""
+        events, why, dropped = self.events[at:], [], []
+        for before, now in zip(events, events[1:]):
+            if now[0] != "request" or before[0] == "call":
+                continue
+            if before[0] == "request":
+                why.append("a connection error before any answer")
+            elif before[1] < 400:
+                dropped.append(f"HTTP {before[1]}, then the connection dropped mid-answer")
+            else:
+                why.append(f"HTTP {before[1]}")
+        return why, dropped
+
+
+def _anthropic_client(hc: Session, attempts: _Attempts) -> anthropic.Anthropic:
     import anthropic
 
     return anthropic.Anthropic(base_url=hc.endpoint.url, api_key=hc.endpoint.api_key or "harnesscheck",
-                               timeout=hc.endpoint.timeout, max_retries=0)
+                               timeout=hc.endpoint.timeout,
+                               http_client=anthropic.DefaultHttpxClient(event_hooks=attempts.hooks()))
 
 
-def _openai_client(hc: Session) -> openai.OpenAI:
+def _openai_client(hc: Session, attempts: _Attempts) -> openai.OpenAI:
     import openai
 
     return openai.OpenAI(base_url=hc.endpoint.url.rstrip("/") + "/v1", api_key=hc.endpoint.api_key or "harnesscheck",
-                         timeout=hc.endpoint.timeout, max_retries=0)
+                         timeout=hc.endpoint.timeout,
+                         http_client=openai.DefaultHttpxClient(event_hooks=attempts.hooks()))
 
 
 def _canonical(arguments: Any) -> str:
@@ -159,7 +201,7 @@ def _changed(body: dict[str, Any], bent: dict[str, Any]) -> dict[str, Any]:
 
 def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
             created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
-            dump: Callable[[Any], dict[str, Any]]) -> None:
+            dump: Callable[[Any], dict[str, Any]], attempts: _Attempts) -> None:
     """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
     created answer goes back as history the way the SDK hands it out. A turn whose answer ended at the
     output limit, which a helper refuses by design, is sampled again through the levers (Session.until_taken:
@@ -169,6 +211,7 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
     import anthropic
     import openai
 
+    streamed_answer, created_answer = attempts.each_call(streamed_answer), attempts.each_call(created_answer)
     at_limit: list[str] = []
     for scenario_id in SCENARIOS:
         kept: list[levers.Lever] = []
@@ -189,6 +232,7 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                 if held:  # sent with the conversation's kept levers: marked with them
                     sent[1] = list(dict.fromkeys([lv.name for lv in kept] + sent[1]))
                 pulled, where = sent[1], f"{scenario_id} turn {turn}"
+                at = attempts.mark()
                 try:
                     streamed, created = streamed_answer(params), created_answer(params)
                     again = created_answer(params) if shape(streamed) != shape(created) else created
@@ -217,6 +261,13 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                 except Exception as exc:  # the SDK's own complaint is the finding
                     _oracle_failure(hc, api, scenario_id, turn,
                                     f"the {sdk} SDK failed: {type(exc).__name__}: {exc}", rule=check_id)
+                retries, dropped = attempts.retried(at)
+                if dropped:
+                    _oracle_failure(hc, api, scenario_id, turn, f"the {sdk} SDK's default client retried an answer "
+                                    f"that broke off ({'; '.join(dropped)}): a client without retries fails "
+                                    "there", rule=check_id)
+                if retries:
+                    hc.note(f"{where}: the {sdk} SDK retried as its default client does ({'; '.join(retries)})")
                 hc.sent_came_back("an answer the SDK folded")
                 if pulled:
                     hc.attached.bent[f"{where} (the {sdk} SDK)"] = list(pulled)
@@ -247,23 +298,27 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
 
 @pytest.mark.check("AN-SDK-001")
 def test_anthropic_sdk_stream_matches_create(hc: Session) -> None:
-    client = _anthropic_client(hc)
+    attempts = _Attempts()
+    client = _anthropic_client(hc, attempts)
     _oracle(hc, "anthropic", "AN-SDK-001", _with_stream(client.messages.stream, "get_final_message"),
             lambda p: client.messages.create(**p), lambda m: (_an_shape(m.content), m.stop_reason),
-            lambda m: m.model_dump())
+            lambda m: m.model_dump(), attempts)
 
 
 @pytest.mark.check("CH-SDK-001")
 def test_openai_chat_stream_matches_create(hc: Session) -> None:
-    client = _openai_client(hc)
+    attempts = _Attempts()
+    client = _openai_client(hc, attempts)
     _oracle(hc, "chat", "CH-SDK-001", _with_stream(client.chat.completions.stream, "get_final_completion"),
             lambda p: client.chat.completions.create(**p),
-            lambda c: (_chat_shape(c.choices[0].message), c.choices[0].finish_reason), lambda c: c.model_dump())
+            lambda c: (_chat_shape(c.choices[0].message), c.choices[0].finish_reason), lambda c: c.model_dump(),
+            attempts)
 
 
 @pytest.mark.check("RS-SDK-001")
 def test_openai_responses_stream_matches_create(hc: Session) -> None:
-    client = _openai_client(hc)
+    attempts = _Attempts()
+    client = _openai_client(hc, attempts)
     _oracle(hc, "responses", "RS-SDK-001", _responses_stream(client.responses.stream),
             lambda p: client.responses.create(**p), lambda r: _rs_shape(r.output),
-            lambda r: r.model_dump(exclude_none=True))
+            lambda r: r.model_dump(exclude_none=True), attempts)

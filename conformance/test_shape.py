@@ -2,7 +2,9 @@
 non-streamed answer"). A field the official SDK's type marks required too is a MUST rule (the check's
 own id); one the reference requires but the SDK parses leniently (a default of None) is the SHOULD rule
 ``ID:<part>``. Each check asks for one non-streamed answer to a tool scenario (the API module's request),
-so a tool call, where the model makes one, is judged with the rest."""
+so a tool call, where the model makes one, is judged with the rest. An answer whose stop reason says a call
+was made (Anthropic stop_reason tool_use, Chat finish_reason tool_calls) but that holds no call (rendered as
+text, as an Anthropic-to-Chat proxy did) fails ``ID:calls`` (MUST: a client cannot run it; issue 41)."""
 
 from __future__ import annotations
 
@@ -148,6 +150,10 @@ def _judge(hc: Session, api: str, check_id: str, rules: tuple[tuple[str, Any], .
     if not isinstance(answer, dict):
         fail(f"the non-streamed answer is not a JSON object: {transcript.text_body()[:200]!r}",
              transcript=transcript, rule=check_id)
+    claimed = apis.get(api).missing_calls(answer)
+    if claimed:  # the stop reason says a call was made, the answer holds none a client can run
+        fail(f"the non-streamed answer: {claimed}: a client cannot run a call it only reads as text",
+             transcript=transcript, rule=f"{check_id}:calls")
     for rule, problems_of in rules:
         problems = problems_of(answer)
         if problems:

@@ -183,6 +183,9 @@ def test_tool_choice_none(hc: Session, api: str) -> None:
     transcript, calls = _post(hc, api, body, "calculator with tool_choice none")
     if calls:
         fail(f"tool_choice none was answered with tool calls ({_names(calls)})", transcript=transcript)
+    claimed = module.missing_calls(_answer(api, transcript))
+    if claimed:  # the answer says it called; the call is only in its text (the shape: <P>-SHAPE-001:calls)
+        fail(f"tool_choice none was answered with a call: {claimed}", transcript=transcript)
     hc.require_exercised(check_id)
 
 
@@ -198,6 +201,10 @@ def test_parallel_tool_use_off(hc: Session, api: str) -> None:
     if len(calls) > 1:
         fail(f"parallel tool use was turned off ({field}: {json.dumps(body[field])}) but the answer made "
              f"{len(calls)} calls ({_names(calls)})", transcript=transcript)
+    claimed = module.missing_calls(_answer(api, transcript))
+    if claimed:  # how many calls it made cannot be read: never a pass on "no second call block"
+        inconclusive(f"not exercised: the answer says it called but holds its calls only as text ({claimed}; "
+                     f"{module.PREFIX}-SHAPE-001:calls judges that shape): how many calls it made cannot be read")
     hc.require_exercised(check_id)
 
 
@@ -261,6 +268,12 @@ def _judge_cut(hc: Session, api: str, transcript: Transcript, calls: list[ToolCa
         fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
              f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
     texts = [t for kind, t in module.parts(answer) if kind == "text" and t]
+    claimed = module.missing_calls(answer)
+    if claimed or (not calls and any(REPORT["name"] in t for t in texts)):  # the forced call as text
+        hc.saw(catalog.CUT_CALL)
+        fail(f"the forced call came back ({how}) as text: "
+             + (claimed or f"{next(t for t in texts if REPORT['name'] in t)[:160]!r}, no structured call"),
+             transcript=transcript, rule=f"{check_id}:markup")
     if stop != module.LENGTH_STOP or not (calls or texts):
         return False  # it ended before the limit, or the limit cut reasoning alone: no call was cut
     hc.saw(catalog.CUT_CALL)

@@ -4,9 +4,12 @@ between its three fields as the final usage splits it (AN-USAGE-004). In Chat an
 arrives once, at the end: cached tokens are part of the prompt tokens, and the total adds up
 (CH-USAGE-001, RS-USAGE-001).
 
-count_tokens is itself documented as an estimate, so AN-USAGE-001 never takes it as the truth:
-on a mismatch it says both numbers and which of them the final usage (and, where offered, the
-endpoint's own chat-form /tokenize) agrees with. The split and the cached counts are judged on a
+count_tokens is itself documented as an estimate, so AN-USAGE-001 never takes it on trust: it is
+cross-checked first against the same request's non-streamed usage, and a count that differs from it by
+more than the tolerance (COUNT_SLACK tokens or COUNT_SHARE of it, whichever is more) is the finding,
+naming both counts (and, where offered, the endpoint's own chat-form /tokenize count); message_start's
+total is then judged against the usage, not against the count (issue 41: a gateway's local estimate,
+129 for a prompt its usage counted 324, served as the yardstick). The split and the cached counts are judged on a
 prompt sent twice, so a prefix cache can hit; where no cache field is ever reported they are not
 exercised (inconclusive)."""
 
@@ -47,6 +50,9 @@ def _fresh_body(hc: Session) -> dict:
     return body
 
 
+COUNT_SLACK, COUNT_SHARE = 3, 0.02  # count_tokens may differ from the usage by this much (it is an estimate)
+
+
 @pytest.mark.check("AN-USAGE-001")
 def test_message_start_total_equals_count_tokens(hc: Session) -> None:
     body = _fresh_body(hc)
@@ -56,19 +62,27 @@ def test_message_start_total_equals_count_tokens(hc: Session) -> None:
         inconclusive("not exercised: the endpoint has no /v1/messages/count_tokens to compare with (AN-USAGE-005 "
                      "fails on that)")
     ok_response(counted, "count_tokens")
-    expected = (counted.json_body() or {}).get("input_tokens")
+    count = (counted.json_body() or {}).get("input_tokens") if isinstance(counted.json_body(), dict) else None
+    plain = hc.post("anthropic", apis.anthropic.PATH, {**body, "stream": False, "max_tokens": 1},
+                    label="the same request, not streamed (its usage: the yardstick)")
+    ok_response(plain, "the same request, not streamed")
+    usage = _total((plain.json_body() or {}).get("usage") or {}) if isinstance(plain.json_body(), dict) else 0
     start, final, transcript = _start_and_final(hc, body)
-    if _total(start) != expected:
-        witnesses = [f"the final usage total is {_total(final)}"]
+    problems = []
+    tolerance = max(COUNT_SLACK, round(COUNT_SHARE * usage))
+    if not isinstance(count, int) or abs(count - usage) > tolerance:
         tokenized = _tokenize_count(hc, body)
-        if tokenized is not None:
-            witnesses.append(f"the endpoint's chat-form /tokenize counts {tokenized}")
-        agrees = [name for name, value in (("message_start", _total(start)), ("count_tokens", expected))
-                  if value in (_total(final), tokenized)]
-        fail(f"message_start prompt total {_total(start)} (input {start.get('input_tokens')} + cache read "
-             f"{start.get('cache_read_input_tokens')} + cache creation {start.get('cache_creation_input_tokens')}) "
-             f"differs from count_tokens {expected}; {', '.join(witnesses)}: "
-             f"{' and '.join(agrees) + ' agrees' if agrees else 'neither agrees'} with it", transcript=transcript)
+        problems.append(f"count_tokens answers {count!r} for a prompt the same request's non-streamed usage counts "
+                        f"{usage}" + (f" (the endpoint's chat-form /tokenize: {tokenized})" if tokenized is not None
+                                      else "") + f", more than {tolerance} apart: count_tokens is no yardstick here"
+                        + (" (the usage reports 0)" if usage == 0 else ""))
+    if _total(start) != usage:
+        problems.append(f"message_start prompt total {_total(start)} (input {start.get('input_tokens')} + cache read "
+                        f"{start.get('cache_read_input_tokens')} + cache creation "
+                        f"{start.get('cache_creation_input_tokens')}) differs from the non-streamed usage's {usage} "
+                        f"(the final usage total: {_total(final)})")
+    if problems:
+        fail("; ".join(problems), transcript=transcript if _total(start) != usage else counted)
 
 
 def _tokenize_count(hc: Session, body: dict) -> int | None:

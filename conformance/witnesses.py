@@ -11,6 +11,15 @@ prompt. Strongest first; `--witness` forces one, `auto` takes the strongest the 
    what a fully cached repeat costs, far less than with the reasoning deliberately rewritten (a
    paired Wilcoxon test shows the rewrite is slower, so prefix reuse is measurable at all).
 
+No history check passes without presence shown (issue 41): the cache and timing witnesses see that the
+history is rendered the same each time, not that the reasoning is in it, so where one of them spoke the
+presence witness speaks too: turn N+1 sent with and without turn N's reasoning (all else the same, thinking
+on), whose prompt usage must differ by about the reasoning's size (at least PRESENCE_SHARE of chars/4).
+Reasoning the endpoint itself emitted and then absent from the next prompt fails the check (ReasoningAbsent,
+named as a drop, with the hop where the kit can tell); only the kit's reasoning absent while the model never
+reasons is inconclusive. The tokenize witness sees the parts themselves (a rendering with none of turn N's
+reasoning is the same ReasoningAbsent).
+
 A witness that cannot be used raises WitnessUnavailable; the check then tries the next one (auto)
 or is skipped (forced), saying why. A witness proves it works before it testifies: the tokenize
 witness is used only after the route tokenized a known non-empty conversation in the chat form into
@@ -24,12 +33,16 @@ r0 t0 r1 t1 from the scenario's script, with the tool results, as a resumed sess
 judged whether or not the model ever interleaves; the tokenize witness sees its order, the cache
 witness whether it is rendered the same once a later turn follows it (a template that drops or
 reformats past agent reasoning), timing has no kit case. Then the model's own turn, sampled up to
---tries times until the model interleaves (turn N's output against turn N+1's prompt).
+--tries times until the model interleaves (turn N's output against turn N+1's prompt). The kit's cache case
+is the agent loop going on (the kit's turn once more, with its results: the check's own rule); the case
+across a later plain user turn is judged apart (`plain_turn_case`, `<ID>:plain-turn`, SHOULD: the seed
+leaves it to the model, unless the model's own template keeps the reasoning there).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import statistics
 import uuid
@@ -39,7 +52,7 @@ from typing import Any
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance.session import Session, final_answer, paths_in
-from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
+from harnesscheck.conformance.verdict import CheckFailed, fail, inconclusive, ok_response, skip
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.stats import wilcoxon_test
 
@@ -207,6 +220,10 @@ def tokenize_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None
     if not after.startswith(stem):
         fail("turn 2's rendered prompt does not start with turn 1's prompt", transcript=hc.attached[-1][1])
     cursor = len(stem)
+    reasoning = [text.strip() for kind, text in parts if kind == "reasoning"]
+    if reasoning and not any(text in after[cursor:] for text in reasoning):
+        raise ReasoningAbsent("tokenize witness: turn 2's rendered history holds none of turn 1's reasoning",
+                              hc.attached[-1][1])
     for kind, text in parts:
         at = after.find(text.strip(), cursor)
         if at < 0:
@@ -271,6 +288,54 @@ def timing_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
              "rewrite's recompute, so the returned history was not reused verbatim", transcript=hc.attached[-3][1])
 
 
+# -- presence: does turn N's reasoning reach turn N+1's prompt at all? --------------------------------
+
+CHARS_PER_TOKEN = 4  # a rough size of the reasoning in tokens, from its characters
+PRESENCE_SHARE = 0.25  # the differential must show at least this share of that size (tokenizers differ)
+
+
+class ReasoningAbsent(Exception):
+    """The presence witness found turn N+1's prompt no longer with turn N's reasoning than without it."""
+
+    def __init__(self, message: str, transcript: Transcript) -> None:
+        super().__init__(message)
+        self.message, self.transcript = message, transcript
+
+
+def reasoning_chars(api: str, answer: dict[str, Any]) -> int:
+    return sum(len(text) for kind, text in apis.get(api).parts(answer) if kind == "reasoning")
+
+
+def presence_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> str:
+    """Turn N+1 sent twice, with and without turn N's reasoning parts (everything else the same, thinking
+    on): the prompt totals the endpoint reports must differ by about the reasoning's size. Returns what it
+    saw; ReasoningAbsent when they do not differ so, WitnessUnavailable when it cannot be measured (no
+    reasoning in turn N, no prompt usage). The cache and timing witnesses see that the history is rendered
+    the same each time, not that the reasoning is in it: a gateway that drops every thinking block sent back
+    renders it the same each time."""
+    body, answer = turn1
+    bare = apis.get(api).without_reasoning(answer)
+    if bare is None:
+        raise WitnessUnavailable("turn N has no reasoning to leave out")
+    body, sc = thinking_on(api, body), hc.scenario(scenario)
+    kept, left = apis.get(api).follow(body, answer, sc, 1), apis.get(api).follow(body, bare, sc, 1)
+    small = _usage_only(api, kept)
+    with_t = _second(hc, api, kept, label="turn 2 with turn 1's reasoning (presence witness)", max_tokens=small)
+    without_t = _second(hc, api, left, label="turn 2 without turn 1's reasoning (presence witness)", max_tokens=small)
+    with_, without = usage_of(api, with_t.json_body() or {})[0], usage_of(api, without_t.json_body() or {})[0]
+    if with_ <= 0 or without <= 0:
+        raise WitnessUnavailable(f"the endpoint reports no prompt usage ({with_} and {without} prompt tokens), so "
+                                 "the presence of the reasoning cannot be measured")
+    size = max(1, reasoning_chars(api, answer) // CHARS_PER_TOKEN)
+    need = max(1, int(size * PRESENCE_SHARE))
+    seen = (f"turn 2's prompt has {with_} tokens with turn 1's reasoning and {without} without it (the reasoning "
+            f"is about {size} tokens, chars/4)")
+    if with_ - without < need:
+        raise ReasoningAbsent(f"presence witness: {seen}: the reasoning sent back never reaches the model's prompt",
+                              with_t)
+    return "presence witness: " + seen
+
+
 Runner = Callable[[Session, str, str, Turn1], None]
 RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": cache_witness, "timing": timing_witness}
 
@@ -289,25 +354,42 @@ def judge(hc: Session, api: str, scenario: str, turn1: Turn1, *, witnesses: tupl
         if name == "timing" and hc.endpoint.quick:
             reasons.append("timing: left out by --quick")
             continue
+        # No pass without presence shown: the tokenize witness sees the parts in the rendering; the others
+        # see only that it is the same each time, so the presence witness speaks after them (its requests
+        # would warm the cache they read), and before their failure, whose cause it may name: ReasoningAbsent
+        # goes to the caller, which knows whose reasoning it was.
         try:
             runners[name](hc, api, scenario, turn1)
         except WitnessUnavailable as why:
             reasons.append(f"{name}: {why}")
             continue
+        except CheckFailed:
+            if name != "tokenize":
+                try:
+                    presence_witness(hc, api, scenario, turn1)
+                except WitnessUnavailable:
+                    pass
+            raise
+        try:
+            present = "" if name == "tokenize" else presence_witness(hc, api, scenario, turn1)
+        except WitnessUnavailable as why:
+            reasons.append(f"{name}: presence not shown ({why})")
+            continue
         case = "the kit's turn" if runners is KIT_RUNNERS else "the model's turn"
-        hc.note(f"{case} ({scenario}): the {name} witness spoke" + (f" ({'; '.join(reasons)})" if reasons else ""))
+        hc.note(f"{case} ({scenario}): the {name} witness spoke" + (f"; {present}" if present else "")
+                + (f" ({'; '.join(reasons)})" if reasons else ""))
         return name, reasons
     return "", reasons
 
 
-def model_turn(hc: Session, api: str, scenario: str, path: str, *, once: bool = False) -> Turn1 | None:
+def model_turn(hc: Session, api: str, scenario: str, path: str, *, once: bool = False) -> tuple[Turn1 | None, Turn1]:
     """Turn 1 as the model answers it, sampled up to --tries times until it takes `path` (once: one
-    sample, where the check's path was taken already); None if never."""
+    sample, where the check's path was taken already): that turn (None if never), and the last sample."""
     if once:
         body, answer, t = run_turn1(hc, api, scenario)
-        return (body, answer) if path in paths_in(t) else None
+        return ((body, answer) if path in paths_in(t) else None), (body, answer)
     (body, answer, _), taken = hc.until_taken((path,), lambda: run_turn1(hc, api, scenario))
-    return (body, answer) if taken else None
+    return ((body, answer) if taken else None), (body, answer)
 
 
 # -- the kit's own interleaved turn ----------------------------------------------------------------
@@ -330,32 +412,77 @@ def kit_answer(api: str, scenario: Any, *, signature: str = "") -> dict[str, Any
     return apis.get(api).kit_answer(scenario, signature=signature)
 
 
-def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
-    """The kit's turn, resumed (X), then X with the answer and one more user turn (Y): Y must read X's
-    whole prompt from the cache, or the endpoint renders the kit's turn differently once a later turn
-    follows it (past agent reasoning dropped or reformatted)."""
-    body, answer = turn1
-    resumed = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
-    small = _usage_only(api, resumed)  # only the usage is read (and the short answer goes into the history)
-    first = _second(hc, api, resumed, label="kit turn resumed", max_tokens=small)
-    prompt_x = usage_of(api, first.json_body() or {})[0]
-    later = apis.get(api).follow(resumed, first.json_body() or {}, hc.scenario(scenario), 2)
-    later = apis.get(api).append_user(later, "Thanks. Is anything else broken?")
-    second = _second(hc, api, later, label="kit turn, one turn later", max_tokens=small)
-    cached = usage_of(api, second.json_body() or {})[2]
+def _cache_read(hc: Session, api: str, body: dict[str, Any], label: str, small: int | None) -> tuple[int, int, Transcript]:
+    """(cached prompt tokens, the slack forgiven, the transcript) of `body`; WitnessUnavailable where the
+    endpoint reports no cached tokens even for a repeat."""
+    t = _second(hc, api, body, label=label, max_tokens=small)
+    cached = usage_of(api, t.json_body() or {})[2]
+    repeat: Transcript | None = None
     if cached == 0:
-        repeat = _second(hc, api, later, label="one turn later, repeated (control)", max_tokens=small)
+        repeat = _second(hc, api, body, label=f"{label}, repeated (control)", max_tokens=small)
         if usage_of(api, repeat.json_body() or {})[2] == 0:
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
     hc.saw(catalog.CACHE_HIT)
-    slack = SLACK
-    if cached < prompt_x - SLACK:  # the endpoint's cache block may be coarser: a repeat tells
-        repeat = _second(hc, api, later, label="one turn later, repeated (cache block)", max_tokens=small)
-        slack = cache_slack(cached, usage_of(api, repeat.json_body() or {})[2])
+    repeat = repeat or _second(hc, api, body, label=f"{label}, repeated (cache block)", max_tokens=small)
+    return cached, cache_slack(cached, usage_of(api, repeat.json_body() or {})[2]), t
+
+
+def _once_more(answer: dict[str, Any]) -> dict[str, Any]:
+    """The kit's turn again, its call ids made new (a second step of the same agent loop)."""
+    return json.loads(json.dumps(answer).replace("_kit", "_kit2_"))
+
+
+def kit_cache_witness(hc: Session, api: str, scenario: str, turn1: Turn1) -> None:
+    """Within the agent loop: the kit's turn resumed with its tool results (X), then X with the kit's turn
+    once more and its results (no user query between): the second must read X's whole prompt from the
+    cache, or the endpoint renders the kit's turn differently once the loop goes on (past agent reasoning
+    dropped or reformatted). The case across a later plain user turn is `plain_turn_case`."""
+    body, answer = turn1
+    resumed = apis.get(api).follow(body, answer, hc.scenario(scenario), 1)
+    small = _usage_only(api, resumed)  # only the usage is read
+    first = _second(hc, api, resumed, label="kit turn resumed", max_tokens=small)
+    prompt_x = usage_of(api, first.json_body() or {})[0]
+    loop = apis.get(api).follow(resumed, _once_more(answer), hc.scenario(scenario), 1)
+    cached, slack, second = _cache_read(hc, api, loop, "kit turn, one more step of the agent loop", small)
     if cached < prompt_x - slack:
-        fail(f"cache witness: one turn after the kit's interleaved turn the endpoint read {cached} prompt "
-             f"tokens from the cache, less than the {prompt_x} of the request that ended with that turn, less "
-             f"{slack}: the turn was rendered differently once another turn followed it", transcript=second)
+        fail(f"cache witness: one more step of the agent loop after the kit's interleaved turn read {cached} prompt "
+             f"tokens from the cache, less than the {prompt_x} of the request that ended with that turn's tool "
+             f"results, less {slack}: the turn was rendered differently once the loop went on", transcript=second)
+
+
+PLAIN_USER = "Thanks. Is anything else broken?"
+
+
+def plain_turn_case(hc: Session, api: str, scenario: str, turn1: Turn1) -> str:
+    """Across a later plain user turn: the kit's turn resumed (X), its answer, then a plain user message (Y):
+    does Y read X's whole prompt from the cache? The seed leaves this to the model (a template may drop
+    reasoning before the last user query, as Qwen3's does), so a miss fails `<ID>:plain-turn` (SHOULD) and
+    says so, unless the model's own template, where the endpoint renders it through /tokenize, keeps the
+    reasoning there: then the endpoint departs from its model (the check's own rule, MUST). Returns what it
+    saw; WitnessUnavailable where the cache cannot tell."""
+    body, answer = turn1
+    sc = hc.scenario(scenario)
+    resumed = apis.get(api).follow(body, answer, sc, 1)
+    small = _usage_only(api, resumed)
+    first = _second(hc, api, resumed, label="kit turn resumed (plain-turn case)", max_tokens=small)
+    prompt_x = usage_of(api, first.json_body() or {})[0]
+    later = apis.get(api).append_user(apis.get(api).follow(resumed, first.json_body() or {}, sc, 2), PLAIN_USER)
+    cached, slack, second = _cache_read(hc, api, later, "kit turn, after a later plain user turn", small)
+    if cached >= prompt_x - slack:
+        return "the kit's turn kept across a later plain user turn"
+    miss = (f"cache witness: after a later plain user turn the endpoint read {cached} prompt tokens from the cache, "
+            f"less than the {prompt_x} of the request that ended with the kit's turn's tool results, less {slack}: "
+            "the earlier reasoning was dropped or re-rendered once a plain user turn followed")
+    try:
+        rendered = _rendered(hc, api, later, add_generation_prompt=True)
+    except WitnessUnavailable:
+        rendered = ""
+    kept = bool(rendered) and all(text.strip() in rendered for kind, text in parts_of(api, answer) if kind == "reasoning")
+    if kept:
+        fail(miss + "; the model's own template (/tokenize) keeps that reasoning, so the endpoint departs from its "
+             "model", transcript=second)
+    fail(miss + " (SHOULD: whether reasoning survives a plain user turn depends on the model; within the agent loop "
+         "it must, and did)", transcript=second, rule=f"{hc.check_id}:plain-turn")
 
 
 def thinking_on(api: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -372,25 +499,73 @@ def _thinking_asked(body: dict[str, Any]) -> bool:
 KIT_RUNNERS: dict[str, Runner] = {"tokenize": tokenize_witness, "cache": kit_cache_witness}
 
 
+def _dropped(hc: Session, api: str, absent: ReasoningAbsent, whose: str, turn1: Turn1) -> str:
+    """The failure's message: whose reasoning, and the hop that drops it where the kit can tell (a non-streamed
+    answer to turn 1 without the reasoning its stream carried: a hop that converts answers, a gateway)."""
+    body, answer = turn1
+    request = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+    plain = hc.post(api, apis.get(api).PATH, request, label="turn 1 not streamed (is its reasoning there?)")
+    said = plain.json_body() if plain.ok and isinstance(plain.json_body(), dict) else None
+    lost = said is not None and not any(kind == "reasoning" for kind, _ in parts_of(api, said))
+    hop = ("the non-streamed answer to turn 1 carries no reasoning while its stream did: a hop converting the "
+           "answers (a gateway in front of the model) loses it, and the reasoning sent back with them" if lost else
+           "a hop between the client and the model drops the reasoning sent back: a gateway converting the API, or "
+           "a template that leaves it out")
+    return (f"{absent.message}: {whose} reasoning, emitted by this endpoint with thinking on, is absent from the "
+            f"next turn's prompt ({hop})")
+
+
 def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenario: str,
                       witnesses: tuple[str, ...]) -> None:
     """Both cases of an interleaved-history check: the kit's own turn, then the model's (up to --tries
-    samples). Fails on either; inconclusive (not-exercised) when neither could be judged."""
+    samples), and, where the kit's turn was judged, the case across a later plain user turn (SHOULD).
+    Fails on either; inconclusive (not-exercised) when neither could be judged. Reasoning that never
+    reaches the next prompt (the presence witness) fails at MUST where the endpoint itself emitted it;
+    where the model never reasons and only the kit's reasoning is dropped, the check is inconclusive."""
     scenario = hc.scenario(kit_scenario)
     body = thinking_on(api, fresh_first(hc, api, kit_scenario))
     kit = (body, kit_answer(api, scenario, signature=issued_signature(hc, api, SIGNED)))
-    used, kit_reasons = judge(hc, api, kit_scenario, kit, witnesses=witnesses, runners=KIT_RUNNERS)
+    kit_absent: ReasoningAbsent | None = None
+    try:
+        used, kit_reasons = judge(hc, api, kit_scenario, kit, witnesses=witnesses, runners=KIT_RUNNERS)
+    except ReasoningAbsent as absent:
+        used, kit_reasons, kit_absent = "", [absent.message], absent
     if used:
         hc.saw(catalog.KIT_INTERLEAVING)
     # The model's own turn: sampled up to --tries times only while the kit's turn could not be judged
     # (tries are spent where a path was not taken); once where it was.
-    turn1 = model_turn(hc, api, model_scenario, catalog.INTERLEAVING, once=bool(used))
+    turn1, last = model_turn(hc, api, model_scenario, catalog.INTERLEAVING, once=bool(used))
     tries = 1 if used else hc.endpoint.tries
     model_reasons = [f"the model did not interleave reasoning and tool calls in {tries} tr{'y' if tries == 1 else 'ies'}"]
+    model_used = ""
     if turn1 is not None:
-        model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
-        if model_used:
-            return
+        try:
+            model_used, model_reasons = judge(hc, api, model_scenario, turn1, witnesses=witnesses)
+        except ReasoningAbsent as absent:
+            fail(_dropped(hc, api, absent, "the model's own interleaved", turn1), transcript=absent.transcript)
+    own = ""  # what became of the model's own (not interleaved) reasoning, where only the kit's was dropped
+    if turn1 is None and kit_absent is not None and any(kind == "reasoning" for kind, _ in parts_of(api, last[1])):
+        try:  # the model reasoned without interleaving: does its own reasoning come back?
+            own = "the model's own reasoning came back (" + presence_witness(hc, api, model_scenario, last) + ")"
+        except ReasoningAbsent as absent:
+            fail(_dropped(hc, api, absent, "the model's own", last), transcript=absent.transcript)
+        except WitnessUnavailable as unavailable:
+            own = f"whether the model's own reasoning comes back cannot be measured ({unavailable})"
+    if kit_absent is not None and not model_used:
+        inconclusive(f"not exercised: {kit_absent.message} (the kit's turn); "
+                     + (f"{own}, but the model never interleaved reasoning and tool calls" if own else
+                        f"the model never reasoned in {tries} tr{'y' if tries == 1 else 'ies'}, so whether this "
+                        "endpoint keeps reasoning it emits cannot be told"))
+    if used:
+        try:
+            hc.note(plain_turn_case(hc, api, kit_scenario, kit))
+        except WitnessUnavailable as unavailable:
+            hc.note(f"the plain-user-turn case not judged: {unavailable}")
+    if model_used:
+        if kit_absent is not None:
+            hc.note(f"the kit's turn: {kit_absent.message} (the model's own reasoning came back: the endpoint keeps "
+                    "what it emitted)")
+        return
     if not used:
         why = "; ".join(["the kit's turn: " + "; ".join(kit_reasons), "the model's turn: " + "; ".join(model_reasons)])
         if turn1 is None:
@@ -399,10 +574,14 @@ def judge_interleaved(hc: Session, api: str, *, kit_scenario: str, model_scenari
 
 
 def judge_agent_turn(hc: Session, api: str, scenario: str, *, witnesses: tuple[str, ...]) -> None:
-    """The verbatim-prefix check on the model's agent turn (reasoning, then a call), up to --tries samples."""
-    turn1 = model_turn(hc, api, scenario, catalog.AGENT_TURN)
+    """The verbatim-prefix check on the model's agent turn (reasoning, then a call), up to --tries samples;
+    the model's own reasoning absent from the next prompt (the presence witness) fails it."""
+    turn1, _ = model_turn(hc, api, scenario, catalog.AGENT_TURN)
     if turn1 is None:
         inconclusive(f"not exercised: the model did not reason before a tool call in {hc.endpoint.tries} tries")
-    used, reasons = judge(hc, api, scenario, turn1, witnesses=witnesses)
+    try:
+        used, reasons = judge(hc, api, scenario, turn1, witnesses=witnesses)
+    except ReasoningAbsent as absent:
+        fail(_dropped(hc, api, absent, "the model's own agent-turn", turn1), transcript=absent.transcript)
     if not used:
         skip("no witness available: " + "; ".join(reasons))

@@ -32,6 +32,9 @@ _ALL = [
           "truncate_history_thinking left on", "article 1: history thinking truncated; enable_thinking fix"),
     Fault("rewrite-history-reasoning", "reasoning of past turns re-serialised (whitespace normalised) before the next turn",
           "article 1: 167 vs 322 ms when reasoning is rewritten"),
+    Fault("trim-reasoning-before-last-query", "reasoning of assistant turns before the last user query dropped from "
+          "the history, as Qwen3's template trims it: a plain user turn loses the earlier agent reasoning; within "
+          "the agent loop it survives", "issue 41: vLLM with Qwen3's template"),
     Fault("thinking-off-by-default", "thinking only when the client asks for it, though a reasoning parser is "
           "configured (enable_thinking left at the template default)", "article 1: fix 3, enable_thinking=true"),
     Fault("preamble-not-stripped", "x-anthropic-billing-header kept at prompt position 0",
@@ -46,6 +49,9 @@ _ALL = [
           "API_FACTS: total prompt must not be an estimate", apis=('anthropic',)),
     Fault("count-tokens-mismatch", "count_tokens answers a different count than usage",
           "API_FACTS: count_tokens must agree with message_start", apis=('anthropic',)),
+    Fault("count-tokens-estimate", "count_tokens answers a local estimate (a quarter of the request body's "
+          "length) while the usage counts the rendered prompt",
+          "issue 41: an Anthropic-to-Chat gateway counted 129 for a prompt its usage counted 324", apis=('anthropic',)),
     Fault("usage-cache-only-in-final", "message_start reports the whole prompt as input_tokens and no cache "
           "fields; only message_delta splits out cache_read_input_tokens",
           "docs/peers/vllm-0.32.md: vLLM 0.32's Anthropic route (measured)", apis=('anthropic',)),
@@ -63,6 +69,9 @@ _ALL = [
     Fault("nonstream-no-stop-sequence", "the non-streamed message omits its null fields (stop_sequence), as a "
           "server serialising with exclude_none does", "docs/peers/vllm-0.32.md: vLLM 0.32 (measured)",
           apis=('anthropic',)),
+    Fault("nonstream-calls-as-text", "non-streamed tool calls rendered as text ('Tool usage: name(arguments)') while "
+          "the stop reason still says a call was made (stop_reason tool_use / finish_reason tool_calls)",
+          "issue 41: an Anthropic-to-Chat proxy", apis=("anthropic", "chat")),
     Fault("nonstream-no-object", "the non-streamed answer lacks `object` (chat.completion / response)",
           "API_FACTS: the non-streamed answer shape", apis=('chat', 'responses')),
     # Routes and request acceptance.

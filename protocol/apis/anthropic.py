@@ -26,9 +26,9 @@ ANSWER_ENDS = ("message_stop",)  # a client has its whole answer after these
 # Bodies the reference refuses (<P>-ERR-001 sends each and wants a 4xx in the API's error shape): a required
 # field missing, a field of the wrong type, a role that is not the API's ("{model}": the endpoint's model).
 BAD_REQUESTS: tuple[tuple[str, Any], ...] = (
-    ("missing model", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
-    ("messages not an array", {"model": "{model}", "max_tokens": 10, "messages": "hi"}),
-    ("bad role", {"model": "{model}", "max_tokens": 10, "messages": [{"role": "robot", "content": "x"}]}),
+    ("missing model", {"max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}),
+    ("messages not an array", {"model": "{model}", "max_tokens": 1, "messages": "hi"}),
+    ("bad role", {"model": "{model}", "max_tokens": 1, "messages": [{"role": "robot", "content": "x"}]}),
     ("max_tokens a string",
      {"model": "{model}", "max_tokens": "ten", "messages": [{"role": "user", "content": "hi"}]}),
     ("body not JSON", b"{not json"))
@@ -478,6 +478,24 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
             block["thinking"] = base.REVISED + block["thinking"]
             return answer
     return None
+
+
+def missing_calls(answer: dict[str, Any]) -> str:
+    """What the answer says of a call it does not hold: stop_reason tool_use with no tool_use block (a client
+    cannot run a call it only reads as text); "" otherwise."""
+    blocks = [b for b in answer.get("content") or [] if isinstance(b, dict)]
+    if answer.get("stop_reason") != "tool_use" or any(b.get("type") in TOOL_BLOCKS for b in blocks):
+        return ""
+    text = " ".join(b.get("text") or "" for b in blocks if b.get("type") == "text").strip()
+    return f"stop_reason tool_use with no tool_use block (its text: {text[:120]!r})"
+
+
+def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its thinking (and redacted thinking) blocks left out, the rest as it was: what the
+    presence witness sends beside the answer itself; None when it has none."""
+    content = answer.get("content") or []
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
+    return None if len(kept) == len(content) else {**answer, "content": copy.deepcopy(kept)}
 
 
 def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:

@@ -516,6 +516,26 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def missing_calls(answer: dict[str, Any]) -> str:
+    """What the answer says of a call it does not hold: finish_reason tool_calls with no tool_calls (a client
+    cannot run a call it only reads as text); "" otherwise."""
+    message = message_of(answer)
+    if stop_reason(answer) != "tool_calls" or message.get("tool_calls"):
+        return ""
+    return f"finish_reason tool_calls with no tool_calls (its content: {str(message.get('content') or '')[:120]!r})"
+
+
+def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its reasoning (`reasoning_content`, `reasoning`) left out, the rest as it was (what
+    the presence witness sends beside the answer itself); None when it has none."""
+    answer = copy.deepcopy(answer)
+    message = message_of(answer)
+    found = [key for key in ("reasoning_content", "reasoning") if message.get(key)]
+    for key in found:
+        message.pop(key)
+    return answer if found else None
+
+
 def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
     """Refused: one assistant message cannot interleave reasoning and tool calls."""
     raise ValueError(f"{NAME}: one assistant message cannot interleave reasoning and tool calls")

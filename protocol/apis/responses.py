@@ -633,6 +633,19 @@ def rewritten(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def missing_calls(answer: dict[str, Any]) -> str:
+    """"": a Responses answer has no stop reason that says a call was made (its calls are output items)."""
+    return ""
+
+
+def without_reasoning(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer with its reasoning items left out, the rest as it was (what the presence witness sends
+    beside the answer itself); None when it has none."""
+    output = answer.get("output") or []
+    kept = [i for i in output if not (isinstance(i, dict) and i.get("type") == "reasoning")]
+    return None if len(kept) == len(output) else {**answer, "output": copy.deepcopy(kept)}
+
+
 def kit_answer(scenario: Scenario, *, signature: str = "") -> dict[str, Any]:
     """The scenario's scripted turn 0 as output items the kit built (reasoning, function_call,
     message) in script order; ``signature`` is unused (Responses has none)."""

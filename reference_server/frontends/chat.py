@@ -378,6 +378,11 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         for event in await answer_events(turn, conv, faults):
             adapter.feed(event)
         completion = adapter.completion()
+        message = completion["choices"][0]["message"]
+        if faults.on("nonstream-calls-as-text") and message.get("tool_calls"):  # calls as text, finish kept
+            said = "".join(f"Tool usage: {c['function']['name']}({c['function']['arguments']})"
+                           for c in message.pop("tool_calls"))
+            message["content"] = (message.get("content") or "") + said
         if faults.on("nonstream-no-object"):
             del completion["object"]
         return JSONResponse(completion)

@@ -109,9 +109,14 @@ def build_template_input(conv: Conversation, plan: TurnPlan, faults: Faults, *,
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": "\n".join(system)})
-    for message in conv.messages:
+    # the last user query (tool results are no query): Qwen3's template trims reasoning before it
+    last_query = max((i for i, m in enumerate(conv.messages) if m.role == "user" and m.text), default=-1)
+    for at, message in enumerate(conv.messages):
         if message.role == "assistant":
-            messages.append(assistant_message(rebuild_parts(message, profile, faults), plan))
+            parts = rebuild_parts(message, profile, faults)
+            if faults.on("trim-reasoning-before-last-query") and at < last_query:
+                parts = [p for p in parts if p.kind != "reasoning"]
+            messages.append(assistant_message(parts, plan))
         elif message.role == "tool":
             for result in message.results:
                 messages.append({"role": "tool", "content": result.content, "tool_call_id": result.call_id})

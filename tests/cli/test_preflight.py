@@ -173,3 +173,26 @@ def test_replay_names_the_cause(tmp_path, keyed_server):
                            cwd=tmp_path, env={"HARNESSCHECK_API_KEY": ""})
     assert plain.rc == 2 and "does not answer as an LLM API" in plain.one_line()
     assert keyless.rc == 2 and "wants an API key" in keyless.one_line()
+
+
+# -- preflight generates (issue 41): an endpoint whose every generation fails is one line, not 45 failures ----
+
+def test_every_generation_a_500_stops_the_run_in_one_line(tmp_path, reference_server):
+    """A proxy that cannot route the model answers a bare 500 to every generation: its model list and the
+    routes' shapes pass the probes, so only a generation tells. Before, 45 checks failed, each titled after
+    a property never measured."""
+    import sys
+    from pathlib import Path
+
+    from tests.processes import http_process
+
+    root = Path(__file__).resolve().parents[2]
+    with http_process(lambda port: [sys.executable, "-m", "tests.conformance.reasoning_proxy", "--upstream",
+                                    reference_server, "--port", str(port), "--modes",
+                                    "anthropic=fail-500,chat=fail-500,responses=fail-500"],
+                      "/v1/models", cwd=root, startup_s=30) as url:
+        ran = harnesscheck("check", "--endpoint", url, "--out", "out", cwd=tmp_path)
+        fine = preflight(url, api_key=None, model=None, apis=["anthropic"], timeout=10)  # no generation asked
+    _unusable(ran, tmp_path, "answers no generation", "POST /v1/messages: HTTP 500 Internal Server Error",
+              "POST /v1/chat/completions: HTTP 500", "POST /v1/responses: HTTP 500")
+    assert fine.ok, fine.problem

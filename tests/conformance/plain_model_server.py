@@ -42,7 +42,9 @@ references forbid unless said:
   were not there (vLLM 0.32's tokenize request lacks the chat request's rename step), while the generation
   routes keep the reasoning under either name;
 - openai-404: a route the server does not have answers 404 in OpenAI's error shape (as llama.cpp's
-  server does); it never has GET /v1/models/{id} and serves any model name.
+  server does); it never has GET /v1/models/{id} and serves any model name;
+- no-models-routes: no GET /v1/models nor /v1/models/{id} at all, and every unknown route answers a 404
+  that echoes its path (`{"error": "Cannot GET /v1/models/x"}`, as an Express-style gateway does).
 
 Streams otherwise carry the parts in the model's order (Chat too: reasoning, tool-call and content
 deltas as they were generated).
@@ -74,6 +76,7 @@ MODEL = "plain/tiny-model"
 MODES = ("clean", "flatten-history", "flatten-tokenize", "drop-agent-reasoning", "parallel-same-index", "sampling",
          "buffer-tool-calls")
 BEHAVIOURS = ("verbose", "history-500", "tokenize-content", "real-header-cache", "forced-text", "openai-404",
+              "no-models-routes",
               "tokenize-drops-reasoning-content")
 # Claude Code 2.1.197's header (what real-header-cache normalises), and no other form
 REAL_HEADER = re.compile(r"x-anthropic-billing-header: cc_version=\d+\.\d+\.\d+\.[0-9a-f]{3}; "
@@ -458,12 +461,15 @@ def create_app(mode: str = "clean", one_in: int = 1) -> Starlette:
                                        "param": None, "code": None}}, status_code=400)
 
     async def not_found(request: Request, exc: Exception) -> Response:
+        if "no-models-routes" in flags:
+            return JSONResponse({"error": f"Cannot {request.method} {request.url.path}"}, status_code=404)
         if "openai-404" in flags:
             return JSONResponse({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
                                 status_code=404)
         return Response("Not Found", status_code=404, media_type="text/plain")
 
-    return Starlette(routes=[Route("/v1/models", models), Route("/v1/messages", messages_route, methods=["POST"]),
+    listed = [] if "no-models-routes" in flags else [Route("/v1/models", models)]
+    return Starlette(routes=[*listed, Route("/v1/messages", messages_route, methods=["POST"]),
                              Route("/v1/chat/completions", chat_route, methods=["POST"]),
                              Route("/v1/responses", responses_route, methods=["POST"]),
                              Route("/tokenize", tokenize_route, methods=["POST"]),

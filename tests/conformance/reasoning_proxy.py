@@ -9,12 +9,19 @@ is a short thought and "ok", never a tool call, whatever the prompt names or for
 thinking off in any of the ways vLLM reads (Anthropic `thinking: {"type": "disabled"}`, Chat
 `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`, `chat_template_kwargs:
 {"enable_thinking": false}`) goes through as it is, and the scripted model takes the scenario's path.
-Follow-up turns go through as they are. Per API (`--modes anthropic=never,chat=refuse-none`): `never`, no
+Follow-up turns go through as they are, but under `drop-history` (below). Per API (`--modes anthropic=never,chat=refuse-none`): `never`, no
 request goes through as it is; `refuse-none`, it is a model before gpt-5.1: an effort of "none" is refused
 with a 400 in OpenAI's shape, and "minimal", the lowest effort it takes, turns thinking off; `cut`, the
 model reasons to the output limit (vLLM's tiny Qwen3): a hidden request also has its limit lowered to
 16 tokens (Responses' minimum), so its answer is reasoning alone, cut by the limit. Modes combine with
-`+`: `never+cut`, a model that reasons to the limit whatever the levers.
+`+`: `never+cut`, a model that reasons to the limit whatever the levers. `drop-history` (issue 41) is the
+gateway that streams the model's reasoning to the client and drops every piece of reasoning the client sends
+back (Anthropic thinking blocks, Chat `reasoning_content` / `reasoning`, Responses reasoning items), as an
+Anthropic-to-Chat gateway measured did; with it the other modes are off. `--no-tokenize`: /tokenize and
+/detokenize answer 404, as a gateway's do. `fail-500`: every generation request is answered with a bare HTTP
+500 (a proxy that cannot route the model). `refuse-forced`: a forced tool_choice (Anthropic `any`, OpenAI
+`required`) is refused with a 400 in the API's error shape, everything else goes through as it is.
+`zero-usage`: every token count in a generation's answer (usage, streamed or not) reads 0.
 
     python -m tests.conformance.reasoning_proxy --upstream http://127.0.0.1:PORT --port P [--modes API=MODE,...]
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,7 +43,9 @@ from starlette.routing import Route
 
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "host"}
 _GENERATION = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
-HIDDEN = "Think about it."  # a user text no scenario answers
+HIDDEN = "Think about it."
+_COUNTS = re.compile(rb'"(input_tokens|output_tokens|prompt_tokens|completion_tokens|total_tokens|cached_tokens|'
+                     rb'cache_read_input_tokens|cache_creation_input_tokens|reasoning_tokens)":\s*\d+')  # a user text no scenario answers
 
 
 def effort(body: dict[str, Any]) -> Any:
@@ -83,14 +93,60 @@ def hide(body: dict[str, Any], cut: bool = False) -> dict[str, Any]:
     return out
 
 
-def create_app(upstream: str, modes: dict[str, str]) -> Starlette:
+def drop_history_reasoning(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with every piece of reasoning sent back left out (the gateway's bug)."""
+    out = dict(body)
+    if isinstance(body.get("messages"), list):
+        messages = []
+        for m in body["messages"]:
+            if isinstance(m, dict) and m.get("role") == "assistant":
+                m = {k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")}
+                if isinstance(m.get("content"), list):
+                    m["content"] = [b for b in m["content"] if not (isinstance(b, dict) and b.get("type") in (
+                        "thinking", "redacted_thinking"))]
+            messages.append(m)
+        out["messages"] = messages
+    if isinstance(body.get("input"), list):
+        out["input"] = [i for i in body["input"] if not (isinstance(i, dict) and i.get("type") == "reasoning")]
+    return out
+
+
+def forced(content: bytes) -> bool:
+    """The request forces a tool call (Anthropic `{"type": "any"}`, OpenAI `"required"`)."""
+    try:
+        choice = json.loads(content).get("tool_choice")
+    except (ValueError, AttributeError):
+        return False
+    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "any")
+
+
+def create_app(upstream: str, modes: dict[str, str], *, tokenize: bool = True) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=httpx.Timeout(300.0))
 
     async def proxy(request: Request) -> Response:
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         content = await request.body()
-        if request.method == "POST" and request.url.path in _GENERATION:
+        if not tokenize and request.url.path.rstrip("/").endswith(("/tokenize", "/detokenize")):
+            return Response(json.dumps({"error": {"message": "Not Found", "type": "not_found_error"}}),
+                            status_code=404, media_type="application/json")
+        if request.method == "POST" and request.url.path in _GENERATION and \
+                "refuse-forced" in modes.get(_GENERATION[request.url.path], "") and forced(content):
+            error = ({"type": "error", "error": {"type": "invalid_request_error", "message": "tool_choice any is not "
+                                                 "supported"}} if _GENERATION[request.url.path] == "anthropic" else
+                     {"error": {"message": "tool_choice required is not supported", "type": "invalid_request_error",
+                                "param": "tool_choice", "code": None}})
+            return Response(json.dumps(error), status_code=400, media_type="application/json")
+        if request.method == "POST" and request.url.path in _GENERATION and \
+                "fail-500" in modes.get(_GENERATION[request.url.path], ""):
+            return Response("Internal Server Error", status_code=500, media_type="text/plain")
+        if request.method == "POST" and request.url.path in _GENERATION and \
+                "drop-history" in modes.get(_GENERATION[request.url.path], ""):
+            try:
+                content = json.dumps(drop_history_reasoning(json.loads(content))).encode()
+            except (ValueError, AttributeError):
+                pass
+        elif request.method == "POST" and request.url.path in _GENERATION:
             try:
                 body = json.loads(content)
             except ValueError:
@@ -111,10 +167,12 @@ def create_app(upstream: str, modes: dict[str, str]) -> Starlette:
                                    stream=True)
         out_headers = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
 
+        zero = request.url.path in _GENERATION and "zero-usage" in modes.get(_GENERATION[request.url.path], "")
+
         async def relay() -> AsyncIterator[bytes]:
             try:
                 async for chunk in answer.aiter_bytes():
-                    yield chunk
+                    yield _COUNTS.sub(rb'"\1": 0', chunk) if zero else chunk
             finally:
                 await answer.aclose()
 
@@ -130,9 +188,10 @@ def main() -> None:
     parser.add_argument("--modes", default="", help="API=MODE,...: never (no lever helps), refuse-none (effort "
                                                      "none refused with a 400, minimal turns thinking off), cut "
                                                      "(reasoning to the output limit until thinking is off)")
+    parser.add_argument("--no-tokenize", action="store_true", help="/tokenize and /detokenize answer 404")
     args = parser.parse_args()
     modes = dict(item.split("=", 1) for item in args.modes.split(",") if item)
-    uvicorn.run(create_app(args.upstream, modes), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(create_app(args.upstream, modes, tokenize=not args.no_tokenize), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
