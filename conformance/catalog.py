@@ -212,6 +212,9 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                           "most SHOULD); the API itself refuses it with a 400")
        for p in apis.PREFIXES},
     "AN-ERR-002": _r(MUST, "reference: Anthropic and OpenAI errors: an unknown model is 404 not_found"),
+    "AN-ERR-002:shape": _r(SHOULD, "none: the Anthropic errors reference gives every error the {type: error, error: "
+                                   "{type, message}} shape, but the SDKs raise NotFoundError on the status whatever "
+                                   "the body, and no measured client reads a 404's body"),
     "AN-ERR-002:generation": _r(SHOULD, "none: the references answer an unknown model with 404, but serving one "
                                         "model under any name (or another 4xx in shape) accepts a lenient request "
                                         "and breaks no measured client"),
@@ -717,7 +720,7 @@ CHECKS: list[Check] = [
        ("model-slash-404", "model-percent-2f-not-decoded")),
     _c("AN-ERR-002", "any", "An unknown model id gets 404 in the API's error shape (the retrieve route and the "
        "generation routes)", MUST, "API_FACTS: unknown id -> 404 not_found_error", "answer 404 not_found_error",
-       "wrong-error-shape"),
+       ("wrong-error-shape", "unknown-model-openai-shape")),
     _c("AN-PREAMBLE-001", "anthropic", "A per-session billing header does not defeat prefix-cache reuse", SHOULD,
        "article 1: --strip-anthropic-preamble; 168 / 912 / 169 ms",
        "strip x-anthropic-billing-header before tokenizing", "preamble-not-stripped",
@@ -773,7 +776,7 @@ CHECKS: list[Check] = [
        witness="frame timing"),
     _c("CH-DISPATCH-002", "chat", "tool_call_dispatch frames are well formed, once per call, before the end", SHOULD,
        "API_FACTS: Dynamo --enable-streaming-tool-dispatch", "send one dispatch frame per complete call",
-       ("dispatch-missing", "dispatch-twice"), witness="tool-dispatch (when offered)"),
+       ("dispatch-missing", "dispatch-twice", "dispatch-late"), witness="tool-dispatch (when offered)"),
     _c("CH-REQ-001", "chat", "nvext.agent_hints (Dynamo's request extension) is accepted", SHOULD,
        "API_FACTS: Dynamo request extensions: must be accepted, never rejected", "ignore unknown fields",
        "reject-unknown-fields"),
@@ -986,6 +989,8 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "buffer-tool-calls": ("AN-DISPATCH-001", "CH-DISPATCH-001", "RS-DISPATCH-001"),
     "dispatch-missing": ("CH-DISPATCH-002",),
     "dispatch-twice": ("CH-DISPATCH-002",),
+    "dispatch-late": ("CH-DISPATCH-002",),
+    "unknown-model-openai-shape": ("AN-ERR-002:generation", "AN-ERR-002:shape"),
     "invalid-tool-json": ("AN-GRAMMAR-TOOL-JSON", "CH-GRAMMAR-TOOL-ARGS", "RS-GRAMMAR-ARGS-JSON"),
     "an-block-index-skip": ("AN-GRAMMAR-INDEX",),
     "an-delta-type-mismatch": ("AN-GRAMMAR-DELTA-TYPE",),

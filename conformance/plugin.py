@@ -415,6 +415,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     elif isinstance(error, CheckFailed):
         outcome, message = Outcome.FAIL, error.summary
         finding, rules = error.finding, error.rules or [check.id]
+        rules = sorted(rules, key=lambda r: check.level_of(r) is not catalog.MUST)  # the weightiest rule first
         transcript = error.transcript or transcript
         excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
     elif isinstance(error, AssertionError):

@@ -87,6 +87,34 @@ class Inconclusive(_Skip):
         self.cause = cause
 
 
+class Problems:
+    """Every failed rule of one check, gathered while the check judges all its rules and cases (a second
+    violation is never hidden behind the first); ``raise_if_any()`` fails with all of them, the
+    weightiest rule (the catalog's level of each) first, so the result weighs its worst failed rule."""
+
+    def __init__(self, check_id: str) -> None:
+        self.check_id = check_id
+        self.found: list[tuple[str, str, Transcript | None]] = []  # (rule, message, transcript)
+
+    def add(self, message: str, *, rule: str | None = None, transcript: Transcript | None = None) -> None:
+        self.found.append((rule or self.check_id, message, transcript))
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def raise_if_any(self) -> None:
+        if not self.found:
+            return
+        from harnesscheck.conformance import catalog
+
+        check = catalog.get(self.check_id)
+        ranked = sorted(self.found, key=lambda p: check.level_of(p[0]) is not catalog.MUST)
+        rule, message, transcript = ranked[0]
+        also = f" (and {len(ranked) - 1} more: {'; '.join(m for _, m, _ in ranked[1:4])})" if len(ranked) > 1 else ""
+        raise CheckFailed(message + also, findings=[Finding(r, None, m) for r, m, _ in ranked],
+                          transcript=transcript or next((t for _, _, t in ranked if t is not None), None))
+
+
 def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,
          rule: str | None = None) -> NoReturn:
     raise CheckFailed(message, finding=finding, transcript=transcript, rule=rule)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from harnesscheck.reference_server.frontends.common import ApiError
+from harnesscheck.reference_server.frontends.common import ApiError, openai_error_body
 from harnesscheck.reference_server.frontends.http import ApiContext
 from harnesscheck.reference_server.service import Service
 
@@ -77,7 +77,12 @@ def routes(ctx: ApiContext, store_stats: Callable[[], dict[str, int]]) -> list[B
         return JSONResponse(listing)
 
     async def get_route(request: Request) -> Response:
-        return JSONResponse(with_template(service, get_model(service, request)))
+        try:
+            return JSONResponse(with_template(service, get_model(service, request)))
+        except ApiError as error:  # fault unknown-model-openai-shape: OpenAI's shape whoever asks
+            if error.status != 404 or not faults.on("unknown-model-openai-shape"):
+                raise
+            return JSONResponse(openai_error_body(error, 404), status_code=404)
 
     async def root(request: Request) -> Response:
         if request.method == "HEAD":
