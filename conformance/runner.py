@@ -59,6 +59,7 @@ class SuiteOptions:
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
     min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
+    min_must_verdicts: float = 0.8  # below this share of MUST checks with a verdict: no pass
     quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
     peer: str = ""  # a peer profile (conformance/levers.py), e.g. dynamo-mocker
 
@@ -150,6 +151,7 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
         from harnesscheck.conformance.verdict import run_verdicts
 
         doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=options.min_verdicts,
+                                              min_must_share=options.min_must_verdicts,
                                               stall=doc["run"].get("stall"))
         results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if interrupted:
