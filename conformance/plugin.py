@@ -298,7 +298,8 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
                         tries=1 if quick else int(config.getoption("hc_tries")), timeout=timeout,
                         expect=frozenset(expect), embedded=embedded,
                         server_args=tuple(config.getoption("hc_server_arg")), witness=config.getoption("hc_witness"),
-                        quick=quick, peer=config.getoption("hc_peer") or "")
+                        quick=quick, peer=config.getoption("hc_peer") or "",
+                        context_window=config.getoption("hc_context_window"))
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if embedded else url, model=model, apis=list(endpoint.apis),

@@ -62,6 +62,7 @@ class SuiteOptions:
     min_must_verdicts: float = 0.8  # below this share of MUST checks with a verdict: no pass
     quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
     peer: str = ""  # a peer profile (conformance/levers.py), e.g. dynamo-mocker
+    context_window: int | None = None  # --context-window: the model's window (None: ask the endpoint)
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
@@ -93,6 +94,8 @@ class SuiteOptions:
             args += ["--hc-expect", feature]
         if self.peer:
             args += ["--hc-peer", self.peer]
+        if self.context_window is not None:
+            args += ["--hc-context-window", str(self.context_window)]
         for server_arg in self.server_args:
             args.append(f"--hc-server-arg={server_arg}")
         if self.junit:

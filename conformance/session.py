@@ -63,6 +63,7 @@ class Endpoint:
     witness: str = "auto"  # history checks: auto | tokenize | cache | timing
     quick: bool = False  # --quick: options.QUICK_LEAVES_OUT says what it leaves out (tries is 1 already)
     peer: str = ""  # --peer: a profile that bends every generation request (levers.PEERS), e.g. dynamo-mocker
+    context_window: int | None = None  # --context-window: the model's window in tokens (None: ask the endpoint)
 
     def headers(self, api: str) -> dict[str, str]:
         return apis.get(api).headers(self.api_key)
@@ -93,33 +94,47 @@ class Session:
     _bent: dict[int, tuple[Transcript, list[str], set[str]]] = field(default_factory=dict)  # answer -> levers, wanted
     _lever_memo: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
     _ladder_spent: dict[tuple[Any, ...], list[levers.Lever]] = field(default_factory=dict)
+    _stall_seen: dict[int, tuple[Transcript, str]] = field(default_factory=dict)  # a stalled answer -> its words
 
-    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
-        """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
-        ran out of time, and a short probe answer does not complete either. (A slow answer that keeps
-        sending, one that never started, or one whose endpoint holds back part of it, e.g. a buffered
-        tool call, while a short answer still completes, is only slow.)"""
+    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> str | None:
+        """A started answer that went silent for at least half the deadline and ran out of time is a stall
+        (issue 40: whoever reads the stream; a slow answer keeps sending, one that never started is only
+        slow): recorded as measured (``stall``: request, frames, seconds; results.json run.stall, and the
+        run exits 4) and returned in words (None: no stall among ``exchanges``). A short probe answer then
+        says whether the whole endpoint stopped: if it does not complete either, ``stalled`` is set and
+        the rest of the run is not judged; if it does, only this request stalled and the run goes on."""
         deadline_ns = int(self.endpoint.timeout * 1e9)
         for label, t in exchanges:
+            if id(t) in self._stall_seen and self._stall_seen[id(t)][0] is t:  # judged once (one probe)
+                return self._stall_seen[id(t)][1]
             if t.error_kind not in ("deadline", "read_timeout") or not t.chunks:
                 continue
             end_ns = t.timings.end_ns or deadline_ns
             silent_ns = end_ns - t.chunks[-1].t_ns
             if silent_ns < deadline_ns // 2:
                 continue
-            probe = self._probe_answer()
-            if probe is None or probe.error is None:
-                return  # the endpoint still completes a short answer: this one was only slow
+            probe = None if self.stalled else self._probe_answer()
+            whole = self.stalled is not None or (probe is not None and probe.error is not None)
             path = t.url.split("://", 1)[-1].partition("/")[2].split("?")[0]
-            self.stall = {"request": label, "method": t.method, "path": "/" + path, "frames": len(t.frames),
-                          "reads": len(t.chunks), "after_s": round(t.chunks[-1].t_ns / 1e9, 3),
-                          "silent_s": round(silent_ns / 1e9, 3), "deadline_s": self.endpoint.timeout,
-                          "probe": probe.error}
-            self.stalled = (f"{label} ({t.method} /{path}): {len(t.frames)} frames ({len(t.chunks)} reads) in "
-                            f"{t.chunks[-1].t_ns / 1e9:.1f} s, then no data for {silent_ns / 1e9:.1f} s until the "
-                            f"{self.endpoint.timeout:g} s deadline, and a short probe answer did not complete "
-                            f"either ({probe.error})")
-            return
+            record = {"request": label, "method": t.method, "path": "/" + path, "frames": len(t.frames),
+                      "reads": len(t.chunks), "after_s": round(t.chunks[-1].t_ns / 1e9, 3),
+                      "silent_s": round(silent_ns / 1e9, 3), "deadline_s": self.endpoint.timeout,
+                      "probe": (probe.error if probe is not None and probe.error else
+                                "completed" if probe is not None else "not sent")}
+            words = (f"{label} ({t.method} /{path}): {len(t.frames)} frames ({len(t.chunks)} reads) in "
+                     f"{t.chunks[-1].t_ns / 1e9:.1f} s, then no data for {silent_ns / 1e9:.1f} s until the "
+                     f"{self.endpoint.timeout:g} s deadline")
+            words += (f", and a short probe answer did not complete either ({probe.error})"
+                      if probe is not None and probe.error else
+                      "; a short probe answer still completed (this request stalled, the run goes on)"
+                      if probe is not None else "")
+            self._stall_seen[id(t)] = (t, words)
+            if self.stall is None:
+                self.stall = record
+            if whole and self.stalled is None:
+                self.stalled = words
+            return words
+        return None
 
     def _probe_answer(self) -> Transcript | None:
         """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""
@@ -171,11 +186,11 @@ class Session:
         if bent:
             self._bent[id(transcript)] = (transcript, bent, set(self.attached.wanted))
         self.attach(label or f"POST {path}", transcript)
-        self.note_stall([(label or f"POST {path}", transcript)])
-        if self.stalled and transcript.error:  # this request found the stall: the check says so, not "timeout"
+        stalled = self.note_stall([(label or f"POST {path}", transcript)])
+        if stalled:  # this request stalled: the check says so, not "timeout"
             from harnesscheck.conformance.verdict import Inconclusive
 
-            raise Inconclusive(f"the endpoint stalled: {self.stalled}", cause="stalled")
+            raise Inconclusive(f"the endpoint stalled: {stalled}", cause="stalled")
         return transcript
 
     def get(self, api: str, path: str, *, headers: dict[str, str] | None = None, label: str = "") -> Transcript:

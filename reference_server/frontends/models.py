@@ -26,7 +26,8 @@ def _entry(service: Service, model_id: str, anthropic: bool) -> dict[str, Any]:
     meta = {"family": profile.family.name, "reasoning_parser": profile.reasoning_parser,
             "tool_call_parser": profile.tool_parser, "engine": service.engine.describe()}
     # the context window as vLLM and SGLang announce it (max_model_len); absent when there is none
-    window = {"max_model_len": service.config.context_window} if service.config.context_window > 0 else {}
+    window = {"max_model_len": service.config.context_window} \
+        if service.config.context_window > 0 and service.config.announce_window else {}
     if anthropic:
         return {"id": model_id, "type": "model", "display_name": model_id.rsplit("/", 1)[-1],
                 "created_at": "2026-01-01T00:00:00Z", **window, "metadata": meta}

@@ -83,6 +83,8 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
     if problem is None and not 0 <= args.min_verdicts <= 1:
         problem = f"--min-verdicts is a share from 0 to 1, got {args.min_verdicts:g}"
+    if problem is None and args.hc_context_window is not None and args.hc_context_window < 1:
+        problem = f"--context-window is a number of tokens above 0, got {args.hc_context_window}"
     if problem is None and not 0 <= args.min_must_verdicts <= 1:
         problem = f"--min-must-verdicts is a share from 0 to 1, got {args.min_must_verdicts:g}"
     if problem:
@@ -94,7 +96,8 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            witness=args.hc_witness, quick=args.hc_quick, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
                            concurrency=args.concurrency, min_verdicts=args.min_verdicts,
-                           min_must_verdicts=args.min_must_verdicts, peer=args.hc_peer)
+                           min_must_verdicts=args.min_must_verdicts, peer=args.hc_peer,
+                           context_window=args.hc_context_window)
     check_endpoint(options, progress=lambda line: print(line, flush=True))
     return options
 
