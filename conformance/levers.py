@@ -58,8 +58,9 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
-__all__ = ["LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend", "came_back",
-           "is_opening", "ladder", "peer_bend", "replay_key", "scenario_turn", "tried_words"]
+__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
+           "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
+           "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
 _CALL_PATHS = frozenset({TOOL_USE, PARALLEL, OUTPUT_AFTER_CALL})
@@ -301,6 +302,40 @@ def came_back(api: str, transcript: Any) -> str:
         what = "an empty answer"
     cut = stop == module.LENGTH_STOP
     return f"{what}{f', cut at {out_tokens} tokens' if cut else ''} ({stop})"
+
+
+# -- answer budgets that grow (issue 40) ---------------------------------------------------------------
+
+GROWTH = 4  # an answer cut by the limit before the path: the next try's output limit, times this
+BUDGET_CAP = apis.base.MAX_TOKENS  # ... up to the most any scenario asks for
+OUTPUT_LIMIT_WORDS = "ended at the output limit"  # what an SDK attempt says of an answer the limit cut
+
+
+def cut_by_limit(api: str, transcript: Any) -> bool:
+    """The answer ended at its output limit (the API's length stop)."""
+    if transcript is None or transcript.error or not transcript.ok:
+        return False
+    module = apis.get(api)
+    try:
+        answer = module.final_answer(transcript) if transcript.frames else transcript.json_body()
+    except Exception:  # an answer that does not fold: the grammar judges it
+        return False
+    return isinstance(answer, dict) and module.stop_reason(answer) == module.LENGTH_STOP
+
+
+def room_to_grow(scale: int) -> bool:
+    """Another growth step stays within the cap for the smallest limit a scenario sends (MIN_BUDGET)."""
+    return apis.base.MIN_BUDGET * scale < BUDGET_CAP
+
+
+def grown(api: str, body: Body, scale: int) -> tuple[Body, list[str]]:
+    """``body`` with its output limit times ``scale``, at most BUDGET_CAP (never lowered), and the lever's
+    name for the record (``budget-xN``); unchanged when it sets no limit or is at the cap already."""
+    field_name = apis.get(api).MAX_TOKENS_FIELD
+    limit = body.get(field_name)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit >= BUDGET_CAP:
+        return body, []
+    return {**body, field_name: min(BUDGET_CAP, limit * scale)}, [f"budget-x{scale}"]
 
 
 @dataclass(slots=True)

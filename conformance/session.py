@@ -40,6 +40,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         # generation requests sent outside `post` (an official SDK's own call, bent by `lever_extra`): per
         # request [api, the levers on it, what came back (the caller says: `sent_came_back`), refused]
         self.sent: list[list[Any]] = []
+        self.budget = 1  # the output limit of this check's opening requests, times this (Session.until_taken)
 
     def clear(self) -> None:
         super().clear()
@@ -47,6 +48,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         self.recent.clear()
         self.notes.clear()
         self.levers, self.wanted, self.tried, self.bent, self.refusals, self.sent = [], set(), [], {}, [], []
+        self.budget = 1
 
 
 @dataclass(slots=True)
@@ -221,6 +223,9 @@ class Session:
         if self.attached.levers and with_levers:
             body, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
             names += used
+        if self.attached.budget > 1 and with_levers:
+            body, used = levers.grown(api, body, self.attached.budget)
+            names += used
         return body, names
 
     def _sample(self, wanted: set[str], attempt: Callable[[], T], on: list[levers.Lever],
@@ -240,6 +245,7 @@ class Session:
             record = levers.Tried(levers=list(names), wanted=sorted(wanted), came_back=what, took=took,
                                   refused=refused)
             record.extra["timed_out"] = False
+            record.extra["cut"] = levers.OUTPUT_LIMIT_WORDS in what
             self.attached.tried.append(record)
             return result, took, api, record
         marked = self._bent.get(id(last)) if last is not None else None
@@ -256,6 +262,7 @@ class Session:
                                       t.status is not None and 400 <= t.status < 500 for t in answers))
         record.extra["timed_out"] = last is not None and last.error_kind in ("deadline", "read_timeout",
                                                                               "connect_timeout", "timeout")
+        record.extra["cut"] = last is not None and levers.cut_by_limit(last.api, last)
         self.attached.tried.append(record)
         return result, took, last.api if last is not None else None, record
 
@@ -272,6 +279,9 @@ class Session:
         call takes it as `extra_body`: the fields the levers added or changed), recorded as one request of
         the sample (`sent_came_back` says what came back); {} when no lever applies."""
         bent, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+        if self.attached.budget > 1:
+            bent, grown = levers.grown(api, bent, self.attached.budget)
+            used = [*used, *grown]
         self.attached.sent.append([api, used, "an answer", False])
         return {k: v for k, v in bent.items() if k not in body or body[k] != v}
 
@@ -347,11 +357,15 @@ class Session:
         refused: set[str] = set()
         ladder = [] if spent in self._ladder_spent else ladder
 
+        cut_on: list[levers.Lever] | None = [] if record.extra.get("cut") else None  # the last levers a cut try had
+
         def run(on: list[levers.Lever]) -> bool:
-            nonlocal result, took, record
+            nonlocal result, took, record, cut_on
             result, took, _, record = self._sample(wanted, attempt, on, taken)
             if took:
                 self._lever_memo[key] = on
+            if record.extra.get("cut"):
+                cut_on = list(on)
             return took or record.extra["timed_out"]  # a deadline: more tries would wait it out again
 
         for on in plan:
@@ -376,11 +390,21 @@ class Session:
         for _ in range(max(1, self.endpoint.tries) - 1):
             if run(active):
                 return self._taken(result, took)
+        # Answers cut by the output limit before the path (a model still reasoning): a larger budget, times
+        # levers.GROWTH each try up to the scenario's cap, with the levers that were accepted (issue 40)
+        grow = cut_on
+        while grow is not None and levers.room_to_grow(self.attached.budget):
+            self.attached.budget *= levers.GROWTH
+            if run(grow):
+                return self._taken(result, took)
+            if not record.extra.get("cut"):  # it ended before the limit, still without the path: no budget helps
+                break
         return self._taken(result, took)
 
     def _taken(self, result: T, took: bool) -> tuple[T, bool]:
         if not took:
             self.attached.levers = []  # nothing stays on for the check's later requests
+            self.attached.budget = 1
         return result, took
 
     def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:

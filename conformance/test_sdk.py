@@ -222,7 +222,8 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                 at_limit.append(f"{scenario_id} turn {turn}")
                 break  # the later turn is built on this one's answer
             if turn == 0:  # a client keeps its thinking switch (and the words it sent) on later turns
-                kept = [levers.BY_NAME[n] for n in hc.attached.sent[-1][1] if levers.BY_NAME[n].conversation]
+                kept = [levers.BY_NAME[n] for n in hc.attached.sent[-1][1]
+                        if n in levers.BY_NAME and levers.BY_NAME[n].conversation]
             streamed, created, again = answered
             if shape(again) != shape(created):
                 continue  # the endpoint samples: two answers to one request cannot be compared
