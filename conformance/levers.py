@@ -59,7 +59,7 @@ from harnesscheck.conformance import options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
 __all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
-           "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
+           "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
            "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
@@ -336,6 +336,12 @@ def grown(api: str, body: Body, scale: int) -> tuple[Body, list[str]]:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit >= BUDGET_CAP:
         return body, []
     return {**body, field_name: min(BUDGET_CAP, limit * scale)}, [f"budget-x{scale}"]
+
+
+def budget_of(names: Iterable[str]) -> int:
+    """The growth a sample's lever names carry (``budget-xN`` -> N; 1 without one)."""
+    grown_by = [int(n[len("budget-x"):]) for n in names if n.startswith("budget-x") and n[len("budget-x"):].isdigit()]
+    return max(grown_by, default=1)
 
 
 @dataclass(slots=True)

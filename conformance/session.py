@@ -475,8 +475,11 @@ class Session:
         """A later turn's request (built outside `request_for`, e.g. by a session fetched in a thread) with
         the settings a client keeps from the scenario's opening answer (the words, the thinking switch)."""
         kept, wanted = self._kept(api, scenario_id)
-        return levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0] \
-            if kept else body
+        if kept:
+            body = levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0]
+        opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
+        scale = levers.budget_of(opened[1]) if opened and opened[0] is self._streams.get((api, scenario_id, 0)) else 1
+        return levers.grown(api, body, scale)[0] if scale > 1 else body  # and the output limit it grew to
 
     def _kept(self, api: str, scenario_id: str) -> tuple[list[levers.Lever], set[str]]:
         """The levers a conversation keeps on every later turn (levers.Lever.conversation) from the one its
