@@ -21,7 +21,11 @@ remaining `--tries`:
 4. for the thinking paths the same switches turned on instead (Anthropic `enabled` with a budget,
    `reasoning_effort` / `reasoning.effort` "high" with a summary, `enable_thinking: true`);
 5. an assistant prefill, where the API allows one (Anthropic: the last message is the assistant's start);
-6. more tries of the strongest set.
+6. more tries of the strongest set;
+7. where tries were cut by the output limit before the path (a model still reasoning), the levers of the last
+   cut try with a larger budget: the output limit times GROWTH each try, up to BUDGET_CAP (`grown`, recorded
+   as `budget-xN`; a conversation keeps the limit its opening answer grew to, as a client keeps its
+   max_tokens). A budget is never why a path was not taken while a larger one was allowed (issue 40).
 
 Output after a call (reasoning or text after a call, in the same turn: the dispatch rules) takes only the
 first: levers 2, 3 and 5 would each take away what it looks for. A check that sends its own forced choice and

@@ -115,28 +115,36 @@ class Session:
             silent_ns = end_ns - t.chunks[-1].t_ns
             if silent_ns < deadline_ns // 2:
                 continue
-            probe = None if self.stalled else self._probe_answer()
-            whole = self.stalled is not None or (probe is not None and probe.error is not None)
             path = t.url.split("://", 1)[-1].partition("/")[2].split("?")[0]
-            record = {"request": label, "method": t.method, "path": "/" + path, "frames": len(t.frames),
-                      "reads": len(t.chunks), "after_s": round(t.chunks[-1].t_ns / 1e9, 3),
-                      "silent_s": round(silent_ns / 1e9, 3), "deadline_s": self.endpoint.timeout,
-                      "probe": (probe.error if probe is not None and probe.error else
-                                "completed" if probe is not None else "not sent")}
-            words = (f"{label} ({t.method} /{path}): {len(t.frames)} frames ({len(t.chunks)} reads) in "
-                     f"{t.chunks[-1].t_ns / 1e9:.1f} s, then no data for {silent_ns / 1e9:.1f} s until the "
-                     f"{self.endpoint.timeout:g} s deadline")
-            words += (f", and a short probe answer did not complete either ({probe.error})"
-                      if probe is not None and probe.error else
-                      "; a short probe answer still completed (this request stalled, the run goes on)"
-                      if probe is not None else "")
+            words = self.note_silence(label, t.method, "/" + path, frames=len(t.frames), reads=len(t.chunks),
+                                      after_s=t.chunks[-1].t_ns / 1e9, silent_s=silent_ns / 1e9)
             self._stall_seen[id(t)] = (t, words)
-            if self.stall is None:
-                self.stall = record
-            if whole and self.stalled is None:
-                self.stalled = words
             return words
         return None
+
+    def note_silence(self, label: str, method: str, path: str, *, frames: int, reads: int, after_s: float,
+                     silent_s: float) -> str:
+        """Record a stall as measured (an answer that sent ``frames`` in ``reads`` network reads over
+        ``after_s`` seconds, then nothing for ``silent_s`` until its deadline), whoever read it (``post``, a
+        session fetched in threads, an official SDK's own client); a short probe answer says whether the
+        whole endpoint stopped (``stalled``: the rest of the run is not judged). Returns it in words."""
+        probe = None if self.stalled else self._probe_answer()
+        whole = self.stalled is not None or (probe is not None and probe.error is not None)
+        record = {"request": label, "method": method, "path": path, "frames": frames, "reads": reads,
+                  "after_s": round(after_s, 3), "silent_s": round(silent_s, 3), "deadline_s": self.endpoint.timeout,
+                  "probe": (probe.error if probe is not None and probe.error else
+                            "completed" if probe is not None else "not sent")}
+        words = (f"{label} ({method} {path}): {frames} frames ({reads} reads) in {after_s:.1f} s, then no data for "
+                 f"{silent_s:.1f} s until the {self.endpoint.timeout:g} s deadline")
+        words += (f", and a short probe answer did not complete either ({probe.error})"
+                  if probe is not None and probe.error else
+                  "; a short probe answer still completed (this request stalled, the run goes on)"
+                  if probe is not None else "")
+        if self.stall is None:
+            self.stall = record
+        if whole and self.stalled is None:
+            self.stalled = words
+        return words
 
     def _probe_answer(self) -> Transcript | None:
         """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""

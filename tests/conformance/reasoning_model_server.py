@@ -10,7 +10,8 @@ like a real reasoning model where the kit's own scripted model does not, and bug
 `--plant` (comma-separated) adds bugs: any reference-server fault by name (overflow-bare-400,
 overflow-500, parallel-calls-not-disabled, unknown-model-openai-shape, dispatch-late, ...), and
 `stall-client-stream`: the first streamed request carrying Claude Code's `x-app: cli` header gets three
-writes of its answer and then nothing, never an end (the other requests are answered). `always-reasons`
+writes of its answer and then nothing, never an end (the other requests are answered); `stall-sdk-stream`
+the same for the openai SDK's first request, after one write. `always-reasons`
 is a behaviour, no bug: the model reasons before each call even when the request turns thinking off (a
 model whose template has no off switch).
 
@@ -35,7 +36,7 @@ from harnesscheck.reference_server.faults import FAULTS
 
 # ~300 tokens of the reference tokenizer (29 tokens a sentence)
 REASONING = "Let me weigh which step comes first: the file list, then the test run, then the patch. " * 11
-PLANTS = ("stall-client-stream", "always-reasons")
+PLANTS = ("stall-client-stream", "stall-sdk-stream", "always-reasons")
 
 
 def _other_tool(conv: Any, name: str) -> Any:
@@ -65,16 +66,18 @@ def reasoning_model(next_turn: Any, *, always: bool = False) -> Any:
     return turn
 
 
-class StallClientStream:
-    """ASGI middleware: the first streamed POST with `x-app: cli` sends three body writes, then hangs."""
+class StallFirstStream:
+    """ASGI middleware: the first POST whose `header` starts with `value` sends `writes` body writes, then
+    hangs until the client goes away."""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
+    def __init__(self, app: Any, header: bytes, value: bytes, writes: int) -> None:
+        self.app, self.header, self.value, self.after = app, header, value, writes
         self.done = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
-        if self.done or scope["type"] != "http" or headers.get(b"x-app") != b"cli":
+        if self.done or scope["type"] != "http" or scope.get("method") != "POST" or \
+                not headers.get(self.header, b"").startswith(self.value):
             await self.app(scope, receive, send)
             return
         self.done = True
@@ -84,7 +87,7 @@ class StallClientStream:
             nonlocal writes
             if message["type"] == "http.response.body":
                 writes += 1
-                if writes > 3:
+                if writes > self.after:
                     await asyncio.sleep(3600)  # silent until the client goes away
             await send(message)
         await self.app(scope, receive, stalling)
@@ -104,8 +107,10 @@ def main() -> None:
     config = ServerConfig(faults=tuple(p for p in plants if p in FAULTS), context_window=65536, announce_window=False,
                           timing=TimingModel(base_ms=0, prefill_us_per_token=0, decode_ms=0))
     app: Any = create_app(config)
-    if "stall-client-stream" in plants:
-        app = StallClientStream(app)
+    if "stall-client-stream" in plants:  # Claude Code's first request (its recorded x-app header)
+        app = StallFirstStream(app, b"x-app", b"cli", 3)
+    if "stall-sdk-stream" in plants:  # the openai SDK's first request (its user agent)
+        app = StallFirstStream(app, b"user-agent", b"OpenAI/Python", 1)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

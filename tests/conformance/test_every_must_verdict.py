@@ -83,3 +83,14 @@ def test_a_stall_inside_a_client_session_replay_is_no_verdict(tmp_path: Path) ->
     assert doc["run"]["verdicts"]["outcome"] == "stalled" and final_status(doc) == NO_VERDICT == 4
     others = [c for c in doc["checks"] if c["id"] != "AN-CLIENT-001"]
     assert others and all(c["outcome"] == "pass" for c in others), _brief(doc)
+
+
+def test_a_stall_inside_an_sdk_oracle_is_no_verdict(tmp_path: Path) -> None:
+    """The openai SDK's first answer stops after one write: the SDK's own timeout is read as the stall it is
+    (its transport watched), recorded, and the run exits 4."""
+    with endpoint("stall-sdk-stream") as url:
+        doc = _run(url, tmp_path, "CH-SDK-001", apis="chat", timeout=4.0)
+    check, stall = doc["checks"][0], doc["run"].get("stall") or {}
+    assert (check["outcome"], check.get("cause")) == ("inconclusive", "stalled"), check
+    assert "(the openai SDK)" in stall.get("request", "") and stall["path"] == "/v1/chat/completions", stall
+    assert doc["run"]["verdicts"]["outcome"] == "stalled", doc["run"]["verdicts"]
