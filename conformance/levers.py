@@ -16,8 +16,9 @@ remaining `--tries`:
 3. thinking turned off the API's own way (Anthropic `thinking: {"type": "disabled"}`, Chat
    `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`; "minimal" where "none" is
    refused, as the models before gpt-5.1 refuse it), then through `chat_template_kwargs:
-   {"enable_thinking": false}` (vLLM's and SGLang's template switch): a reasoning model whose
-   reasoning never ends before the limit (vLLM constrains a forced call only after it) then answers;
+   {"enable_thinking": false}` (vLLM's and SGLang's template switch), then Qwen3's `/no_think` in the user's
+   words (a stack with no API field for it): a reasoning model whose reasoning never ends before the limit
+   (vLLM constrains a forced call only after it) then answers;
 4. for the thinking paths the same switches turned on instead (Anthropic `enabled` with a budget,
    `reasoning_effort` / `reasoning.effort` "high" with a summary, `enable_thinking: true`);
 5. an assistant prefill, where the API allows one (Anthropic: the last message is the assistant's start);
@@ -103,6 +104,9 @@ LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whos
     Lever("reasoning-minimal", "reasoning effort minimal", _BARE_CALL_PATHS, member="lever_reasoning_minimal",
           fallback="thinking-off", conversation=True),
     Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _BARE_CALL_PATHS, conversation=True),
+    # Qwen3's soft switch, read by its chat template from the user's words: a stack with no API field for
+    # thinking (llama-server, Ollama) still passes the words through (issue 40)
+    Lever("no-think", "the /no_think soft switch in the user's words", _BARE_CALL_PATHS, conversation=True),
     Lever("prefill", "an assistant prefill", _BARE_CALL_PATHS, member="lever_prefill"),
 )
 BY_NAME = {lever.name: lever for lever in LADDER}
@@ -115,7 +119,8 @@ UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask:
 # they take only thinking off (a reasoning model that reasons to the limit never reaches the forced call):
 # words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its place.
 OWN_FORCING = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("001", "005", "006"))
-THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template"})
+THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template", "no-think"})
+NO_THINK = "/no_think"  # the words of the no-think lever
 
 
 def allowed(names: Iterable[str], check_id: str) -> bool:
@@ -237,6 +242,7 @@ _BENDS: dict[str, _Bend] = {
     "thinking-off": lambda api, b, w: apis.get(api).lever_thinking_off(b),
     "reasoning-minimal": lambda api, b, w: apis.get(api).lever_reasoning_minimal(b),
     "thinking-off-template": lambda api, b, w: _template_kwargs(b, False),
+    "no-think": lambda api, b, w: _append_user_text(api, b, NO_THINK),
     "thinking-on": lambda api, b, w: apis.get(api).lever_thinking_on(b),
     "thinking-on-template": lambda api, b, w: _template_kwargs(b, True),
     "prefill": _prefill,
