@@ -16,12 +16,17 @@ remaining `--tries`:
 3. thinking turned off the API's own way (Anthropic `thinking: {"type": "disabled"}`, Chat
    `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`; "minimal" where "none" is
    refused, as the models before gpt-5.1 refuse it), then through `chat_template_kwargs:
-   {"enable_thinking": false}` (vLLM's and SGLang's template switch): a reasoning model whose
-   reasoning never ends before the limit (vLLM constrains a forced call only after it) then answers;
+   {"enable_thinking": false}` (vLLM's and SGLang's template switch), then Qwen3's `/no_think` in the user's
+   words (a stack with no API field for it): a reasoning model whose reasoning never ends before the limit
+   (vLLM constrains a forced call only after it) then answers;
 4. for the thinking paths the same switches turned on instead (Anthropic `enabled` with a budget,
    `reasoning_effort` / `reasoning.effort` "high" with a summary, `enable_thinking: true`);
 5. an assistant prefill, where the API allows one (Anthropic: the last message is the assistant's start);
-6. more tries of the strongest set.
+6. more tries of the strongest set;
+7. where tries were cut by the output limit before the path (a model still reasoning), the levers of the last
+   cut try with a larger budget: the output limit times GROWTH each try, up to BUDGET_CAP (`grown`, recorded
+   as `budget-xN`; a conversation keeps the limit its opening answer grew to, as a client keeps its
+   max_tokens). A budget is never why a path was not taken while a larger one was allowed (issue 40).
 
 Output after a call (reasoning or text after a call, in the same turn: the dispatch rules) takes only the
 first: levers 2, 3 and 5 would each take away what it looks for. A check that sends its own forced choice and
@@ -58,8 +63,9 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
-__all__ = ["LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend", "came_back",
-           "is_opening", "ladder", "peer_bend", "replay_key", "scenario_turn", "tried_words"]
+__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
+           "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
+           "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
 _CALL_PATHS = frozenset({TOOL_USE, PARALLEL, OUTPUT_AFTER_CALL})
@@ -98,6 +104,9 @@ LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whos
     Lever("reasoning-minimal", "reasoning effort minimal", _BARE_CALL_PATHS, member="lever_reasoning_minimal",
           fallback="thinking-off", conversation=True),
     Lever("thinking-off-template", "chat_template_kwargs enable_thinking false", _BARE_CALL_PATHS, conversation=True),
+    # Qwen3's soft switch, read by its chat template from the user's words: a stack with no API field for
+    # thinking (llama-server, Ollama) still passes the words through (issue 40)
+    Lever("no-think", "the /no_think soft switch in the user's words", _BARE_CALL_PATHS, conversation=True),
     Lever("prefill", "an assistant prefill", _BARE_CALL_PATHS, member="lever_prefill"),
 )
 BY_NAME = {lever.name: lever for lever in LADDER}
@@ -110,7 +119,8 @@ UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask:
 # they take only thinking off (a reasoning model that reasons to the limit never reaches the forced call):
 # words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its place.
 OWN_FORCING = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("001", "005", "006"))
-THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template"})
+THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template", "no-think"})
+NO_THINK = "/no_think"  # the words of the no-think lever
 
 
 def allowed(names: Iterable[str], check_id: str) -> bool:
@@ -232,6 +242,7 @@ _BENDS: dict[str, _Bend] = {
     "thinking-off": lambda api, b, w: apis.get(api).lever_thinking_off(b),
     "reasoning-minimal": lambda api, b, w: apis.get(api).lever_reasoning_minimal(b),
     "thinking-off-template": lambda api, b, w: _template_kwargs(b, False),
+    "no-think": lambda api, b, w: _append_user_text(api, b, NO_THINK),
     "thinking-on": lambda api, b, w: apis.get(api).lever_thinking_on(b),
     "thinking-on-template": lambda api, b, w: _template_kwargs(b, True),
     "prefill": _prefill,
@@ -301,6 +312,46 @@ def came_back(api: str, transcript: Any) -> str:
         what = "an empty answer"
     cut = stop == module.LENGTH_STOP
     return f"{what}{f', cut at {out_tokens} tokens' if cut else ''} ({stop})"
+
+
+# -- answer budgets that grow (issue 40) ---------------------------------------------------------------
+
+GROWTH = 4  # an answer cut by the limit before the path: the next try's output limit, times this
+BUDGET_CAP = apis.base.MAX_TOKENS  # ... up to the most any scenario asks for
+OUTPUT_LIMIT_WORDS = "ended at the output limit"  # what an SDK attempt says of an answer the limit cut
+
+
+def cut_by_limit(api: str, transcript: Any) -> bool:
+    """The answer ended at its output limit (the API's length stop)."""
+    if transcript is None or transcript.error or not transcript.ok:
+        return False
+    module = apis.get(api)
+    try:
+        answer = module.final_answer(transcript) if transcript.frames else transcript.json_body()
+    except Exception:  # an answer that does not fold: the grammar judges it
+        return False
+    return isinstance(answer, dict) and module.stop_reason(answer) == module.LENGTH_STOP
+
+
+def room_to_grow(scale: int) -> bool:
+    """Another growth step stays within the cap for the smallest limit a scenario sends (MIN_BUDGET)."""
+    return apis.base.MIN_BUDGET * scale < BUDGET_CAP
+
+
+def grown(api: str, body: Body, scale: int) -> tuple[Body, list[str]]:
+    """``body`` with its output limit times ``scale``, at most BUDGET_CAP (never lowered), and the lever's
+    name for the record (``budget-xN``); unchanged when it sets no limit or is at the cap already."""
+    field_name = apis.get(api).MAX_TOKENS_FIELD
+    limit = body.get(field_name)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit >= BUDGET_CAP:
+        return body, []
+    return {**body, field_name: min(BUDGET_CAP, limit * scale)}, [f"budget-x{scale}"]
+
+
+def budget_of(names: Iterable[str]) -> int:
+    """The growth a sample's lever names carry (``budget-xN`` -> N; 1 without one)."""
+    grown_by = [int(n[len("budget-x"):]) for n in names if n.startswith("budget-x") and n[len("budget-x"):].isdigit()]
+    return max(grown_by, default=1)
 
 
 @dataclass(slots=True)

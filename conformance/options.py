@@ -99,6 +99,10 @@ def add_options(add_argument: Callable[..., Any], *, prefix: str = CLI_PREFIX, f
              "output_replay_id annotation of each scenario turn, so its CPU mocker plays the kit's scripted "
              "output (start the mocker with the trace of `python -m harnesscheck.conformance.mocker_replay`; "
              "docs/peers/dynamo-1.6.1.md); default: none")
+    add("--context-window", type=int, default=None, metavar="N",
+        help="the model's context window in tokens, for the context checks; default: what the endpoint says in "
+             "its own dialect (max_model_len and kin in GET /v1/models, llama-server's /props n_ctx, Ollama's "
+             "/api/show, a gateway's /model/info), else an over-long prompt of about 4 MB judges the refusal")
     add("--no-preflight", action="store_true", default=False,
         help="do not check the endpoint before the suite (reachable, an LLM API, key accepted, model served; "
              "conformance/preflight.py)")

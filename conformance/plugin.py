@@ -341,7 +341,8 @@ def hc_endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
                         tries=1 if quick else int(config.getoption("hc_tries")), timeout=timeout,
                         expect=frozenset(expect), embedded=embedded,
                         server_args=tuple(config.getoption("hc_server_arg")), witness=config.getoption("hc_witness"),
-                        quick=quick, peer=config.getoption("hc_peer") or "")
+                        quick=quick, peer=config.getoption("hc_peer") or "",
+                        context_window=config.getoption("hc_context_window"))
     config.stash[ENDPOINT] = endpoint
     collector = Collector.start(
         endpoint="embedded reference server" if embedded else redact_url(url), model=model, apis=list(endpoint.apis),
@@ -479,6 +480,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     elif isinstance(error, CheckFailed):
         outcome, message = Outcome.FAIL, error.summary
         finding, rules = error.finding, error.rules or [check.id]
+        rules = sorted(rules, key=lambda r: check.level_of(r) is not catalog.MUST)  # the weightiest rule first
         transcript = error.transcript or transcript
         excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
     elif isinstance(error, AssertionError):

@@ -59,8 +59,10 @@ class SuiteOptions:
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
     concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
     min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
+    min_must_verdicts: float = 0.8  # below this share of MUST checks with a verdict: no pass
     quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
     peer: str = ""  # a peer profile (conformance/levers.py), e.g. dynamo-mocker
+    context_window: int | None = None  # --context-window: the model's window (None: ask the endpoint)
 
     def pytest_args(self, out: Path) -> list[str]:
         args = [str(PACKAGE), "-c", str(PACKAGE / "pytest.ini"), "--rootdir", str(PACKAGE),
@@ -95,6 +97,8 @@ class SuiteOptions:
             args += ["--hc-expect", feature]
         if self.peer:
             args += ["--hc-peer", self.peer]
+        if self.context_window is not None:
+            args += ["--hc-context-window", str(self.context_window)]
         for server_arg in self.server_args:
             args.append(f"--hc-server-arg={server_arg}")
         if self.junit:
@@ -153,6 +157,7 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
         from harnesscheck.conformance.verdict import run_verdicts
 
         doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=options.min_verdicts,
+                                              min_must_share=options.min_must_verdicts,
                                               stall=doc["run"].get("stall"))
         results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if interrupted:

@@ -41,6 +41,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         # generation requests sent outside `post` (an official SDK's own call, bent by `lever_extra`): per
         # request [api, the levers on it, what came back (the caller says: `sent_came_back`), refused]
         self.sent: list[list[Any]] = []
+        self.budget = 1  # the output limit of this check's opening requests, times this (Session.until_taken)
 
     def clear(self) -> None:
         super().clear()
@@ -48,6 +49,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         self.recent.clear()
         self.notes.clear()
         self.levers, self.wanted, self.tried, self.bent, self.refusals, self.sent = [], set(), [], {}, [], []
+        self.budget = 1
 
 
 @dataclass(slots=True)
@@ -64,6 +66,7 @@ class Endpoint:
     witness: str = "auto"  # history checks: auto | tokenize | cache | timing
     quick: bool = False  # --quick: options.QUICK_LEAVES_OUT says what it leaves out (tries is 1 already)
     peer: str = ""  # --peer: a profile that bends every generation request (levers.PEERS), e.g. dynamo-mocker
+    context_window: int | None = None  # --context-window: the model's window in tokens (None: ask the endpoint)
 
     def headers(self, api: str) -> dict[str, str]:
         return apis.get(api).headers(self.api_key)
@@ -101,33 +104,55 @@ class Session:
     _bent: dict[int, tuple[Transcript, list[str], set[str]]] = field(default_factory=dict)  # answer -> levers, wanted
     _lever_memo: dict[tuple[str, frozenset[str]], list[levers.Lever]] = field(default_factory=dict)
     _ladder_spent: dict[tuple[Any, ...], list[levers.Lever]] = field(default_factory=dict)
+    _stall_seen: dict[int, tuple[Transcript, str]] = field(default_factory=dict)  # a stalled answer -> its words
 
-    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> None:
-        """Mark the endpoint stalled when a started answer went silent for at least half the deadline,
-        ran out of time, and a short probe answer does not complete either. (A slow answer that keeps
-        sending, one that never started, or one whose endpoint holds back part of it, e.g. a buffered
-        tool call, while a short answer still completes, is only slow.)"""
+    def note_stall(self, exchanges: list[tuple[str, Transcript]]) -> str | None:
+        """A started answer that went silent for at least half the deadline and ran out of time is a stall
+        (issue 40: whoever reads the stream; a slow answer keeps sending, one that never started is only
+        slow): recorded as measured (``stall``: request, frames, seconds; results.json run.stall, and the
+        run exits 4) and returned in words (None: no stall among ``exchanges``). A short probe answer then
+        says whether the whole endpoint stopped: if it does not complete either, ``stalled`` is set and
+        the rest of the run is not judged; if it does, only this request stalled and the run goes on."""
         deadline_ns = int(self.endpoint.timeout * 1e9)
         for label, t in exchanges:
+            if id(t) in self._stall_seen and self._stall_seen[id(t)][0] is t:  # judged once (one probe)
+                return self._stall_seen[id(t)][1]
             if t.error_kind not in ("deadline", "read_timeout") or not t.chunks:
                 continue
             end_ns = t.timings.end_ns or deadline_ns
             silent_ns = end_ns - t.chunks[-1].t_ns
             if silent_ns < deadline_ns // 2:
                 continue
-            probe = self._probe_answer()
-            if probe is None or probe.error is None:
-                return  # the endpoint still completes a short answer: this one was only slow
             path = t.url.split("://", 1)[-1].partition("/")[2].split("?")[0]
-            self.stall = {"request": label, "method": t.method, "path": "/" + path, "frames": len(t.frames),
-                          "reads": len(t.chunks), "after_s": round(t.chunks[-1].t_ns / 1e9, 3),
-                          "silent_s": round(silent_ns / 1e9, 3), "deadline_s": self.endpoint.timeout,
-                          "probe": probe.error}
-            self.stalled = (f"{label} ({t.method} /{path}): {len(t.frames)} frames ({len(t.chunks)} reads) in "
-                            f"{t.chunks[-1].t_ns / 1e9:.1f} s, then no data for {silent_ns / 1e9:.1f} s until the "
-                            f"{self.endpoint.timeout:g} s deadline, and a short probe answer did not complete "
-                            f"either ({probe.error})")
-            return
+            words = self.note_silence(label, t.method, "/" + path, frames=len(t.frames), reads=len(t.chunks),
+                                      after_s=t.chunks[-1].t_ns / 1e9, silent_s=silent_ns / 1e9)
+            self._stall_seen[id(t)] = (t, words)
+            return words
+        return None
+
+    def note_silence(self, label: str, method: str, path: str, *, frames: int, reads: int, after_s: float,
+                     silent_s: float) -> str:
+        """Record a stall as measured (an answer that sent ``frames`` in ``reads`` network reads over
+        ``after_s`` seconds, then nothing for ``silent_s`` until its deadline), whoever read it (``post``, a
+        session fetched in threads, an official SDK's own client); a short probe answer says whether the
+        whole endpoint stopped (``stalled``: the rest of the run is not judged). Returns it in words."""
+        probe = None if self.stalled else self._probe_answer()
+        whole = self.stalled is not None or (probe is not None and probe.error is not None)
+        record = {"request": label, "method": method, "path": path, "frames": frames, "reads": reads,
+                  "after_s": round(after_s, 3), "silent_s": round(silent_s, 3), "deadline_s": self.endpoint.timeout,
+                  "probe": (probe.error if probe is not None and probe.error else
+                            "completed" if probe is not None else "not sent")}
+        words = (f"{label} ({method} {path}): {frames} frames ({reads} reads) in {after_s:.1f} s, then no data for "
+                 f"{silent_s:.1f} s until the {self.endpoint.timeout:g} s deadline")
+        words += (f", and a short probe answer did not complete either ({probe.error})"
+                  if probe is not None and probe.error else
+                  "; a short probe answer still completed (this request stalled, the run goes on)"
+                  if probe is not None else "")
+        if self.stall is None:
+            self.stall = record
+        if whole and self.stalled is None:
+            self.stalled = words
+        return words
 
     def _probe_answer(self) -> Transcript | None:
         """A short streamed answer (plain_text, the API's smallest useful output limit), not recorded."""
@@ -179,11 +204,11 @@ class Session:
         if bent:
             self._bent[id(transcript)] = (transcript, bent, set(self.attached.wanted))
         self.attach(label or f"POST {path}", transcript)
-        self.note_stall([(label or f"POST {path}", transcript)])
-        if self.stalled and transcript.error:  # this request found the stall: the check says so, not "timeout"
+        stalled = self.note_stall([(label or f"POST {path}", transcript)])
+        if stalled:  # this request stalled: the check says so, not "timeout"
             from harnesscheck.conformance.verdict import Inconclusive
 
-            raise Inconclusive(f"the endpoint stalled: {self.stalled}", cause="stalled")
+            raise Inconclusive(f"the endpoint stalled: {stalled}", cause="stalled")
         return transcript
 
     def get(self, api: str, path: str, *, headers: dict[str, str] | None = None, label: str = "") -> Transcript:
@@ -214,6 +239,9 @@ class Session:
         if self.attached.levers and with_levers:
             body, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
             names += used
+        if self.attached.budget > 1 and with_levers:
+            body, used = levers.grown(api, body, self.attached.budget)
+            names += used
         return body, names
 
     def _sample(self, wanted: set[str], attempt: Callable[[], T], on: list[levers.Lever],
@@ -233,6 +261,7 @@ class Session:
             record = levers.Tried(levers=list(names), wanted=sorted(wanted), came_back=what, took=took,
                                   refused=refused)
             record.extra["timed_out"] = False
+            record.extra["cut"] = levers.OUTPUT_LIMIT_WORDS in what
             self.attached.tried.append(record)
             return result, took, api, record
         marked = self._bent.get(id(last)) if last is not None else None
@@ -249,6 +278,7 @@ class Session:
                                       t.status is not None and 400 <= t.status < 500 for t in answers))
         record.extra["timed_out"] = last is not None and last.error_kind in ("deadline", "read_timeout",
                                                                               "connect_timeout", "timeout")
+        record.extra["cut"] = last is not None and levers.cut_by_limit(last.api, last)
         self.attached.tried.append(record)
         return result, took, last.api if last is not None else None, record
 
@@ -265,6 +295,9 @@ class Session:
         call takes it as `extra_body`: the fields the levers added or changed), recorded as one request of
         the sample (`sent_came_back` says what came back); {} when no lever applies."""
         bent, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+        if self.attached.budget > 1:
+            bent, grown = levers.grown(api, bent, self.attached.budget)
+            used = [*used, *grown]
         self.attached.sent.append([api, used, "an answer", False])
         return {k: v for k, v in bent.items() if k not in body or body[k] != v}
 
@@ -340,11 +373,15 @@ class Session:
         refused: set[str] = set()
         ladder = [] if spent in self._ladder_spent else ladder
 
+        cut_on: list[levers.Lever] | None = [] if record.extra.get("cut") else None  # the last levers a cut try had
+
         def run(on: list[levers.Lever]) -> bool:
-            nonlocal result, took, record
+            nonlocal result, took, record, cut_on
             result, took, _, record = self._sample(wanted, attempt, on, taken)
             if took:
                 self._lever_memo[key] = on
+            if record.extra.get("cut"):
+                cut_on = list(on)
             return took or record.extra["timed_out"]  # a deadline: more tries would wait it out again
 
         for on in plan:
@@ -369,11 +406,21 @@ class Session:
         for _ in range(max(1, self.endpoint.tries) - 1):
             if run(active):
                 return self._taken(result, took)
+        # Answers cut by the output limit before the path (a model still reasoning): a larger budget, times
+        # levers.GROWTH each try up to the scenario's cap, with the levers that were accepted (issue 40)
+        grow = cut_on
+        while grow is not None and levers.room_to_grow(self.attached.budget):
+            self.attached.budget *= levers.GROWTH
+            if run(grow):
+                return self._taken(result, took)
+            if not record.extra.get("cut"):  # it ended before the limit, still without the path: no budget helps
+                break
         return self._taken(result, took)
 
     def _taken(self, result: T, took: bool) -> tuple[T, bool]:
         if not took:
             self.attached.levers = []  # nothing stays on for the check's later requests
+            self.attached.budget = 1
         return result, took
 
     def streams_taking(self, api: str, scenario_id: str, paths: Iterable[str]) -> list[Transcript]:
@@ -444,8 +491,11 @@ class Session:
         """A later turn's request (built outside `request_for`, e.g. by a session fetched in a thread) with
         the settings a client keeps from the scenario's opening answer (the words, the thinking switch)."""
         kept, wanted = self._kept(api, scenario_id)
-        return levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0] \
-            if kept else body
+        if kept:
+            body = levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0]
+        opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
+        scale = levers.budget_of(opened[1]) if opened and opened[0] is self._streams.get((api, scenario_id, 0)) else 1
+        return levers.grown(api, body, scale)[0] if scale > 1 else body  # and the output limit it grew to
 
     def _kept(self, api: str, scenario_id: str) -> tuple[list[levers.Lever], set[str]]:
         """The levers a conversation keeps on every later turn (levers.Lever.conversation) from the one its

@@ -2,19 +2,22 @@
 
 Each check replays one session of ``harnesscheck.scenarios.client_sessions`` (captured from the real
 client against the reference server: Claude Code; Codex under the gpt-5.5 catalog profile and under
-the fallback profile; OpenClaw over Messages, Responses and Chat) and judges every request:
+the fallback profile; OpenClaw over Messages, Responses and Chat) on its recorded history: every request
+is sent as the client sent it (its own history, tools and headers; only the model id rewritten), so the
+endpoint's answers never decide which request comes next (issue 40), and every answer is judged:
 
 - ``<ID>`` accepted: the endpoint answers each request the client sends (a 2xx; the real APIs take
   them). A refusal for the endpoint's own limits (context length) is inconclusive.
 - ``<ID>:grammar`` answered in the API's grammar: each streamed answer, validated by the API's grammar
   (``grammar.validate_for``), breaks no MUST rule (the stream checks judge the SHOULD ones).
-- ``<ID>:roundtrip`` what the endpoint answered comes back in the client's next request, in the
-  client's form (conformance/client_replay.py puts the live answer's ids, arguments, reasoning and
-  signatures where the recorded answer's were), and that request is accepted. A refusal of it is
-  a round-trip failure when the same request with the recorded answer is accepted; an answer the
-  client cannot send back (a call without an id, input that does not parse) fails it too. When the
-  endpoint answers with another structure (no tool call where the client's session had one), the
-  round trip is not exercised and the later requests go as recorded.
+- ``<ID>:roundtrip`` what the endpoint answered can come back in the client's next request: each answer
+  read as the client reads it (every tool call with an id to send back, input that parses), and, as an
+  extra where the answer had the recorded structure (the same tool calls), the client's next request
+  carrying it (conformance/client_replay.py puts the live answer's ids, arguments, reasoning and
+  signatures where the recorded answer's were) is accepted: a refusal of it is a round-trip failure when
+  the same request with the recorded answer is accepted; a client that re-writes arguments it cannot
+  parse fails it too. An answer of another structure (another tool than the client's session called)
+  leaves that extra unsent, with a note: never the reason a check is not exercised.
 
 The sessions are independent: the first of these checks replays them all at once (a thread and a
 Session each); each check then records its own session's exchanges and verdict.
@@ -31,7 +34,7 @@ import pytest
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, client_replay, grammar
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import Inconclusive, fail, inconclusive, refused_for_config, timed_out
+from harnesscheck.conformance.verdict import Inconclusive, fail, refused_for_config, timed_out
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios import client_sessions
 
@@ -122,7 +125,7 @@ def _replayed(hc: Session) -> dict[str, tuple[BaseException | None, list[tuple[s
         except BaseException as raised:  # noqa: BLE001 - the check re-raises it as its own verdict
             error = raised
         results[doc["name"]] = (error, list(own.attached), set(own.attached.paths))
-        if own.stalled:
+        if own.stall:  # one of its streams went silent (the whole endpoint, or this request only)
             stalls[doc["name"]] = own
 
     stalls: dict[str, Session] = {}
@@ -132,47 +135,70 @@ def _replayed(hc: Session) -> dict[str, tuple[BaseException | None, list[tuple[s
     # The run's stall is the one its current check reports (else the first session's, in check order), not
     # whichever thread noticed first: results.json's run.stall and the first stalled check name one request.
     order = sorted(stalls, key=lambda name: (SESSION_CHECKS[name] != hc.check_id, list(SESSION_CHECKS).index(name)))
+    if order and not hc.stall:  # said of the check whose session stalled
+        hc.stall = {**(stalls[order[0]].stall or {}), "check": SESSION_CHECKS[order[0]]}
     if order and not hc.stalled:
-        hc.stalled, hc.stall = stalls[order[0]].stalled, stalls[order[0]].stall
+        hc.stalled = next((stalls[name].stalled for name in order if stalls[name].stalled), None)
     return results
 
 
 def replay(hc: Session, doc: dict[str, Any], check_id: str, *, grammar_rules: bool = True) -> None:
-    """Replay one recorded session and judge it (module doc); ``grammar_rules`` False leaves the answers'
-    grammar unjudged (the kit's own tests reach the round trip under a fault the grammar sees first)."""
+    """Replay one recorded session on its recorded history and judge it (module doc); ``grammar_rules``
+    False leaves the answers' grammar unjudged (the kit's own tests reach the round trip under a fault the
+    grammar sees first)."""
     api, label = doc["api"], f"{doc['label']} {doc['client_version']}"
     exchanges = doc["exchanges"]
-    m: client_replay.Mapping | None = None
-    differs = ""  # why the round trip is not exercised
+    differs: list[str] = []  # answers of another structure: their round trip is not exercised
     for i, x in enumerate(exchanges):
         where = f"{label} ({doc['name']}) request {i + 1} of {len(exchanges)}"
         recorded = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
-        body = client_replay.substitute(recorded, m) if m is not None else recorded
-        cannot = client_replay.uncarried(recorded, m) if m is not None else None
-        if cannot:
-            fail(f"{where}: {cannot}", rule=f"{check_id}:roundtrip")
-        t = _send(hc, api, x, body, where)
+        t = _send(hc, api, x, recorded, where)  # as the client sent it: the endpoint never picks the next request
         why = _refused(t, where)
-        if why and m is not None:
-            again = _send(hc, api, x, recorded, f"{where}, as recorded")
-            if _refused(again, f"{where}, as recorded") is None:
-                fail(f"{where}: the client's request carrying the endpoint's own answer (call ids "
-                     f"{', '.join(m.live_call_ids) or 'none'}) was refused ({why}); the same request with the "
-                     "recorded answer was accepted", transcript=t, rule=f"{check_id}:roundtrip")
         if why:
             fail(f"{where}: the client's request was refused: {why}", transcript=t)
-        if m is not None:
-            hc.saw(catalog.CLIENT_ROUNDTRIP)
         if grammar_rules:
-            _grammar(api, t, body, check_id, where)
+            _grammar(api, t, recorded, check_id, where)
+        live = apis.get(api).final_answer(t) if t.frames else t.json_body()
+        _readable(api, live, t, where, check_id)
         if i + 1 == len(exchanges):
             break
-        live = apis.get(api).final_answer(t) if t.frames else t.json_body()
         m, why, kind = client_replay.mapping(api, client_replay.recorded_answer(api, x.get("answer") or []), live)
         if kind == client_replay.BROKEN:
             fail(f"{where}: {why}", transcript=t, rule=f"{check_id}:roundtrip")
-        if kind == client_replay.DIFFERS:
-            differs = differs or f"{where}: {why}"
-    if differs and catalog.CLIENT_ROUNDTRIP not in hc.exercised:
-        inconclusive(f"not exercised: {differs}; the later requests went as recorded (accepted, in grammar)")
-    hc.require_exercised(check_id)
+        if m is None:
+            differs.append(f"request {i + 1}: {why}")
+            continue
+        _follow(hc, api, exchanges[i + 1], m, f"{label} ({doc['name']}) request {i + 2} of {len(exchanges)}",
+                check_id)
+    if differs:
+        hc.note(f"round trip of the endpoint's own answer not sent where it took another path ({'; '.join(differs)}); "
+                "every recorded request was sent and judged")
+
+
+def _readable(api: str, live: Any, t: Transcript, where: str, check_id: str) -> None:
+    """The answer read as the client reads it: every tool call with an id it can send back and input that
+    parses (``client_replay.mapping`` of the answer onto itself); else ``<ID>:roundtrip`` fails."""
+    _, why, kind = client_replay.mapping(api, live, live)
+    if kind == client_replay.BROKEN:
+        fail(f"{where}: {why}", transcript=t, rule=f"{check_id}:roundtrip")
+
+
+def _follow(hc: Session, api: str, x: dict[str, Any], m: client_replay.Mapping, where: str, check_id: str) -> None:
+    """Follow the endpoint (an extra where its answer had the recorded structure): the client's next request
+    carrying the live answer's values in the client's form must be accepted (``<ID>:roundtrip``); a refusal
+    fails only when the same request as recorded is accepted."""
+    recorded = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
+    cannot = client_replay.uncarried(recorded, m)
+    if cannot:
+        fail(f"{where}: {cannot}", rule=f"{check_id}:roundtrip")
+    body = client_replay.substitute(recorded, m)
+    t = _send(hc, api, x, body, f"{where}, carrying the endpoint's answer")
+    why = _refused(t, where)
+    if why:
+        again = _send(hc, api, x, recorded, f"{where}, as recorded")
+        if _refused(again, f"{where}, as recorded") is None:
+            fail(f"{where}: the client's request carrying the endpoint's own answer (call ids "
+                 f"{', '.join(m.live_call_ids) or 'none'}) was refused ({why}); the same request with the "
+                 "recorded answer was accepted", transcript=t, rule=f"{check_id}:roundtrip")
+        return  # refused either way: the recorded request's own verdict says so
+    hc.saw(catalog.CLIENT_ROUNDTRIP)

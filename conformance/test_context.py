@@ -54,14 +54,28 @@ def _params(number: str) -> list[Any]:
             for api in apis.NAMES]
 
 
-def _window(hc: Session) -> int:
-    """The announced window, marking the path (or inconclusive when the endpoint announces none)."""
-    size = window.announced_window(hc)
-    if size is None:
-        inconclusive("not exercised: the endpoint announces no context window for the model in GET /v1/models "
-                     f"({', '.join(window.WINDOW_FIELDS)}), so the kit cannot tell how long a prompt is too long")
+def _window(hc: Session) -> int | None:
+    """The model's context window in any stack's dialect (window.known_window), the path marked; None when
+    nothing says it (the over-long prompts are then FAR_CHARS of filler, past any served window)."""
+    known = window.known_window(hc)
+    if known is None:
+        hc.note("no context window known (--context-window, GET /v1/models max_model_len and kin, /props, "
+                f"/api/show, /model/info): the over-long prompt carries {window.FAR_CHARS} characters of filler")
+        return None
     hc.saw(catalog.CONTEXT_WINDOW)
-    return size
+    hc.note(f"context window {known[0]} tokens ({known[1]})")
+    return known[0]
+
+
+def _judged_unknown(hc: Session, api: str, transcript: Transcript, where: str) -> None:
+    """With no window known, an answer to the far prompt is judged only when it refused: a 2xx (a window
+    larger still, or a prompt truncated silently) says nothing the kit can hold against the endpoint."""
+    if transcript.status is not None and 200 <= transcript.status < 300 and \
+            apis.get(api).streamed_refusal(transcript.frames) is None:
+        inconclusive(f"not exercised: {where}: answered HTTP {transcript.status}; with no context window known "
+                     "the kit cannot tell a larger window from a prompt truncated silently (give it with "
+                     "--context-window N)")
+    hc.saw(catalog.CONTEXT_WINDOW)
 
 
 def _judge_refusal(api: str, transcript: Transcript, where: str, rules: dict[str, str]) -> None:
@@ -81,8 +95,10 @@ def test_overflow_refused(hc: Session, api: str) -> None:
     check_id = _check_id(api, "001")
     size = _window(hc)
     transcript, chars = window.over_long(hc, api, hc.body(api, "plain_text"), size, label="over-long prompt")
-    _judge_refusal(api, transcript, f"a prompt with {chars} characters of filler (window {size} tokens)",
-                   {"": check_id, "marker": f"{check_id}:marker"})
+    where = f"a prompt with {chars} characters of filler ({f'window {size} tokens' if size else 'no window known'})"
+    if size is None:
+        _judged_unknown(hc, api, transcript, where)
+    _judge_refusal(api, transcript, where, {"": check_id, "marker": f"{check_id}:marker"})
     hc.require_exercised(check_id)
 
 
@@ -97,9 +113,10 @@ def _prefetch(hc: Session) -> None:
     with ThreadPoolExecutor(len(todo), thread_name_prefix="hc-session") as pool:
         for done in [pool.submit(_fetch, hc, api) for api in todo]:
             done.result()
-    # a stream that went silent marks the endpoint stalled, as hc.post would have
-    hc.note_stall([(f"{SESSION} turn {k[2]} ({k[0]})", t) for k, t in list(hc._streams.items())
-                   if k[0] in todo and k[1] == SESSION])
+    # a stream that went silent is a stall, as hc.post would have found (the check that reads it says so)
+    for k, t in list(hc._streams.items()):
+        if k[0] in todo and k[1] == SESSION:
+            hc.note_stall([(f"{SESSION} turn {k[2]} ({k[0]})", t)])
 
 
 def _fetch(hc: Session, api: str) -> None:
@@ -128,6 +145,8 @@ def _turn_usage(hc: Session, api: str, turn: int) -> tuple[Transcript, tuple[int
         transcript = hc.streams_taking(api, SESSION, (catalog.TOOL_USE,))[-1]
     else:
         transcript = hc.stream(api, SESSION, turn=turn)
+    if (stalled := hc.note_stall([(f"{SESSION} turn {turn} ({api})", transcript)])):  # fetched apart from hc.post
+        inconclusive(f"the endpoint stalled: {stalled}", cause="stalled")
     if turn > 0 and transcript.status is not None and not 200 <= transcript.status < 300:
         inconclusive(f"{SESSION} turn {turn}: HTTP {transcript.status} {transcript.text_body()[:200]!r}: a refused "
                      "follow-up turn is its own finding (<P>-TURN-001)", cause="endpoint-error")
@@ -175,17 +194,28 @@ def test_long_session_to_window(hc: Session, api: str) -> None:
     body = hc.request_for(api, SESSION, SESSION_TURNS)  # turn 30's request: the history of all thirty turns
     grown = len(json.dumps(hc.request_for(api, SESSION, SESSION_TURNS - 1))) - len(json.dumps(hc.body(api, SESSION)))
     ratio = max(0.1, (seen[-1][0] - seen[0][0]) / max(1, grown))  # tokens per character (JSON overcounts: safe)
-    transcript = hc.post(api, apis.get(api).PATH, _with_result_padding(api, body, size, seen[-1][0], ratio),
-                         stream=True, label=f"{SESSION} turn {SESSION_TURNS}: a tool result that passes the window")
-    _judge_refusal(api, transcript, f"{SESSION} turn {SESSION_TURNS} (window {size} tokens, turn "
-                                    f"{SESSION_TURNS - 1} at {seen[-1][0]})",
-                   {"": f"{check_id}:window", "marker": f"{check_id}:marker"})
+    label = f"{SESSION} turn {SESSION_TURNS}: a tool result that passes the window"
+    if size is None:
+        transcript, _ = window.far(hc, api, lambda chars: _with_result_padding(api, body, None, 0, 1.0, chars),
+                                   label=label)
+    else:
+        transcript = hc.post(api, apis.get(api).PATH, _with_result_padding(api, body, size, seen[-1][0], ratio),
+                             stream=True, label=label)
+    where = (f"{SESSION} turn {SESSION_TURNS} ({f'window {size} tokens' if size else 'no window known'}, turn "
+             f"{SESSION_TURNS - 1} at {seen[-1][0]})")
+    if size is None:
+        _judged_unknown(hc, api, transcript, where)
+    _judge_refusal(api, transcript, where, {"": f"{check_id}:window", "marker": f"{check_id}:marker"})
     hc.require_exercised(check_id)
 
 
-def _with_result_padding(api: str, body: dict[str, Any], size: int, tokens: int, ratio: float) -> dict[str, Any]:
-    """The request with its last tool result grown to pass the window by a tenth."""
-    extra = window.filler(int(max(size * window.OVERSHOOT - tokens, size * (window.OVERSHOOT - 1)) / ratio) + 1)
+def _with_result_padding(api: str, body: dict[str, Any], size: int | None, tokens: int,
+                         ratio: float, chars: int = 0) -> dict[str, Any]:
+    """The request with its last tool result grown to pass the window by a tenth (no window known:
+    ``chars`` of filler, window.far's step)."""
+    if size is not None:
+        chars = int(max(size * window.OVERSHOOT - tokens, size * (window.OVERSHOOT - 1)) / ratio) + 1
+    extra = window.filler(chars)
     body = copy.deepcopy(body)
     history = body[apis.get(api).FORM.history_key]
     for entry in reversed(history):

@@ -27,7 +27,7 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog
 from harnesscheck.protocol.apis.base import trace
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail, inconclusive, ok_response, skip
+from harnesscheck.conformance.verdict import Problems, fail, inconclusive, ok_response, skip
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios.loader import ModelPart
 
@@ -35,6 +35,9 @@ SCENARIO = "long_reasoning"  # r0 t0 r1 t1 with ~700 reasoning tokens generated 
 # Each first turn has content after its first call; the short ones first, so a slow endpoint's deadline
 # on the long one comes last.
 SCENARIOS = ("interleaved", "parallel_tools", SCENARIO)
+# CH-DISPATCH-002: a dispatch frame may trail the call's last delta by this many frames (the frame that
+# tells a client the call is complete, and one more); later, or after the finish_reason chunk, is late.
+DISPATCH_SLACK = 2
 
 
 def _value(arguments: object) -> object:
@@ -209,7 +212,11 @@ def test_chat_tool_call_dispatch_frames(hc: Session) -> None:
     streamed = {c.key: {"id": c.id, "name": c.name, "arguments": c.arguments}
                 for c in api.tool_calls(traced.snapshot)}
     last_args_frame = {c.key: max(c.frames, default=-1) for c in traced.calls}
+    completed = {c.key: c.ended for c in traced.calls}  # the frame where the model finished each call
     done_index = next((f.index for f in t.events if f.data == "[DONE]"), None)
+    finish_index = next((f.index for f in t.events if f.event != "tool_call_dispatch" and _finish_reason(f.json)),
+                        None)
+    problems = Problems("CH-DISPATCH-002")
     seen: set[int] = set()
     for f in frames:
         data = f.json if isinstance(f.json, dict) else None
@@ -217,19 +224,36 @@ def test_chat_tool_call_dispatch_frames(hc: Session) -> None:
         index = call.get("index")
         if data is None or not isinstance(index, int) or data.get("choice_index") != 0 or \
                 call.get("type") != "function" or not isinstance(call.get("function"), dict):
-            fail("a tool_call_dispatch frame is not {choice_index, tool_call: {index, id, type, function}}",
-                 transcript=t)
+            problems.add(f"frame #{f.index}: a tool_call_dispatch frame is not {{choice_index, tool_call: {{index, "
+                         "id, type, function}}", transcript=t)
+            continue
         if index in seen:
-            fail(f"tool_call_dispatch sent twice for call {index}", transcript=t)
+            problems.add(f"tool_call_dispatch sent twice for call {index}", transcript=t)
         seen.add(index)
         want = streamed.get(index)
         fn = call["function"]
         if want is None or call.get("id") != want["id"] or fn.get("name") != want["name"] or \
                 _value(fn.get("arguments")) != _value(want["arguments"]):
-            fail(f"tool_call_dispatch for call {index} differs from the streamed call {want}", transcript=t)
+            problems.add(f"tool_call_dispatch for call {index} differs from the streamed call {want}", transcript=t)
         if f.index < last_args_frame.get(index, -1):
-            fail(f"tool_call_dispatch for call {index} came before its arguments were complete", transcript=t)
+            problems.add(f"tool_call_dispatch for call {index} came before its arguments were complete", transcript=t)
         if done_index is not None and f.index > done_index:
-            fail("tool_call_dispatch after data: [DONE]", transcript=t)
+            problems.add("tool_call_dispatch after data: [DONE]", transcript=t)
+        elif finish_index is not None and f.index > finish_index:
+            problems.add(f"tool_call_dispatch for call {index} (frame #{f.index}) came after the chunk carrying "
+                         f"finish_reason (frame #{finish_index}): the turn was over before the call was dispatched",
+                         transcript=t)
+        elif index in completed and f.index > completed[index] + DISPATCH_SLACK:
+            problems.add(f"tool_call_dispatch for call {index} (frame #{f.index}) came {f.index - completed[index]} "
+                         f"frames after the call's last delta (frame #{completed[index]}); at most "
+                         f"{DISPATCH_SLACK} allowed", transcript=t)
     if seen != set(streamed):
-        fail(f"tool_call_dispatch frames for calls {sorted(seen)}, streamed calls {sorted(streamed)}", transcript=t)
+        problems.add(f"tool_call_dispatch frames for calls {sorted(seen)}, streamed calls {sorted(streamed)}",
+                     transcript=t)
+    problems.raise_if_any()
+
+
+def _finish_reason(data: object) -> bool:
+    """A Chat chunk that carries a finish_reason."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)

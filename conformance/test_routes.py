@@ -19,7 +19,7 @@ import pytest
 
 from harnesscheck.protocol import apis
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail, ok_response, skip
+from harnesscheck.conformance.verdict import Problems, fail, ok_response, skip
 from harnesscheck.protocol.wire.transcript import Transcript
 
 UNKNOWN = "no-such-org/no-such-model-harnesscheck"
@@ -43,6 +43,10 @@ def _api_error_shape(body: object) -> bool:
     anthropic_shape = body.get("type") == "error" and isinstance(body.get("error"), dict)
     openai_shape = isinstance(body.get("error"), dict) and "message" in body["error"]
     return anthropic_shape or openai_shape
+
+
+def _anthropic_error_shape(body: object) -> bool:
+    return isinstance(body, dict) and body.get("type") == "error" and isinstance(body.get("error"), dict)
 
 
 def _served(hc: Session) -> Transcript:
@@ -136,45 +140,51 @@ def test_model_by_id_percent_encoded(hc: Session) -> None:
         fail(f"the answer's id is not {model!r}", transcript=t)
 
 
-def _unknown_model_answer(hc: Session, t: Transcript, where: str) -> None:
-    """An unknown model must get 404 in an API's error shape: a 5xx or a body outside the shapes fails
-    the rule (MUST); a 2xx (any model name served) or another 4xx fails ``AN-ERR-002:generation``
-    (SHOULD: accepting a lenient request breaks no client)."""
+def _unknown_model_answer(problems: Problems, t: Transcript, where: str, *, anthropic: bool) -> None:
+    """An unknown model must get 404 in an API's error shape: no answer, a 5xx or a body outside the
+    shapes fails the rule (MUST); a 2xx (any model name served) or another 4xx fails
+    ``AN-ERR-002:generation`` (SHOULD: accepting a lenient request breaks no client); an error asked
+    for under ``anthropic-version`` (``anthropic``) in OpenAI's shape fails ``AN-ERR-002:shape``."""
     if t.error or t.status is None:
-        fail(f"{where}: no answer ({t.error_kind}: {t.error})", transcript=t)
+        problems.add(f"{where}: no answer ({t.error_kind}: {t.error})", transcript=t)
+        return
     if t.status >= 500:
-        fail(f"{where}: an unknown model id answered HTTP {t.status}, expected 404", transcript=t)
-    if t.status >= 400 and not _api_error_shape(t.json_body()):
-        fail(f"{where}: the {t.status} body is in neither the Anthropic nor the OpenAI error shape: "
-             f"{t.text_body()[:200]}", transcript=t)
-    if t.status != 404:
+        problems.add(f"{where}: an unknown model id answered HTTP {t.status}, expected 404", transcript=t)
+    elif t.status >= 400 and not _api_error_shape(t.json_body()):
+        problems.add(f"{where}: the {t.status} body is in neither the Anthropic nor the OpenAI error shape: "
+                     f"{t.text_body()[:200]}", transcript=t)
+    elif t.status >= 400 and anthropic and not _anthropic_error_shape(t.json_body()):
+        problems.add(f"{where}: the {t.status} answer to a request sent with anthropic-version is in OpenAI's "
+                     f"error shape, not Anthropic's {{type: error, error: {{type, message}}}}: "
+                     f"{t.text_body()[:200]}", transcript=t, rule="AN-ERR-002:shape")
+    if t.status != 404 and t.status < 500:
         said = ("was answered HTTP 200: the endpoint serves any model name" if t.ok
                 else f"was answered HTTP {t.status}")
-        fail(f"{where}: an unknown model id {said}; expected 404 not_found", transcript=t,
-             rule="AN-ERR-002:generation")
+        problems.add(f"{where}: an unknown model id {said}; expected 404 not_found", transcript=t,
+                     rule="AN-ERR-002:generation")
 
 
 @pytest.mark.check("AN-ERR-002")
 def test_unknown_model_404_in_shape(hc: Session) -> None:
+    """Every route and every rule is judged; the failure lists each broken rule, the weightiest first."""
+    problems = Problems("AN-ERR-002")
     served = _served(hc)
     if served.ok:  # the route knows ids: an unknown one must be its 404, in shape
         t = hc.get("anthropic", f"/v1/models/{UNKNOWN}", label="get unknown model")
         if t.status != 404:
-            fail(f"unknown model id answered HTTP {t.status}, expected 404", transcript=t)
-        if not _api_error_shape(t.json_body()):
-            fail(f"the 404 body is in neither the Anthropic nor the OpenAI error shape: {t.text_body()[:200]}",
-                 transcript=t)
+            problems.add(f"GET /v1/models/{{unknown}}: answered HTTP {t.status}, expected 404", transcript=t)
+        else:
+            _unknown_model_answer(problems, t, "GET /v1/models/{unknown}", anthropic=True)
     else:
         hc.note(f"GET /v1/models/{{id}} not judged: the served model answered HTTP {served.status} there")
-    answers = []
     for api in hc.endpoint.apis:  # the generation routes: the model a request names must exist
         module = apis.get(api)
         body = {**module.first(hc.scenario("plain_text"), UNKNOWN, stream=False),
                 module.MAX_TOKENS_FIELD: module.MIN_OUTPUT_TOKENS}
-        answers.append((f"{module.PATH} with an unknown model",
-                        hc.post(api, module.PATH, body, label=f"{module.PATH} to an unknown model")))
-    for where, t in sorted(answers, key=lambda a: 0 if _broken(a[1]) else 1):  # MUST failures first
-        _unknown_model_answer(hc, t, where)
+        t = hc.post(api, module.PATH, body, label=f"{module.PATH} to an unknown model")
+        _unknown_model_answer(problems, t, f"{module.PATH} with an unknown model",
+                              anthropic="anthropic-version" in {k.lower() for k in hc.endpoint.headers(api)})
+    problems.raise_if_any()
 
 
 def _broken(t: Transcript) -> bool:

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from harnesscheck.protocol import apis
@@ -85,20 +87,80 @@ class _Attempts:
         return why, dropped
 
 
-def _anthropic_client(hc: Session, attempts: _Attempts) -> anthropic.Anthropic:
+class _Watched:
+    """The SDK's HTTP transport, watched (issue 40: a stall seen by every reader): the last request's method,
+    path and start, and each read of its answer (how many, the SSE frames they held, when the last came),
+    so that an SDK timeout tells a stall (an answer that started, then went silent) from a slow endpoint.
+    ``http`` is the HTTP package the SDK is built on (httpx, or a fork with its API, as the SDKs' httpx2)."""
+
+    def __init__(self, http: Any, hooks: dict[str, list[Callable[[Any], None]]] | None = None) -> None:
+        self.http = http
+        self.last: dict[str, Any] = {}
+        watched = self
+
+        class Stream(http.SyncByteStream):
+            def __init__(self, inner: Any, watch: dict[str, Any]) -> None:
+                self.inner, self.watch = inner, watch
+
+            def __iter__(self) -> Any:
+                for chunk in self.inner:
+                    self.watch["reads"] += 1
+                    self.watch["frames"] += chunk.count(b"\n\n")
+                    self.watch["at"] = time.monotonic()
+                    yield chunk
+
+            def close(self) -> None:
+                self.inner.close()
+
+        class Transport(http.BaseTransport):
+            def __init__(self) -> None:
+                self.inner = http.HTTPTransport()
+
+            def handle_request(self, request: Any) -> Any:
+                watch = {"method": request.method, "path": request.url.path, "start": time.monotonic(), "reads": 0,
+                         "frames": 0, "at": None}
+                watched.last = watch
+                response = self.inner.handle_request(request)
+                return http.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                                     stream=Stream(response.stream, watch))
+
+            def close(self) -> None:
+                self.inner.close()
+
+        self.client = http.Client(transport=Transport(), event_hooks=hooks or {})
+
+    def stall(self, hc: Session, label: str) -> str | None:
+        """The last request as a stall (Session.note_silence), when it timed out after it started answering
+        and stayed silent for at least half the deadline; None otherwise (only slow)."""
+        w, now = self.last, time.monotonic()
+        if not w or not w["reads"] or now - w["at"] < hc.endpoint.timeout / 2:
+            return None
+        return hc.note_silence(label, w["method"], w["path"], frames=w["frames"], reads=w["reads"],
+                               after_s=w["at"] - w["start"], silent_s=now - w["at"])
+
+
+def _http_of(sdk: Any) -> Any:
+    """The HTTP package an SDK module is built on (its `_base_client`'s httpx or httpx2)."""
+    import importlib
+
+    base = importlib.import_module(f"{sdk.__name__}._base_client")
+    return getattr(base, "httpx2", None) or getattr(base, "httpx", None) or httpx
+
+
+def _anthropic_client(hc: Session, attempts: _Attempts) -> tuple[anthropic.Anthropic, _Watched]:
     import anthropic
 
+    watch = _Watched(_http_of(anthropic), attempts.hooks())
     return anthropic.Anthropic(base_url=hc.endpoint.url, api_key=hc.endpoint.api_key or "harnesscheck",
-                               timeout=hc.endpoint.timeout,
-                               http_client=anthropic.DefaultHttpxClient(event_hooks=attempts.hooks()))
+                               timeout=hc.endpoint.timeout, http_client=watch.client), watch
 
 
-def _openai_client(hc: Session, attempts: _Attempts) -> openai.OpenAI:
+def _openai_client(hc: Session, attempts: _Attempts) -> tuple[openai.OpenAI, _Watched]:
     import openai
 
+    watch = _Watched(_http_of(openai), attempts.hooks())
     return openai.OpenAI(base_url=hc.endpoint.url.rstrip("/") + "/v1", api_key=hc.endpoint.api_key or "harnesscheck",
-                         timeout=hc.endpoint.timeout,
-                         http_client=openai.DefaultHttpxClient(event_hooks=attempts.hooks()))
+                         timeout=hc.endpoint.timeout, http_client=watch.client), watch
 
 
 def _canonical(arguments: Any) -> str:
@@ -201,7 +263,7 @@ def _changed(body: dict[str, Any], bent: dict[str, Any]) -> dict[str, Any]:
 
 def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dict[str, Any]], Any],
             created_answer: Callable[[dict[str, Any]], Any], shape: Callable[[Any], Any],
-            dump: Callable[[Any], dict[str, Any]], attempts: _Attempts) -> None:
+            dump: Callable[[Any], dict[str, Any]], attempts: _Attempts, watch: _Watched) -> None:
     """Each scenario, two turns: the SDK's stream helper and its non-stream call must agree; the
     created answer goes back as history the way the SDK hands it out. A turn whose answer ended at the
     output limit, which a helper refuses by design, is sampled again through the levers (Session.until_taken:
@@ -244,6 +306,8 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                     hc.sent_came_back(f"ended at the output limit ({exc})")
                     return None
                 except (anthropic.APITimeoutError, openai.APITimeoutError) as exc:
+                    if (stalled := watch.stall(hc, f"{where} (the {sdk} SDK)")):  # silent, not slow
+                        raise Inconclusive(f"the endpoint stalled: {stalled}", cause="stalled") from exc
                     raise Inconclusive(f"{where}: the {sdk} SDK timed out after {hc.endpoint.timeout:g} s "
                                        f"({exc})", cause="timeout") from exc
                 except (anthropic.APIStatusError, openai.APIStatusError) as exc:
@@ -278,7 +342,8 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
                 at_limit.append(f"{scenario_id} turn {turn}")
                 break  # the later turn is built on this one's answer
             if turn == 0:  # a client keeps its thinking switch (and the words it sent) on later turns
-                kept = [levers.BY_NAME[n] for n in hc.attached.sent[-1][1] if levers.BY_NAME[n].conversation]
+                kept = [levers.BY_NAME[n] for n in hc.attached.sent[-1][1]
+                        if n in levers.BY_NAME and levers.BY_NAME[n].conversation]
             streamed, created, again = answered
             if shape(again) != shape(created):
                 continue  # the endpoint samples: two answers to one request cannot be compared
@@ -299,26 +364,26 @@ def _oracle(hc: Session, api: str, check_id: str, streamed_answer: Callable[[dic
 @pytest.mark.check("AN-SDK-001")
 def test_anthropic_sdk_stream_matches_create(hc: Session) -> None:
     attempts = _Attempts()
-    client = _anthropic_client(hc, attempts)
+    client, watch = _anthropic_client(hc, attempts)
     _oracle(hc, "anthropic", "AN-SDK-001", _with_stream(client.messages.stream, "get_final_message"),
             lambda p: client.messages.create(**p), lambda m: (_an_shape(m.content), m.stop_reason),
-            lambda m: m.model_dump(), attempts)
+            lambda m: m.model_dump(), attempts, watch)
 
 
 @pytest.mark.check("CH-SDK-001")
 def test_openai_chat_stream_matches_create(hc: Session) -> None:
     attempts = _Attempts()
-    client = _openai_client(hc, attempts)
+    client, watch = _openai_client(hc, attempts)
     _oracle(hc, "chat", "CH-SDK-001", _with_stream(client.chat.completions.stream, "get_final_completion"),
             lambda p: client.chat.completions.create(**p),
             lambda c: (_chat_shape(c.choices[0].message), c.choices[0].finish_reason), lambda c: c.model_dump(),
-            attempts)
+            attempts, watch)
 
 
 @pytest.mark.check("RS-SDK-001")
 def test_openai_responses_stream_matches_create(hc: Session) -> None:
     attempts = _Attempts()
-    client = _openai_client(hc, attempts)
+    client, watch = _openai_client(hc, attempts)
     _oracle(hc, "responses", "RS-SDK-001", _responses_stream(client.responses.stream),
             lambda p: client.responses.create(**p), lambda r: _rs_shape(r.output),
-            lambda r: r.model_dump(exclude_none=True), attempts)
+            lambda r: r.model_dump(exclude_none=True), attempts, watch)

@@ -10,8 +10,8 @@
 - ``pytest.skip``: the endpoint lacks an optional feature.
 
 ``run_verdicts`` says of a whole run whether it judged the endpoint at all: a run in which the
-endpoint stalled, or in which fewer than ``MIN_VERDICT_SHARE`` of the selected checks reached a
-verdict (pass or fail), is no pass whatever its failures (results.json ``run.verdicts``; `check`
+endpoint stalled, or in which fewer than ``MIN_VERDICT_SHARE`` of the selected checks or fewer than
+``MIN_MUST_VERDICT_SHARE`` of the selected MUST checks reached a verdict (pass or fail), is no pass whatever its failures (results.json ``run.verdicts``; `check`
 and `run` exit 4).
 """
 
@@ -26,6 +26,7 @@ from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.protocol.wire.transcript import Transcript
 
 MIN_VERDICT_SHARE = 0.5  # a run needs a verdict (pass or fail) on at least this share of its checks
+MIN_MUST_VERDICT_SHARE = 0.8  # ... and on at least this share of its MUST checks
 ENOUGH, STALLED, TOO_FEW = "enough", "stalled", "too-few-verdicts"  # run.verdicts.outcome
 CAUSES = ("not-exercised", "timeout", "stalled", "endpoint-error", "endpoint-config")
 TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeout"})
@@ -85,6 +86,34 @@ class Inconclusive(_Skip):
         super().__init__(reason, allow_module_level=False)
         self.reason = reason
         self.cause = cause
+
+
+class Problems:
+    """Every failed rule of one check, gathered while the check judges all its rules and cases (a second
+    violation is never hidden behind the first); ``raise_if_any()`` fails with all of them, the
+    weightiest rule (the catalog's level of each) first, so the result weighs its worst failed rule."""
+
+    def __init__(self, check_id: str) -> None:
+        self.check_id = check_id
+        self.found: list[tuple[str, str, Transcript | None]] = []  # (rule, message, transcript)
+
+    def add(self, message: str, *, rule: str | None = None, transcript: Transcript | None = None) -> None:
+        self.found.append((rule or self.check_id, message, transcript))
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def raise_if_any(self) -> None:
+        if not self.found:
+            return
+        from harnesscheck.conformance import catalog
+
+        check = catalog.get(self.check_id)
+        ranked = sorted(self.found, key=lambda p: check.level_of(p[0]) is not catalog.MUST)
+        rule, message, transcript = ranked[0]
+        also = f" (and {len(ranked) - 1} more: {'; '.join(m for _, m, _ in ranked[1:4])})" if len(ranked) > 1 else ""
+        raise CheckFailed(message + also, findings=[Finding(r, None, m) for r, m, _ in ranked],
+                          transcript=transcript or next((t for _, _, t in ranked if t is not None), None))
 
 
 def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,
@@ -176,27 +205,45 @@ def ok_response(transcript: Transcript, what: str) -> None:
 
 
 def run_verdicts(checks: list[dict[str, Any]], *, min_share: float = MIN_VERDICT_SHARE,
+                 min_must_share: float = MIN_MUST_VERDICT_SHARE,
                  stall: dict[str, Any] | None = None) -> dict[str, Any]:
     """results.json ``run.verdicts``: how many of the selected checks reached a verdict (pass or fail;
-    a skip, an inconclusive result and a kit error are none), that share, the share asked for, and the
-    outcome: ``stalled`` (the endpoint stopped sending: ``stall`` is the run header's record of it),
-    ``too-few-verdicts`` (the share is below ``min_share``) or ``enough``; ``reason`` says it in words."""
+    a skip, an inconclusive result and a kit error are none), that share, the share asked for, the same
+    for the selected MUST checks (``must``: a check's catalog level, ``check_level``), and the outcome:
+    ``stalled`` (the endpoint stopped sending: ``stall`` is the run header's record of it),
+    ``too-few-verdicts`` (a share is below what was asked: ``min_share`` of all checks, ``min_must_share``
+    of the MUST checks) or ``enough``; ``reason`` says it in words, with both shares."""
     selected = len(checks)
     judged = sum(1 for c in checks if c.get("outcome") in ("pass", "fail"))
     share = judged / selected if selected else 0.0
+    musts = [c for c in checks if c.get("check_level", c.get("level")) == "MUST"]
+    must_judged = sum(1 for c in musts if c.get("outcome") in ("pass", "fail"))
+    must_share = must_judged / len(musts) if musts else 1.0
     summary: dict[str, Any] = {"selected": selected, "judged": judged, "share": round(share, 3),
-                               "min_share": min_share}
+                               "min_share": min_share,
+                               "must": {"selected": len(musts), "judged": must_judged, "share": round(must_share, 3),
+                                        "min_share": min_must_share}}
+    shares = (f"{judged} of {selected} checks ({share:.0%}) and {must_judged} of {len(musts)} MUST checks "
+              f"({must_share:.0%}) reached a verdict")
     if stall:
         summary["outcome"] = STALLED
         where = f"{stall.get('request')} ({stall.get('method')} {stall.get('path')})"
         summary["reason"] = (f"the endpoint stalled: {where} sent {stall.get('frames')} frames in "
                              f"{stall.get('after_s'):g} s, then nothing until the {stall.get('deadline_s'):g} s "
-                             f"deadline; {judged} of {selected} checks reached a verdict")
+                             f"deadline; {shares}")
     elif share < min_share:
         summary["outcome"] = TOO_FEW
         summary["reason"] = (f"only {judged} of {selected} checks reached a verdict (pass or fail), "
-                             f"below the {min_share:.0%} asked for (--min-verdicts)")
+                             f"below the {min_share:.0%} asked for (--min-verdicts); {must_judged} of {len(musts)} "
+                             f"MUST checks ({must_share:.0%})")
+    elif must_share < min_must_share:
+        summary["outcome"] = TOO_FEW
+        left = sorted(c["id"] for c in musts if c.get("outcome") not in ("pass", "fail"))
+        summary["reason"] = (f"only {must_judged} of {len(musts)} MUST checks reached a verdict (pass or fail), "
+                             f"below the {min_must_share:.0%} asked for (--min-must-verdicts); {judged} of "
+                             f"{selected} checks ({share:.0%}) in all; no verdict: {', '.join(left[:12])}"
+                             + (f" and {len(left) - 12} more" if len(left) > 12 else ""))
     else:
         summary["outcome"] = ENOUGH
-        summary["reason"] = f"{judged} of {selected} checks reached a verdict"
+        summary["reason"] = shares
     return summary

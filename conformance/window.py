@@ -1,8 +1,17 @@
 """The context window, as the overflow and long-session checks see it (test_context.py).
 
-``announced_window(hc)`` reads the window the endpoint announces for the model in ``GET /v1/models``
-(vLLM and SGLang: ``max_model_len``; others: ``context_window``, ``context_length``,
-``max_context_length``, ``max_input_tokens``; at the top of the entry or in its ``metadata``).
+``known_window(hc)`` is the model's window and where it was read, in each stack's own dialect, first
+found first: ``--context-window N``; ``GET /v1/models`` (vLLM and SGLang: ``max_model_len``; others:
+``context_window``, ``context_length``, ``max_context_length``, ``max_input_tokens``, ``n_ctx``; at the
+top of the entry or in its ``metadata``, ``meta`` or ``model_info``; llama-server's ``meta.n_ctx_train``
+only when nothing serves the running ``n_ctx``); llama-server's ``GET /props``
+(``default_generation_settings.n_ctx``); Ollama's ``POST /api/show`` (``num_ctx`` in its
+``parameters``, else ``model_info``'s ``<arch>.context_length``); a gateway's model-info route
+(LiteLLM's ``GET /model/info``: ``model_info.max_input_tokens``). A zero (Dynamo's ``context_window:
+0``) says nothing. Read once per endpoint and model. ``announced_window(hc)`` is its size alone.
+
+When no window is known, ``FAR_CHARS`` of filler (about 4 MB: past any served window) make a prompt that
+is over it whatever it is: the refusal's status, shape and marker are judged without knowing the window.
 
 ``over_long(hc, api, body, window, ...)`` sends ``body`` with a filler put before its system prompt,
 sized to pass the window by a tenth. The filler's tokens per character are measured on the
@@ -28,8 +37,14 @@ from typing import Any
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.transcript import Transcript
 
-WINDOW_FIELDS = ("max_model_len", "context_window", "context_length", "max_context_length", "max_input_tokens")
+WINDOW_FIELDS = ("max_model_len", "context_window", "context_length", "max_context_length", "max_input_tokens",
+                 "n_ctx")
+NESTED = ("metadata", "meta", "model_info")  # where an entry may hold its window besides its top level
+TRAINED = "n_ctx_train"  # llama-server's /v1/models meta: the trained window, an upper bound of the served one
 OVERSHOOT = 1.1  # the over-long prompt: this many times the window (the filler measured on the endpoint)
+FAR_CHARS = 4 * 1024 * 1024  # the filler when no window is known: past any served window, bounded in bytes
+# ... sent in steps: a prompt past the common windows first, the whole FAR_CHARS only when that one was taken
+FAR_STEPS = (256 * 1024, FAR_CHARS)
 
 
 def _int(value: Any) -> int | None:
@@ -40,23 +55,107 @@ def window_of(entry: Any) -> int | None:
     """The window a model entry of GET /v1/models announces (module doc), or None."""
     if not isinstance(entry, dict):
         return None
-    for where in (entry, entry.get("metadata")):
+    places = [entry, *(entry.get(n) for n in NESTED)]
+    for where in places:
         if isinstance(where, dict):
             for name in WINDOW_FIELDS:
                 if _int(where.get(name)):
-                    return where[name]
+                    return int(where[name])
     return None
 
 
-def announced_window(hc: Any) -> int | None:
-    """The model's context window from GET /v1/models (its entry, else the only one), or None."""
+def _trained(entry: Any) -> int | None:
+    meta = entry.get("meta") if isinstance(entry, dict) else None
+    return _int(meta.get(TRAINED)) if isinstance(meta, dict) else None
+
+
+def _entry(hc: Any) -> dict[str, Any] | None:
     listing = hc.get("chat", "/v1/models", label="GET /v1/models (context window)")
     data = (listing.json_body() or {}).get("data") if listing.ok else None
     if not isinstance(data, list):
         return None
     entries = [e for e in data if isinstance(e, dict) and e.get("id") == hc.endpoint.model] or \
         (data if len(data) == 1 else [])
-    return window_of(entries[0]) if entries else None
+    return entries[0] if entries and isinstance(entries[0], dict) else None
+
+
+def _props(hc: Any) -> int | None:
+    """llama-server's GET /props: default_generation_settings.n_ctx (or n_ctx at its top)."""
+    t = hc.get("chat", "/props", label="GET /props (llama-server: context window)")
+    body = t.json_body() if t.ok else None
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    return _int(settings.get("n_ctx")) if isinstance(settings, dict) and _int(settings.get("n_ctx")) \
+        else _int(body.get("n_ctx"))
+
+
+def _ollama(hc: Any) -> int | None:
+    """Ollama's POST /api/show: num_ctx in its parameters, else model_info's <arch>.context_length."""
+    t = hc.post("chat", "/api/show", {"model": hc.endpoint.model}, label="POST /api/show (Ollama: context window)")
+    body = t.json_body() if t.ok else None
+    if not isinstance(body, dict):
+        return None
+    parameters = body.get("parameters")
+    if isinstance(parameters, str):
+        for line in parameters.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] == "num_ctx" and words[1].isdigit() and int(words[1]) > 0:
+                return int(words[1])
+    info = body.get("model_info")
+    if isinstance(info, dict):
+        for key, value in info.items():
+            if isinstance(key, str) and key.endswith(".context_length") and _int(value):
+                return int(value)
+    return None
+
+
+def _gateway(hc: Any) -> int | None:
+    """A gateway's model-info route (LiteLLM's GET /model/info, /v1/model/info): model_info.max_input_tokens."""
+    for path in ("/v1/model/info", "/model/info"):
+        t = hc.get("chat", path, label=f"GET {path} (gateway: context window)")
+        data = (t.json_body() or {}).get("data") if t.ok and isinstance(t.json_body(), dict) else None
+        if not isinstance(data, list):
+            continue
+        for entry in data:
+            if isinstance(entry, dict) and (entry.get("model_name") == hc.endpoint.model or len(data) == 1):
+                size = window_of(entry)
+                if size:
+                    return size
+    return None
+
+
+_KNOWN: dict[tuple[str, str], tuple[int, str] | None] = {}  # (endpoint URL, model) -> known_window's answer
+
+
+def known_window(hc: Any) -> tuple[int, str] | None:
+    """The model's context window and where it was read (module doc), or None when nothing says it."""
+    if hc.endpoint.context_window:
+        return hc.endpoint.context_window, "--context-window"
+    key = (hc.endpoint.url, hc.endpoint.model)
+    if key not in _KNOWN:
+        _KNOWN[key] = _discover(hc)
+    return _KNOWN[key]
+
+
+def _discover(hc: Any) -> tuple[int, str] | None:
+    entry = _entry(hc)
+    size = window_of(entry)
+    if size:
+        return size, "GET /v1/models"
+    for read, where in ((_props, "GET /props default_generation_settings.n_ctx"),
+                        (_ollama, "POST /api/show"), (_gateway, "GET /model/info")):
+        size = read(hc)
+        if size:
+            return size, where
+    trained = _trained(entry)
+    return (trained, "GET /v1/models meta.n_ctx_train") if trained else None
+
+
+def announced_window(hc: Any) -> int | None:
+    """The model's context window (``known_window``'s size), or None."""
+    known = known_window(hc)
+    return known[0] if known else None
 
 
 def filler(chars: int) -> str:
@@ -106,14 +205,31 @@ def tokens_per_char(hc: Any, api: str, body: dict[str, Any], label: str) -> floa
     return (with_filler - without) / SAMPLE_CHARS
 
 
-def over_long(hc: Any, api: str, body: dict[str, Any], window: int, *, label: str, base_tokens: int = 0,
+def over_long(hc: Any, api: str, body: dict[str, Any], window: int | None, *, label: str, base_tokens: int = 0,
               ratio: float | None = None) -> tuple[Transcript, int]:
     """``body`` with enough filler to pass ``window`` by a tenth (``base_tokens``: what the body
-    already holds, if known), sent streamed; and the filler's size in characters."""
+    already holds, if known; None: no window known, ``FAR_CHARS`` of filler), sent streamed; and the
+    filler's size in characters."""
+    if window is None:
+        return far(hc, api, lambda chars: apis.get(api).with_system_prefix(body, filler(chars)), label=label)
     ratio = ratio or tokens_per_char(hc, api, body, label)
     chars = int(max(window * OVERSHOOT - base_tokens, window * (OVERSHOOT - 1)) / ratio) + 1
     big = apis.get(api).with_system_prefix(body, filler(chars))
     return hc.post(api, apis.get(api).PATH, big, stream=True, label=f"{label}: over the window"), chars
+
+
+def far(hc: Any, api: str, build: Any, *, label: str) -> tuple[Transcript, int]:
+    """With no window known: the request ``build(chars)`` makes, sent with each of ``FAR_STEPS`` characters
+    of filler until one is not taken (a refusal, an error: the answer to judge); the last answer and its
+    filler's size."""
+    for chars in FAR_STEPS:
+        t = hc.post(api, apis.get(api).PATH, build(chars), stream=True,
+                    label=f"{label}: {chars} characters of filler (no window known)")
+        taken = t.status is not None and 200 <= t.status < 300 and not t.error and \
+            apis.get(api).streamed_refusal(t.frames) is None
+        if not taken:
+            break
+    return t, chars
 
 
 def refusal_problems(api: str, transcript: Transcript) -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ class ServerConfig:
     max_body_bytes: int = 32 * 1024 * 1024
     max_output_tokens: int = 32768
     context_window: int = DEFAULT_CONTEXT_WINDOW  # prompt tokens the model takes; longer is refused (0: no limit)
+    announce_window: bool = True  # GET /v1/models says the window (max_model_len); False: announced nowhere
     stored_responses: int = 10000  # previous_response_id store: at most this many responses (LRU)
     responses_store_bytes: int = 128 * 1024 * 1024  # ... and about this many bytes of them (LRU)
     cpu_workers: int = 0  # threads that render and tokenize prompts; 0: one per CPU, at least 2 (service.py)

@@ -88,6 +88,9 @@ _ALL = [
     Fault("lenient-input", "malformed input accepted instead of a 400: a message of an unknown role read as the "
           "user's, a non-string function_call_output.output read as its JSON text",
           "issue 35: servers that accept what the API refuses (leniency, SHOULD)"),
+    Fault("unknown-model-openai-shape", "any model name served on the generation routes, and an unknown id on "
+          "GET /v1/models/{id} answered 404 in OpenAI's error shape even under anthropic-version",
+          "issue 40: llama.cpp-style routes behind an Anthropic frontend", apis=('anthropic',)),
     Fault("reject-unknown-fields", "unknown request fields rejected with 400",
           "API_FACTS: unknown-to-you fields must be tolerated"),
     # Tool-call timing.
@@ -97,6 +100,9 @@ _ALL = [
           "API_FACTS: Dynamo --enable-streaming-tool-dispatch", apis=('chat',)),
     Fault("dispatch-twice", "tool_call_dispatch sent twice for one call",
           "API_FACTS: sent once per call", apis=('chat',)),
+    Fault("dispatch-late", "tool_call_dispatch frames held back until after the chunk carrying finish_reason",
+          "issue 40: a dispatch after the finish tells the client nothing the stream did not",
+          apis=('chat',)),
     Fault("invalid-tool-json", "tool arguments that do not join to valid JSON (all APIs)",
           "API_FACTS: what breaks real clients"),
     # Anthropic stream grammar.

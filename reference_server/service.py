@@ -396,6 +396,8 @@ class Service:
             return self.profiles[self.default_model]
         if model in self.profiles:
             return self.profiles[model]
+        if self.faults.on("unknown-model-openai-shape"):  # any model name served
+            return self.profiles[self.default_model]
         raise UnknownModel(model)
 
     def plan(self, conv: Conversation, *, call_ids: CallIds | None = None) -> TurnPlan:

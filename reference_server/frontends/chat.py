@@ -240,6 +240,7 @@ class ChatStream:
         self.dispatch = dispatch and not faults.on("dispatch-missing")
         self.faults = faults
         self.calls: dict[int, dict[str, Any]] = {}
+        self._late: list[bytes] = []  # fault dispatch-late: dispatch frames sent after the finish chunk
         self.reasoning = ""
         self.content = ""
         self.finish_reason: str | None = None
@@ -304,6 +305,9 @@ class ChatStream:
             frame = sse("tool_call_dispatch", {"choice_index": 0, "tool_call": {
                 "index": event.index, "id": call["id"], "type": "function",
                 "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}})
+            if self.faults.on("dispatch-late"):  # held back until after the finish_reason chunk
+                self._late.append(frame)
+                return empty
             return empty + ([frame, frame] if self.faults.on("dispatch-twice") else [frame])
         if isinstance(event, Finish):
             reason = event.reason
@@ -313,7 +317,7 @@ class ChatStream:
             self.usage = usage_json(event.usage)
             if self.faults.on("usage-cached-outside-prompt"):
                 self.usage["prompt_tokens"] -= event.usage.cached_tokens
-            out = [self._chunk({}, finish=reason)]
+            out = [self._chunk({}, finish=reason), *self._late]
             if self.include_usage and not self.faults.on("chat-no-usage-chunk"):
                 out.append(sse(None, {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                                       "model": self.model, "choices": [], "usage": self.usage}))

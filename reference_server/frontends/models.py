@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from harnesscheck.reference_server.frontends.common import ApiError
+from harnesscheck.reference_server.frontends.common import ApiError, openai_error_body
 from harnesscheck.reference_server.frontends.http import ApiContext
 from harnesscheck.reference_server.service import Service
 
@@ -28,7 +28,8 @@ def _entry(service: Service, model_id: str, anthropic: bool) -> dict[str, Any]:
             "tool_call_parser": profile.tool_parser, "engine": service.engine.describe(),
             "faults": sorted(service.faults.names)}  # the known bugs it reproduces on purpose (--fault)
     # the context window as vLLM and SGLang announce it (max_model_len); absent when there is none
-    window = {"max_model_len": service.config.context_window} if service.config.context_window > 0 else {}
+    window = {"max_model_len": service.config.context_window} \
+        if service.config.context_window > 0 and service.config.announce_window else {}
     if anthropic:
         return {"id": model_id, "type": "model", "display_name": model_id.rsplit("/", 1)[-1],
                 "created_at": "2026-01-01T00:00:00Z", **window, "metadata": meta}
@@ -79,7 +80,12 @@ def routes(ctx: ApiContext, store_stats: Callable[[], dict[str, int]]) -> list[B
         return JSONResponse(listing)
 
     async def get_route(request: Request) -> Response:
-        return JSONResponse(with_template(service, get_model(service, request)))
+        try:
+            return JSONResponse(with_template(service, get_model(service, request)))
+        except ApiError as error:  # fault unknown-model-openai-shape: OpenAI's shape whoever asks
+            if error.status != 404 or not faults.on("unknown-model-openai-shape"):
+                raise
+            return JSONResponse(openai_error_body(error, 404), status_code=404)
 
     async def root(request: Request) -> Response:
         if request.method == "HEAD":

@@ -87,13 +87,14 @@ STALL = {"check": "AN-STREAM-001", "request": "plain_text turn 0", "method": "PO
          "frames": 2, "reads": 2, "after_s": 0.02, "silent_s": 3.0, "deadline_s": 3.0, "probe": "deadline"}
 
 
-def _finished(*checks, stall=None, min_share=0.5):
+def _finished(*checks, stall=None, min_share=0.5, min_must_share=0.8):
     from harnesscheck.conformance.verdict import run_verdicts
 
     doc = _doc(*checks)
     if stall:
         doc["run"]["stall"] = stall
-    doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=min_share, stall=stall)
+    doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=min_share, min_must_share=min_must_share,
+                                          stall=stall)
     return validate_results(doc)
 
 
@@ -123,9 +124,33 @@ def test_too_few_verdicts_is_no_pass_at_the_stated_share():
     few = _finished(*checks)
     assert few["run"]["verdicts"]["outcome"] == "too-few-verdicts" and final_status(few) == 4
     assert "only 1 of 3 checks reached a verdict" in final_line(few) and "50%" in final_line(few)
-    enough = _finished(*checks, min_share=0.3)
+    enough = _finished(*checks, min_share=0.3, min_must_share=0)
     assert enough["run"]["verdicts"]["outcome"] == "enough" and final_status(enough) == 0
-    assert final_line(enough).startswith("no MUST check failed (1 of 3 checks reached a verdict")
+    assert final_line(enough).startswith("no MUST check failed (1 of 3 checks (33%) and 0 of 1 MUST checks (0%) "
+                                         "reached a verdict")
+
+
+def test_too_few_must_verdicts_is_no_pass_though_most_checks_were_judged():
+    """Issue 40: the share of the selected MUST checks with a verdict (--min-must-verdicts, 0.8) counts
+    apart from the share of all checks; the final line says both."""
+    from harnesscheck.cli.commands.check import final_status
+    from harnesscheck.reports.summary import final_line
+
+    shoulds = [factory.check(f"AN-PREAMBLE-00{n}", "anthropic", "pass", "SHOULD") for n in (1, 2)] + \
+        [factory.check("CH-DISPATCH-001", "chat", "pass", "SHOULD"), factory.check("CH-DISPATCH-002", "chat", "fail",
+                                                                                  "SHOULD")]
+    musts = [factory.check("AN-HIST-001", "anthropic", "pass", "MUST"),
+             factory.check("AN-CTX-001", "anthropic", "inconclusive", "MUST"),
+             factory.check("CH-CTX-001", "chat", "inconclusive", "MUST")]
+    few = _finished(*shoulds, *musts)  # 5 of 7 checks judged (71% >= 50%), 1 of 3 MUST (33% < 80%)
+    verdicts = few["run"]["verdicts"]
+    assert verdicts["outcome"] == "too-few-verdicts" and final_status(few) == 4
+    assert verdicts["must"] == {"selected": 3, "judged": 1, "share": 0.333, "min_share": 0.8}
+    line = final_line(few)
+    assert "only 1 of 3 MUST checks reached a verdict" in line and "--min-must-verdicts" in line, line
+    assert "5 of 7 checks (71%)" in line and "AN-CTX-001, CH-CTX-001" in line, line
+    judged = _finished(*shoulds, *musts[:1])
+    assert judged["run"]["verdicts"]["outcome"] == "enough" and final_status(judged) == 0
 
 
 def test_a_must_failure_outranks_no_verdict_and_both_are_said():

@@ -72,7 +72,10 @@ def test_only_opening_requests_are_bent():
 def test_which_checks_take_which_levers():
     names = lambda api, paths, check="": [lv.name for lv in levers.ladder(api, paths, check_id=check)]  # noqa: E731
     assert names("chat", [catalog.TOOL_USE]) == ["name-the-tool", "tool-choice-required", "thinking-off",
-                                                 "reasoning-minimal", "thinking-off-template"]
+                                                 "reasoning-minimal", "thinking-off-template", "no-think"]
+    soft = _bend("chat", ["no-think"], _first("chat"))  # Qwen3's soft switch, after the user's own words
+    assert soft[1] == ["no-think"] and soft[0]["messages"][-1]["content"].endswith(" /no_think"), soft
+    assert levers.allowed(["no-think"], "CH-TOOLS-001")  # a thinking-off lever: the forcing checks take it
     # an agent turn wants thinking on before a forced call (vLLM constrains the call after the reasoning),
     # and the Messages API refuses forced tool use with thinking: that combination is never sent
     assert names("anthropic", [catalog.AGENT_TURN]) == ["name-the-tool", "thinking-on", "thinking-on-template",

@@ -18,7 +18,8 @@ Exit status:
        model not served: checked before any check runs), or -k selected no check
   3    no MUST check failed, but the kit itself failed on a check (outcome error: a kit bug)
   4    no verdict: no MUST check failed, but the endpoint stalled (a stream stopped sending), or
-       fewer than --min-verdicts (default half) of the selected checks reached a verdict (pass or
+       fewer than --min-verdicts (default half) of the selected checks, or fewer than
+       --min-must-verdicts (default 0.8) of the selected MUST checks, reached a verdict (pass or
        fail): too little was judged to call the endpoint fine (results.json run.verdicts)
   130  interrupted (Ctrl-C, SIGTERM): what was measured is written, marked "interrupted"
 The last line printed says which: the MUST failures, "NO VERDICT: ..." and why, or that none failed.
@@ -58,6 +59,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-verdicts", type=float, default=0.5, metavar="SHARE",
                         help="the share of the selected checks (0 to 1) that must reach a verdict, pass or "
                              "fail; below it, or when the endpoint stalled, the run exits 4 (default: 0.5)")
+    parser.add_argument("--min-must-verdicts", type=float, default=0.8, metavar="SHARE",
+                        help="the share of the selected MUST checks (0 to 1) that must reach a verdict, pass or "
+                             "fail; below it the run exits 4 (default: 0.8)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +83,10 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
         problem = f"--client-timeout must be a number of seconds above 0, got {args.client_timeout:g}"
     if problem is None and not 0 <= args.min_verdicts <= 1:
         problem = f"--min-verdicts is a share from 0 to 1, got {args.min_verdicts:g}"
+    if problem is None and args.hc_context_window is not None and args.hc_context_window < 1:
+        problem = f"--context-window is a number of tokens above 0, got {args.hc_context_window}"
+    if problem is None and not 0 <= args.min_must_verdicts <= 1:
+        problem = f"--min-must-verdicts is a share from 0 to 1, got {args.min_must_verdicts:g}"
     if problem is None:  # a mistyped --server-arg=--fault=NAME: said here, not as the embedded server's crash
         from harnesscheck.reference_server.faults import in_server_args, unknown_problem
 
@@ -91,7 +99,9 @@ def suite_options(args: argparse.Namespace):  # -> SuiteOptions
                            expect=tuple(args.hc_expect), server_args=tuple(args.hc_server_arg),
                            witness=args.hc_witness, quick=args.hc_quick, junit=args.junit,
                            select=args.select, verbose=args.verbose, preflight=not args.hc_no_preflight,
-                           concurrency=args.concurrency, min_verdicts=args.min_verdicts, peer=args.hc_peer)
+                           concurrency=args.concurrency, min_verdicts=args.min_verdicts,
+                           min_must_verdicts=args.min_must_verdicts, peer=args.hc_peer,
+                           context_window=args.hc_context_window)
     check_endpoint(options, progress=lambda line: print(line, flush=True))
     return options
 

@@ -80,6 +80,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                    help="prompt tokens the model takes: a longer prompt is refused in each API's form (Anthropic "
                         "'prompt is too long: N tokens > M maximum', OpenAI code context_length_exceeded), and "
                         "the output limit is cut to the room left; 0: no limit (default: 131072)")
+    g.add_argument("--announce-window", action=argparse.BooleanOptionalAction, default=True,
+                   help="announce the context window in GET /v1/models (max_model_len, as vLLM and SGLang do); "
+                        "off: announced nowhere, as many servers and gateways do (default: on)")
     g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
     g.add_argument("--prefix-cache-bytes", type=int, default=64 * 1024 * 1024, metavar="BYTES",
@@ -119,6 +122,7 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
         max_body_bytes=getattr(args, "max_body_bytes", 32 * 1024 * 1024),
         max_output_tokens=getattr(args, "max_output_tokens", 32768),
         **({} if getattr(args, "context_window", None) is None else {"context_window": args.context_window}),
+        announce_window=getattr(args, "announce_window", True),
         responses_store_bytes=args.responses_store_bytes,
         prefix_cache_bytes=getattr(args, "prefix_cache_bytes", 64 * 1024 * 1024),
     )
