@@ -431,7 +431,7 @@ def _said_once(item: pytest.Item, result: CheckResult, error: BaseException | No
     findings = list(getattr(error, "findings", None) or ([result.finding] if result.finding else []))
     contract = getattr(error, "rule", None)
     text = explain(result.check.id, str(result.weight), result.message, findings=findings, rule=contract,
-                   remedy=result.check.remedy, excerpt=result.excerpt)
+                   title=result.check.title, remedy=result.check.remedy, excerpt=result.excerpt)
     text = redact_text(text, secrets)
     path, line, _ = item.location
     crash = ReprFileLocation(path=path, lineno=(line or 0) + 1,

@@ -138,15 +138,15 @@ def no_findings(findings: Iterable[Finding], transcript: Transcript, rules: Iter
 
 
 def explain(check_id: str, level: str, message: str, *, findings: Iterable[Finding] = (), rule: str | None = None,
-            remedy: str = "", excerpt: str | None = None) -> str:
+            title: str = "", remedy: str = "", excerpt: str | None = None) -> str:
     """A failed check, said once, as the terminal, a CI log and JUnit show it (the plugin puts it in
     pytest's report in place of a traceback): the check, its level and message, the rule that broke
     and the frame where, what was observed and expected, the other rules that broke, the remedy,
     then the wire excerpt around the frame.
 
         RS-TOOLKIND-002 MUST failed: a request with a custom tool forced: HTTP 400: {...}
-          rule RS-TOOLKIND-002
-          fix: accept every Responses tool kind Codex sends ...
+          rule RS-TOOLKIND-002: A custom tool reaches the model and its call comes back as a ...
+          fix: offer custom tools to the model; answer their calls as custom_tool_call items
           POST http://127.0.0.1:8000/v1/responses -> 400
             (no frames)
     """
@@ -166,10 +166,11 @@ def explain(check_id: str, level: str, message: str, *, findings: Iterable[Findi
         if len(findings) > 1:
             lines.append("  also: " + "; ".join(f"{f.rule} at frame #{f.frame_index}" for f in findings[1:5])
                          + (f"; {len(findings) - 5} more" if len(findings) > 5 else ""))
+    own = f": {title}" if title else ""  # the check's own rule reads as its title
     if rule and (lead is None or rule != lead.rule):
-        lines.insert(1, f"  rule {rule}")
+        lines.insert(1, f"  rule {rule}{own if rule == check_id else ''}")
     elif lead is None:
-        lines.append(f"  rule {check_id}")
+        lines.append(f"  rule {check_id}{own}")
     if remedy:
         lines.append(f"  fix: {remedy}")
     if excerpt:

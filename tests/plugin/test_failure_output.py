@@ -70,7 +70,7 @@ def test_check_says_a_failure_once_per_check_and_once_in_the_must_list(tmp_path:
     block = out.split("FAILURES", 1)[1].split("MUST failures", 1)[0]
     assert MESSAGE in block and "MUST failures (1):" in out
     check = catalog.get("RS-TOOLKIND-002")
-    assert out.count(f"fix: {check.remedy}") == 1 and "rule RS-TOOLKIND-002" in block, out
+    assert out.count(f"fix: {check.remedy}") == 1 and f"rule RS-TOOLKIND-002: {check.title}" in block, out
     assert "POST http" in block and "/v1/responses -> 400" in block, out
     assert "FAILED" not in out and not [word for word in KIT_TRACES if word in out], out
     assert "test_custom_tool_call[RS-TOOLKIND-002]" in block  # the headline
@@ -112,5 +112,8 @@ def test_explain_names_the_rule_frame_and_remedy_once() -> None:
         "  POST u -> 200",
         "  >> #24 frame"]
     assert text.count("block 1 started") == 1
-    contract = explain("RS-CTX-001", "MUST", "HTTP 500", rule="RS-CTX-001:marker", remedy="")
+    contract = explain("RS-CTX-001", "MUST", "HTTP 500", rule="RS-CTX-001:marker", title="t", remedy="")
     assert contract.splitlines() == ["RS-CTX-001 MUST failed: HTTP 500", "  rule RS-CTX-001:marker"]
+    own = explain("RS-TOOLKIND-001", "MUST", "HTTP 400", title="Every tool kind is accepted", remedy="accept them")
+    assert own.splitlines() == ["RS-TOOLKIND-001 MUST failed: HTTP 400",
+                                "  rule RS-TOOLKIND-001: Every tool kind is accepted", "  fix: accept them"]
