@@ -47,6 +47,7 @@ from harnesscheck.conformance.results import CheckResult, Collector, write_resul
 from harnesscheck.conformance.session import Endpoint, Session, api_key_from_env, discover_model
 from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, refused_for_config, timed_out
 from harnesscheck.protocol.wire.server_info import server_info
+from harnesscheck.reports.clients import junit_properties
 
 if TYPE_CHECKING:
     from pluggy import Result
@@ -389,6 +390,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     error = call.excinfo.value if call.excinfo else None
     finding = excerpt = None
     rules: list[str] = []
+    findings: list[Any] = []
     cause = ""
     if report.passed:
         outcome, message = Outcome.PASS, "ok"
@@ -414,7 +416,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
         message = f"not exercised: the endpoint refused a history carrying its own broken call ({carried})"
     elif isinstance(error, CheckFailed):
         outcome, message = Outcome.FAIL, error.summary
-        finding, rules = error.finding, error.rules or [check.id]
+        finding, findings, rules = error.finding, error.findings, error.rules or [check.id]
         transcript = error.transcript or transcript
         excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
     elif isinstance(error, AssertionError):
@@ -430,7 +432,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
                          notes=[*(hc.attached.notes if hc else []), *_notes(attached)], started=started,
                          exercised=catalog.coverage(check, hc.exercised) if hc else {},
                          paths_seen=sorted(hc.exercised) if hc else [],
-                         levers=hc.lever_record() if hc else {})
+                         levers=hc.lever_record() if hc else {}, findings=findings)
     collector = item.config.stash[COLLECTOR]
     collector.add(result)
     if hc is not None and hc.stall and "stall" not in collector.run:  # the run header says where it stalled
@@ -473,6 +475,7 @@ def _notes(attached: list[tuple[str, Any]]) -> list[str]:
     return list(dict.fromkeys(notes))[:20]
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes its file, which carries the per-client lines
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """One process: write results.json. An xdist worker: nothing (each result went to the controller
     with its report). The controller: merge its workers' results into the one results.json. A session
@@ -495,4 +498,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                                                               else None)
     if results_path or transcripts_dir:
         workers = {"workers": len({p.get("worker") for p in payloads})} if shared is not None else {}
-        write_results(payloads, results_path, transcripts_dir, settings=workers)
+        doc = write_results(payloads, results_path, transcripts_dir, settings=workers)
+        from _pytest.junitxml import xml_key
+
+        junit = config.stash.get(xml_key, None)
+        for name, line in junit_properties(doc) if junit is not None else ():
+            junit.add_global_property(name, line)  # the run's one statement per client (reports.clients)

@@ -252,9 +252,11 @@ def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
             calls = calls[:-1]  # a call the limit cut is the cut-call rules' (TOOLS-005)
         if not calls and cut:
             return False  # the limit cut the answer before a whole call: sampled again
-        if not calls:
-            fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}): the call "
-                 "was lost from the stream", transcript=t)
+        if not calls:  # text instead: the forced choice was not followed; nothing: the call was lost
+            text = " ".join(words for kind, words in module.parts(answer) if kind == "text").strip()
+            fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}): "
+                 + (f"it answered with text ({text[:80]!r}): the forced choice was not followed" if text
+                    else "the call was lost from the stream"), transcript=t)
         problems = argument_problems(calls, schemas)
         if problems:
             fail(problems[0], transcript=t)

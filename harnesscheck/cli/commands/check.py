@@ -107,10 +107,9 @@ def after_suite(args: argparse.Namespace):  # -> AfterSuite | None
 def run_and_summarize(options: Any, out: Path, *, after: Any = None,
                       label_width: int = 0) -> tuple[dict[str, Any], int]:
     """Run the suite (SuiteOptions), then `after` (see `after_suite`), and print its summary: the table,
-    the failures, the per-client lines and where the results are. Returns the document and the exit
+    the failures, the per-client lines (reports.clients) and where the results are. Returns the document and the exit
     status (see EXIT_STATUS)."""
-    from harnesscheck.agents.clients.verify import verification_lines
-    from harnesscheck.conformance.runner import RunInterrupted, harness_lines, run_suite
+    from harnesscheck.conformance.runner import RunInterrupted, run_suite
 
     try:
         doc, status = run_suite(options, out, after=after), None
@@ -119,12 +118,15 @@ def run_and_summarize(options: Any, out: Path, *, after: Any = None,
     from harnesscheck.reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
-    for line in harness_lines(doc):
-        print(line)
-    lines = verification_lines(doc)
-    if lines:
-        print("client verification (measured against this endpoint):")
-        print("\n".join(f"  {line}" for line in lines))
+    from harnesscheck.reports.clients import client_verdicts
+
+    verdicts = client_verdicts(doc)  # the run's one statement per real client (also the report's, JUnit's)
+    if verdicts:
+        print("\nreal clients:")
+    for verdict in verdicts:
+        print(f"  {verdict.line}")
+        if verdict.frame_text:  # the frame its own failed session names
+            print(f"      {verdict.frame_text}")
     print(f"{'results:':<{label_width}} {out / 'results.json'}")
     if status == INTERRUPTED:
         print("interrupted: the results hold what was measured until then (run.interrupted)")
