@@ -95,7 +95,8 @@ def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | Non
     """Where the run's per-client lines (reports.clients) and the measurements disagree, under ``fault``:
 
     - a check that fails on a rule the fault plants fails in a form the fault plants (forms.PLANTED_FORMS);
-    - a client whose own recorded session failed is said to break, at the frame the failure names;
+    - a client whose own recorded session failed is said to break, at the frame the failure names (or,
+      measured coping with the violation its session saw, its line names that frame);
     - a client measured breaking under the fault (impact.json), when a check failed on a rule the fault
       plants in the client's API, is said to break (never "unaffected", "not measured" or no failure);
     - a client said to break stands on its own failed session or on a failing check whose measurement
@@ -116,10 +117,19 @@ def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | Non
     lines = {v.client: v for v in client_verdicts(doc)}
     for c in failing:
         label = c.get("client_session")
-        if label and (lines.get(label) is None or lines[label].verdict != WOULD_BREAK):
-            out.append(f"{label}'s own session {c['id']} failed, but its line is {lines.get(label)}")
-        elif label and (c.get("finding") or {}).get("frame_index") is not None and "frame #" not in lines[label].line:
-            out.append(f"{label}'s line does not name the frame its failed session {c['id']} names")
+        if not label:
+            continue
+        line = lines.get(label)
+        coped = (c.get("clients") or {}).get(label) == "unaffected"  # measured coping with what its session saw
+        if line is None or (line.verdict != WOULD_BREAK and not coped):
+            out.append(f"{label}'s own session {c['id']} failed, but its line is {line.line if line else 'missing'}")
+        elif (c.get("finding") or {}).get("frame_index") is not None and line.verdict != WOULD_BREAK \
+                and "frame #" not in line.line:
+            out.append(f"{label}'s line does not name the frame its failed session {c['id']} names: {line.line}")
+        elif line.verdict == WOULD_BREAK and line.frame is None and (c.get("finding") or {}).get("frame_index") \
+                is not None and any(s.get("client_session") == label and (s.get("clients") or {}).get(label) ==
+                                    WOULD_BREAK for s in failing):
+            out.append(f"{label}'s line does not name the frame its failed session {c['id']} names: {line.line}")
     cells = (data.get("faults") or {}).get(fault) or {}
     for key, cell in cells.items():
         entry = (data.get("clients") or {}).get(key)

@@ -82,9 +82,11 @@ def form_of(rule: str, words: str, status: int | None = 200) -> str:
 
 
 def seen(rule: str, form: str, words: str) -> str:
-    """'AN-TOOLS-006: a request refused (HTTP 4xx): HTTP 400: ...': what a client line says was seen."""
-    text = " ".join(words.split())
-    return f"{rule}: {FORMS.get(form, form)}" + (f" ({text[:160]})" if text else "")
+    """'AN-TOOLS-006: a request refused (HTTP 4xx) (HTTP 400: ...)': what a client line says was seen."""
+    text = " ".join(words.split())[:160]
+    if form == ANSWERED and text:  # the rule and the words say it
+        return f"{rule}: {text}"
+    return f"{rule}: {FORMS.get(form, form)}" + (f" ({text})" if text else "")
 
 
 def _forms(*names: str) -> tuple[str, ...]:

@@ -51,55 +51,77 @@ def verdicts_for(check: Any, rules: list[str], data: dict[str, Any] | None = Non
     has the form of an answer with no words: ``answered``, or for a rule of several violations none):
     a fault's measurement speaks for the rule only when the fault plants the rule in that form
     (forms.PLANTED_FORMS)."""
-    from harnesscheck.conformance.catalog import faults_planting
-    from harnesscheck.conformance.forms import form_of, planted_forms, seen
-
     data = load() if data is None else data
-    clients = data.get("clients") or {}
-    per_fault = data.get("faults") or {}
     out: dict[str, dict[str, str]] = {}
-    for key, entry in clients.items():
+    for key, entry in (data.get("clients") or {}).items():
         if check.api not in ("any", entry.get("api")):
             continue  # a client of another wire API never meets this check's traffic
         label = label_of(entry)
-        broke, fine, unmeasured = [], [], []
-        for rule in rules:
-            form, words = (forms or {}).get(rule) or (form_of(rule, ""), "")
-            cells = [(f, per_fault[f][key]) for f in faults_planting(rule)
-                     if form in planted_forms(f) and key in (per_fault.get(f) or {})]
-            broken = [(f, c) for f, c in cells if c.get("verdict") == BREAKS]
-            if broken:
-                f, cell = broken[0]
-                turn = (cell.get("broken_turns") or ["?"])[0]
-                error = ((cell.get("turns") or {}).get(turn) or {}).get("error", "")[:160]
-                broke.append(f"{rule}: measured with fault {f}, {turn} turn failed" + (f" ({error})" if error else ""))
-            elif cells:
-                fine.append(f"{rule}: measured with fault {', '.join(f for f, _ in cells)}, turns completed")
-            else:
-                unmeasured.append(seen(rule, form, words))
-        if broke:
-            verdict, evidence = WOULD_BREAK, "; ".join(broke)
-        elif fine and not unmeasured:
-            verdict, evidence = UNAFFECTED, "; ".join(fine)
-        else:
-            verdict = NOT_MEASURED
-            evidence = "not measured for this violation: " + "; ".join(unmeasured) + ("; " + "; ".join(fine) if fine else "")
+        verdict, evidence = _measured(key, rules, forms, data)
         previous = out.get(label)
         if previous is None or RANK[verdict] > RANK[previous["verdict"]]:
             out[label] = {"verdict": verdict, "evidence": evidence}
     return out
 
 
-def session_verdict(check: Any, message: str, frame: int | None,
+def _measured(key: str, rules: list[str], forms: Mapping[str, tuple[str, str]] | None,
+              data: dict[str, Any]) -> tuple[str, str]:
+    """One client's (``key``) verdict and evidence for these failing rules, in these forms."""
+    from harnesscheck.conformance.catalog import faults_planting
+    from harnesscheck.conformance.forms import form_of, planted_forms, seen
+
+    per_fault = data.get("faults") or {}
+    broke, fine, unmeasured = [], [], []
+    for rule in rules:
+        form, words = (forms or {}).get(rule) or (form_of(rule, ""), "")
+        cells = [(f, per_fault[f][key]) for f in faults_planting(rule)
+                 if form in planted_forms(f) and key in (per_fault.get(f) or {})]
+        broken = [(f, c) for f, c in cells if c.get("verdict") == BREAKS]
+        if broken:
+            f, cell = broken[0]
+            turn = (cell.get("broken_turns") or ["?"])[0]
+            error = ((cell.get("turns") or {}).get(turn) or {}).get("error", "")[:160]
+            broke.append(f"{rule}: measured with fault {f}, {turn} turn failed" + (f" ({error})" if error else ""))
+        elif cells:
+            fine.append(f"{rule}: measured with fault {', '.join(f for f, _ in cells)}, turns completed")
+        else:
+            unmeasured.append(seen(rule, form, words))
+    if broke:
+        return WOULD_BREAK, "; ".join(broke)
+    if fine and not unmeasured:
+        return UNAFFECTED, "; ".join(fine)
+    return NOT_MEASURED, _NOT_MEASURED + "; ".join(unmeasured) + ("; " + "; ".join(fine) if fine else "")
+
+
+_NOT_MEASURED = "not measured for this violation: "
+
+
+def session_verdict(check: Any, message: str, frame: int | None, rules: list[str],
+                    forms: Mapping[str, tuple[str, str]] | None = None,
                     data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
-    """A real client's own recorded session (an X-CLIENT-00N check) failed: that client would break, at
-    the frame the failure names (None: a request refused or not carried)."""
+    """A real client's own recorded session (an X-CLIENT-00N check) failed, at the frame the failure names
+    (None: a request refused or not carried back). Its own request refused, or the endpoint's answer not
+    carried back in its form: that client would break. An answer to its own request that breaks a stream
+    rule (``rules`` beside the session's own ``ID:part``): it would break, unless that client was measured
+    coping with that very violation (the rule, in the form seen): then it is unaffected, and the evidence
+    says so beside the frame."""
+    data = load() if data is None else data
     label = session_label(check, data)
     if not label:
         return {}
+    from harnesscheck.conformance.catalog import CLIENT_SHAPES
+
     where = f" at frame #{frame}" if frame is not None else ""
-    return {label: {"verdict": WOULD_BREAK,
-                    "evidence": f"its own recorded session ({check.id}) failed{where}: {message[:300]}"}}
+    failed = f"its own recorded session ({check.id}) failed{where}: {message[:300]}"
+    seen_rules = [r for r in rules if not r.startswith(check.id)]
+    if seen_rules and all(r == f"{check.id}:grammar" or not r.startswith(check.id) for r in rules):
+        verdict, evidence = _measured(CLIENT_SHAPES[check.id], seen_rules, forms, data)
+        if verdict == UNAFFECTED:
+            return {label: {"verdict": UNAFFECTED, "evidence": f"{failed}; a violation it was measured to cope "
+                                                               f"with ({evidence})"}}
+        if verdict == WOULD_BREAK:
+            return {label: {"verdict": WOULD_BREAK, "evidence": f"{failed}; {evidence}"}}
+    return {label: {"verdict": WOULD_BREAK, "evidence": failed}}
 
 
 def session_label(check: Any, data: dict[str, Any] | None = None) -> str:

@@ -224,7 +224,8 @@ class _Impact:
         if refused:
             return impact.refused_shape_verdict(r.check, r.message, data)
         if self.session(r):
-            return impact.session_verdict(r.check, r.message, r.finding.frame_index if r.finding else None, data)
+            return impact.session_verdict(r.check, r.message, r.finding.frame_index if r.finding else None,
+                                          r.rules, failure_forms(r), data)
         return impact.verdicts_for(r.check, r.rules or [r.check.id], data, failure_forms(r))
 
 

@@ -7,11 +7,14 @@ verdict of each client of its API from measurements of the same violation: confo
 recorded session's check (``client_session``: the client whose own session it replays) and, when the
 run verified the clients, ``client_verification``. Per client, the strongest evidence speaks:
 
-1. its own recorded session failed (an X-CLIENT-00N check): **would break**, with the frame it names;
+1. its own recorded session failed (an X-CLIENT-00N check): **would break**, with the frame it names —
+   unless what failed it is an answer breaking a stream rule that this client was measured coping with
+   (the same rule, in the same form: conformance/impact.py), which is said beside the frame instead;
 2. a failing check's violation was measured breaking it (the same rule, in the same form): **would break**;
 3. a failing check's violation was never measured with it in that form: **not measured for this
    violation** (what was seen) — neither a break nor a pass;
-4. every failing check that concerns it was measured in that form and it coped: **unaffected**;
+4. every failing check that concerns it was measured in that form and it coped (its own session's
+   answers included, as above): **unaffected**;
 5. no failing check concerns it: **no failure concerns it** (and which of its own sessions passed).
 
 A measurement against the endpoint itself (``--verify-clients``) is said beside it, a disagreement as
@@ -26,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NOT_MEASURED", "NO_FAILURE", "UNAFFECTED", "WOULD_BREAK", "ClientVerdict", "client_lines",
+__all__ = ["NOT_MEASURED", "NO_FAILURE", "RANK_OF", "UNAFFECTED", "WOULD_BREAK", "ClientVerdict", "client_lines",
            "client_verdicts", "frame_line", "inferred", "junit_properties", "reconcile", "summary"]
 
 WOULD_BREAK, NOT_MEASURED, UNAFFECTED, NO_FAILURE = "would break", "not measured", "unaffected", "no failure"
@@ -34,6 +37,8 @@ WOULD_BREAK, NOT_MEASURED, UNAFFECTED, NO_FAILURE = "would break", "not measured
 _PER_CHECK = {"would break": WOULD_BREAK, "not measured": NOT_MEASURED, "no measured impact": NOT_MEASURED,
               "unaffected": UNAFFECTED}
 _MEASURED_PREFIX = "not measured for this violation: "
+#: How strongly a verdict speaks (the run's line is the strongest of what its checks say of a client).
+RANK_OF = {WOULD_BREAK: 3, NOT_MEASURED: 2, "no measured impact": 2, UNAFFECTED: 1, NO_FAILURE: 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,7 @@ def reconcile(doc: dict[str, Any]) -> dict[str, Any]:
     broken: dict[str, dict[str, tuple[str, Any]]] = {}  # rule -> client -> (session id, frame)
     for c in doc.get("checks") or []:
         label = c.get("client_session")
-        if label and c.get("outcome") == "fail":
+        if label and c.get("outcome") == "fail" and (c.get("clients") or {}).get(label, WOULD_BREAK) == WOULD_BREAK:
             for rule in c.get("rules_failed") or []:
                 if not rule.startswith(c["id"]):
                     broken.setdefault(rule, {}).setdefault(label, (c["id"], (c.get("finding") or {}).get("frame_index")))
@@ -133,7 +138,10 @@ def frame_line(check: dict[str, Any]) -> str:
 
 
 def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, dict[str, Any]]]) -> ClientVerdict:
-    failed = [c for c in sessions if c["outcome"] == "fail"]
+    # a failed session of its own: would break, unless the run found it measured coping with what it saw
+    failed = [c for c in sessions if c["outcome"] == "fail"
+              and _PER_CHECK.get((c.get("clients") or {}).get(label, WOULD_BREAK)) == WOULD_BREAK]
+    coped = [c for c in sessions if c["outcome"] == "fail" and c not in failed]
     if failed:
         c = failed[0]
         frame = (c.get("finding") or {}).get("frame_index")
@@ -150,11 +158,17 @@ def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, d
             c = ids[0]
             evidence = _evidence(c, label).removeprefix(_MEASURED_PREFIX)
             more = f" (and {len(ids) - 1} more: {', '.join(x['id'] for x in ids[1:])})" if len(ids) > 1 else ""
-            return ClientVerdict(label, verdict, f"{c['id']}: {evidence}{more}", tuple(x["id"] for x in ids))
-    coped = [c["id"] for v, c in said if v == UNAFFECTED]
-    if coped:
-        return ClientVerdict(label, UNAFFECTED, f"each failure was measured with it and it coped ({', '.join(coped)})",
-                             tuple(coped))
+            named = evidence if evidence.startswith(c["id"]) else f"{c['id']}: {evidence}"  # the rule is the check's
+            return ClientVerdict(label, verdict, f"{named}{more}", tuple(x["id"] for x in ids))
+    unaffected = [c["id"] for v, c in said if v == UNAFFECTED]
+    if coped:  # its own session's answers broke a rule it was measured to cope with: say which frame
+        c = coped[0]
+        frame = (c.get("finding") or {}).get("frame_index")
+        return ClientVerdict(label, UNAFFECTED, _evidence(c, label), tuple([x["id"] for x in coped] + unaffected),
+                             frame, frame_line(c))
+    if unaffected:
+        return ClientVerdict(label, UNAFFECTED, f"each failure was measured with it and it coped "
+                             f"({', '.join(unaffected)})", tuple(unaffected))
     passed = [c["id"] for c in sessions]
     return ClientVerdict(label, NO_FAILURE, f"its own recorded session{'s' if len(passed) > 1 else ''} "
                          f"({', '.join(passed)}) passed" if passed else "", tuple(passed))

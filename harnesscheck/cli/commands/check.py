@@ -118,20 +118,28 @@ def run_and_summarize(options: Any, out: Path, *, after: Any = None,
     from harnesscheck.reports.summary import exit_status, format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
-    from harnesscheck.reports.clients import client_verdicts
-
-    verdicts = client_verdicts(doc)  # the run's one statement per real client (also the report's, JUnit's)
-    if verdicts:
-        print("\nreal clients:")
-    for verdict in verdicts:
-        print(f"  {verdict.line}")
-        if verdict.frame_text:  # the frame its own failed session names
-            print(f"      {verdict.frame_text}")
+    for line in client_summary(doc):
+        print(line)
     print(f"{'results:':<{label_width}} {out / 'results.json'}")
     if status == INTERRUPTED:
         print("interrupted: the results hold what was measured until then (run.interrupted)")
         return doc, status
     return doc, final_status(doc)
+
+
+def client_summary(doc: dict[str, Any]) -> list[str]:
+    """What `check` and `run` print per real client: the run's one statement per client (reports.clients,
+    the same lines as the report's banner and JUnit's properties), each with the frame its own failed
+    session names under it."""
+    from harnesscheck.reports.clients import client_verdicts
+
+    verdicts = client_verdicts(doc)
+    out = ["", "real clients:"] if verdicts else []
+    for verdict in verdicts:
+        out.append(f"  {verdict.line}")
+        if verdict.frame_text:
+            out.append(f"      {verdict.frame_text}")
+    return out
 
 
 def final_status(doc: dict[str, Any]) -> int:
