@@ -502,5 +502,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from _pytest.junitxml import xml_key
 
         junit = config.stash.get(xml_key, None)
-        for name, line in junit_properties(doc) if junit is not None else ():
-            junit.add_global_property(name, line)  # the run's one statement per client (reports.clients)
+        if junit is not None:  # the run's one statement per client (reports.clients) as JUnit's properties
+            for name, line in junit_properties(doc):
+                junit.add_global_property(name, line)

@@ -210,9 +210,11 @@ class _Impact:
 
     def session(self, r: CheckResult) -> str:
         """The client whose own recorded session the check replays ('' for other checks)."""
+        if "-CLIENT-" not in r.check.id:
+            return ""  # (the measurements are read only for a session or a failing rule)
         from harnesscheck.conformance import impact
 
-        return impact.session_label(r.check, self._load()) if "-CLIENT-" in r.check.id else ""
+        return impact.session_label(r.check, self._load())
 
     def verdicts(self, r: CheckResult) -> dict[str, dict[str, str]]:
         refused = r.outcome is Outcome.INCONCLUSIVE and r.cause == "endpoint-config"
