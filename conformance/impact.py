@@ -112,7 +112,8 @@ def session_verdict(check: Any, message: str, frame: int | None, rules: list[str
     from harnesscheck.conformance.catalog import CLIENT_SHAPES
 
     where = f" at frame #{frame}" if frame is not None else ""
-    failed = f"its own recorded session ({check.id}) failed{where}: {message[:300]}"
+    words = message.split(") ", 1)[1] if message.startswith(f"{label} (") else message  # "<label> (<session>) "
+    failed = f"its own recorded session ({check.id}) failed{where}: {words[:300]}"
     seen_rules = [r for r in rules if not r.startswith(check.id)]
     if seen_rules and all(r == f"{check.id}:grammar" or not r.startswith(check.id) for r in rules):
         verdict, evidence = _measured(CLIENT_SHAPES[check.id], seen_rules, forms, data)
