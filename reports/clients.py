@@ -152,6 +152,11 @@ def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, d
         more = f" (and {', '.join(x['id'] for x in failed[1:])})" if len(failed) > 1 else ""
         return ClientVerdict(label, WOULD_BREAK, f"its own recorded session ({c['id']}) failed{where}: {message}{more}",
                              tuple(x["id"] for x in failed), frame, frame_line(c))
+    # its own session's answers broke a rule it was measured to cope with: the line names that frame too
+    frame = (coped[0].get("finding") or {}).get("frame_index") if coped else None
+    frame_text = frame_line(coped[0]) if coped else ""
+    also = f"; its own recorded session ({coped[0]['id']}) failed at frame #{frame} on a violation it was " \
+           "measured to cope with" if coped and frame is not None else ""
     for verdict in (WOULD_BREAK, NOT_MEASURED):
         ids = [c for v, c in said if v == verdict]
         if ids:
@@ -159,13 +164,11 @@ def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, d
             evidence = _evidence(c, label).removeprefix(_MEASURED_PREFIX)
             more = f" (and {len(ids) - 1} more: {', '.join(x['id'] for x in ids[1:])})" if len(ids) > 1 else ""
             named = evidence if evidence.startswith(c["id"]) else f"{c['id']}: {evidence}"  # the rule is the check's
-            return ClientVerdict(label, verdict, f"{named}{more}", tuple(x["id"] for x in ids))
+            return ClientVerdict(label, verdict, f"{named}{more}{also}", tuple(x["id"] for x in ids), frame, frame_text)
     unaffected = [c["id"] for v, c in said if v == UNAFFECTED]
-    if coped:  # its own session's answers broke a rule it was measured to cope with: say which frame
-        c = coped[0]
-        frame = (c.get("finding") or {}).get("frame_index")
-        return ClientVerdict(label, UNAFFECTED, _evidence(c, label), tuple([x["id"] for x in coped] + unaffected),
-                             frame, frame_line(c))
+    if coped:
+        return ClientVerdict(label, UNAFFECTED, _evidence(coped[0], label),
+                             tuple([x["id"] for x in coped] + unaffected), frame, frame_text)
     if unaffected:
         return ClientVerdict(label, UNAFFECTED, f"each failure was measured with it and it coped "
                              f"({', '.join(unaffected)})", tuple(unaffected))
