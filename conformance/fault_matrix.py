@@ -239,6 +239,13 @@ def coverage_problems() -> list[str]:
     problems += [f"fault {f} is caught by no check" for f in FAULTS if f not in caught and not FAULTS[f].transport]
     problems += [f"fault {f} plants no rule (catalog.PLANTED)" for f in FAULTS
                  if not FAULTS[f].transport and not catalog.PLANTED.get(f)]
+    from harnesscheck.conformance.forms import FORMS, PLANTED_FORMS, planted_forms
+
+    problems += [f"fault {f} plants no form of violation (forms.PLANTED_FORMS)" for f in FAULTS
+                 if not FAULTS[f].transport and not planted_forms(f)]
+    problems += [f"forms.PLANTED_FORMS names unknown fault {f}" for f in PLANTED_FORMS if f not in FAULTS]
+    problems += [f"fault {f} plants unknown form {form}" for f in PLANTED_FORMS for form in planted_forms(f)
+                 if form not in FORMS]
     for fault, rules in catalog.PLANTED.items():  # a planted rule fails a check that catches the fault
         caught = {c.id for c in catalog.checks_for_fault(fault)}
         for r in rules:
