@@ -136,7 +136,8 @@ def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | Non
         if key.startswith("_") or not entry or cell.get("verdict") != impact.BREAKS:
             continue
         label = impact.label_of(entry)
-        hit = [c["id"] for c in failing if c["api"] in (entry.get("api"), "any") and planted & set(c.get("rules_failed") or [])]
+        hit = [c["id"] for c in failing
+               if c["api"] in (entry.get("api"), "any") and planted & set(c.get("rules_failed") or [])]
         if hit and (lines.get(label) is None or lines[label].verdict != WOULD_BREAK):
             out.append(f"{label} was measured breaking under this fault and {', '.join(hit)} failed on a rule it "
                        f"plants, but the line says: {lines[label].line if label in lines else 'nothing'}")

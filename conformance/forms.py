@@ -55,7 +55,8 @@ SPLITS: tuple[tuple[re.Pattern[str], tuple[tuple[re.Pattern[str], str], ...]], .
         ("RS-GRAMMAR-ITEM-ORDER$", ((r"added while item .* is open|done without function_call_arguments.done",
                                      ITEM_NOT_DONE), (r"which was never added", UNKNOWN_ITEM))),
         ("RS-GRAMMAR-SEQUENCE$", ((r"without an integer sequence_number", FIELD_MISSING),
-                                  (r"^sequence_number \S+ after", NUMBER_GAP), (r"^first sequence_number", NUMBER_START))),
+                                  (r"^sequence_number \S+ after", NUMBER_GAP),
+                                  (r"^first sequence_number", NUMBER_START))),
         ("RS-GRAMMAR-COMPLETED$", ((r"ended without", EVENT_MISSING), (r"after the terminal", AFTER_END))),
         ("RS-GRAMMAR-FUNCTION-CALL$", ((r"added without", FIELD_MISSING), (r"changed between", FIELD_CHANGED))),
         # the streamed forced call of a strict tool (test_tool_kinds.py)

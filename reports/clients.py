@@ -88,7 +88,8 @@ def reconcile(doc: dict[str, Any]) -> dict[str, Any]:
         if label and c.get("outcome") == "fail" and (c.get("clients") or {}).get(label, WOULD_BREAK) == WOULD_BREAK:
             for rule in c.get("rules_failed") or []:
                 if not rule.startswith(c["id"]):
-                    broken.setdefault(rule, {}).setdefault(label, (c["id"], (c.get("finding") or {}).get("frame_index")))
+                    frame = (c.get("finding") or {}).get("frame_index")
+                    broken.setdefault(rule, {}).setdefault(label, (c["id"], frame))
     for c in doc.get("checks") or []:
         if c.get("client_session") or c.get("outcome") != "fail":
             continue

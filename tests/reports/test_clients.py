@@ -100,7 +100,8 @@ def test_a_measurement_against_the_endpoint_is_said_beside_the_inference() -> No
     doc["client_verification"] = {
         "endpoint": "http://127.0.0.1:9", "model": "m", "apis": ["anthropic", "responses"],
         "clients": {"codex": {"label": CX, "api": "responses", "turns": {}, "measured": "breaks", "skipped": ""},
-                    "openclaw": {"label": OC, "api": "anthropic", "turns": {}, "measured": "", "skipped": "not installed"}},
+                    "openclaw": {"label": OC, "api": "anthropic", "turns": {}, "measured": "",
+                                 "skipped": "not installed"}},
         "comparison": [{"client": CX, "inferred": "not measured", "measured": "breaks", "agrees": True,
                         "by_api": {"responses": "breaks"}}]}
     by = {v.client: v.line for v in clients.client_verdicts(validate_results(doc))}
