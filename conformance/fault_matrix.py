@@ -40,9 +40,10 @@ class FaultRun:
     rules: dict[str, list[str]] = field(default_factory=dict)  # check id -> the rules it failed on
     causes: dict[str, str] = field(default_factory=dict)  # check id -> an inconclusive result's cause
     disagreements: list[str] = field(default_factory=list)  # JUnit vs results.json
+    verdicts: list[str] = field(default_factory=list)  # per-client lines against the measurements (verdict_problems)
 
     def problems(self) -> list[str]:
-        junit = [f"{self.fault}: {d}" for d in self.disagreements]
+        junit = [f"{self.fault}: {d}" for d in [*self.disagreements, *self.verdicts]]
         if self.fault != CLEAN and FAULTS[self.fault].transport:
             return junit + self._transport_problems()
         expected = {c.id for c in catalog.checks_for_fault(self.fault)} if self.fault != CLEAN else set()
@@ -86,7 +87,81 @@ def run_one(fault: str, out: Path) -> FaultRun:
                    rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
                    causes={c["id"]: c.get("cause", "") for c in doc["checks"]})
     run.disagreements = junit_disagreements(doc, junit)
+    run.verdicts = verdict_problems(fault, doc)
     return run
+
+
+def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | None = None) -> list[str]:
+    """Where the run's per-client lines (reports.clients) and the measurements disagree, under ``fault``:
+
+    - a check that fails on a rule the fault plants fails in a form the fault plants (forms.PLANTED_FORMS);
+    - a client whose own recorded session failed is said to break, at the frame the failure names (or,
+      measured coping with the violation its session saw, its line names that frame);
+    - a client measured breaking under the fault (impact.json), when a check failed on a rule the fault
+      plants in the client's API, is said to break (never "unaffected", "not measured" or no failure);
+    - a client said to break stands on its own failed session or on a failing check whose measurement
+      (the fault it cites) plants that rule in the form seen."""
+    from harnesscheck.conformance import impact
+    from harnesscheck.conformance.forms import planted_forms
+    from harnesscheck.reports.clients import WOULD_BREAK, client_verdicts
+
+    data = impact.load() if data is None else data
+    failing = [c for c in doc["checks"] if c["outcome"] == "fail"]
+    planted = set(catalog.PLANTED.get(fault, ()))
+    out = []
+    for c in failing:
+        for rule, form in (c.get("violations") or {}).items():
+            if rule in planted and form not in planted_forms(fault):
+                out.append(f"{c['id']} fails on {rule} as {form!r}, a form the fault does not plant "
+                           f"({', '.join(planted_forms(fault))})")
+    lines = {v.client: v for v in client_verdicts(doc)}
+    for c in failing:
+        label = c.get("client_session")
+        if not label:
+            continue
+        line = lines.get(label)
+        coped = (c.get("clients") or {}).get(label) == "unaffected"  # measured coping with what its session saw
+        if line is None or (line.verdict != WOULD_BREAK and not coped):
+            out.append(f"{label}'s own session {c['id']} failed, but its line is {line.line if line else 'missing'}")
+        elif (c.get("finding") or {}).get("frame_index") is not None and line.verdict != WOULD_BREAK \
+                and "frame #" not in line.line:
+            out.append(f"{label}'s line does not name the frame its failed session {c['id']} names: {line.line}")
+        elif line.verdict == WOULD_BREAK and line.frame is None and (c.get("finding") or {}).get("frame_index") \
+                is not None and any(s.get("client_session") == label and (s.get("clients") or {}).get(label) ==
+                                    WOULD_BREAK for s in failing):
+            out.append(f"{label}'s line does not name the frame its failed session {c['id']} names: {line.line}")
+    cells = (data.get("faults") or {}).get(fault) or {}
+    for key, cell in cells.items():
+        entry = (data.get("clients") or {}).get(key)
+        if key.startswith("_") or not entry or cell.get("verdict") != impact.BREAKS:
+            continue
+        label = impact.label_of(entry)
+        hit = [c["id"] for c in failing
+               if c["api"] in (entry.get("api"), "any") and planted & set(c.get("rules_failed") or [])]
+        if hit and (lines.get(label) is None or lines[label].verdict != WOULD_BREAK):
+            out.append(f"{label} was measured breaking under this fault and {', '.join(hit)} failed on a rule it "
+                       f"plants, but the line says: {lines[label].line if label in lines else 'nothing'}")
+    for label, v in lines.items():
+        if v.verdict != WOULD_BREAK or any(c.get("client_session") == label for c in failing):
+            continue
+        if not any(_stands(c, label, planted_forms) for c in failing):
+            out.append(f"{label}: {v.line} stands on no measurement of the violation seen")
+    return out
+
+
+def _stands(check: dict[str, Any], label: str, planted_forms: Callable[[str], tuple[str, ...]]) -> bool:
+    """A failing check's "would break" for ``label`` cites a fault that plants one of its failing rules in
+    the form seen, or the client's own failed session."""
+    if (check.get("clients") or {}).get(label) != "would break":
+        return False
+    evidence = (check.get("client_evidence") or {}).get(label, "")
+    if "its own recorded session" in evidence:
+        return True
+    for rule, form in (check.get("violations") or {}).items():
+        for fault in catalog.faults_planting(rule):
+            if f"{rule}: measured with fault {fault}," in evidence and form in planted_forms(fault):
+                return True
+    return False
 
 
 def junit_disagreements(doc: dict[str, Any], junit: Path) -> list[str]:
@@ -165,6 +240,13 @@ def coverage_problems() -> list[str]:
     problems += [f"fault {f} is caught by no check" for f in FAULTS if f not in caught and not FAULTS[f].transport]
     problems += [f"fault {f} plants no rule (catalog.PLANTED)" for f in FAULTS
                  if not FAULTS[f].transport and not catalog.PLANTED.get(f)]
+    from harnesscheck.conformance.forms import FORMS, PLANTED_FORMS, planted_forms
+
+    problems += [f"fault {f} plants no form of violation (forms.PLANTED_FORMS)" for f in FAULTS
+                 if not FAULTS[f].transport and not planted_forms(f)]
+    problems += [f"forms.PLANTED_FORMS names unknown fault {f}" for f in PLANTED_FORMS if f not in FAULTS]
+    problems += [f"fault {f} plants unknown form {form}" for f in PLANTED_FORMS for form in planted_forms(f)
+                 if form not in FORMS]
     for fault, rules in catalog.PLANTED.items():  # a planted rule fails a check that catches the fault
         caught = {c.id for c in catalog.checks_for_fault(fault)}
         for r in rules:

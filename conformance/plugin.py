@@ -50,6 +50,7 @@ from harnesscheck.conformance.verdict import CheckFailed, Inconclusive, explain,
 from harnesscheck.protocol.wire.redact import redact_text
 from harnesscheck.protocol.wire.server_info import server_info
 from harnesscheck.protocol.wire.redact import redact_args, redact_data, redact_url
+from harnesscheck.reports.clients import junit_properties
 
 if TYPE_CHECKING:
     from pluggy import Result
@@ -454,6 +455,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
     error = call.excinfo.value if call.excinfo else None
     finding = excerpt = None
     rules: list[str] = []
+    findings: list[Any] = []
     cause = ""
     if report.passed:
         outcome, message = Outcome.PASS, "ok"
@@ -479,7 +481,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
         message = f"not exercised: the endpoint refused a history carrying its own broken call ({carried})"
     elif isinstance(error, CheckFailed):
         outcome, message = Outcome.FAIL, error.summary
-        finding, rules = error.finding, error.rules or [check.id]
+        finding, findings, rules = error.finding, error.findings, error.rules or [check.id]
         rules = sorted(rules, key=lambda r: check.level_of(r) is not catalog.MUST)  # the weightiest rule first
         transcript = error.transcript or transcript
         excerpt = transcript.excerpt(finding.frame_index if finding else None) if transcript else None
@@ -496,7 +498,7 @@ def _record(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestRe
                          notes=[*(hc.attached.notes if hc else []), *_notes(attached)], started=started,
                          exercised=catalog.coverage(check, hc.exercised) if hc else {},
                          paths_seen=sorted(hc.exercised) if hc else [],
-                         levers=hc.lever_record() if hc else {})
+                         levers=hc.lever_record() if hc else {}, findings=findings)
     collector = item.config.stash[COLLECTOR]
     collector.add(result)
     if hc is not None and hc.stall and "stall" not in collector.run:  # the run header says where it stalled
@@ -590,4 +592,10 @@ def _write_results(session: pytest.Session) -> None:
                                                               else None)
     if results_path or transcripts_dir:
         workers = {"workers": len({p.get("worker") for p in payloads})} if shared is not None else {}
-        write_results(payloads, results_path, transcripts_dir, settings=workers)
+        doc = write_results(payloads, results_path, transcripts_dir, settings=workers)
+        from _pytest.junitxml import xml_key
+
+        junit = config.stash.get(xml_key, None)
+        if junit is not None:  # the run's one statement per client (reports.clients) as JUnit's properties
+            for name, line in junit_properties(doc):
+                junit.add_global_property(name, line)

@@ -35,6 +35,7 @@ class CheckResult:
     exercised: dict[str, list[str]] = field(default_factory=dict)  # per path-dependent rule: paths seen ([]: none)
     paths_seen: list[str] = field(default_factory=list)  # every path (catalog.PATHS) the check's answers took
     levers: dict[str, Any] = field(default_factory=dict)  # conformance/levers.py: tried, and behind each judged answer
+    findings: list[Finding] = field(default_factory=list)  # every finding of a failure (the form of each rule)
 
     @property
     def weight(self) -> Level:
@@ -74,6 +75,7 @@ class Collector:
                        "observed": f.observed if f else None, "expected": f.expected if f else None,
                        "excerpt": redact_text(r.excerpt or "", self.secrets) or None}
         verdicts = impact.verdicts(r)
+        session = impact.session(r)
         entry = {
             "id": r.check.id, "api": r.check.api, "title": r.check.title, "level": str(r.weight),
             "check_level": str(r.check.level), "outcome": str(r.outcome),
@@ -84,6 +86,10 @@ class Collector:
             "client_evidence": {name: redact_text(v["evidence"], self.secrets) for name, v in verdicts.items()},
             "faults": list(r.check.faults),
         }
+        if session:
+            entry["client_session"] = session
+        if r.outcome is Outcome.FAIL:  # the form of each failing rule's violation (conformance/forms.py)
+            entry["violations"] = {rule: form for rule, (form, _) in failure_forms(r).items()}
         if r.cause:
             entry["cause"] = r.cause
         if r.notes:
@@ -139,6 +145,9 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
         run["transcripts"] = _write_transcripts(pairs, transcripts_dir, results_path, budget or TranscriptBudget())
     checks = [c["entry"] for c in pairs]
     doc = results_document(run, checks, benchmarks=[], comparisons=[], fault_matrix=None)
+    from harnesscheck.reports.clients import reconcile, summary
+
+    doc["clients"] = summary(reconcile(doc))  # per real client, the run's one statement (reports.clients)
     if results_path is not None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -184,12 +193,29 @@ def _write_transcripts(pairs: list[dict[str, Any]], folder: Path, results_path: 
 
 class _Impact:
     """Beside a failing check, what its failing rules mean for each real client of its API, from
-    measurements only (conformance/impact.json); a check that did not fail speaks for nobody, except a
-    real client's own request refused for the endpoint's limits (that client cannot work there). The
-    measurements are read once, and only when a result needs them."""
+    measurements of the same violation only (conformance/impact.json, conformance/forms.py); a check that
+    did not fail speaks for nobody, except a real client's own request refused for the endpoint's limits
+    (that client cannot work there). A client's own recorded session failing (X-CLIENT-00N) speaks for
+    that client alone: it would break, at the frame the failure names. The measurements are read once,
+    and only when a result needs them."""
 
     def __init__(self) -> None:
         self._data: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        from harnesscheck.conformance import impact
+
+        if self._data is None:
+            self._data = impact.load()
+        return self._data
+
+    def session(self, r: CheckResult) -> str:
+        """The client whose own recorded session the check replays ('' for other checks)."""
+        if "-CLIENT-" not in r.check.id:
+            return ""  # (the measurements are read only for a session or a failing rule)
+        from harnesscheck.conformance import impact
+
+        return impact.session_label(r.check, self._load())
 
     def verdicts(self, r: CheckResult) -> dict[str, dict[str, str]]:
         refused = r.outcome is Outcome.INCONCLUSIVE and r.cause == "endpoint-config"
@@ -197,8 +223,25 @@ class _Impact:
             return {}
         from harnesscheck.conformance import impact
 
-        if self._data is None:
-            self._data = impact.load()
+        data = self._load()
         if refused:
-            return impact.refused_shape_verdict(r.check, r.message, self._data)
-        return impact.verdicts_for(r.check, r.rules or [r.check.id], self._data)
+            return impact.refused_shape_verdict(r.check, r.message, data)
+        if self.session(r):
+            return impact.session_verdict(r.check, r.message, r.finding.frame_index if r.finding else None,
+                                          r.rules, failure_forms(r), data)
+        return impact.verdicts_for(r.check, r.rules or [r.check.id], data, failure_forms(r))
+
+
+def failure_forms(r: CheckResult) -> dict[str, tuple[str, str]]:
+    """Per failing rule: the form of its violation and what was seen (conformance.forms): the words of
+    the rule's first finding (else the failure's message), the status of the failing exchange."""
+    from harnesscheck.conformance.forms import form_of
+
+    t = r.transcript
+    status = (t.status if t.status is not None or not t.error else None) if t is not None else 200
+    out = {}
+    for rule in r.rules or [r.check.id]:
+        finding = next((f for f in [*r.findings, *([r.finding] if r.finding else [])] if f.rule == rule), None)
+        words = finding.message if finding is not None else r.message
+        out[rule] = (form_of(rule, words, status), words)
+    return out

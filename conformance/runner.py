@@ -159,6 +159,9 @@ def run_suite(options: SuiteOptions, out: Path, *, subprocess_run: bool = False,
         doc["run"]["verdicts"] = run_verdicts(doc["checks"], min_share=options.min_verdicts,
                                               min_must_share=options.min_must_verdicts,
                                               stall=doc["run"].get("stall"))
+        from harnesscheck.reports.clients import summary
+
+        doc["clients"] = summary(doc)  # the one per-client statement, with the clients' verification if run
         results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if interrupted:
             raise RunInterrupted(doc)
@@ -258,22 +261,12 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
     return proc.returncode, False
 
 
-_RANK = {"would break": 2, "no measured impact": 1, "unaffected": 0}
-
-
-def _client_verdicts(doc: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
-    """Per client label: verdict -> the ids of the checks that gave it."""
-    per: dict[str, dict[str, list[str]]] = {}
-    for check in doc["checks"]:
-        for label, verdict in (check.get("clients") or {}).items():
-            per.setdefault(label, {}).setdefault(verdict, []).append(check["id"])
-    return per
-
-
 def inferred_verdicts(doc: dict[str, Any]) -> dict[str, str]:
-    """Per client label, what the results infer: "would break" when one check says so, else "no
-    measured impact" when one failure was never measured with that client, else "unaffected"."""
-    return {label: max(by, key=_RANK.__getitem__) for label, by in _client_verdicts(doc).items()}
+    """Per client label, what the results infer (reports.clients.inferred: the one per-client statement),
+    for the comparison with the clients measured against the endpoint (agents.clients.verify)."""
+    from harnesscheck.reports.clients import inferred
+
+    return inferred(doc)
 
 
 def _read_results(results: Path, code: int, interrupted: bool, options: SuiteOptions) -> dict[str, Any]:
@@ -301,26 +294,3 @@ def _vm_hwm_kb(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
-
-
-def harness_lines(doc: dict[str, Any]) -> list[str]:
-    """Per real client, what the results mean for it, from measurements only:
-    'Claude Code 2.1.197: would break (AN-STREAM-003: AN-GRAMMAR-BLOCK-UNKNOWN, measured with fault ...)',
-    'Codex 0.171.0: no measured impact of the failures (RS-STREAM-004)', '...: unaffected (measured)'."""
-    lines = []
-    per = _client_verdicts(doc)
-    for client, verdict in sorted(inferred_verdicts(doc).items()):
-        ids = per[client][verdict]
-        if verdict == "would break":
-            evidence = "; ".join(f"{cid}: {_evidence(doc, cid, client)}" for cid in ids)
-            lines.append(f"{client}: would break ({evidence})")
-        elif verdict == "no measured impact":
-            lines.append(f"{client}: no measured impact of the failures ({', '.join(ids)})")
-        else:
-            lines.append(f"{client}: unaffected by the failures (measured: {', '.join(ids)})")
-    return lines
-
-
-def _evidence(doc: dict[str, Any], check_id: str, client: str) -> str:
-    check = next(c for c in doc["checks"] if c["id"] == check_id)
-    return (check.get("client_evidence") or {}).get(client, "")

@@ -33,8 +33,10 @@ import pytest
 
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, client_replay, grammar
+from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import Inconclusive, fail, refused_for_config, timed_out
+from harnesscheck.conformance.verdict import (CheckFailed, Inconclusive, fail, inconclusive, refused_for_config,
+                                               timed_out)
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios import client_sessions
 
@@ -79,9 +81,12 @@ def _grammar(api: str, t: Transcript, body: dict[str, Any], check_id: str, where
               if not f.informational and f.rule in catalog.RULES and catalog.RULES[f.rule].level == catalog.MUST]
     if broken:
         f = broken[0]
-        fail(f"{where}: the answer breaks {f.rule} at frame #{f.frame_index}: {f.message}"
-             + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""), finding=f, transcript=t,
-             rule=f"{check_id}:grammar")  # the finding: results.json and the report point at its frame
+        # the frame the failure names travels as the finding's (results.json finding.frame_index, the excerpt),
+        # and the rule broken beside the session's own (the other checks failing on it speak of this client)
+        named = Finding(f"{check_id}:grammar", f.frame_index, f"{f.rule}: {f.message}", f.observed, f.expected)
+        raise CheckFailed(f"{where}: the answer breaks {f.rule} at frame #{f.frame_index}: {f.message}"
+                          + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""), finding=named,
+                          findings=[f], transcript=t, rule=f"{check_id}:grammar")
 
 
 @pytest.mark.parametrize("name", _params())

@@ -350,49 +350,28 @@ def _benchmarks(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def banner(results: dict[str, Any]) -> dict[str, str]:
-    """The report's verdict line, `{"cls": good|warn|bad, "text": ...}`, worded by what the per-client
-    columns say of the failing MUST checks: a client that would break is named; when every client
-    measured was unaffected, the banner says so rather than that a harness can break."""
+    """The report's verdict line, `{"cls": good|warn|bad, "text": ...}`: the failing MUST checks, then the
+    run's one statement per real client (reports.clients: the lines the CLI prints and JUnit carries)."""
     if not results.get("checks"):
         return {"cls": "warn", "text": "No conformance checks in these results."}
+    from harnesscheck.reports.clients import WOULD_BREAK, client_verdicts  # the one per-client statement
+
+    verdicts = client_verdicts(results)
+    breaks = " · ".join(v.line for v in verdicts if v.verdict == WOULD_BREAK)
     fails = must_failures(results)
     gating = [c for c in fails if not c.get("flaky")]
     if not fails:
-        return {"cls": "good", "text": "Every MUST check passed (or was skipped / inconclusive)."}
+        text = "Every MUST check passed (or was skipped / inconclusive)."
+        return {"cls": "warn", "text": f"{text} {breaks}"} if breaks else {"cls": "good", "text": text}
     if not gating:
-        return {"cls": "warn", "text": f"Only checks marked flaky failed among the MUST checks ({len(fails)})."}
+        return {"cls": "warn", "text": f"Only checks marked flaky failed among the MUST checks ({len(fails)})."
+                                      + (f" {breaks}" if breaks else "")}
     n = len(gating)
     head = f"{n} MUST check{'s' if n != 1 else ''} failed"
-    rank = {"would break": 2, "no measured impact": 1, "unaffected": 0}
-    per: dict[str, str] = {}
-    for c in gating:
-        for client, verdict in (c.get("clients") or {}).items():
-            if verdict in rank and (client not in per or rank[verdict] > rank[per[client]]):
-                per[client] = verdict
-    breaks = sorted(c for c, v in per.items() if v == "would break")
-    unmeasured = sorted(c for c, v in per.items() if v == "no measured impact")
-    coped = sorted(c for c, v in per.items() if v == "unaffected")
-    if breaks:
-        text = f"{head}: {_names(breaks)} would break against this endpoint (measured with the fault that plants " \
-               "the failing rule)"
-        if coped:
-            text += f"; {_names(coped)} {'was' if len(coped) == 1 else 'were'} unaffected"
-        return {"cls": "bad", "text": text + "."}
-    if unmeasured:
-        text = f"{head}: a rule the API requires is broken; no real client was measured against " \
-               f"{'it' if n == 1 else 'them'} ({_names(unmeasured)}: no measured impact)"
-        if coped:
-            text += f"; {_names(coped)} {'was' if len(coped) == 1 else 'were'} unaffected"
-        return {"cls": "bad", "text": text + "."}
-    if coped:
-        return {"cls": "bad", "text": f"{head}: a rule the API requires is broken, but every client measured "
-                                      f"against {'it' if n == 1 else 'them'} ({_names(coped)}) was unaffected."}
+    if verdicts:
+        return {"cls": "bad", "text": f"{head}. " + " · ".join(v.line for v in verdicts)}
     return {"cls": "bad", "text": f"{head}: the endpoint breaks rules that the API reference, an official SDK or "
                                   "a real client requires."}
-
-
-def _names(clients: list[str]) -> str:
-    return clients[0] if len(clients) == 1 else ", ".join(clients[:-1]) + " and " + clients[-1]
 
 
 def render_report(results: dict[str, Any], *, generated_at: str | None = None,

@@ -75,8 +75,9 @@ def exit_status(results: dict[str, Any]) -> int:
 
 
 def final_line(results: dict[str, Any]) -> str:
-    """The last line `check` and `run` print: the MUST failures, and whether the run judged the endpoint
-    at all (results.json `run.verdicts`: a stalled endpoint or too few verdicts is no pass, exit 4)."""
+    """The last line `check` and `run` print: the MUST failures, whether the run judged the endpoint at
+    all (results.json `run.verdicts`: a stalled endpoint or too few verdicts is no pass, exit 4), and the
+    real clients that would break (reports.clients, the one per-client statement)."""
     failed = must_failures(results)
     verdicts = (results.get("run") or {}).get("verdicts") or {}
     parts = []
@@ -84,9 +85,14 @@ def final_line(results: dict[str, Any]) -> str:
         parts.append(f"{len(failed)} MUST check(s) failed: {', '.join(c['id'] for c in failed)}")
     if verdicts.get("outcome") not in (None, "enough"):
         parts.append(f"NO VERDICT: {verdicts.get('reason', verdicts['outcome'])}")
-    if not parts:
+    from harnesscheck.reports.clients import WOULD_BREAK, client_verdicts
+
+    breaks = [v.client for v in client_verdicts(results) if v.verdict == WOULD_BREAK]
+    if breaks:  # the same statement as the per-client lines (reports.clients)
+        parts.append(f"would break: {', '.join(breaks)}")
+    if not failed and verdicts.get("outcome") in (None, "enough"):
         judged = f" ({verdicts['reason']})" if verdicts.get("reason") else ""
-        return f"no MUST check failed{judged}"
+        return "; ".join([f"no MUST check failed{judged}", *parts])
     return "; ".join(parts)
 
 

@@ -2,7 +2,7 @@
 
 For each fault: `harnesscheck check --server-arg=--fault=F --apis <the fault's APIs> --verify-clients`
 against a fresh embedded server, then read results.json: the verdict the kit inferred for each
-client from the failing rules ("would break" / "unaffected" / "no measured impact") beside what
+client from the failing rules ("would break" / "unaffected" / "not measured") beside what
 the client did when it ran against that same server (works / breaks). Writes OUT/verdicts.json
 and prints one row per (fault, client) and the disagreements.
 

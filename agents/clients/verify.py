@@ -3,7 +3,8 @@
 The kit infers from the rules an endpoint fails that a client "would break" (the rule's measured
 impact, ``impact.json``). ``verify_clients`` measures it instead: it runs the installed real
 clients' text and tool turns (``turns.run_client``, through the capture proxy) against the
-endpoint itself; ``compare_verdicts`` puts the two side by side.
+endpoint itself; ``compare_verdicts`` puts the two side by side (the per-client lines of a run,
+measured beside inferred, are ``harnesscheck.reports.clients``').
 
 ``verify_clients(endpoint, model, api_key, apis, out, *, timeout=180.0, progress=None) -> dict``
 
@@ -34,14 +35,15 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
 ``compare_verdicts(inferred: dict[str, str], measured: dict) -> list[dict]``
 
     ``inferred`` maps a client label ("Claude Code 2.1.197") to the kit's verdict, "would break",
-    "unaffected" or "no measured impact"; ``measured`` is what ``verify_clients`` returned. One
+    "unaffected" or "not measured" (reports.clients.inferred); ``measured`` is what ``verify_clients``
+    returned. One
     row per measured label (skipped clients have none), in the order of ``measured``:
     ``{"client": label, "inferred": ..., "measured": "works"|"breaks"|"timed out", "agrees": bool|None,
     "by_api": {"anthropic": "works", "chat": "breaks"}}``. A label run over several APIs
     (OpenClaw) breaks when one of its runs breaks, else is "timed out" when one timed out; a
     "timed out" measurement confirms nothing and contradicts nothing (``agrees`` None: rerun with a
     longer ``--client-timeout``). "would break" agrees only with "breaks",
-    "unaffected" only with "works", "no measured impact" with either; a measured label the kit
+    "unaffected" only with "works", "not measured" with either; a measured label the kit
     said nothing about counts as "unaffected" (no failing rule named it), so a break the kit
     missed shows as a disagreement. Any other inferred value is a ValueError.
 """
@@ -54,14 +56,15 @@ from typing import Any
 
 from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client,
                                          prepare_clients, turns)
-from harnesscheck.conformance.impact import NO_MEASURE as NO_MEASURED
-from harnesscheck.conformance.impact import UNAFFECTED, WOULD_BREAK, label_of
+from harnesscheck.conformance.impact import NOT_MEASURED, UNAFFECTED, WOULD_BREAK, label_of
 
 WORKS, BREAKS, TIMED_OUT = "works", "breaks", "timed out"
 # (client, api) runs: Claude Code over Messages, Codex over Responses, OpenClaw over all three.
 RUNS: tuple[tuple[str, str | None], ...] = (("claude-code", None), ("codex", None), ("openclaw", None),
                                             ("openclaw", "responses"), ("openclaw", "chat"))
-_AGREES = {WOULD_BREAK: (BREAKS,), UNAFFECTED: (WORKS,), NO_MEASURED: (WORKS, BREAKS)}
+# "no measured impact": an older document's word for "not measured"
+_AGREES = {WOULD_BREAK: (BREAKS,), UNAFFECTED: (WORKS,), NOT_MEASURED: (WORKS, BREAKS),
+           "no measured impact": (WORKS, BREAKS)}
 
 
 def runs_for(apis: list[str]) -> list[tuple[str, str | None]]:
@@ -167,24 +170,3 @@ def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 
         (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         raise UsageError(f"client verification: no installed client could be run ({tried[0]['skipped']}); "
                          f"the suite's results are in {out / 'results.json'}")
-
-
-def verification_lines(doc: dict[str, Any]) -> list[str]:
-    """Measured beside inferred, per client: 'Codex 0.171.0: measured works, inferred unaffected'; a
-    disagreement said as such; clients not run, with why. [] when the run verified no client."""
-    verification = doc.get("client_verification")
-    if not verification:
-        return []
-    lines = []
-    for row in verification.get("comparison") or []:
-        apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
-        line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
-        if row["agrees"] is None:
-            line += ": inconclusive (a turn ran out of time; try a longer --client-timeout)"
-        elif not row["agrees"]:
-            line += ": DISAGREE (the measurement is what happened)"
-        lines.append(line)
-    for entry in (verification.get("clients") or {}).values():
-        if entry.get("skipped"):
-            lines.append(f"{entry['label']} over {entry['api']}: not run ({entry['skipped']})")
-    return lines

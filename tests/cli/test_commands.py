@@ -104,4 +104,5 @@ def test_verify_clients_measures_claude_code(tmp_path):
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["client_verification"]["comparison"]
     claude = next(r for r in rows if r["client"].startswith("Claude Code"))
     assert claude == {**claude, "measured": "works", "inferred": "unaffected", "agrees": True}
-    assert f"{claude['client']}: measured works (anthropic works), inferred unaffected" in ran.out
+    line = next(line for line in ran.out.splitlines() if line.strip().startswith(claude["client"]))
+    assert line.endswith("; measured against this endpoint: works (anthropic works)"), line

@@ -358,17 +358,28 @@ def _impact_data() -> dict:
 def test_verdicts_per_failing_rule_from_measurements():
     data = _impact_data()
     check = catalog.get("RS-STREAM-004")
-    v = impact.verdicts_for(check, ["RS-GRAMMAR-COMPLETED"], data)["Codex 0.171.0"]
+    missing = {"RS-GRAMMAR-COMPLETED": ("event-missing", "the stream ended without response.completed")}
+    v = impact.verdicts_for(check, ["RS-GRAMMAR-COMPLETED"], data, missing)["Codex 0.171.0"]
     assert v["verdict"] == impact.WOULD_BREAK and "rs-missing-completed" in v["evidence"]
     assert "stream closed early" in v["evidence"]
+    # the same rule broken another way (an event after the terminal one): not what the fault measured
+    after = {"RS-GRAMMAR-COMPLETED": ("after-end", "response.output_text.delta after the terminal response.completed")}
+    v = impact.verdicts_for(check, ["RS-GRAMMAR-COMPLETED"], data, after)["Codex 0.171.0"]
+    assert v["verdict"] == impact.NOT_MEASURED and "after the terminal" in v["evidence"], v
+    assert v["evidence"].startswith("not measured for this violation: RS-GRAMMAR-COMPLETED: an event after")
     # the same check failing on another rule: nothing measured it, so nothing is inferred
     assert impact.verdicts_for(check, ["RS-GRAMMAR-EVENT-NAME"], data)["Codex 0.171.0"]["verdict"] == impact.NO_MEASURE
-    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), ["RS-GRAMMAR-SEQUENCE"], data)["Codex 0.171.0"][
+    gap = {"RS-GRAMMAR-SEQUENCE": ("number-gap", "sequence_number 5 after 3")}
+    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), ["RS-GRAMMAR-SEQUENCE"], data, gap)["Codex 0.171.0"][
         "verdict"] == impact.UNAFFECTED
+    # a missing sequence_number is not a skipped one: rs-sequence-gap's measurement does not speak for it
+    no_number = {"RS-GRAMMAR-SEQUENCE": ("field-missing", "response.created without an integer sequence_number")}
+    assert impact.verdicts_for(catalog.get("RS-STREAM-001"), ["RS-GRAMMAR-SEQUENCE"], data, no_number)[
+        "Codex 0.171.0"]["verdict"] == impact.NOT_MEASURED
     # one measured rule and one unmeasured: no "unaffected" claim for the pair
     both = impact.verdicts_for(catalog.get("AN-STREAM-002"), ["AN-GRAMMAR-INDEX", "AN-GRAMMAR-ONE-OPEN"], data)
     assert both["Claude Code 2.1.197"]["verdict"] == impact.NO_MEASURE
-    line = impact.verdict_line(check, ["RS-GRAMMAR-COMPLETED"], data)
+    line = impact.verdict_line(check, ["RS-GRAMMAR-COMPLETED"], data, missing)
     assert line.startswith("Codex 0.171.0: would break (RS-GRAMMAR-COMPLETED: measured with fault rs-missing-completed")
 
 

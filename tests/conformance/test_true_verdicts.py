@@ -18,7 +18,8 @@ import pytest
 
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance import impact
-from harnesscheck.conformance.runner import SuiteOptions, harness_lines, run_suite
+from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.reports.clients import client_lines
 from harnesscheck.reference_server.launch import ServerProcess
 from tests.processes import http_process
 
@@ -70,7 +71,8 @@ def test_verdicts_speak_per_rule_and_only_from_measurements() -> None:
     # The event-name rule has no measured impact; missing response.completed breaks Codex (measured).
     names = impact.verdicts_for(stream_004, ["RS-GRAMMAR-EVENT-NAME"], data)
     assert {v["verdict"] for v in names.values()} == {impact.NO_MEASURE}
-    completed = impact.verdicts_for(stream_004, ["RS-GRAMMAR-COMPLETED"], data)
+    missing = {"RS-GRAMMAR-COMPLETED": ("event-missing", "the stream ended without response.completed")}
+    completed = impact.verdicts_for(stream_004, ["RS-GRAMMAR-COMPLETED"], data, missing)
     assert completed["Codex 0.171.0"]["verdict"] == impact.WOULD_BREAK
     assert "rs-missing-completed" in completed["Codex 0.171.0"]["evidence"]
     # Only clients of the check's API: Claude Code never speaks for a Responses check.
@@ -100,7 +102,7 @@ def test_legal_variation_gets_no_failure_and_no_would_break(tmp_path: Path) -> N
                                          expect=("tool-dispatch", "tokenize", "prefix-cache", "count-tokens")),
                             tmp_path, subprocess_run=True, quiet=True)
     assert _bad(doc) == [], "\n".join(_bad(doc))
-    assert not any("would break" in line for line in harness_lines(doc)), harness_lines(doc)
+    assert not any("would break" in line for line in client_lines(doc)), client_lines(doc)
     outcomes = [c["outcome"] for c in doc["checks"]]
     assert outcomes.count("pass") >= 30, outcomes  # the variation is judged, not dodged
     causes = {c.get("cause") for c in doc["checks"] if c["outcome"] == "inconclusive"}
@@ -117,7 +119,7 @@ def test_slow_endpoint_times_out_without_verdicts(tmp_path: Path) -> None:
                            server_args=("--decode-ms", "600"))
     doc = run_suite(options, tmp_path, subprocess_run=True, quiet=True)
     assert _bad(doc) == [], "\n".join(_bad(doc))
-    assert not any("would break" in line for line in harness_lines(doc))
+    assert not any("would break" in line for line in client_lines(doc))
     timed = [c for c in doc["checks"] if c.get("cause") == "timeout"]
     assert timed, [c["outcome"] + ": " + c["message"][:80] for c in doc["checks"]]
     assert all("timed out" in c["message"] and "--timeout" in c["message"] for c in timed)

@@ -368,22 +368,27 @@ def _with_clients(*verdicts: dict) -> dict:
     return doc
 
 
-@pytest.mark.parametrize(("verdicts", "cls", "says", "never"), [
-    (({"Codex 0.171.0": "unaffected", "Claude Code 2.1.197": "unaffected"}, {}), "bad",
-     "2 MUST checks failed: a rule the API requires is broken, but every client measured against them "
-     "(Claude Code 2.1.197 and Codex 0.171.0) was unaffected.", "can break"),
+@pytest.mark.parametrize(("verdicts", "says", "never"), [
+    (({"Codex 0.171.0": "unaffected", "Claude Code 2.1.197": "unaffected"}, {}),
+     "2 MUST checks failed. Claude Code 2.1.197: unaffected: each failure was measured with it and it coped "
+     "(AN-STREAM-001) · Codex 0.171.0: unaffected", "break"),
     (({"Codex 0.171.0": "unaffected", "Claude Code 2.1.197": "would break"}, {"Codex 0.171.0": "unaffected"}),
-     "bad", "2 MUST checks failed: Claude Code 2.1.197 would break against this endpoint (measured with the "
-     "fault that plants the failing rule); Codex 0.171.0 was unaffected.", "unaffected by"),
-    (({"Codex 0.171.0": "no measured impact"}, {}), "bad",
-     "no real client was measured against them (Codex 0.171.0: no measured impact)", "would break"),
-    (({}, {}), "bad", "2 MUST checks failed: the endpoint breaks rules that the API reference, an official SDK or "
-                      "a real client requires.", "would break"),
+     "2 MUST checks failed. Claude Code 2.1.197: would break: AN-STREAM-001", "not measured"),
+    # an older document's "no measured impact" reads as not measured: never a break, never a pass
+    (({"Codex 0.171.0": "no measured impact"}, {}), "Codex 0.171.0: not measured for this violation: AN-STREAM-001",
+     "would break"),
+    (({}, {}), "2 MUST checks failed: the endpoint breaks rules that the API reference, an official SDK or "
+               "a real client requires.", "would break"),
 ])
-def test_the_banner_follows_the_per_client_verdicts(verdicts, cls, says, never):
-    html = render_report(_with_clients(*verdicts), generated_at="test")
+def test_the_banner_says_the_runs_per_client_lines(verdicts, says, never):
+    from harnesscheck.reports.clients import client_lines
+
+    doc = _with_clients(*verdicts)
+    html = render_report(doc, generated_at="test")
     banner = re.search(r'<div class="banner (\w+)">([^<]*)</div>', html)
-    assert banner.group(1) == cls and says in banner.group(2) and never not in banner.group(2), banner.group(2)
+    text = __import__("html").unescape(banner.group(2))
+    assert banner.group(1) == "bad" and says in text and never not in text, text
+    assert all(line in text for line in client_lines(doc)), (client_lines(doc), text)
 
 
 def test_banner_of_clean_flaky_and_empty_runs():

@@ -121,10 +121,9 @@ def after_suite(args: argparse.Namespace):  # -> AfterSuite | None
 def run_and_summarize(options: Any, out: Path, *, after: Any = None,
                       label_width: int = 0) -> tuple[dict[str, Any], int]:
     """Run the suite (SuiteOptions), then `after` (see `after_suite`), and print its summary: the table,
-    the failures, the per-client lines and where the results are. Returns the document and the exit
+    the failures, the per-client lines (reports.clients) and where the results are. Returns the document and the exit
     status (see EXIT_STATUS)."""
-    from harnesscheck.agents.clients.verify import verification_lines
-    from harnesscheck.conformance.runner import RunInterrupted, harness_lines, run_suite
+    from harnesscheck.conformance.runner import RunInterrupted, run_suite
 
     try:
         doc, status = run_suite(options, out, after=after), None
@@ -133,17 +132,28 @@ def run_and_summarize(options: Any, out: Path, *, after: Any = None,
     from harnesscheck.reports.summary import format_summary  # after: `reports` loads matplotlib (seconds)
     print()
     print(format_summary(doc))
-    for line in harness_lines(doc):
+    for line in client_summary(doc):
         print(line)
-    lines = verification_lines(doc)
-    if lines:
-        print("client verification (measured against this endpoint):")
-        print("\n".join(f"  {line}" for line in lines))
     print(f"{'results:':<{label_width}} {out / 'results.json'}")
     if status == INTERRUPTED:
         print("interrupted: the results hold what was measured until then (run.interrupted)")
         return doc, status
     return doc, final_status(doc)
+
+
+def client_summary(doc: dict[str, Any]) -> list[str]:
+    """What `check` and `run` print per real client: the run's one statement per client (reports.clients,
+    the same lines as the report's banner and JUnit's properties), each with the frame its own failed
+    session names under it."""
+    from harnesscheck.reports.clients import client_verdicts
+
+    verdicts = client_verdicts(doc)
+    out = ["", "real clients:"] if verdicts else []
+    for verdict in verdicts:
+        out.append(f"  {verdict.line}")
+        if verdict.frame_text:
+            out.append(f"      {verdict.frame_text}")
+    return out
 
 
 def final_status(doc: dict[str, Any]) -> int:
