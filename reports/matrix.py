@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harnesscheck.reports import clients
 from harnesscheck.reports.merge import load_merged
 
 ABSENT = "—"
@@ -76,21 +77,8 @@ def cell(check: dict[str, Any] | None) -> str:
 
 
 def client_lines(doc: dict[str, Any]) -> tuple[str, ...]:
-    """The run's per-client statements as results.json holds them (`clients`: one per client), else none."""
-    summary = doc.get("clients")
-    if isinstance(summary, dict):
-        return tuple(f"{name}: {_client_text(v)}" for name, v in summary.items())
-    if isinstance(summary, list):
-        return tuple(_client_text(v) for v in summary)
-    return ()
-
-
-def _client_text(value: Any) -> str:
-    if isinstance(value, dict):
-        for key in ("line", "text", "statement", "verdict"):
-            if isinstance(value.get(key), str):
-                return str(value[key])
-    return str(value)
+    """The run's per-client statements, from the one summariser every output reads (reports/clients.py)."""
+    return tuple(clients.client_lines(doc))
 
 
 def build(runs: Sequence[Run]) -> Matrix:
