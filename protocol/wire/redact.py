@@ -161,8 +161,10 @@ def redact_text(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def secrets_from_url(url: str) -> list[str]:
-    """The credentials a URL carries: its user info (password and user name, as given and percent-
-    decoded, and the Basic credential a client sends for them) and credential query values."""
+    """The credentials a URL carries: its user info's password (or, with none, the user name: a token
+    given as `http://TOKEN@host`), as given and percent-decoded, and the Basic credential a client
+    sends for it, and credential query values. A user name beside a password is no secret (scrubbing
+    "user" would blank every "role": "user" of a transcript)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -170,8 +172,8 @@ def secrets_from_url(url: str) -> list[str]:
     found: set[str] = set()
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
-        user, _, password = userinfo.partition(":")
-        for raw in (userinfo, user, password):
+        user, colon, password = userinfo.partition(":")
+        for raw in ((userinfo, password) if colon else (user,)):
             found |= {raw, unquote(raw)}
         found.add(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
     for name, value in parse_qsl(parts.query, keep_blank_values=True):

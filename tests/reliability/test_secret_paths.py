@@ -78,7 +78,9 @@ def test_url_credentials_are_secrets_with_the_basic_credential_a_client_makes() 
     found = secrets_from_url("http://user:p%40ss-word@h:1/?api_key=K-1234&model=m")
     assert {"p%40ss-word", "p@ss-word", "K-1234"} <= set(found)
     assert "dXNlcjpwQHNzLXdvcmQ=" in found  # base64("user:p@ss-word"): httpx's Basic header
-    assert "m" not in found and secrets_from_url("http://h:1/v1?model=gpt") == []
+    assert "m" not in found and "user" not in found  # a user name beside a password is no secret
+    assert secrets_from_url("http://h:1/v1?model=gpt") == []
+    assert "tok-1234" in secrets_from_url("http://tok-1234@h:1")  # a token as the user name is
 
 
 def test_redact_data_reaches_every_string_of_nested_data_and_objects() -> None:
@@ -115,6 +117,8 @@ def test_a_key_in_the_endpoint_url_stays_out_of_results_report_and_the_terminal(
         assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
         doc = json.loads((tmp_path / "userinfo" / "results.json").read_text())
         assert doc["run"]["endpoint"] == f"http://{REDACTED}@127.0.0.1:{port}"
+        transcripts = " ".join(f.read_text() for f in (tmp_path / "userinfo" / "transcripts").glob("*-*.json"))
+        assert '"user"' in transcripts  # the user name beside the key is not scrubbed from every role
         # a key in the query: the kit cannot use that base URL, and the line saying so hides the key
         run = _check(["--endpoint", f"{server.url}/?api_key={key}", "-k", "AN-STREAM-001"], tmp_path / "query",
                      tmp_path / "query.txt")

@@ -37,6 +37,16 @@ _body = st.fixed_dictionaries({}, optional={
     "tools": _json, "max_tokens": _json, "tool_choice": _json, "temperature": _json})
 
 
+# Made once, not inside the composite on every draw: at CI's 2000 examples, strategies built afresh per
+# draw overflowed hypothesis's strategy cache, which then failed the run as "inconsistent data generation".
+_append = st.lists(_entry, max_size=3)
+_DELTA_PARTS = (("keep", st.integers(0, 3)), ("set", st.dictionaries(_keys, _json, max_size=2)),
+                ("unset", st.lists(st.one_of(_keys, _json), max_size=2)))
+_TURN_PARTS = (("response", st.lists(_entry, max_size=2)), ("headers", _json),
+               ("meta", st.dictionaries(st.sampled_from(["output_tokens", "x"]), _json)),
+               ("synthetic", _json), ("timing", _json))
+
+
 @st.composite
 def _trace_lines(draw: st.DrawFn) -> list[str]:
     api = draw(st.sampled_from(["chat", "anthropic", "responses"]))
@@ -46,14 +56,11 @@ def _trace_lines(draw: st.DrawFn) -> list[str]:
         if k == 0 or draw(st.booleans()):
             d["request"] = draw(_body)
         else:
-            d["delta"] = {"base": "previous", "append": draw(st.lists(_entry, max_size=3))}
-            for key, value in (("keep", st.integers(0, 3)), ("set", st.dictionaries(_keys, _json, max_size=2)),
-                               ("unset", st.lists(st.one_of(_keys, _json), max_size=2))):
+            d["delta"] = {"base": "previous", "append": draw(_append)}
+            for key, value in _DELTA_PARTS:
                 if draw(st.booleans()):
                     d["delta"][key] = draw(value)
-        for key, value in (("response", st.lists(_entry, max_size=2)), ("headers", _json),
-                           ("meta", st.dictionaries(st.sampled_from(["output_tokens", "x"]), _json)),
-                           ("synthetic", _json), ("timing", _json)):
+        for key, value in _TURN_PARTS:
             if draw(st.booleans()):
                 d[key] = draw(value)
         lines.append(json.dumps(d))
