@@ -27,7 +27,7 @@ class ServerConfig:
     timing: TimingModel = field(default_factory=TimingModel)
     block_size: int = 16
     cache_blocks: int = 1 << 16
-    prefix_cache_bytes: int = 64 * 1024 * 1024  # the scripted engine's prefix cache, in bytes too
+    prefix_cache_bytes: int = 32 * 1024 * 1024  # the scripted engine's prefix cache, in bytes too (512 a block)
     max_concurrency: int = 1024
     max_body_bytes: int = 32 * 1024 * 1024
     max_output_tokens: int = 32768

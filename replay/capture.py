@@ -21,7 +21,8 @@ over ``max_body_bytes`` (64 MiB) is refused with a 413 that names the limit; a c
 or a non-streamed response) is decoded for the record within ``max_decoded_bytes`` (64 MiB,
 ``replay.codings``: a gzip bomb stops there and the record says so in ``decode_error`` /
 ``response.decode_error``); a response is recorded up to ``max_record_bytes`` (64 MiB of SSE frames
-or body) and forwarded whole, the record saying what it left out (``response.cut``). Each such cut
+or body, counted as the record holds them: a frame's raw bytes and data, a body's base64 and text)
+and forwarded whole, the record saying what it left out (``response.cut``). Each such cut
 is also told to ``warn`` (the command prints it on stderr). Secrets are redacted before a line is written: credential headers (API keys, auth,
 cookies, and any header named with ``--redact-header``) by ``harnesscheck.protocol.wire.redact``, and the
 same secret values (also JSON-escaped, base64, and each cookie value) wherever else they appear.
@@ -87,7 +88,7 @@ class Limits:
 
     max_body_bytes: int = 64 * 1024 * 1024  # a request body, on the wire
     max_decoded_bytes: int = MAX_DECODED_BYTES  # a coded body, decoded for the record
-    max_record_bytes: int = 64 * 1024 * 1024  # a response's SSE frames (raw bytes) or body kept in the record
+    max_record_bytes: int = 64 * 1024 * 1024  # a response's SSE frames or body, as the record holds them
 
 
 def secret_variants(values: Iterable[str]) -> set[str]:
@@ -238,14 +239,13 @@ class CaptureProxy:
                         if frames and t.timings.first_frame_ns is None:
                             t.timings.first_frame_ns = t_ns
                         for frame in frames:
-                            kept += len(frame.raw)
+                            kept += _recorded_size(frame)
                             if kept <= limits.max_record_bytes:
                                 t.frames.append(frame)
                             else:
                                 cut["frames"] = cut.get("frames", 0) + 1
-                    elif kept + len(chunk) <= limits.max_record_bytes:
+                    elif _body_size(len(body_buf) + len(chunk)) <= limits.max_record_bytes:
                         body_buf += chunk
-                        kept += len(chunk)
                     else:
                         cut["bytes"] = cut.get("bytes", 0) + len(chunk)
                 await resp.write_eof()
@@ -261,7 +261,7 @@ class CaptureProxy:
                 tail = decoder.flush(t_ns=t.timings.end_ns, chunk_index=max(len(t.chunks) - 1, 0))
             except FrameTooLarge as exc:
                 tail, cut["reason"] = [], str(exc)
-            if kept + sum(len(f.raw) for f in tail) <= limits.max_record_bytes:
+            if kept + sum(_recorded_size(f) for f in tail) <= limits.max_record_bytes:
                 t.frames.extend(tail)
         else:
             t.body = bytes(body_buf)
@@ -273,6 +273,9 @@ class CaptureProxy:
                     response["decode_error"] = f"{exc} (capture --max-decoded-bytes)"
                     where = f"{t.method} {redact_url(t.url)}"
                     self.warn(f"capture: {where}: response: {response['decode_error']}")
+            t.body, left = _fit_body(t.body, limits.max_record_bytes)  # the decoded body too
+            if left:
+                cut["bytes"] = cut.get("bytes", 0) + left
         if cut:
             if "reason" not in cut:
                 cut["reason"] = (f"the response passed the record's limit of {limits.max_record_bytes} bytes "
@@ -368,6 +371,35 @@ def load_capture(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
             raise ValueError(f"{path}: line {n} is not an exchange record (no transcript object)")
         records.append(rec)
     return head, records
+
+
+def _recorded_size(frame: Any) -> int:
+    """The bytes an SSE frame takes in the record (its raw bytes and its data, as the transcript writes
+    them): what the record's limit counts (issue 43: counting the raw bytes alone let a record grow to
+    ~2.3 times its limit)."""
+    return len(json.dumps(frame.to_dict(), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _body_size(n: int) -> int:
+    """The bytes a body of ``n`` bytes of plain text takes in the record: its base64 and its text (the
+    transcript keeps both)."""
+    return 4 * -(-n // 3) + n
+
+
+def _fit_body(body: bytes, limit: int) -> tuple[bytes, int]:
+    """``body`` cut so that the record holds at most ``limit`` bytes of it (base64, and the text when it
+    is UTF-8, JSON-escaped: ``Transcript.to_dict``), and how many bytes were left out."""
+    def size(b: bytes) -> int:
+        try:
+            text = len(json.dumps(b.decode("utf-8"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            text = 0
+        return 4 * -(-len(b) // 3) + text
+
+    n = len(body)
+    while n and size(body[:n]) > limit:
+        n = min(n - 1, n * limit // max(size(body[:n]), 1))
+    return body[:n], len(body) - n
 
 
 def record_transcript(rec: dict[str, Any]) -> Transcript:

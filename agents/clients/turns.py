@@ -315,9 +315,9 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tupl
             out, err = proc.communicate()
             timed_out = True
         except BaseException:  # interrupted (Ctrl-C, SIGTERM): the client runs in its own session, stop it too
-            _kill(proc.pid)
+            _end_group(proc)  # ended before its private home is removed (run_turn), not while it still writes
             raise
-        _kill(proc.pid)  # whatever the client left running in its group
+        _end_group(proc)  # whatever the client left running in its group
         return (None if timed_out else proc.returncode), out, err, timed_out
     finally:
         watcher.forget_group(proc.pid)
@@ -328,6 +328,27 @@ def _kill(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+GROUP_END_S = 5.0  # how long a killed client's group may take to be gone
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the client's process group, then wait until none of it is left (the leader reaped, the
+    rest gone; at most GROUP_END_S): a process still dying (node finishing a write) must not write into
+    a folder being removed (issue 43: the private home stayed behind after an interrupted turn)."""
+    _kill(proc.pid)
+    deadline = time.monotonic() + GROUP_END_S
+    try:
+        proc.wait(timeout=GROUP_END_S)
+    except subprocess.TimeoutExpired:
+        return
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
@@ -365,7 +386,11 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
         res.kit_error = res.error = redact_text(f"could not run {client.label}: {exc}", secrets)
         return res
     finally:
-        shutil.rmtree(private, ignore_errors=True)
+        for _ in range(3):  # a write that was under way when the group ended can land once more
+            shutil.rmtree(private, ignore_errors=True)
+            if not private.exists():
+                break
+            time.sleep(0.1)
         watcher.forget_folder(private)
     out, err = redact_text(out, secrets), redact_text(err, secrets)
     (work / "stdout.txt").write_text(out)

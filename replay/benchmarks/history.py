@@ -15,6 +15,7 @@ case it is.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -71,14 +72,18 @@ async def _measure(urls: dict[str, str], model: str, system: str, note: str,
     async with StreamClient(limit=4) as client:
         for measured, order in opts.rounds(names):  # the first round also warms the shared system prompt
             for name in order:
-                m = await _session(client, urls[name], model, system, note, hdrs)
+                try:
+                    m = await _session(client, urls[name], model, system, note, hdrs)
+                except asyncio.CancelledError:  # stopped: the sessions measured so far (none: the stop as it came)
+                    if any(out.values()):
+                        return out
+                    raise
                 if measured:
                     out[name].append(m)
     return out
 
 
 def run_history(opts: HistoryOptions) -> dict[str, Any]:
-    from harnesscheck.replay.client import run_async
     from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
@@ -87,7 +92,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
     with common.target(opts, [], ["--fault", "rewrite-history-reasoning"]) as target:
         names = ("kept", "rewritten") if target.embedded else ("endpoint",)
         urls = dict(zip(names, target.urls, strict=True))
-        found = run_async(_measure(urls, target.model, system, note, opts))
+        found, stop = common.run_stoppable(_measure(urls, target.model, system, note, opts))
         server = target.server_info()
     arms = {name: common.arm(name, [m["ttft_ms"] for m in ms], seed=n) for n, (name, ms) in enumerate(found.items())}
     ratios = [common.ratio("rewritten/kept", arms["rewritten"], arms["kept"], seed=21)] if "rewritten" in arms else []
@@ -100,7 +105,7 @@ def run_history(opts: HistoryOptions) -> dict[str, Any]:
                                 "arms": {"kept": "default server", "rewritten": "--fault rewrite-history-reasoning"}
                                 if not opts.endpoint else {"endpoint": "the endpoint's own behaviour"},
                                 "usage_first_sample": usage, "summary": summary}
-    return common.one_benchmark_document(
+    return common.stopped(common.one_benchmark_document(
         opts, target, server, name="history-ttft",
         title="Next-turn TTFT: history kept vs past reasoning rewritten", api="chat", settings=settings,
-        arms=list(arms.values()), ratios=ratios, started_at=started)
+        arms=list(arms.values()), ratios=ratios, started_at=started), stop)

@@ -68,6 +68,39 @@ def test_the_prefix_cache_holds_at_most_its_byte_bound() -> None:
     assert len(cache) == 100 and cache.stats.evictions == 50 * 40 - 100
 
 
+# Run in a fresh process, which measures its own resident set: a prefix cache bounded at 16 MiB filled
+# three times over (every insert evicting), as a long run fills the server's.
+_FILL_AND_MEASURE = """
+import gc, os, random
+from harnesscheck.reference_server.prefix_cache import PrefixCache
+def rss():
+    return int(open(f"/proc/{os.getpid()}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+rng = random.Random(0)
+cache = PrefixCache(block_size=16, capacity_blocks=1 << 30, max_bytes=16 << 20)
+gc.collect()
+start = peak = rss()
+for n in range(3 * cache.capacity // 8):
+    cache.insert([rng.randrange(50_000) for _ in range(16 * 8)])
+    if n % 256 == 0:
+        peak = max(peak, rss())
+print(max(peak, rss()) - start, len(cache))
+"""
+
+
+def test_the_prefix_cache_byte_bound_holds_for_the_memory_it_takes() -> None:
+    """Issue 43: a block was counted as 256 bytes where the process grew ~350-450 bytes a block once
+    the cache evicts (its key, LRU and child-count entries, and the allocator's share), so a 16 MiB
+    bound let the cache grow the process by 22 MiB (and the 64 MiB default never bound: 65,536 blocks
+    came first). The growth of a real process now stays within the bound."""
+    done = subprocess.run([sys.executable, "-c", _FILL_AND_MEASURE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    grown, blocks = map(int, done.stdout.split())
+    print(f"\nprefix cache bounded at 16 MiB: {blocks} blocks, the process grew {grown / MIB:.1f} MiB "
+          f"({grown / blocks:.0f} B a block; counted as {BLOCK_BYTES})")
+    assert grown <= 16 * MIB
+    assert grown / blocks <= BLOCK_BYTES
+
+
 def test_every_limit_is_in_help_and_health(server_factory: Callable[..., str]) -> None:
     help_text = subprocess.run([sys.executable, "-m", "harnesscheck", "serve", "--help"], capture_output=True,
                                text=True, timeout=60).stdout

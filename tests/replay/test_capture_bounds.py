@@ -54,11 +54,20 @@ class BoundsUpstream(Upstream):
         await resp.write_eof()
         return resp
 
+    async def _body(self, request: web.Request) -> web.Response:
+        """1 MiB of JSON text (plain, or gzip-coded with ?gzip)."""
+        data = json.dumps({"text": "é" + "z" * (1 << 20)}).encode()
+        if "gzip" in request.query:
+            return web.Response(body=gzip.compress(data), headers={"content-type": "application/json",
+                                                                   "content-encoding": "gzip"})
+        return web.Response(body=data, headers={"content-type": "application/json"})
+
     async def _start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/echo", self._echo)
         app.router.add_get("/bomb/{coding}", self._bomb)
         app.router.add_get("/big", self._big)
+        app.router.add_get("/body", self._body)
         self.runner = web.AppRunner(app, auto_decompress=False, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -125,6 +134,27 @@ def test_a_response_past_the_record_limit_is_forwarded_whole_and_recorded_up_to_
     assert 0 < kept <= limit and len(frames) < 2000
     assert rec["response"]["cut"]["frames"] == 2000 - len(frames)
     assert "--max-record-bytes" in rec["response"]["cut"]["reason"] and len(warned) == 1
+
+
+@pytest.mark.parametrize("path", ["/body", "/body?gzip", "/big"])
+def test_the_record_as_a_whole_holds_at_most_its_limit(upstream, tmp_path, path) -> None:
+    """Issue 43: the limit counted the body once, the record kept it twice (base64 and text), and a
+    coded body decoded whole (up to --max-decoded-bytes): a record ~2.3 times its limit, or more. Now
+    what the record holds of the response, as written, is within the limit."""
+    cap = tmp_path / "c.jsonl"
+    limit = 256 * 1024
+    with ProxyThread(upstream=upstream.url, out=cap, limits=Limits(max_record_bytes=limit),
+                     warn=lambda line: None) as proxy:
+        r = httpx.get(proxy.url + path, timeout=60)
+    assert r.status_code == 200 and len(r.content) > 4 * limit  # forwarded whole
+    line = cap.read_text().splitlines()[-1]
+    rec = json.loads(line)
+    kept = rec["transcript"]["body"] if path != "/big" else rec["transcript"]["frames"]
+    recorded = len(json.dumps(kept, ensure_ascii=False).encode())
+    print(f"\ncapture {path}: {len(r.content)} bytes forwarded, the record holds {recorded} bytes of it "
+          f"(limit {limit}), line {len(line.encode())} bytes")
+    assert limit // 2 < recorded <= limit + 64 * 1024 and len(line.encode()) <= 2 * limit
+    assert rec["response"]["cut"] and "--max-record-bytes" in rec["response"]["cut"]["reason"]
 
 
 def test_a_request_body_over_the_limit_is_a_413_naming_it(upstream, tmp_path) -> None:

@@ -18,7 +18,8 @@ Byte bounds (each cut is printed on stderr and noted in the record): a request b
 --max-body-bytes (default 64 MiB) is answered 413, not forwarded; coded bodies (gzip, deflate, zstd)
 are decoded for the record up to --max-decoded-bytes (default 64 MiB: a gzip bomb stops there, its
 record says so); a response is forwarded whole and recorded up to --max-record-bytes (default 64 MiB
-of SSE frames or body).
+of SSE frames or body, as the record holds them: a frame's raw bytes and data, a body's base64 and
+text, a coded body once decoded).
 
 Then make a trace of it:  harnesscheck trace from-capture CAPTURE --out TRACE
 

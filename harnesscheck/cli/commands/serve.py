@@ -85,9 +85,10 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                         "off: announced nowhere, as many servers and gateways do (default: on)")
     g.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest request body, also once decompressed; larger gets 413 (default: 32 MiB)")
-    g.add_argument("--prefix-cache-bytes", type=int, default=64 * 1024 * 1024, metavar="BYTES",
-                   help="the scripted engine's prefix cache holds at most this many bytes of blocks (about 256 "
-                        "each), least recently used leaf first; shown in GET /health (default: 64 MiB)")
+    g.add_argument("--prefix-cache-bytes", type=int, default=32 * 1024 * 1024, metavar="BYTES",
+                   help="the scripted engine's prefix cache holds at most this many bytes of blocks (512 "
+                        "each, what a block costs the process), least recently used leaf first; shown in "
+                        "GET /health (default: 32 MiB, 65,536 blocks)")
     g.add_argument("--responses-store-bytes", type=int, default=128 * 1024 * 1024, metavar="BYTES",
                    help="Responses API: how many bytes of stored responses (previous_response_id) to keep, text "
                         "counted in UTF-8 bytes, least recently used evicted first; shown in GET /health "
@@ -124,7 +125,7 @@ def config_from_args(args: argparse.Namespace):  # -> ServerConfig
         **({} if getattr(args, "context_window", None) is None else {"context_window": args.context_window}),
         announce_window=getattr(args, "announce_window", True),
         responses_store_bytes=args.responses_store_bytes,
-        prefix_cache_bytes=getattr(args, "prefix_cache_bytes", 64 * 1024 * 1024),
+        prefix_cache_bytes=getattr(args, "prefix_cache_bytes", 32 * 1024 * 1024),
     )
 
 
