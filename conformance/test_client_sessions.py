@@ -35,7 +35,7 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, client_replay, grammar
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import (CheckFailed, Inconclusive, fail, inconclusive, refused_for_config,
+from harnesscheck.conformance.verdict import (CheckFailed, Inconclusive, fail, refused_for_config,
                                                timed_out)
 from harnesscheck.protocol.wire.transcript import Transcript
 from harnesscheck.scenarios import client_sessions
