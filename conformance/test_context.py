@@ -35,7 +35,7 @@ import pytest
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, window
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import fail, inconclusive, ok_response
+from harnesscheck.conformance.verdict import Problems, fail, inconclusive, ok_response
 from harnesscheck.protocol.wire import client
 from harnesscheck.protocol.wire.transcript import Transcript
 
@@ -79,15 +79,18 @@ def _judged_unknown(hc: Session, api: str, transcript: Transcript, where: str) -
 
 
 def _judge_refusal(api: str, transcript: Transcript, where: str, rules: dict[str, str]) -> None:
-    """Fail on the first problem of the answer to an over-long prompt (window.refusal_problems), with the
-    rule ``rules`` names for its part ("" status and shape, "marker")."""
+    """Fail with every problem of the answer to an over-long prompt (window.refusal_problems: a 500 without
+    the marker breaks both rules), each under the rule ``rules`` names for its part ("" status and shape,
+    "marker"), the weightiest first."""
     if transcript.error and transcript.status is None:
         ok_response(transcript, where)  # a timeout is inconclusive, a cut connection a failure
     if transcript.status == 413:
         inconclusive(f"{where}: HTTP 413, the endpoint refused the body for its size before reading the prompt "
                      f"({transcript.text_body()[:200]!r})", cause="endpoint-config")
+    problems = Problems(rules[""].split(":")[0])
     for part, problem in window.refusal_problems(api, transcript):
-        fail(f"{where}: {problem}", transcript=transcript, rule=rules[part])
+        problems.add(f"{where}: {problem}", transcript=transcript, rule=rules[part])
+    problems.raise_if_any()
 
 
 @pytest.mark.parametrize("api", _params("001"))

@@ -64,6 +64,8 @@ def test_no_window_announced_the_refusal_is_still_judged(tmp_path: Path) -> None
     for check_id in ("AN-CTX-001", "CH-CTX-001"):
         assert (five[check_id]["outcome"], five[check_id]["level"]) == ("fail", "MUST"), five[check_id]
         assert "HTTP 500" in five[check_id]["message"], five[check_id]["message"]
+        # both rules the 500 breaks (issue 40: every failed rule), the status and shape first
+        assert five[check_id]["rules_failed"] == [check_id, f"{check_id}:marker"], five[check_id]
 
 
 def test_the_context_window_option_is_the_window(tmp_path: Path) -> None:
