@@ -424,7 +424,12 @@ def _cache_read(hc: Session, api: str, body: dict[str, Any], label: str, small: 
             raise WitnessUnavailable("the endpoint reports no cached prompt tokens")
     hc.saw(catalog.CACHE_HIT)
     repeat = repeat or _second(hc, api, body, label=f"{label}, repeated (cache block)", max_tokens=small)
-    return cached, cache_slack(cached, usage_of(api, repeat.json_body() or {})[2]), t
+    total, _, again = usage_of(api, repeat.json_body() or {})
+    slack = cache_slack(cached, again)
+    if again < total - slack:  # the same request again, not reused: the cache cannot speak of the history
+        raise WitnessUnavailable(f"the same request repeated read {again} of its {total} prompt tokens from the "
+                                 "cache: the cache does not reuse a whole prompt")
+    return cached, slack, t
 
 
 def _once_more(answer: dict[str, Any]) -> dict[str, Any]:
