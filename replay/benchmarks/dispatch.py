@@ -21,6 +21,7 @@ endpoint there is a single mode, ``endpoint``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -122,7 +123,12 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
         for measured, order in opts.rounds(modes):
             for mode in order:
                 for (scenario, api), body in bodies.items():
-                    turn = await record(session, urls[mode] + common.PATHS[api], api, body, hdrs)
+                    try:
+                        turn = await record(session, urls[mode] + common.PATHS[api], api, body, hdrs)
+                    except asyncio.CancelledError:  # stopped: the turns measured so far (none: the stop as it came)
+                        if out:
+                            return out
+                        raise
                     if turn.error:
                         raise RuntimeError(f"{mode}/{scenario}/{api}: {turn.error}")
                     if measured:
@@ -131,26 +137,27 @@ async def _measure(urls: dict[str, str], model: str, opts: DispatchOptions) -> d
 
 
 def run_dispatch(opts: DispatchOptions) -> dict[str, Any]:
-    from harnesscheck.replay.client import run_async
     from harnesscheck.reports.schema import now_iso
 
     started = now_iso()
     with common.target(opts, *MODES.values()) as target:
         names = list(MODES) if target.embedded else ["endpoint"]
-        turns = run_async(_measure(dict(zip(names, target.urls, strict=True)), target.model, opts))
+        turns, stop = common.run_stoppable(_measure(dict(zip(names, target.urls, strict=True)), target.model, opts))
         server = target.server_info()
     benchmarks = []
     for scenario in opts.scenarios:
         for api in opts.apis:
-            benchmarks.append(_benchmark(scenario, api, {m: t for (s, a, m), t in turns.items()
-                                                         if s == scenario and a == api}, server["timing"], opts))
+            by_mode = {m: t for (s, a, m), t in turns.items() if s == scenario and a == api}
+            if by_mode or stop is None:  # stopped: the (scenario, API) pairs measured before it
+                benchmarks.append(_benchmark(scenario, api, by_mode, server["timing"], opts))
     settings = {"sessions": opts.sessions, "warmup_rounds": opts.warmup, "apis": opts.apis,
                 "scenarios": opts.scenarios, "concurrency": 1,
                 "modes": {m: " ".join(a) or "(default)" for m, a in MODES.items()} if not opts.endpoint else
                 {"endpoint": "the endpoint's own setting"}}
     if timing_model := opts.timing_model(server):
         settings["timing_model"] = timing_model
-    return target.document(benchmarks, apis=opts.apis, server=server, settings=settings, started_at=started)
+    return common.stopped(target.document(benchmarks, apis=opts.apis, server=server, settings=settings,
+                                          started_at=started), stop)
 
 
 def _benchmark(scenario: str, api: str, by_mode: dict[str, list[Turn]], timing: str,

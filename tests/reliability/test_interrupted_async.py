@@ -186,3 +186,19 @@ def test_bench_history_stopped_part_way_keeps_its_sessions(tmp_path: Path, slow_
     doc = validate_results(json.loads((tmp_path / "out" / "bench-history.json").read_text()))
     assert doc["run"]["interrupted"] is True
     assert any(arm["samples"] for arm in doc["benchmarks"][0]["arms"])
+
+
+def test_bench_dispatch_stopped_part_way_keeps_its_turns(tmp_path: Path, slow_server: str) -> None:
+    proc, mark = _start(["bench", "dispatch", "--endpoint", slow_server, "--sessions", "200", "--warmup", "1",
+                         "--apis", "chat", "--no-progress", "--out", "out"], tmp_path)
+    try:
+        before = _health(slow_server)["cache"]["queries"]
+        _wait(lambda: _health(slow_server)["cache"]["queries"] >= before + 6, proc, "some turns measured")
+        rc, out, err = _stop(proc, mark, signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 130, (out, err)
+    doc = validate_results(json.loads((tmp_path / "out" / "bench-dispatch.json").read_text()))
+    assert doc["run"]["interrupted"] is True
+    assert doc["benchmarks"] and all(arm["samples"] for b in doc["benchmarks"] for arm in b["arms"])
