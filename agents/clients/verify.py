@@ -2,8 +2,11 @@
 
 The kit infers from the rules an endpoint fails that a client "would break" (the rule's measured
 impact, ``impact.json``). ``verify_clients`` measures it instead: it runs the installed real
-clients' text and tool turns (``turns.run_client``, through the capture proxy) against the
-endpoint itself; ``compare_verdicts`` puts the two side by side.
+clients' turns of each of their real tool kinds (``kinds.VERIFY``: Claude Code's text, Bash, Read,
+Edit and image-reading turns; Codex's text and shell turns and, under its gpt-5.x catalog profile
+given to the endpoint's model id, its freeform apply_patch and shell turns; OpenClaw's text, exec and
+apply_patch turns; through the capture proxy) against the endpoint itself, and reports each turn;
+``compare_verdicts`` puts the two side by side.
 
 ``verify_clients(endpoint, model, api_key, apis, out, *, timeout=180.0, progress=None) -> dict``
 
@@ -21,7 +24,7 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
          "clients": {"codex": {"label": "Codex 0.171.0", "api": "responses",
                                "turns": {"text": {"ok": True, "failed": [], "error": "", "final_text": "ok",
                                                   "seconds": 1.2, "timed_out": False, "capture": "..."},
-                                         "tool": {...}},
+                                         "tool": {...}, "patch": {...}, "shell": {...}},
                                "measured": "works", "skipped": ""},
                      "openclaw:chat": {...}, ...}}
 
@@ -29,7 +32,7 @@ endpoint itself; ``compare_verdicts`` puts the two side by side.
     API, as in the kit's verdicts. ``measured`` is "breaks" when a turn failed (``failed`` lists its
     failed checks, ``"CL-FINAL-TEXT: <detail>"``; ``error`` the client's own error), "timed out"
     when a turn only ran out of time (every request it made was answered, the client had not
-    finished by the deadline: slowness, not a verdict), "works" when both passed, "" when skipped.
+    finished by the deadline: slowness, not a verdict), "works" when every turn passed, "" when skipped.
 
 ``compare_verdicts(inferred: dict[str, str], measured: dict) -> list[dict]``
 
@@ -52,7 +55,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client,
+from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client, kinds,
                                          prepare_clients, turns)
 from harnesscheck.conformance.impact import NO_MEASURE as NO_MEASURED
 from harnesscheck.conformance.impact import UNAFFECTED, WOULD_BREAK, label_of
@@ -86,8 +89,12 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
     for key, client, inst in prepared:
         if progress:
             progress(f"{key}: running {client.label} {inst.version} over {client.api}")
-        results = turns.run_client(client, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
-                                   timeout=timeout)
+        results = []
+        for spec in kinds.turns_for(client):  # each of its real tool kinds (kinds.VERIFY), one turn each
+            if spec.name in kinds.VERIFY[client.name]:
+                runner, spec = kinds.on_endpoint(client, spec)
+                results += turns.run_client(runner, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
+                                            timeout=timeout, specs=[spec])
         kit_error = next((r.kit_error for r in results if r.kit_error), "")
         if kit_error:  # not run: no verdict either way
             clients[key] = {"label": LABELS[client.name], "api": client.api, "turns": {}, "measured": "",
@@ -169,6 +176,18 @@ def after_suite(doc: dict[str, Any], suite: Any, out: Path, *, timeout: float = 
                          f"the suite's results are in {out / 'results.json'}")
 
 
+def _failed_turns(verification: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
+    """(api, turn, its first failed check or the client's error) of a client label's failed turns."""
+    out = []
+    for entry in (verification.get("clients") or {}).values():
+        if entry.get("label") != label:
+            continue
+        for name, turn in (entry.get("turns") or {}).items():
+            if not turn.get("ok"):
+                out.append((entry["api"], name, ((turn.get("failed") or [""])[0] or turn.get("error", ""))[:200]))
+    return out
+
+
 def verification_lines(doc: dict[str, Any]) -> list[str]:
     """Measured beside inferred, per client: 'Codex 0.171.0: measured works, inferred unaffected'; a
     disagreement said as such; clients not run, with why. [] when the run verified no client."""
@@ -179,6 +198,8 @@ def verification_lines(doc: dict[str, Any]) -> list[str]:
     for row in verification.get("comparison") or []:
         apis = ", ".join(f"{api} {verdict}" for api, verdict in row.get("by_api", {}).items())
         line = f"{row['client']}: measured {row['measured']} ({apis}), inferred {row['inferred']}"
+        line += "".join(f"; {turn} turn over {api} failed: {why}" for api, turn, why in _failed_turns(verification,
+                                                                                                    row["client"]))
         if row["agrees"] is None:
             line += ": inconclusive (a turn ran out of time; try a longer --client-timeout)"
         elif not row["agrees"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 NAME = "clients"
@@ -74,8 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--websocket-probe", action="store_true",
                         help="also run Codex with supports_websockets = true and time its first POST")
     parser.add_argument("--faults", action="store_true", help="client impact: run the clients against each fault")
-    parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults; 'all': every reference-server fault (default: the faults "
-                        "API_FACTS names as breaking or tolerated). Each client meets only the faults of its API")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="--faults: only these faults; 'all': every reference-server fault; 'missing': the faults "
+                        "the impact file has no measurement of (default: the faults API_FACTS names as breaking or "
+                        "tolerated). Each client meets only the faults of its API")
+    parser.add_argument("--turn", action="append", default=[], metavar="NAME",
+                        help="--faults: only these turns (text, tool, read, edit, image, patch, shell: "
+                             "agents/clients/kinds.py; overflow: the overflow session of the faults met at the "
+                             "window); the file keeps the other turns' measurements")
     parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/impact.json")
     parser.add_argument("--overflow", action="store_true",
                         help="what the clients do when their session outgrows the context window (per overflow form)")
@@ -116,31 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.overflow:
         return _overflow(args, out, wanted)
     if args.faults:
-        if "all" in args.fault:  # each client then meets its API's faults (fault_runs.faults_for)
-            from harnesscheck.reference_server.faults import FAULTS
-
-            faults = tuple(FAULTS)
-        else:
-            faults = tuple(args.fault) or fault_runs.DEFAULT_FAULTS
-        runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else fault_runs.DEFAULT_RUNS
-        data = fault_runs.run_impact(out / "faults", runs=runs, faults=faults, model=args.model,
-                                     timeout=args.timeout, progress=lambda s: print(f"  {s}", flush=True))
-        path = Path(args.impact) if args.impact else impact.IMPACT_PATH
-        if path.exists() and (args.fault or runs != fault_runs.DEFAULT_RUNS):  # a partial run updates the file
-            old = impact.load(path)
-            for k in ("clients", "clean", "skipped"):
-                old.setdefault(k, {}).update(data[k])
-            for f, cells in data["faults"].items():
-                old.setdefault("faults", {}).setdefault(f, {}).update(cells)
-            old["measured"] = data["measured"]
-            data = old
-        fault_runs.save(data, path)
-        for row in fault_runs.table(data):
-            print("  ".join(f"{c:28}" for c in row))
-        for k, why in data.get("skipped", {}).items():
-            print(f"skipped {k}: {why}")
-        print(f"wrote {path}")
-        return 0
+        return _faults(args, out, wanted)
 
     if args.endpoint:  # unusable: one line and exit 2, before any install or client run
         from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
@@ -187,6 +170,65 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {out / 'results.json'}")
     failed = [r for r in results if not r.get("skip") and not r.get("ok")]
     return 1 if failed else 0
+
+
+def _faults(args: argparse.Namespace, out: Path, wanted: list[tuple[str, str | None]]) -> int:
+    """--faults: measure, saving the impact file after each fault (a stopped run keeps what it measured;
+    a partial run, of some faults, clients or turns, updates the file turn by turn)."""
+    from harnesscheck.agents.clients import fault_runs, kinds
+    from harnesscheck.conformance import impact
+    from harnesscheck.errors import UsageError
+    from harnesscheck.reference_server.faults import FAULTS
+
+    path = Path(args.impact) if args.impact else impact.IMPACT_PATH
+    old = impact.load(path) if path.exists() else {}
+    chosen: list[str] = []
+    for name in args.fault:
+        if name == "all":  # each client then meets its API's faults (fault_runs.runs_for_fault)
+            chosen += list(FAULTS)
+        elif name == "missing":  # the faults the file has no client measurement of
+            chosen += fault_runs.missing(old)
+        elif name in FAULTS:
+            chosen.append(name)
+        else:
+            raise UsageError(f"--fault: unknown fault {name!r} (all, missing, or one of: {', '.join(FAULTS)})")
+    faults = tuple(dict.fromkeys(chosen)) or fault_runs.DEFAULT_FAULTS
+    unknown = [t for t in args.turn if t not in (*kinds.names(), "overflow")]
+    if unknown:
+        raise UsageError(f"--turn: unknown turn {unknown[0]!r} (known: {', '.join(kinds.names())}, overflow)")
+    runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else fault_runs.DEFAULT_RUNS
+    t0 = time.monotonic()
+
+    def save(data: dict) -> None:
+        fault_runs.save(fault_runs.merge(old, data), path)
+
+    say = lambda s: print(f"  {s}", flush=True)  # noqa: E731
+    short = tuple(t for t in args.turn if not t.startswith("overflow"))
+    data: dict = {}
+    if short or not args.turn:  # the short turns meet every fault but those shown only at the window
+        data = fault_runs.run_impact(out / "faults", runs=runs, model=args.model, timeout=args.timeout,
+                                     faults=tuple(f for f in faults if f not in fault_runs.OVERFLOW_ONLY),
+                                     turn_names=short, progress=say, on_fault=save)
+        old = data = fault_runs.merge(old, data)
+    cases = fault_runs.overflow_cases(faults)
+    if cases and (not args.turn or any(t.startswith("overflow") for t in args.turn)):
+        from harnesscheck.agents.clients import overflow
+
+        say(f"the overflow session (clients --overflow), cases {', '.join(cases)}")
+        doc = overflow.run_overflow(out / "overflow", clients=tuple(r for r in runs if r in overflow.DEFAULT_CLIENTS),
+                                    cases=cases, timeout=max(args.timeout, 400.0), progress=say, first_model_only=True)
+        (out / "overflow.json").write_text(json.dumps(doc, indent=1))
+        data = fault_runs.merge(old, fault_runs.from_overflow(doc))
+    data = data or old
+    fault_runs.prune(data)
+    fault_runs.mark_unmeasurable(data)
+    fault_runs.save(data, path)
+    for row in fault_runs.table(data):
+        print("  ".join(f"{c:28}" for c in row))
+    for k, why in data.get("skipped", {}).items():
+        print(f"skipped {k}: {why}")
+    print(f"wrote {path} ({fault_runs.coverage(data)}; this run {time.monotonic() - t0:.0f} s)")
+    return 0
 
 
 def _refresh(args: argparse.Namespace, out: Path) -> int:
