@@ -160,18 +160,18 @@ def _user_ask(conv: Conversation) -> tuple[int, str] | None:
     return None
 
 
-def _step_call(conv: Conversation) -> tuple[ToolSpec, str] | None | bool:
-    """A message naming several tools: the next one to call (one per result that came back since), or
-    False once all ran; None when the message names fewer than two."""
+def _step_call(conv: Conversation) -> tuple[bool, tuple[ToolSpec, str] | None]:
+    """Whether the user's message names several tools, and the next one to call (one per result that
+    came back since; None once all ran)."""
     ask = _user_ask(conv)
     if ask is None:
-        return None
+        return False, None
     start, text = ask
     steps = _steps(text, conv.tools)
     if len(steps) < 2:
-        return None
+        return False, None
     done = sum(len(m.results) for m in conv.messages[start + 1:] if m.role == "tool")
-    return steps[done] if done < len(steps) else False
+    return True, (steps[done] if done < len(steps) else None)
 
 
 def _named_tool(conv: Conversation) -> tuple[ToolSpec, str] | None:
@@ -180,9 +180,9 @@ def _named_tool(conv: Conversation) -> tuple[ToolSpec, str] | None:
     of several tools the message names."""
     if not conv.tools:
         return None
-    step = _step_call(conv)
-    if step is not None:
-        return step or None
+    several, step = _step_call(conv)
+    if several:
+        return step
     text = _repeat_ask(conv) if _answered(conv) else conv.turn_user_text()
     if text is None:
         return None

@@ -230,6 +230,7 @@ def from_overflow(doc: dict[str, Any]) -> dict[str, Any]:
     compaction request refused) of its fault, the clean ones (``correct``, ``usage-correct``) of the
     clean run; ok when the client finished (exit 0)."""
     from harnesscheck.agents.clients import LABELS, get_client, overflow
+    from harnesscheck.conformance import catalog
 
     clients = {}
     for key, version in (doc.get("clients") or {}).items():
@@ -256,10 +257,15 @@ def from_overflow(doc: dict[str, Any]) -> dict[str, Any]:
                      "seconds": obs.get("seconds"), "model": model, "tool": "", "timed_out": obs.get("timed_out"),
                      "outcome": obs.get("outcome", "")}
             faults = overflow.CASES[case][0]
-            if not faults:
-                out["clean"].setdefault(key, {"turns": {}})["turns"][turn] = entry
+            if not faults:  # a clean case: the clean run of every turn judged against it
+                for judged, clean_case in OVERFLOW_CLEAN.items():
+                    if clean_case == case:
+                        out["clean"].setdefault(key, {"turns": {}})["turns"][judged] = entry
             for fault in faults:
                 out["faults"].setdefault(fault, {}).setdefault(key, {"turns": {}})["turns"][turn] = entry
+    for fault, cells in out["faults"].items():
+        cells["_checks"] = [c.id for c in catalog.checks_for_fault(fault)]
+        cells["_measured"] = doc.get("measured") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
 
 
@@ -317,3 +323,34 @@ def table(data: dict[str, Any]) -> list[list[str]]:
                                               if c["verdict"] == BREAKS else OK))
         rows.append(row)
     return rows
+
+
+def cell_text(cell: dict[str, Any] | None) -> str:
+    """A (fault, client) cell in words: "breaks (patch: CL-EFFECT; tool: CL-ANSWERED)", "unaffected (5 turns)",
+    "-" for none."""
+    if cell is None:
+        return "-"
+    turns_ = cell.get("turns") or {}
+    if cell.get("verdict") == BREAKS:
+        return "**breaks** (" + "; ".join(f"{n}: {(turns_[n].get('failed') or ['?'])[0].split(':')[0]}"
+                                          for n in cell.get("broken_turns") or []) + ")"
+    judged = [n for n in turns_ if n not in (cell.get("unjudged_turns") or [])]
+    return f"unaffected ({', '.join(judged)})" if judged else "not judged (every turn failed clean too)"
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """impact.json as the table docs/API_FACTS.md and docs/clients.md hold: a row per fault (every
+    reference-server fault, the ones marked not measurable with why), a column per client run."""
+    from harnesscheck.reference_server.faults import FAULTS
+
+    keys = list(data.get("clients") or {})
+    head = ["fault", *[column_of(k, data["clients"][k]) for k in keys]]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for fault in FAULTS:
+        cells = (data.get("faults") or {}).get(fault) or {}
+        if not client_cells(data, fault):
+            why = ("not measurable: " + cells["_not_measurable"]) if cells.get("_not_measurable") else "not measured"
+            rows.append(f"| `{fault}` | {why} |" + " |" * (len(keys) - 1))
+            continue
+        rows.append(f"| `{fault}` | " + " | ".join(cell_text(cells.get(k)) for k in keys) + " |")
+    return "\n".join(rows)

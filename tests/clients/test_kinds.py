@@ -238,6 +238,14 @@ def test_the_overflow_session_becomes_the_overflow_turns():
     assert part["clean"]["claude-code"]["turns"]["overflow"]["ok"] is True
     cell = fault_runs.merge({}, part)["faults"]["overflow-500"]["claude-code"]
     assert cell["verdict"] == "breaks" and cell["turns"]["overflow"]["error"] == "API Error: 500"
+    # Codex's own compaction request refused: judged against the clean usage case
+    doc = {"clients": {"codex": "0.171.0"}, "cases": {f"codex {overflow.MODELS['codex'][0]}": {
+        "correct": {"rc": 1, "client_error": "ran out of room"}, "usage-correct": {"rc": 0},
+        "compact-500": {"rc": 1, "client_error": "Reconnecting... 1/5"}}}}
+    part = fault_runs.from_overflow(doc)
+    assert part["clean"]["codex"]["turns"]["overflow-compact"]["ok"] is True
+    cell = fault_runs.merge({}, part)["faults"]["overflow-500"]["codex"]
+    assert cell["verdict"] == "breaks" and cell["broken_turns"] == ["overflow-compact"]
 
 
 def test_prune_drops_short_turns_of_faults_met_only_at_the_window():

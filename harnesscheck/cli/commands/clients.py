@@ -10,7 +10,8 @@ from pathlib import Path
 
 NAME = "clients"
 ORDER = 22
-HELP = ("run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact; "
+HELP = ("run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact "
+        "(every fault, each client's real tool kinds); "
         "--overflow: what they do at the context window; --refresh-fixtures: re-capture their recorded sessions")
 DESCRIPTION = """\
 Installs (once, into $HARNESSCHECK_CLIENTS_DIR or ~/.cache/harnesscheck/clients) and runs the real
@@ -25,9 +26,18 @@ results.json go to --out.
 --websocket-probe also runs Codex with supports_websockets = true and reports the time to its first
 POST (the reference server answers the upgrade 426, so Codex falls back at once).
 
---faults runs every client against the reference server once clean and once per fault (API_FACTS:
-what breaks real clients), and writes the fault -> client table to conformance/impact.json
-(or --impact FILE); `harnesscheck check` then shows a per-harness verdict for each check.
+--faults runs every client against the reference server once clean and once per fault, on the turns
+of its real tool kinds (agents/clients/kinds.py: Claude Code's text, Bash, Read, Read+Edit and
+screenshot-reading turns; Codex's text and shell turns, and its apply_patch and shell turns under its
+gpt-5.5 catalog profile; OpenClaw's text, exec and apply_patch turns; CL-EFFECT: the edited file holds
+the new text, CL-IMAGE: the image came back in the tool result), and records per fault, client and turn
+what broke (the client's own error) in conformance/impact.json (or --impact FILE), saved after each
+fault; a run of some faults (--fault), clients or turns (--turn) updates the file turn by turn. The
+faults met only at the context window are measured by the overflow session (--overflow's cases, turns
+"overflow", "overflow-usage", "overflow-compact"); stall-stream is marked not measurable, with why.
+--fault all measures every fault (about 1.5 hours on a loaded 2-core machine, OpenClaw most of it);
+--fault missing those the file lacks. `harnesscheck check` then shows a per-harness verdict for each
+check.
 
 --overflow runs Claude Code and Codex (the installed ones) through a session that grows past a small
 context window of the reference server, once per overflow form (the API's own refusal, {"detail": ...},
@@ -46,7 +56,8 @@ Examples:
   harnesscheck clients --endpoint http://localhost:8000 --model nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
   harnesscheck clients --clients codex --websocket-probe
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
-  harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
+  harnesscheck clients --faults --fault all          # the whole table (about 1.5 hours, OpenClaw most of it)
+  harnesscheck clients --faults --fault all --clients claude-code,codex --turn patch --turn edit
   harnesscheck clients --overflow --clients claude-code,codex
   harnesscheck clients --refresh-fixtures --session codex-gpt-5.5
 
@@ -217,6 +228,7 @@ def _faults(args: argparse.Namespace, out: Path, wanted: list[tuple[str, str | N
         say(f"the overflow session (clients --overflow), cases {', '.join(cases)}")
         doc = overflow.run_overflow(out / "overflow", clients=tuple(r for r in runs if r in overflow.DEFAULT_CLIENTS),
                                     cases=cases, timeout=max(args.timeout, 400.0), progress=say, first_model_only=True)
+        doc["measured"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         (out / "overflow.json").write_text(json.dumps(doc, indent=1))
         data = fault_runs.merge(old, fault_runs.from_overflow(doc))
     data = data or old
