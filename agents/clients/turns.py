@@ -291,16 +291,20 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
     checks.append(TurnCheck("CL-FINAL-TEXT", text_ok, f"final text {final_text.strip()[:120]!r}" if text_ok
                             else (client_error[:500] or f"exit {rc}, final text {final_text.strip()[:120]!r}")))
     marker_seen: bool | None = None
+    said = ""
     if tool_turn:
         calls = [(i, c) for i, t in enumerate(models) for c in tool_calls(t)]
         others = [c["name"] for _, c in calls if tool and c["name"] != tool]
         calls = [(i, c) for i, c in calls if not tool or c["name"] == tool]
-        ran = []
+        ran, sent = [], []  # the calls' non-error results; every result the client sent back for them
         for i, call in calls:
             for later in models[i + 1:]:
                 for res in tool_results(later.get("request_body")):
-                    if _same_id(res["id"], call["id"]) and res["text"].strip() and not res["is_error"]:
-                        ran.append((call, res))
+                    if _same_id(res["id"], call["id"]):
+                        sent.append(res)
+                        if res["text"].strip() and not res["is_error"]:
+                            ran.append((call, res))
+        said = next((r["text"].strip() for r in sent if r["text"].strip()), "")  # the client's own words
         texts = [r["text"] for _, r in ran]
         marker_seen = any(marker in x for x in texts) or marker in final_text
         if not calls:
@@ -309,7 +313,8 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
                       if tool else "the server's answers made no tool call")
         elif not ran:
             detail = (f"{len(calls)} tool call(s) ({', '.join(c['name'] for _, c in calls)}) but no later request "
-                      "carries a non-error result for them")
+                      "carries a non-error result for them" + (f" (the client sent back: {said[:200]!r})"
+                                                               if said else ""))
         else:
             call, res = ran[0]
             detail = (f"{call['name']} {call['arguments'][:120]} -> result {res['text'].strip()[:160]!r}; "
@@ -322,9 +327,10 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
     if effect is not None:
         want, found = effect
         done = found is not None and want.text in found
+        result = f"; the tool result: {said[:200]!r}" if tool_turn and said else ""
         checks.append(TurnCheck("CL-EFFECT", done, f"{want.name} holds {want.text!r}" if done else
                                 f"{want.name} " + ("not found" if found is None else
-                                                   f"holds {found.strip()[:120]!r}, not {want.text!r}")))
+                                                   f"holds {found.strip()[:120]!r}, not {want.text!r}") + result))
     return checks, marker_seen
 
 

@@ -124,6 +124,18 @@ def test_image_passes_only_when_a_result_carries_an_image_block():
     assert checks[-1].id == "CL-IMAGE" and not checks[-1].ok
 
 
+def test_a_failed_tool_kind_says_what_the_client_sent_back():
+    """The client's own words for the call (an error result, Codex's "aborted") are in the failed check."""
+    recs = _image_turn("aborted")
+    checks, _ = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="ok", tool="Read",
+                                     effect=(kinds.Effect("notes.txt", "beta"), "alpha"))
+    assert checks[-1].id == "CL-EFFECT" and not checks[-1].ok and "'aborted'" in checks[-1].detail
+    recs[1]["request_body"]["messages"][0]["content"][0].update(is_error=True, content="InputValidationError: x")
+    checks, _ = turns.capture_checks(recs, tool_turn=True, rc=0, final_text="ok", tool="Read")
+    run = next(c for c in checks if c.id == "CL-TOOL-RUN")
+    assert not run.ok and "InputValidationError: x" in run.detail
+
+
 # -- run_turn with a tool kind's spec (stand-in client against the reference server) -------------
 
 _EDITOR = r'''
