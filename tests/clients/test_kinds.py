@@ -268,3 +268,23 @@ def test_prune_drops_short_turns_of_faults_met_only_at_the_window():
     cells = data["faults"]["overflow-500"]
     assert list(cells) == ["codex"] and list(cells["codex"]["turns"]) == ["overflow"]
     assert cells["codex"]["verdict"] == "breaks"
+
+
+def test_the_shipped_impact_file_covers_every_fault():
+    """conformance/impact.json: every reference-server fault measured with a client on the turns of its tool
+    kinds, or marked not measurable with why; dated, the client versions named; the cells in the schema
+    conformance/impact.py reads (faults -> client -> turns -> {ok, failed, final_text, error, seconds})."""
+    from harnesscheck.conformance import impact
+
+    data = impact.load()
+    assert data.get("measured") and all(c.get("version") for c in data["clients"].values())
+    assert fault_runs.missing(data) == [], fault_runs.coverage(data)
+    for fault in FAULTS:
+        cells = fault_runs.client_cells(data, fault)
+        assert cells or data["faults"][fault]["_not_measurable"], fault
+        for key, cell in cells.items():
+            assert key in data["clients"] and cell["verdict"] in ("breaks", "unaffected"), (fault, key)
+            for name, turn in cell["turns"].items():
+                assert {"ok", "failed", "final_text", "error", "seconds"} <= set(turn), (fault, key, name)
+    tool_kinds = {n for f in FAULTS for c in fault_runs.client_cells(data, f).values() for n in c["turns"]}
+    assert {"read", "edit", "image", "patch", "shell", "overflow"} <= tool_kinds
