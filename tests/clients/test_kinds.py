@@ -288,3 +288,18 @@ def test_the_shipped_impact_file_covers_every_fault():
                 assert {"ok", "failed", "final_text", "error", "seconds"} <= set(turn), (fault, key, name)
     tool_kinds = {n for f in FAULTS for c in fault_runs.client_cells(data, f).values() for n in c["turns"]}
     assert {"read", "edit", "image", "patch", "shell", "overflow"} <= tool_kinds
+
+
+def test_markdown_has_a_row_per_fault_and_says_what_broke():
+    clean = {"codex": {"turns": {"text": _turn(True), "patch": _turn(True)}}}
+    bad = {"ok": False, "failed": ["CL-EFFECT: notes.txt holds 'alpha'"], "final_text": "", "error": "",
+           "seconds": 1.0}
+    data = {"clients": {"codex": {"label": "Codex", "version": "0.171.0", "api": "responses"}}, "clean": clean,
+            "faults": {"rs-custom-call-as-function": {"codex": {"turns": {"text": _turn(True), "patch": bad}}}}}
+    data = fault_runs.merge({}, data)
+    fault_runs.mark_unmeasurable(data)
+    table = fault_runs.markdown(data).splitlines()
+    assert table[0] == "| fault | Codex 0.171.0 |" and len(table) == 2 + len(FAULTS)
+    assert "| `rs-custom-call-as-function` | **breaks** (patch: CL-EFFECT) |" in table
+    assert any(row.startswith("| `stall-stream` | not measurable: a transport fault") for row in table)
+    assert "| `rs-sequence-gap` | not measured |" in table
