@@ -14,7 +14,9 @@ apply_patch turns; through the capture proxy) against the endpoint itself, and r
     Code over Messages, Codex over Responses, OpenClaw over Messages and, when those APIs are
     selected, over Responses and Chat. Only clients already in the cache are run (nothing is
     installed from npm here; ``python -m harnesscheck.agents.clients`` installs them): a client not
-    installed, or whose binary does not start, is listed with ``skipped`` set, never an error.
+    installed, or whose binary does not start, is listed with ``skipped`` set, never an error; a turn
+    the kit could not run (Codex without the catalog entry its profile names) is listed under
+    ``not_run`` with why, and the client's other turns give its verdict.
     ``api_key`` None gives the clients a dummy key. Captures and the clients' output go to
     ``out/<client>[-<api>]/<turn>/`` (made absolute: a relative ``--out`` works the same). A client
     that could not be started at all is listed with ``skipped`` and ``kit_error`` set, never as a
@@ -95,8 +97,10 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
                 runner, spec = kinds.on_endpoint(client, spec)
                 results += turns.run_client(runner, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
                                             timeout=timeout, specs=[spec])
-        kit_error = next((r.kit_error for r in results if r.kit_error), "")
-        if kit_error:  # not run: no verdict either way
+        not_run = {r.turn: r.kit_error for r in results if r.kit_error}  # the kit could not run these turns
+        results = [r for r in results if not r.kit_error]
+        kit_error = next(iter(not_run.values()), "")
+        if not results:  # not run: no verdict either way
             clients[key] = {"label": LABELS[client.name], "api": client.api, "turns": {}, "measured": "",
                             "skipped": kit_error, "kit_error": True}
             if progress:
@@ -109,6 +113,8 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
         measured = _measured_of(results)
         clients[key] = {"label": label_of(client_entry(client, inst)), "api": client.api,
                         "turns": by_turn, "measured": measured, "skipped": ""}
+        if not_run:  # e.g. Codex without a gpt-5.5 catalog entry: its other turns still speak
+            clients[key]["not_run"] = not_run
         if progress:
             progress(f"{key}: {measured}" + "".join(f"; {n}: {t['failed'][0]}" for n, t in by_turn.items()
                                                     if t["failed"]))

@@ -303,3 +303,32 @@ def test_markdown_has_a_row_per_fault_and_says_what_broke():
     assert "| `rs-custom-call-as-function` | **breaks** (patch: CL-EFFECT) |" in table
     assert any(row.startswith("| `stall-stream` | not measurable: a transport fault") for row in table)
     assert "| `rs-sequence-gap` | not measured |" in table
+
+
+def test_verify_runs_every_tool_kind_and_keeps_turns_the_kit_could_not_run_apart(reference_server, tmp_path,
+                                                                                  monkeypatch):
+    """verify_clients runs the client's VERIFY turns one by one; a turn the kit could not start (Codex's
+    gpt-5.5 profile without that catalog entry: the install here has no binary to list it) is `not_run`,
+    and the other turns still give the verdict."""
+    from harnesscheck.agents.clients import codex as codex_mod
+    from harnesscheck.agents.clients import verify
+
+    class StandIn(codex_mod.Codex):  # Codex's turns, run by the Messages stand-in script of _Editor
+        def prepare(self, inst, work, base_url, model, api_key):
+            prep = super().prepare(inst, work, base_url, model, api_key)
+            prep.env.update(BASE=base_url, KEY=api_key)
+            return prep
+
+        def command(self, inst, prep, prompt, model):
+            return [sys.executable, "-c", _EDITOR, prompt, model]
+
+        parse = ClaudeCode.parse
+
+    inst = Install("codex", tmp_path / "cache" / "codex", version="0.0.1")
+    monkeypatch.setattr(verify, "prepare_clients", lambda runs, install_missing: ([("codex", StandIn(), inst)], {}))
+    got = verify.verify_clients(reference_server, kinds.DEFAULT_MODEL, None, ["responses"], tmp_path / "out",
+                                timeout=60)
+    codex = got["clients"]["codex"]
+    assert list(codex["turns"]) == ["text", "tool"] and not codex["skipped"], codex
+    assert set(codex["not_run"]) == {"patch", "shell"} and "catalog" in codex["not_run"]["patch"], codex["not_run"]
+    assert codex["turns"]["text"]["ok"] and codex["measured"] in ("works", "breaks")
