@@ -4,7 +4,11 @@ A conversation with a user message that starts a built-in scenario (the first su
 that scenario's turn k, where k counts the assistant turns after it; turns are decided by the whole history, never by
 "the last message is a user message" (OpenClaw appends user context after tool results, and
 Claude Code can end `messages` with a system entry). Anything else gets a default answer: short
-reasoning and "ok", or a tool call when the user names a tool.
+reasoning and "ok", or a tool call when the user names a tool. The user's words steer the call:
+arguments spelled ``key=`value``` are used as given, and several tools named as "the NAME tool" in one
+message ("use the Read tool ..., then use the Edit tool ...") are called one per turn, in the order
+named, each with the arguments spelled after its name (the client measurements' turns,
+agents/clients/kinds.py).
 
 `tool_choice` holds for every turn: `none` drops the calls; a forced choice (required / any, or a
 named tool) makes the turn its calls alone, a call of the named tool or of the first tool when the
@@ -134,11 +138,51 @@ def _repeat_ask(conv: Conversation) -> str | None:
     return None
 
 
+def _steps(text: str, tools: list[ToolSpec]) -> list[tuple[ToolSpec, str]]:
+    """The tools a message names as "the NAME tool", in the order named, each with the words from its
+    name to the next one's (where its arguments are spelled)."""
+    by_name = {t.name: t for t in tools}
+    found = []
+    for match in re.finditer(r"\bthe (\S+) tool\b", text):
+        tool = by_name.get(match.group(1))
+        if tool is not None:
+            found.append((match.start(), tool))
+    return [(tool, text[start:(found[n + 1][0] if n + 1 < len(found) else len(text))])
+            for n, (start, tool) in enumerate(found)]
+
+
+def _user_ask(conv: Conversation) -> tuple[int, str] | None:
+    """The newest message of the user's own words (not harness context): its index and text."""
+    for i in range(len(conv.messages) - 1, -1, -1):
+        message = conv.messages[i]
+        if message.role == "user" and message.text.strip() and not is_harness_context(message.text):
+            return i, message.text
+    return None
+
+
+def _step_call(conv: Conversation) -> tuple[bool, tuple[ToolSpec, str] | None]:
+    """Whether the user's message names several tools, and the next one to call (one per result that
+    came back since; None once all ran)."""
+    ask = _user_ask(conv)
+    if ask is None:
+        return False, None
+    start, text = ask
+    steps = _steps(text, conv.tools)
+    if len(steps) < 2:
+        return False, None
+    done = sum(len(m.results) for m in conv.messages[start + 1:] if m.role == "tool")
+    return True, (steps[done] if done < len(steps) else None)
+
+
 def _named_tool(conv: Conversation) -> tuple[ToolSpec, str] | None:
     """The tool the user's words name in this turn ("use the Bash tool", "call weather"), if any, with
-    those words; once it ran, again while the user asked for more runs ("... 30 times")."""
+    those words; once it ran, again while the user asked for more runs ("... 30 times"), or the next
+    of several tools the message names."""
     if not conv.tools:
         return None
+    several, step = _step_call(conv)
+    if several:
+        return step
     text = _repeat_ask(conv) if _answered(conv) else conv.turn_user_text()
     if text is None:
         return None
@@ -159,12 +203,17 @@ def _default_turn(conv: Conversation) -> list[Part]:
 
 
 def example_arguments(schema: dict[str, Any], user_text: str = "") -> dict[str, Any]:
-    """A small valid object for a tool's JSON schema (required properties only)."""
+    """A small valid object for a tool's JSON schema (required properties only), string properties the
+    user spelled as ``key=`value``` set to that value."""
     props = schema.get("properties") or {}
     required = schema.get("required") or list(props)[:1]
     quoted = re.search(r"`([^`]+)`", user_text)
     out: dict[str, Any] = {}
-    for key in required:
+    for key, prop in props.items():
+        given = re.search(rf"\b{re.escape(key)}=`([^`]*)`", user_text)
+        if given is not None and isinstance(prop, dict) and prop.get("type", "string") == "string":
+            out[key] = given.group(1)
+    for key in (k for k in required if k not in out):
         prop = props.get(key) or {}
         kind = prop.get("type", "string")
         if "enum" in prop and prop["enum"]:

@@ -72,6 +72,7 @@ class ClientVerdict:
                 text += " (DISAGREES with the inference: the measurement is what happened)"
             elif m.get("agrees") is None:
                 text += " (inconclusive: a turn ran out of time; try a longer --client-timeout)"
+        text += "".join(f"; {turn} turn over {api} failed: {why}" for api, turn, why in m.get("failed_turns") or [])
         if m.get("not_run"):
             text += f"; not run ({m['not_run']})"
         return text
@@ -184,6 +185,20 @@ def _inferred(doc: dict[str, Any]) -> list[ClientVerdict]:
     return [_verdict(label, sessions.get(label, []), said.get(label, [])) for label in labels]
 
 
+def _failed_turns(verification: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
+    """(api, turn, its first failed check or the client's error) of a client's failed turns in a verification
+    (each of the client's real tool kinds is a turn of its own: agents/clients/kinds.py)."""
+    out = []
+    for entry in (verification.get("clients") or {}).values():
+        if entry.get("label") != label:
+            continue
+        for name, turn in (entry.get("turns") or {}).items():
+            if not turn.get("ok"):
+                why = (turn.get("failed") or [""])[0] or turn.get("error", "")
+                out.append((str(entry.get("api")), str(name), str(why)[:200]))
+    return out
+
+
 def client_verdicts(doc: dict[str, Any]) -> list[ClientVerdict]:
     """One record per real client the run speaks of, in a stable order (by name)."""
     verdicts = {v.client: v for v in _inferred(doc)}
@@ -192,7 +207,8 @@ def client_verdicts(doc: dict[str, Any]) -> list[ClientVerdict]:
         label = row["client"]
         base = verdicts.get(label) or ClientVerdict(label, NO_FAILURE, "")
         verdicts[label] = ClientVerdict(base.client, base.verdict, base.reason, base.checks, base.frame,
-                                        base.frame_text, {k: row.get(k) for k in ("measured", "by_api", "agrees")})
+                                        base.frame_text, {**{k: row.get(k) for k in ("measured", "by_api", "agrees")},
+                                                          "failed_turns": _failed_turns(verification, label)})
     for entry in (verification.get("clients") or {}).values():
         if entry.get("skipped"):
             label = entry["label"]

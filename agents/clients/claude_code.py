@@ -1,8 +1,9 @@
 """Claude Code (`@anthropic-ai/claude-code`): `claude -p PROMPT --output-format json`.
 
 Environment: ANTHROPIC_BASE_URL (the proxy), ANTHROPIC_API_KEY, DISABLE_TELEMETRY=1,
-CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, a throwaway HOME. Permissions: ``--allowedTools Bash``
-(``--dangerously-skip-permissions`` is refused when running as root). The shell tool is ``Bash``.
+CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, a throwaway HOME. Permissions: ``--allowedTools
+Bash,Read,Edit`` (the tool kinds the measured turns use, ``kinds``; ``--dangerously-skip-permissions`` is
+refused when running as root). The shell tool is ``Bash``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class ClaudeCode(Client):
 
     def command(self, inst: Install, prep: Prepared, prompt: str, model: str) -> list[str]:
         return [str(inst.modules / ".bin" / "claude"), "-p", prompt, "--model", model, "--output-format", "json",
-                "--allowedTools", "Bash"]
+                "--allowedTools", "Bash,Read,Edit"]
 
     def parse(self, stdout: str, stderr: str, rc: int) -> Parsed:
         for line in reversed(stdout.strip().splitlines()):

@@ -248,17 +248,17 @@ def applies(client: Client, case: str) -> bool:
 
 def run_overflow(out: Path, *, clients: tuple[tuple[str, str | None], ...] = DEFAULT_CLIENTS,
                  cases: tuple[str, ...] = DEFAULT_CASES, timeout: float = 600.0,
-                 progress: Any = None) -> dict[str, Any]:
-    """Every case for every installed client, under each of its model ids (MODELS; the cache only:
-    nothing is installed here); the document docs/API_FACTS.md records: {"clients": {key: version},
-    "skipped": {key: why}, "cases": {"key model": {case: observation}}}."""
+                 progress: Any = None, first_model_only: bool = False) -> dict[str, Any]:
+    """Every case for every installed client, under each of its model ids (MODELS; only the first with
+    ``first_model_only``; the cache only: nothing is installed here); the document docs/API_FACTS.md
+    records: {"clients": {key: version}, "skipped": {key: why}, "cases": {"key model": {case: observation}}}."""
     from harnesscheck.agents.clients import prepare_clients
 
     prepared, skipped = prepare_clients(clients, install_missing=False)
     doc: dict[str, Any] = {"clients": {}, "skipped": skipped, "cases": {}}
     for key, client, inst in prepared:
         doc["clients"][key] = inst.version
-        for model in MODELS.get(client.name, MODELS["claude-code"]):
+        for model in MODELS.get(client.name, MODELS["claude-code"])[:1 if first_model_only else None]:
             for case in (c for c in cases if applies(client, c)):
                 folder = out / key / model.replace("/", "_") / case
                 obs = run_case(client, inst, case, folder, model=model, timeout=timeout)

@@ -17,7 +17,13 @@ client's own output (the key scrubbed) and the verdicts of ``capture_checks``:
   request carries the result of that call (non-empty, not an error): the client parsed the
   call, ran it and sent the output back. Whether the asked command's own output (``marker``)
   came back is reported beside it; the scripted reference model picks the command from the last
-  user text, which OpenClaw replaces with its internal context, so there it runs ``echo ok``.
+  user text, which OpenClaw replaces with its internal context, so there it runs ``echo ok``. A turn
+  that names its tool (``kinds.TurnSpec.tool``) needs a call of that tool;
+- ``CL-EFFECT`` (turns that change a file, ``kinds.TurnSpec.effect``): the file holds the new text
+  after the turn (an edit the client only said it made is none);
+- ``CL-IMAGE`` (``kinds.TurnSpec.image``): a tool result the client sent back carries an image block.
+
+The turns each client runs are ``kinds.turns_for(client)``; ``run_client`` runs them.
 
 Frames are judged by what the clients and SDKs dispatch on for completion: the data's ``type``
 (``frame_type``). The SSE event name is read only where the data is not JSON: a stream without
@@ -40,13 +46,13 @@ from typing import Any
 
 from harnesscheck.agents.clients import DUMMY_KEY, Client
 from harnesscheck.agents.clients.install import Install
+from harnesscheck.agents.clients.kinds import TEXT_PROMPT, TOOL_COMMAND, TOOL_MARKER, Effect, TurnSpec
 from harnesscheck.agents.procgroup import guard
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.redact import redact_text
 
-TEXT_PROMPT = "Say ok"
-TOOL_COMMAND = "echo harnesscheck-$((6*7))"
-TOOL_MARKER = "harnesscheck-42"  # the command's output; not in the command text, so it proves a run
+__all__ = ["TEXT_PROMPT", "TOOL_COMMAND", "TOOL_MARKER", "TurnCheck", "TurnResult", "capture_checks", "run_client",
+           "run_turn", "turns_for"]
 WS_PROBE_STATUSES = (404, 405, 426)
 DEFAULT_TURN_TIMEOUT = 180.0
 
@@ -69,6 +75,8 @@ class TurnResult:
     api: str
     turn: str
     prompt: str
+    model: str = ""  # the model id the client asked for
+    tool: str = ""  # the tool the turn exercises ("" for a text turn)
     ok: bool = False
     rc: int | None = None
     seconds: float = 0.0
@@ -209,16 +217,23 @@ def tool_calls(t: dict[str, Any]) -> list[dict[str, str]]:
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
+    if isinstance(content, dict) and content.get("type") in IMAGE_TYPES:
+        return "[image]"
     if isinstance(content, list):
         return "\n".join(_text_of(c.get("text") if isinstance(c, dict) and "text" in c else
+                                  c if isinstance(c, dict) and c.get("type") in IMAGE_TYPES else
                                   c.get("output") if isinstance(c, dict) else c) for c in content)
     if isinstance(content, dict):
         return _text_of(content.get("text") or content.get("output") or "")
     return "" if content is None else str(content)
 
 
+IMAGE_TYPES = ("image", "input_image", "image_url")  # an image block of a tool result (Messages, Responses, Chat)
+
+
 def tool_results(body: Any) -> list[dict[str, Any]]:
-    """Tool results a request carries: [{id, text, is_error}] (all three APIs)."""
+    """Tool results a request carries: [{id, text, is_error}] (all three APIs); an image block reads as
+    "[image]" in ``text``."""
     out: list[dict[str, Any]] = []
     if not isinstance(body, dict):
         return out
@@ -248,8 +263,12 @@ def request_summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | None, final_text: str,
-                   client_error: str = "", marker: str = TOOL_MARKER) -> tuple[list[TurnCheck], bool | None]:
-    """The verdicts on one turn's capture and the client's result; and whether the marker came back."""
+                   client_error: str = "", marker: str = TOOL_MARKER, tool: str = "", image: bool = False,
+                   effect: tuple[Effect, str | None] | None = None) -> tuple[list[TurnCheck], bool | None]:
+    """The verdicts on one turn's capture and the client's result; and whether the marker came back.
+    ``tool``: the call CL-TOOL-RUN needs is of this tool (any tool when empty); ``image``: judge CL-IMAGE;
+    ``effect``: the file the turn had to change and what it held afterwards (None: not found), judged as
+    CL-EFFECT."""
     checks: list[TurnCheck] = []
     bad = []
     models = [t for t in records if is_model_request(t)]
@@ -272,26 +291,46 @@ def capture_checks(records: list[dict[str, Any]], *, tool_turn: bool, rc: int | 
     checks.append(TurnCheck("CL-FINAL-TEXT", text_ok, f"final text {final_text.strip()[:120]!r}" if text_ok
                             else (client_error[:500] or f"exit {rc}, final text {final_text.strip()[:120]!r}")))
     marker_seen: bool | None = None
+    said = ""
     if tool_turn:
         calls = [(i, c) for i, t in enumerate(models) for c in tool_calls(t)]
-        ran = []
+        others = [c["name"] for _, c in calls if tool and c["name"] != tool]
+        calls = [(i, c) for i, c in calls if not tool or c["name"] == tool]
+        ran, sent = [], []  # the calls' non-error results; every result the client sent back for them
         for i, call in calls:
             for later in models[i + 1:]:
                 for res in tool_results(later.get("request_body")):
-                    if _same_id(res["id"], call["id"]) and res["text"].strip() and not res["is_error"]:
-                        ran.append((call, res))
+                    if _same_id(res["id"], call["id"]):
+                        sent.append(res)
+                        if res["text"].strip() and not res["is_error"]:
+                            ran.append((call, res))
+        said = next((r["text"].strip() for r in sent if r["text"].strip()), "")  # the client's own words
         texts = [r["text"] for _, r in ran]
         marker_seen = any(marker in x for x in texts) or marker in final_text
         if not calls:
-            detail = "the server's answers made no tool call"
+            detail = (f"the server's answers made no call of {tool}" + (f" (calls: {', '.join(others)})"
+                                                                         if others else "")
+                      if tool else "the server's answers made no tool call")
         elif not ran:
             detail = (f"{len(calls)} tool call(s) ({', '.join(c['name'] for _, c in calls)}) but no later request "
-                      "carries a non-error result for them")
+                      "carries a non-error result for them" + (f" (the client sent back: {said[:200]!r})"
+                                                               if said else ""))
         else:
             call, res = ran[0]
             detail = (f"{call['name']} {call['arguments'][:120]} -> result {res['text'].strip()[:160]!r}; "
                       f"asked command's output {'seen' if marker_seen else 'not seen'}")
         checks.append(TurnCheck("CL-TOOL-RUN", bool(ran), detail))
+        if image:
+            images = [r for _, r in ran if "[image]" in r["text"]]
+            checks.append(TurnCheck("CL-IMAGE", bool(images), "the tool result sent back carries an image block"
+                                    if images else "no tool result sent back carries an image block"))
+    if effect is not None:
+        want, found = effect
+        done = found is not None and want.text in found
+        result = f"; the tool result: {said[:200]!r}" if tool_turn and said else ""
+        checks.append(TurnCheck("CL-EFFECT", done, f"{want.name} holds {want.text!r}" if done else
+                                f"{want.name} " + ("not found" if found is None else
+                                                   f"holds {found.strip()[:120]!r}, not {want.text!r}") + result))
     return checks, marker_seen
 
 
@@ -351,18 +390,38 @@ def _end_group(proc: subprocess.Popen) -> None:
         time.sleep(0.01)
 
 
+def _find_effect(effect: Effect, cwd: Path, home: Path) -> str | None:
+    """The text of the file ``effect`` names: in the working folder, else anywhere under the home (the
+    first found); None when there is none."""
+    for path in [cwd / effect.name, *sorted(home.rglob(effect.name))]:
+        try:
+            if path.is_file():
+                return path.read_bytes()[:65536].decode("utf-8", "replace")
+        except OSError:
+            continue
+    return None
+
+
 def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Path, *, turn: str, prompt: str,
-             api_key: str = DUMMY_KEY, timeout: float = DEFAULT_TURN_TIMEOUT) -> TurnResult:
+             api_key: str = DUMMY_KEY, timeout: float = DEFAULT_TURN_TIMEOUT, spec: TurnSpec | None = None
+             ) -> TurnResult:
     """One turn (see the module docstring). What the client needs (its HOME, config files) lives in a
     private temporary folder (mode 0700), removed after the turn; the key reaches it through its
     environment only. ``work`` (made absolute first) gets the capture, the command line with the key
-    redacted, and the client's stdout and stderr, the key scrubbed from them in every form."""
+    redacted, and the client's stdout and stderr, the key scrubbed from them in every form. ``spec``
+    (``kinds.TurnSpec``): the model id to ask for, the files to write into the working folder first
+    (``{cwd}`` in the prompt is that folder), the tool the turn must call and what it must leave behind;
+    without one, ``turn == "tool"`` makes it a tool turn of any tool."""
     from harnesscheck.replay.capture import ProxyThread, secret_variants
 
     work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     secrets = secret_variants([api_key])
-    res = TurnResult(client.name, client.label, inst.version, client.api, turn, prompt)
+    if spec is not None and spec.model:
+        model = spec.model
+    tool = spec.tool if spec is not None else ""
+    res = TurnResult(client.name, client.label, inst.version, client.api, turn, prompt, model=model, tool=tool)
+    found: str | None = None
     cap = work / "capture.jsonl"
     private = Path(tempfile.mkdtemp(prefix=f"harnesscheck-{client.name}-"))  # mode 0700
     watcher = guard()
@@ -370,6 +429,10 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
     try:
         with ProxyThread(upstream=endpoint, out=cap) as proxy:
             prep = client.prepare(inst, private, proxy.url, model, api_key)
+            if spec is not None:
+                for name, data in spec.files.items():
+                    (prep.cwd / name).write_bytes(data)
+                prompt = res.prompt = prompt.replace("{cwd}", str(prep.cwd))
             cmd = client.command(inst, prep, prompt, model)
             env = {k: ("[REDACTED]" if v == api_key else redact_text(v, secrets)) for k, v in prep.env.items()}
             (work / "command.json").write_text(json.dumps({"cmd": [redact_text(c, secrets) for c in cmd],
@@ -382,6 +445,8 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
             t0 = time.time()
             rc, out, err, timed_out = _run(cmd, run_env, prep.cwd, timeout)
             res.seconds = round(time.time() - t0, 3)
+            if spec is not None and spec.effect is not None:
+                found = _find_effect(spec.effect, prep.cwd, prep.home)
     except OSError as exc:  # the client could not be started (or its config written): the kit's side
         res.kit_error = res.error = redact_text(f"could not run {client.label}: {exc}", secrets)
         return res
@@ -406,21 +471,28 @@ def run_turn(client: Client, inst: Install, endpoint: str, model: str, work: Pat
     posts = [t for t in records if is_model_request(t)]
     if posts:
         res.first_post_s = round(posts[0]["timings"]["started_at"] - t0, 3)
-    res.checks, res.marker_seen = capture_checks(records, tool_turn=(turn == "tool"), rc=rc,
-                                                 final_text=parsed.final_text, client_error=res.error)
+    marker = (spec.marker or TOOL_MARKER) if spec is not None else TOOL_MARKER
+    res.checks, res.marker_seen = capture_checks(
+        records, tool_turn=bool(tool) if spec is not None else turn == "tool", rc=rc, final_text=parsed.final_text,
+        client_error=res.error, marker=marker, tool=tool, image=spec is not None and spec.image,
+        effect=(spec.effect, found) if spec is not None and spec.effect is not None else None)
     res.ok = all(c.ok for c in res.checks)
     return res
 
 
 def turns_for(client: Client) -> list[tuple[str, str]]:
+    """The text and shell turns alone, as (name, prompt): the first two of ``kinds.turns_for``."""
     return [("text", TEXT_PROMPT), ("tool", client.tool_prompt(TOOL_COMMAND))]
 
 
 def run_client(client: Client, inst: Install, endpoint: str, model: str, out: Path, *, api_key: str = DUMMY_KEY,
-               timeout: float = DEFAULT_TURN_TIMEOUT, turns: list[tuple[str, str]] | None = None) -> list[TurnResult]:
-    results = []
-    for turn, prompt in turns or turns_for(client):
-        tag = client.name + ("" if client.api == client.apis[0] else f"-{client.api}")
-        results.append(run_turn(client, inst, endpoint, model, out / tag / turn, turn=turn, prompt=prompt,
-                                api_key=api_key, timeout=timeout))
-    return results
+               timeout: float = DEFAULT_TURN_TIMEOUT, turns: list[tuple[str, str]] | None = None,
+               specs: list[TurnSpec] | tuple[TurnSpec, ...] | None = None) -> list[TurnResult]:
+    """A client's turns, in order: ``specs`` (``kinds.TurnSpec``), else ``turns`` ((name, prompt) pairs), else
+    its text and shell turns (``turns_for``). Captures under ``out/<client>[-<api>]/<turn>/``."""
+    tag = client.name + ("" if client.api == client.apis[0] else f"-{client.api}")
+    if specs is not None:
+        return [run_turn(client, inst, endpoint, model, out / tag / t.name, turn=t.name, prompt=t.prompt,
+                         api_key=api_key, timeout=timeout, spec=t) for t in specs]
+    return [run_turn(client, inst, endpoint, model, out / tag / turn, turn=turn, prompt=prompt, api_key=api_key,
+                     timeout=timeout) for turn, prompt in turns or turns_for(client)]

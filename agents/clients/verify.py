@@ -2,9 +2,12 @@
 
 The kit infers from the rules an endpoint fails that a client "would break" (the rule's measured
 impact, ``impact.json``). ``verify_clients`` measures it instead: it runs the installed real
-clients' text and tool turns (``turns.run_client``, through the capture proxy) against the
-endpoint itself; ``compare_verdicts`` puts the two side by side (the per-client lines of a run,
-measured beside inferred, are ``harnesscheck.reports.clients``').
+clients' turns of each of their real tool kinds (``kinds.VERIFY``: Claude Code's text, Bash, Read,
+Edit and image-reading turns; Codex's text and shell turns and, under its gpt-5.x catalog profile
+given to the endpoint's model id, its freeform apply_patch and shell turns; OpenClaw's text, exec and
+apply_patch turns; through the capture proxy) against the endpoint itself, and reports each turn;
+``compare_verdicts`` puts the two side by side; the per-client lines of a run,
+measured beside inferred, are ``harnesscheck.reports.clients``'s.
 
 ``verify_clients(endpoint, model, api_key, apis, out, *, timeout=180.0, progress=None) -> dict``
 
@@ -12,7 +15,9 @@ measured beside inferred, are ``harnesscheck.reports.clients``').
     Code over Messages, Codex over Responses, OpenClaw over Messages and, when those APIs are
     selected, over Responses and Chat. Only clients already in the cache are run (nothing is
     installed from npm here; ``python -m harnesscheck.agents.clients`` installs them): a client not
-    installed, or whose binary does not start, is listed with ``skipped`` set, never an error.
+    installed, or whose binary does not start, is listed with ``skipped`` set, never an error; a turn
+    the kit could not run (Codex without the catalog entry its profile names) is listed under
+    ``not_run`` with why, and the client's other turns give its verdict.
     ``api_key`` None gives the clients a dummy key. Captures and the clients' output go to
     ``out/<client>[-<api>]/<turn>/`` (made absolute: a relative ``--out`` works the same). A client
     that could not be started at all is listed with ``skipped`` and ``kit_error`` set, never as a
@@ -22,7 +27,7 @@ measured beside inferred, are ``harnesscheck.reports.clients``').
          "clients": {"codex": {"label": "Codex 0.171.0", "api": "responses",
                                "turns": {"text": {"ok": True, "failed": [], "error": "", "final_text": "ok",
                                                   "seconds": 1.2, "timed_out": False, "capture": "..."},
-                                         "tool": {...}},
+                                         "tool": {...}, "patch": {...}, "shell": {...}},
                                "measured": "works", "skipped": ""},
                      "openclaw:chat": {...}, ...}}
 
@@ -30,7 +35,7 @@ measured beside inferred, are ``harnesscheck.reports.clients``').
     API, as in the kit's verdicts. ``measured`` is "breaks" when a turn failed (``failed`` lists its
     failed checks, ``"CL-FINAL-TEXT: <detail>"``; ``error`` the client's own error), "timed out"
     when a turn only ran out of time (every request it made was answered, the client had not
-    finished by the deadline: slowness, not a verdict), "works" when both passed, "" when skipped.
+    finished by the deadline: slowness, not a verdict), "works" when every turn passed, "" when skipped.
 
 ``compare_verdicts(inferred: dict[str, str], measured: dict) -> list[dict]``
 
@@ -54,7 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client,
+from harnesscheck.agents.clients import (DUMMY_KEY, LABELS, client_entry, client_key, get_client, kinds,
                                          prepare_clients, turns)
 from harnesscheck.conformance.impact import NOT_MEASURED, UNAFFECTED, WOULD_BREAK, label_of
 
@@ -89,10 +94,16 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
     for key, client, inst in prepared:
         if progress:
             progress(f"{key}: running {client.label} {inst.version} over {client.api}")
-        results = turns.run_client(client, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
-                                   timeout=timeout)
-        kit_error = next((r.kit_error for r in results if r.kit_error), "")
-        if kit_error:  # not run: no verdict either way
+        results = []
+        for spec in kinds.turns_for(client):  # each of its real tool kinds (kinds.VERIFY), one turn each
+            if spec.name in kinds.VERIFY[client.name]:
+                runner, spec = kinds.on_endpoint(client, spec)
+                results += turns.run_client(runner, inst, endpoint, model, out, api_key=api_key or DUMMY_KEY,
+                                            timeout=timeout, specs=[spec])
+        not_run = {r.turn: r.kit_error for r in results if r.kit_error}  # the kit could not run these turns
+        results = [r for r in results if not r.kit_error]
+        kit_error = next(iter(not_run.values()), "")
+        if not results:  # not run: no verdict either way
             clients[key] = {"label": LABELS[client.name], "api": client.api, "turns": {}, "measured": "",
                             "skipped": kit_error, "kit_error": True}
             if progress:
@@ -105,6 +116,8 @@ def verify_clients(endpoint: str, model: str, api_key: str | None, apis: list[st
         measured = _measured_of(results)
         clients[key] = {"label": label_of(client_entry(client, inst)), "api": client.api,
                         "turns": by_turn, "measured": measured, "skipped": ""}
+        if not_run:  # e.g. Codex without a gpt-5.5 catalog entry: its other turns still speak
+            clients[key]["not_run"] = not_run
         if progress:
             progress(f"{key}: {measured}" + "".join(f"; {n}: {t['failed'][0]}" for n, t in by_turn.items()
                                                     if t["failed"]))

@@ -1,37 +1,46 @@
 """Real clients against the reference server (opt in: HARNESSCHECK_E2E=1; see conftest.py).
 
-Each client completes a text turn and a tool turn through the capture proxy; Codex falls back from
-the WebSocket transport at once (the server answers the upgrade 426); one fault that breaks each
-client does break it; ``verify.verify_clients`` measures "works" on a clean server and "breaks" for
-Codex under ``rs-missing-completed``.
+Each client completes every turn of its real tool kinds (agents/clients/kinds.py) through the capture
+proxy; Codex falls back from the WebSocket transport at once (the server answers the upgrade 426); a
+sample of faults gives, per client and turn, the verdict conformance/impact.json records (a client update
+that changes one is noticed here: re-measure with `harnesscheck clients --faults`);
+``verify.verify_clients`` measures "works" on a clean server, "breaks" for Codex under
+``rs-missing-completed`` and, on its apply_patch turn alone, under ``rs-custom-call-as-function``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from harnesscheck.agents.clients import get_client, turns, verify
+from harnesscheck.agents.clients import get_client, kinds, turns, verify
+from harnesscheck.conformance import impact
 from harnesscheck.reference_server.launch import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")
 MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+MODELS = ("--model-id", MODEL, "--model-id", kinds.CODEX_CATALOG_MODEL)  # Codex's catalog turns ask for gpt-5.5
+# (client, fault, turn): a sample of impact.json's verdicts, both ways (about 3 minutes, OpenClaw's most of it)
+SAMPLE = (("codex", "rs-custom-call-as-function", "patch"), ("codex", "rs-missing-completed", "text"),
+          ("codex", "rs-sequence-gap", "shell"), ("claude-code", "an-delta-type-mismatch", "tool"),
+          ("claude-code", "reject-tool-result-image", "image"), ("claude-code", "an-block-index-skip", "edit"),
+          ("openclaw", "an-end-turn-after-tool-use", "tool"), ("openclaw", "invalid-tool-json", "patch"))
 
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess(FAST) as s:
+    with ServerProcess([*FAST, *MODELS]) as s:
         yield s.url
 
 
 @pytest.mark.parametrize("name", ["claude-code", "codex", "openclaw"])
-def test_client_completes_both_turns(name, server, e2e_install, tmp_path):
+def test_client_completes_every_tool_kind(name, server, e2e_install, tmp_path):
     client = get_client(name)
     inst = e2e_install(client.install_name)
-    results = turns.run_client(client, inst, server, MODEL, tmp_path)
+    results = turns.run_client(client, inst, server, MODEL, tmp_path, specs=kinds.turns_for(client))
     for r in results:
         assert r.ok, (r.turn, [(c.id, c.detail) for c in r.checks if not c.ok], r.error, r.stderr_tail[-800:])
-    assert results[1].turn == "tool"
+    assert [r.turn for r in results] == [t.name for t in kinds.turns_for(client)]
 
 
 def test_codex_websocket_refusal_falls_back_at_once(server, e2e_install, tmp_path):
@@ -43,15 +52,21 @@ def test_codex_websocket_refusal_falls_back_at_once(server, e2e_install, tmp_pat
     assert r.first_post_s is not None and r.first_post_s < 4.0  # 405 cost ~6.5 s of retries
 
 
-@pytest.mark.parametrize("name,fault,turn", [("claude-code", "an-delta-type-mismatch", "tool"),
-                                             ("codex", "rs-missing-completed", "text")])
-def test_fault_breaks_client(name, fault, turn, e2e_install, tmp_path):
+@pytest.mark.parametrize("name,fault,turn", SAMPLE)
+def test_fault_gives_the_recorded_verdict(name, fault, turn, e2e_install, tmp_path):
+    """The turn passes or fails under the fault as impact.json recorded it (with the client version it
+    names); a different version that changes the verdict fails here: re-measure and update the docs."""
     client = get_client(name)
     inst = e2e_install(client.install_name)
-    prompt = dict(turns.turns_for(client))[turn]
-    with ServerProcess([*FAST, "--fault", fault]) as s:
-        r = turns.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=prompt, timeout=150)
-    assert not r.ok
+    recorded = impact.load()["faults"][fault][name]["turns"][turn]
+    spec = next(t for t in kinds.turns_for(client) if t.name == turn)
+    with ServerProcess([*FAST, *MODELS, "--fault", fault]) as s:
+        r = turns.run_turn(client, inst, s.url, MODEL, tmp_path, turn=turn, prompt=spec.prompt, spec=spec,
+                           timeout=150)
+    version = impact.load()["clients"][name]["version"]
+    assert r.ok is recorded["ok"], (f"{client.label} {inst.version} (impact.json: {version}) under {fault}, "
+                                    f"{turn} turn: recorded ok={recorded['ok']} ({recorded['failed'][:1]}), now "
+                                    f"ok={r.ok}: {[(c.id, c.detail) for c in r.checks if not c.ok]} {r.error}")
 
 
 def _usable(e2e_install, names: tuple[str, ...]) -> list[str]:
@@ -75,7 +90,8 @@ def test_verify_clients_clean_server_works(server, e2e_install, tmp_path):
     ran = {k: c for k, c in got["clients"].items() if not c["skipped"]}
     assert {k.partition(":")[0] for k in ran} == set(usable), got["clients"]
     for key, c in ran.items():
-        assert c["measured"] == "works" and set(c["turns"]) == {"text", "tool"}, (key, c["turns"])
+        name = key.partition(":")[0]
+        assert c["measured"] == "works" and list(c["turns"]) == list(kinds.VERIFY[name]), (key, c["turns"])
     rows = verify.compare_verdicts({}, got)
     assert rows and all(r["measured"] == "works" and r["agrees"] for r in rows)
 
@@ -91,7 +107,7 @@ def test_verify_clients_codex_breaks_without_response_completed(e2e_install, tmp
     assert list(got["clients"]) == ["codex", "openclaw:responses"]
     assert "not installed" in got["clients"]["openclaw:responses"]["skipped"]
     codex = got["clients"]["codex"]
-    assert set(codex["turns"]) == {"text", "tool"}
+    assert list(codex["turns"]) == list(kinds.VERIFY["codex"])
     assert codex["label"] == f"Codex {inst.version}" and codex["measured"] == "breaks", codex
     for turn in codex["turns"].values():
         assert any(f.startswith("CL-FINAL-TEXT") for f in turn["failed"]), turn
@@ -99,3 +115,19 @@ def test_verify_clients_codex_breaks_without_response_completed(e2e_install, tmp
     assert verify.compare_verdicts({codex["label"]: "would break"}, got) == [
         {"client": codex["label"], "inferred": "would break", "measured": "breaks", "agrees": True,
          "by_api": {"responses": "breaks"}}]
+
+
+def test_verify_clients_codex_breaks_on_its_patch_turn_when_the_custom_call_is_a_function(e2e_install, tmp_path,
+                                                                                          monkeypatch):
+    """The issue's case: with a custom tool's call answered as a function_call, Codex's text and shell turns
+    pass, its apply_patch turn does not edit the file (Codex answers the call "aborted"): it breaks."""
+    inst = e2e_install("codex")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "codex").symlink_to(inst.prefix)
+    monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path / "cache"))
+    with ServerProcess([*FAST, "--fault", "rs-custom-call-as-function"]) as s:
+        got = verify.verify_clients(s.url, MODEL, None, ["responses"], tmp_path / "out", timeout=150)
+    codex = got["clients"]["codex"]
+    assert codex["measured"] == "breaks", codex
+    assert [n for n, t in codex["turns"].items() if not t["ok"]] == ["patch"], codex["turns"]
+    assert codex["turns"]["patch"]["failed"][0].startswith("CL-EFFECT"), codex["turns"]["patch"]

@@ -88,7 +88,8 @@ def test_claude_code_env_and_command(tmp_path):
     assert prep.env["DISABLE_TELEMETRY"] == "1" and prep.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert prep.env["HOME"] == str(tmp_path / "w" / "home")
     cmd = c.command(fake_install(tmp_path, "claude-code"), prep, "hi", "m/1")
-    assert cmd[1:3] == ["-p", "hi"] and cmd[cmd.index("--model") + 1] == "m/1" and "Bash" in cmd
+    assert cmd[1:3] == ["-p", "hi"] and cmd[cmd.index("--model") + 1] == "m/1"
+    assert cmd[cmd.index("--allowedTools") + 1] == "Bash,Read,Edit"  # the tool kinds its turns use (kinds.py)
 
 
 @pytest.mark.parametrize("name", ["claude-code", "codex", "openclaw"])

@@ -51,7 +51,8 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run N checks at once against the endpoint, in pytest-xdist workers; timing-sensitive "
                              "checks (history timing witness, preamble timing) still hold it alone (default: 1)")
     parser.add_argument("--verify-clients", action="store_true",
-                        help="after the suite, run the installed real clients (text and tool turn) against the "
+                        help="after the suite, run the installed real clients (a turn per real tool kind: text, "
+                             "shell, Claude Code's Read/Edit/image, Codex's and OpenClaw's apply_patch) against the "
                              "endpoint and print their measured verdicts beside the inferred ones (results.json: "
                              "client_verification); install them once with `python -m harnesscheck.agents.clients`")
     parser.add_argument("--client-timeout", type=float, default=180.0, metavar="SECONDS",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 NAME = "clients"
 ORDER = 22
-HELP = ("run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact; "
+HELP = ("run the real clients (Claude Code, Codex, OpenClaw) for a text and a tool turn; --faults: client impact "
+        "(every fault, each client's real tool kinds); "
         "--overflow: what they do at the context window; --refresh-fixtures: re-capture their recorded sessions")
 DESCRIPTION = """\
 Installs (once, into $HARNESSCHECK_CLIENTS_DIR or ~/.cache/harnesscheck/clients) and runs the real
@@ -24,9 +26,18 @@ results.json go to --out.
 --websocket-probe also runs Codex with supports_websockets = true and reports the time to its first
 POST (the reference server answers the upgrade 426, so Codex falls back at once).
 
---faults runs every client against the reference server once clean and once per fault (API_FACTS:
-what breaks real clients), and writes the fault -> client table to conformance/impact.json
-(or --impact FILE); `harnesscheck check` then shows a per-harness verdict for each check.
+--faults runs every client against the reference server once clean and once per fault, on the turns
+of its real tool kinds (agents/clients/kinds.py: Claude Code's text, Bash, Read, Read+Edit and
+screenshot-reading turns; Codex's text and shell turns, and its apply_patch and shell turns under its
+gpt-5.5 catalog profile; OpenClaw's text, exec and apply_patch turns; CL-EFFECT: the edited file holds
+the new text, CL-IMAGE: the image came back in the tool result), and records per fault, client and turn
+what broke (the client's own error) in conformance/impact.json (or --impact FILE), saved after each
+fault; a run of some faults (--fault), clients or turns (--turn) updates the file turn by turn. The
+faults met only at the context window are measured by the overflow session (--overflow's cases, turns
+"overflow", "overflow-usage", "overflow-compact"); stall-stream is marked not measurable, with why.
+--fault all measures every fault (about 1.5 hours on a loaded 2-core machine, OpenClaw most of it);
+--fault missing those the file lacks. `harnesscheck check` then shows a per-harness verdict for each
+check.
 
 --overflow runs Claude Code and Codex (the installed ones) through a session that grows past a small
 context window of the reference server, once per overflow form (the API's own refusal, {"detail": ...},
@@ -45,7 +56,8 @@ Examples:
   harnesscheck clients --endpoint http://localhost:8000 --model nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
   harnesscheck clients --clients codex --websocket-probe
   harnesscheck clients --faults --fault rs-missing-completed --clients codex
-  harnesscheck clients --faults --fault all          # the whole table (about an hour, OpenClaw most of it)
+  harnesscheck clients --faults --fault all          # the whole table (about 1.5 hours, OpenClaw most of it)
+  harnesscheck clients --faults --fault all --clients claude-code,codex --turn patch --turn edit
   harnesscheck clients --overflow --clients claude-code,codex
   harnesscheck clients --refresh-fixtures --session codex-gpt-5.5
 
@@ -74,8 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--websocket-probe", action="store_true",
                         help="also run Codex with supports_websockets = true and time its first POST")
     parser.add_argument("--faults", action="store_true", help="client impact: run the clients against each fault")
-    parser.add_argument("--fault", action="append", default=[], metavar="NAME", help="--faults: only these faults; 'all': every reference-server fault (default: the faults "
-                        "API_FACTS names as breaking or tolerated). Each client meets only the faults of its API")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="--faults: only these faults; 'all': every reference-server fault; 'missing': the faults "
+                        "the impact file has no measurement of (default: the faults API_FACTS names as breaking or "
+                        "tolerated). Each client meets only the faults of its API")
+    parser.add_argument("--turn", action="append", default=[], metavar="NAME",
+                        help="--faults: only these turns (text, tool, read, edit, image, patch, shell: "
+                             "agents/clients/kinds.py; overflow: the overflow session of the faults met at the "
+                             "window); the file keeps the other turns' measurements")
     parser.add_argument("--impact", metavar="FILE", help="--faults: write here instead of conformance/impact.json")
     parser.add_argument("--overflow", action="store_true",
                         help="what the clients do when their session outgrows the context window (per overflow form)")
@@ -116,31 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if args.overflow:
         return _overflow(args, out, wanted)
     if args.faults:
-        if "all" in args.fault:  # each client then meets its API's faults (fault_runs.faults_for)
-            from harnesscheck.reference_server.faults import FAULTS
-
-            faults = tuple(FAULTS)
-        else:
-            faults = tuple(args.fault) or fault_runs.DEFAULT_FAULTS
-        runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else fault_runs.DEFAULT_RUNS
-        data = fault_runs.run_impact(out / "faults", runs=runs, faults=faults, model=args.model,
-                                     timeout=args.timeout, progress=lambda s: print(f"  {s}", flush=True))
-        path = Path(args.impact) if args.impact else impact.IMPACT_PATH
-        if path.exists() and (args.fault or runs != fault_runs.DEFAULT_RUNS):  # a partial run updates the file
-            old = impact.load(path)
-            for k in ("clients", "clean", "skipped"):
-                old.setdefault(k, {}).update(data[k])
-            for f, cells in data["faults"].items():
-                old.setdefault("faults", {}).setdefault(f, {}).update(cells)
-            old["measured"] = data["measured"]
-            data = old
-        fault_runs.save(data, path)
-        for row in fault_runs.table(data):
-            print("  ".join(f"{c:28}" for c in row))
-        for k, why in data.get("skipped", {}).items():
-            print(f"skipped {k}: {why}")
-        print(f"wrote {path}")
-        return 0
+        return _faults(args, out, wanted)
 
     if args.endpoint:  # unusable: one line and exit 2, before any install or client run
         from harnesscheck.conformance.preflight import probe_timeout, require_usable, say
@@ -187,6 +181,66 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {out / 'results.json'}")
     failed = [r for r in results if not r.get("skip") and not r.get("ok")]
     return 1 if failed else 0
+
+
+def _faults(args: argparse.Namespace, out: Path, wanted: list[tuple[str, str | None]]) -> int:
+    """--faults: measure, saving the impact file after each fault (a stopped run keeps what it measured;
+    a partial run, of some faults, clients or turns, updates the file turn by turn)."""
+    from harnesscheck.agents.clients import fault_runs, kinds
+    from harnesscheck.conformance import impact
+    from harnesscheck.errors import UsageError
+    from harnesscheck.reference_server.faults import FAULTS
+
+    path = Path(args.impact) if args.impact else impact.IMPACT_PATH
+    old = impact.load(path) if path.exists() else {}
+    chosen: list[str] = []
+    for name in args.fault:
+        if name == "all":  # each client then meets its API's faults (fault_runs.runs_for_fault)
+            chosen += list(FAULTS)
+        elif name == "missing":  # the faults the file has no client measurement of
+            chosen += fault_runs.missing(old)
+        elif name in FAULTS:
+            chosen.append(name)
+        else:
+            raise UsageError(f"--fault: unknown fault {name!r} (all, missing, or one of: {', '.join(FAULTS)})")
+    faults = tuple(dict.fromkeys(chosen)) or fault_runs.DEFAULT_FAULTS
+    unknown = [t for t in args.turn if t not in (*kinds.names(), "overflow")]
+    if unknown:
+        raise UsageError(f"--turn: unknown turn {unknown[0]!r} (known: {', '.join(kinds.names())}, overflow)")
+    runs = tuple(wanted) if args.clients != "claude-code,codex,openclaw" else fault_runs.DEFAULT_RUNS
+    t0 = time.monotonic()
+
+    def save(data: dict) -> None:
+        fault_runs.save(fault_runs.merge(old, data), path)
+
+    say = lambda s: print(f"  {s}", flush=True)  # noqa: E731
+    short = tuple(t for t in args.turn if not t.startswith("overflow"))
+    data: dict = {}
+    if short or not args.turn:  # the short turns meet every fault but those shown only at the window
+        data = fault_runs.run_impact(out / "faults", runs=runs, model=args.model, timeout=args.timeout,
+                                     faults=tuple(f for f in faults if f not in fault_runs.OVERFLOW_ONLY),
+                                     turn_names=short, progress=say, on_fault=save)
+        old = data = fault_runs.merge(old, data)
+    cases = fault_runs.overflow_cases(faults)
+    if cases and (not args.turn or any(t.startswith("overflow") for t in args.turn)):
+        from harnesscheck.agents.clients import overflow
+
+        say(f"the overflow session (clients --overflow), cases {', '.join(cases)}")
+        doc = overflow.run_overflow(out / "overflow", clients=tuple(r for r in runs if r in overflow.DEFAULT_CLIENTS),
+                                    cases=cases, timeout=max(args.timeout, 400.0), progress=say, first_model_only=True)
+        doc["measured"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        (out / "overflow.json").write_text(json.dumps(doc, indent=1))
+        data = fault_runs.merge(old, fault_runs.from_overflow(doc))
+    data = data or old
+    fault_runs.prune(data)
+    fault_runs.mark_unmeasurable(data)
+    fault_runs.save(data, path)
+    for row in fault_runs.table(data):
+        print("  ".join(f"{c:28}" for c in row))
+    for k, why in data.get("skipped", {}).items():
+        print(f"skipped {k}: {why}")
+    print(f"wrote {path} ({fault_runs.coverage(data)}; this run {time.monotonic() - t0:.0f} s)")
+    return 0
 
 
 def _refresh(args: argparse.Namespace, out: Path) -> int:
