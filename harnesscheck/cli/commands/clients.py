@@ -121,8 +121,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     from contextlib import ExitStack
 
-    from harnesscheck.agents.clients import DUMMY_KEY, fault_runs, get_client, install, turns
-    from harnesscheck.conformance import impact
+    from harnesscheck.agents.clients import DUMMY_KEY, get_client, install, turns
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
