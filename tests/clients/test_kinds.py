@@ -332,3 +332,13 @@ def test_verify_runs_every_tool_kind_and_keeps_turns_the_kit_could_not_run_apart
     assert list(codex["turns"]) == ["text", "tool"] and not codex["skipped"], codex
     assert set(codex["not_run"]) == {"patch", "shell"} and "catalog" in codex["not_run"]["patch"], codex["not_run"]
     assert codex["turns"]["text"]["ok"] and codex["measured"] in ("works", "breaks")
+
+
+@pytest.mark.parametrize("args,words", [(["--fault", "nope"], "--fault: unknown fault 'nope' (all, missing"),
+                                        (["--fault", "rs-sequence-gap", "--turn", "nope"], "--turn: unknown turn 'nope'")])
+def test_faults_usage_errors_are_one_line(tmp_path, args, words):
+    from tests.cli.helpers import harnesscheck
+
+    ran = harnesscheck("clients", "--faults", *args, "--impact", str(tmp_path / "i.json"), "--out", "o", cwd=tmp_path)
+    assert ran.rc == 2 and words in ran.err and "Traceback" not in ran.err, ran.err
+    assert not (tmp_path / "i.json").exists()
