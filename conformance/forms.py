@@ -85,10 +85,14 @@ def form_of(rule: str, words: str, status: int | None = 200) -> str:
 
 
 def seen(rule: str, form: str, words: str) -> str:
-    """'AN-TOOLS-006: a request refused (HTTP 4xx) (HTTP 400: ...)': what a client line says was seen."""
+    """'AN-TOOLS-006: a request refused (HTTP 4xx) (HTTP 400)': what a client line says was seen. A refusal's or
+    an error's own text is the check's message, printed once with the check: the line keeps only its status."""
     text = " ".join(words.split())[:160]
     if form == ANSWERED and text:  # the rule and the words say it
         return f"{rule}: {text}"
+    status = re.search(r"\bHTTP \d{3}\b", text) if form in (REFUSED, SERVER_ERROR) else None
+    if status or form in (REFUSED, SERVER_ERROR):
+        text = status.group(0) if status else ""
     return f"{rule}: {FORMS.get(form, form)}" + (f" ({text})" if text else "")
 
 
@@ -113,14 +117,15 @@ PLANTED_FORMS: dict[str, tuple[str, ...]] = {
         "rs-ignore-previous-response-id", "rs-no-encrypted-content", "rs-fields-dropped", "parallel-calls-not-disabled",
         "forced-cut-raw-markup", "server-tools-as-client-tools", "count-tokens-partial",
         "chat-history-reasoning-one-name", "thinking-off-output-as-reasoning", "rs-custom-tool-dropped",
-        "rs-custom-call-as-function"), _forms(ANSWERED)),
+        "rs-custom-call-as-function", "count-tokens-estimate", "dispatch-late", "trim-reasoning-before-last-query",
+        "nonstream-calls-as-text"), _forms(ANSWERED)),
     # a request refused (4xx): the request shapes and routes the fault refuses
     **dict.fromkeys((
         "model-slash-404", "model-percent-2f-not-decoded", "reject-cache-control", "reject-system-role",
         "reject-unknown-fields", "rs-require-input", "reject-compressed-body", "rs-function-tools-only",
         "rs-narrow-request-schema", "reject-cache-control-extensions", "reject-tool-result-image",
         "reject-server-tools", "reject-history-thinking", "no-count-tokens-route", "overflow-detail-shape",
-        "overflow-bare-400"), _forms(REFUSED)),
+        "overflow-bare-400", "unknown-model-openai-shape"), _forms(REFUSED)),
     "wrong-error-shape": _forms(REFUSED, SERVER_ERROR),  # the API's refusal in another shape (a 404 too)
     "bad-input-500": _forms(SERVER_ERROR),
     "overflow-500": _forms(SERVER_ERROR),

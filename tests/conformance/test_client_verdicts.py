@@ -34,10 +34,12 @@ def test_a_gateway_refusing_tool_choice_any_breaks_no_client(tmp_path: Path) -> 
                                      select="AN-TOOLS-001 or AN-TOOLS-006 or AN-CLIENT-001 or AN-CLIENT-002"),
                         tmp_path, subprocess_run=True, quiet=True)
     outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
-    assert outcomes == {"AN-TOOLS-001": "fail", "AN-TOOLS-006": "fail", "AN-CLIENT-001": "pass",
-                        "AN-CLIENT-002": "pass"}, outcomes
-    tools_006 = next(c for c in doc["checks"] if c["id"] == "AN-TOOLS-006")
-    assert tools_006["violations"] == {"AN-TOOLS-006": "refused"}, tools_006
+    # one finding per deviation (issue 41): the refusal is AN-TOOLS-001's, which sends the forced choice;
+    # AN-TOOLS-006 judges streamed arguments, not the refusal again
+    assert outcomes.pop("AN-TOOLS-006") != "fail", doc
+    assert outcomes == {"AN-TOOLS-001": "fail", "AN-CLIENT-001": "pass", "AN-CLIENT-002": "pass"}, outcomes
+    tools_001 = next(c for c in doc["checks"] if c["id"] == "AN-TOOLS-001")
+    assert set(tools_001["violations"].values()) == {"refused"}, tools_001
     lines = client_lines(doc)
     assert len(lines) == 2 and not any("would break" in line for line in lines), lines
     for line in lines:

@@ -81,7 +81,7 @@ def test_workload_trace_validates_and_expands() -> None:
     ({"session": "a", "turn": 0, "request": {}, "delta": {"base": "previous"}}, "exactly one of 'request'"),
     ({"session": "a", "turn": 0, "request": {}, "colour": 1}, "unknown field(s) ['colour']"),
     ({"session": "a", "turn": 0, "request": {}, "timing": {"think_ms": -1}}, "timing 'think_ms' must be a number"),
-    ({"session": "a", "turn": 0, "request": {}, "path": "v1/x"}, "'path' must start with '/'"),
+    ({"session": "a", "turn": 0, "request": {}, "path": "v1/x"}, "'path' must be a request path starting with '/'"),
     ({"session": "a", "turn": 0, "delta": {"base": "first"}}, "delta 'base' must be \"previous\""),
 ])
 def test_validation_messages(line, message) -> None:

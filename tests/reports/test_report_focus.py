@@ -106,7 +106,9 @@ def test_a_client_session_failure_points_at_the_frame_its_message_names(client_s
     (check,) = [c for c in doc["checks"] if c["id"] == "AN-CLIENT-001"]
     assert check["outcome"] == "fail" and check["level"] == "MUST", check["message"]
     named = int(re.search(r"at frame #(\d+)", check["message"]).group(1))
-    assert check["finding"]["frame_index"] == named and check["finding"]["rule"] == "AN-GRAMMAR-INDEX"
+    # the finding is the session's rule; the stream rule the answer broke is named in it (and in rules_failed)
+    assert check["finding"]["frame_index"] == named and check["finding"]["rule"] == "AN-CLIENT-001:grammar"
+    assert "AN-GRAMMAR-INDEX" in check["finding"]["observed"] + check["message"]
     assert check["rules_failed"][0] == "AN-CLIENT-001:grammar"
     transcript = json.loads((client_session_run / check["transcript"]).read_text())
     assert any(f["index"] == named for f in transcript["frames"])
