@@ -127,10 +127,13 @@ def test_a_stop_after_the_last_check_keeps_every_result(how: str, after_s: float
             time.sleep(0.01)
         time.sleep(after_s)
         alive = proc.poll() is None
-        if how.startswith("SIGINT"):
-            os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
-        else:
-            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            if how.startswith("SIGINT"):
+                os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
+            else:
+                os.kill(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:  # the run ended between the poll and the signal: a finished run's results
+            alive = False
         rc = proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
