@@ -103,7 +103,9 @@ def render(doc: Mapping[str, Any], header: Header, previous: str = "") -> str:
     checks = [c for c in doc.get("checks") or [] if isinstance(c, Mapping)]
     marks = previous_marks(previous)
     settings = run.get("settings") or {}
-    shown = ", ".join(f"{k} {v}" for k, v in settings.items() if k in ("tries", "timeout", "quick", "witness"))
+    shown = ", ".join(f"{k} {v}" for k, v in settings.items() if k in ("tries", "timeout", "witness"))
+    if settings.get("quick"):
+        shown += ", --quick"
     lines = [f"# {header.peer} as a peer", "", GENERATED, ""]
     lines.append(f"Run {str(run.get('started_at', '?'))[:16].replace('T', ' ')} UTC"
                  + (f" at kit commit `{header.commit}`" if header.commit else "")
