@@ -63,7 +63,7 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
-__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "OWN_LIMIT", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
+__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
            "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
            "scenario_turn", "tried_words"]
 
@@ -119,8 +119,6 @@ UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask:
 # they take only thinking off (a reasoning model that reasons to the limit never reaches the forced call):
 # words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its place.
 OWN_FORCING = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("001", "005", "006"))
-# checks whose small output limit is the point (a forced call cut by it): their budget never grows
-OWN_LIMIT = frozenset(f"{p}-TOOLS-005" for p in apis.PREFIXES)
 THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template", "no-think"})
 NO_THINK = "/no_think"  # the words of the no-think lever
 

@@ -408,8 +408,7 @@ class Session:
                 return self._taken(result, took)
         # Answers cut by the output limit before the path (a model still reasoning): a larger budget, times
         # levers.GROWTH each try up to the scenario's cap, with the levers that were accepted (issue 40)
-        # (not for a check whose small limit is the point: TOOLS-005 asks for one to see a forced call cut)
-        grow = None if self.check_id in levers.OWN_LIMIT else cut_on
+        grow = cut_on
         while grow is not None and levers.room_to_grow(self.attached.budget):
             self.attached.budget *= levers.GROWTH
             if run(grow):

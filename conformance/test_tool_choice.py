@@ -264,7 +264,10 @@ def _judge_cut(hc: Session, api: str, transcript: Transcript, calls: list[ToolCa
     module, check_id = apis.get(api), _check_id(api, "005")
     answer = _answer(api, transcript)
     stop, output = module.stop_reason(answer), module.usage_tokens(answer)[1]
-    if output >= CUT_LIMIT and stop != module.LENGTH_STOP:
+    sent = transcript.request_body if isinstance(transcript.request_body, dict) else {}
+    limit = sent.get(module.MAX_TOKENS_FIELD)  # the limit sent: CUT_LIMIT, or a budget the levers grew
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else CUT_LIMIT
+    if output >= limit and stop != module.LENGTH_STOP:
         fail(f"the forced call ({how}) used all {output} output tokens of the limit, but the stop reason "
              f"is {stop!r}, not {module.LENGTH_STOP!r}", transcript=transcript, rule=check_id)
     texts = [t for kind, t in module.parts(answer) if kind == "text" and t]
