@@ -156,49 +156,35 @@ def test_bench_load_stopped_in_its_second_level_keeps_the_first(tmp_path: Path, 
     assert "interrupted" in out
 
 
-def test_bench_preamble_stopped_part_way_keeps_its_samples(tmp_path: Path, slow_server: str) -> None:
-    proc, mark = _start(["bench", "preamble", "--endpoint", slow_server, "--sessions", "200", "--warmup", "1",
-                         "--system-tokens", "200", "--no-progress", "--out", "out"], tmp_path)
+def _bench_stopped(tmp_path: Path, server: str, bench: str, args: list[str], queries: int, what: str) -> dict:
+    """`bench BENCH` against the slow server, SIGTERM once `queries` more cache queries came (some measured):
+    exit 130 and its results document, marked interrupted."""
+    proc, mark = _start(["bench", bench, "--endpoint", server, "--sessions", "200", "--warmup", "1", *args,
+                         "--no-progress", "--out", "out"], tmp_path)
     try:
-        before = _health(slow_server)["cache"]["queries"]
-        _wait(lambda: _health(slow_server)["cache"]["queries"] >= before + 8, proc, "some rounds measured")
+        before = _health(server)["cache"]["queries"]
+        _wait(lambda: _health(server)["cache"]["queries"] >= before + queries, proc, what)
         rc, out, err = _stop(proc, mark, signal.SIGTERM)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert rc == 130, (out, err)
-    doc = validate_results(json.loads((tmp_path / "out" / "bench-preamble.json").read_text()))
+    doc = validate_results(json.loads((tmp_path / "out" / f"bench-{bench}.json").read_text()))
     assert doc["run"]["interrupted"] is True
+    return doc
+
+
+def test_bench_preamble_stopped_part_way_keeps_its_samples(tmp_path: Path, slow_server: str) -> None:
+    doc = _bench_stopped(tmp_path, slow_server, "preamble", ["--system-tokens", "200"], 8, "some rounds measured")
     assert any(arm["samples"] for arm in doc["benchmarks"][0]["arms"])
 
 
 def test_bench_history_stopped_part_way_keeps_its_sessions(tmp_path: Path, slow_server: str) -> None:
-    proc, mark = _start(["bench", "history", "--endpoint", slow_server, "--sessions", "200", "--warmup", "1",
-                         "--system-tokens", "200", "--turn-tokens", "20", "--no-progress", "--out", "out"], tmp_path)
-    try:
-        before = _health(slow_server)["cache"]["queries"]
-        _wait(lambda: _health(slow_server)["cache"]["queries"] >= before + 8, proc, "some sessions measured")
-        rc, out, err = _stop(proc, mark, signal.SIGTERM)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert rc == 130, (out, err)
-    doc = validate_results(json.loads((tmp_path / "out" / "bench-history.json").read_text()))
-    assert doc["run"]["interrupted"] is True
+    doc = _bench_stopped(tmp_path, slow_server, "history", ["--system-tokens", "200", "--turn-tokens", "20"], 8,
+                         "some sessions measured")
     assert any(arm["samples"] for arm in doc["benchmarks"][0]["arms"])
 
 
 def test_bench_dispatch_stopped_part_way_keeps_its_turns(tmp_path: Path, slow_server: str) -> None:
-    proc, mark = _start(["bench", "dispatch", "--endpoint", slow_server, "--sessions", "200", "--warmup", "1",
-                         "--apis", "chat", "--no-progress", "--out", "out"], tmp_path)
-    try:
-        before = _health(slow_server)["cache"]["queries"]
-        _wait(lambda: _health(slow_server)["cache"]["queries"] >= before + 6, proc, "some turns measured")
-        rc, out, err = _stop(proc, mark, signal.SIGTERM)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert rc == 130, (out, err)
-    doc = validate_results(json.loads((tmp_path / "out" / "bench-dispatch.json").read_text()))
-    assert doc["run"]["interrupted"] is True
+    doc = _bench_stopped(tmp_path, slow_server, "dispatch", ["--apis", "chat"], 6, "some turns measured")
     assert doc["benchmarks"] and all(arm["samples"] for b in doc["benchmarks"] for arm in b["arms"])
