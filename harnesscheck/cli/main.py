@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import NoReturn
 
 from harnesscheck import __version__
@@ -49,6 +49,7 @@ Every command: exit status 2 for a usage error, bad input or an unusable endpoin
 stderr), 3 for a crash of the kit (one line, its traceback saved to a file), 130 when interrupted
 (Ctrl-C, SIGTERM: child processes stopped, what was measured written)."""
 EXIT_USAGE, EXIT_KIT_BUG, EXIT_INTERRUPTED = 2, 3, 130
+DEFER_S = 0.02  # a stop that landed in a finaliser is raised again this much later
 REPEAT_GRACE_S = 10.0  # a second stop signal this soon after the first lets the clean-up finish
 
 
@@ -211,19 +212,46 @@ def _stop_on_signals() -> Iterator[None]:
     STOP_REQUESTED.clear()
     first: list[float] = []
 
-    def stop(signum: int, frame: object) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         if first and time.monotonic() - first[0] < REPEAT_GRACE_S:
             return
         first[:] = [time.monotonic()]
         STOP_REQUESTED.set()
-        raise Interrupted(f"stopped by {signal.Signals(signum).name}")
+        reason[:] = [f"stopped by {signal.Signals(signum).name}"]
+        raise_here_or_later(frame)
 
+    def raise_here_or_later(frame: FrameType | None) -> None:
+        # Python drops an exception raised inside a weakref callback or a __del__ (it only prints it as
+        # "unraisable"), and the main thread runs those whenever the collector does: the stop would be
+        # lost. There, raise it again a moment later, from wherever the main thread has got to.
+        if _swallows_exceptions(frame):
+            if signal.SIGALRM not in previous:  # the alarm is ours only from here (pytest-timeout uses it too)
+                previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, lambda _, later: raise_here_or_later(later))
+            signal.setitimer(signal.ITIMER_REAL, DEFER_S)
+            return
+        raise Interrupted(reason[0])
+
+    reason: list[str] = []
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
+        if signal.SIGALRM in previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _swallows_exceptions(frame: FrameType | None) -> bool:
+    """Whether an exception raised in `frame` would be dropped as unraisable on its way out: a
+    finaliser or a weakref callback (the ones the collector runs in the main thread) is on the stack.
+    A false yes costs DEFER_S."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 if __name__ == "__main__":

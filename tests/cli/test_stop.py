@@ -65,3 +65,36 @@ def test_stopped_run_leaves_no_process_and_keeps_what_was_measured(tmp_path, how
     assert doc["run"]["interrupted"] is True
     assert doc["checks"] and all(c["outcome"] for c in doc["checks"])
     assert "interrupted" in "".join(out)
+
+
+_IN_FINALISER = r"""
+import os, signal, sys, time, weakref
+from harnesscheck.cli.main import _stop_on_signals
+from harnesscheck.errors import Interrupted
+
+class Holder:
+    def __del__(self):  # the signal lands while the collector runs this finaliser in the main thread
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+
+members = weakref.WeakSet()
+try:
+    with _stop_on_signals():
+        started = time.monotonic()
+        member = Holder()
+        members.add(member)
+        del member  # __del__, then WeakSet's _remove callback
+        while time.monotonic() - started < 5:
+            pass
+    print("the stop was lost")
+except Interrupted as stop:
+    print(f"raised: {stop}")
+"""
+
+
+def test_a_stop_landing_in_a_finaliser_is_raised_afterwards_not_lost():
+    """CI, 2026-12-07: SIGTERM landed in WeakSet's weakref callback; Python printed the Interrupted
+    as an unraisable exception with a traceback and dropped it, and the run went on."""
+    proc = subprocess.run([sys.executable, "-c", _IN_FINALISER], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "raised: stopped by SIGTERM", (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "ignored" not in proc.stderr, proc.stderr
