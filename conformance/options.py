@@ -47,7 +47,10 @@ QUICK_LEAVES_OUT = (
     "samples beyond the first: --tries is 1 (a rule whose path the model did not take at once is inconclusive)",
     "the timing witnesses (paired TTFT sessions of the history checks, the preamble checks' timing fallback)",
     "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
+    "answer budgets past one growth step: an answer the output limit cut before the path is tried once more "
+    "with four times the limit, not up to the scenario's cap",
 )
+QUICK_GROWTH_STEPS = 1  # --quick: how many times a cut answer's budget grows (levers.GROWTH each)
 
 # Peer profiles (conformance/levers.py): how every generation request is bent for one kind of endpoint.
 PEERS = ("dynamo-mocker",)

@@ -13,6 +13,7 @@ import httpx
 
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, levers
+from harnesscheck.conformance.options import QUICK_GROWTH_STEPS
 from harnesscheck.protocol.wire import client
 from harnesscheck.protocol.wire.redact import secrets_from_args, secrets_from_url
 from harnesscheck.protocol.wire.transcript import Transcript
@@ -409,7 +410,9 @@ class Session:
         # Answers cut by the output limit before the path (a model still reasoning): a larger budget, times
         # levers.GROWTH each try up to the scenario's cap, with the levers that were accepted (issue 40)
         grow = cut_on
-        while grow is not None and levers.room_to_grow(self.attached.budget):
+        steps = QUICK_GROWTH_STEPS if self.endpoint.quick else None  # --quick: one step, so no answer runs minutes
+        while grow is not None and levers.room_to_grow(self.attached.budget) and steps != 0:
+            steps = None if steps is None else steps - 1
             self.attached.budget *= levers.GROWTH
             if run(grow):
                 return self._taken(result, took)

@@ -13,7 +13,7 @@ overflow-500, parallel-calls-not-disabled, unknown-model-openai-shape, dispatch-
 writes of its answer and then nothing, never an end (the other requests are answered); `stall-sdk-stream`
 the same for the openai SDK's first request, after one write. `always-reasons`
 is a behaviour, no bug: the model reasons before each call even when the request turns thinking off (a
-model whose template has no off switch).
+model whose template has no off switch); `reasons-long` makes each thought five times as long.
 
     python -m tests.conformance.reasoning_model_server --port P [--plant NAME,...]
 """
@@ -36,7 +36,8 @@ from harnesscheck.reference_server.faults import FAULTS
 
 # ~300 tokens of the reference tokenizer (29 tokens a sentence)
 REASONING = "Let me weigh which step comes first: the file list, then the test run, then the patch. " * 11
-PLANTS = ("stall-client-stream", "stall-sdk-stream", "always-reasons")
+PLANTS = ("stall-client-stream", "stall-sdk-stream", "always-reasons", "reasons-long")
+LONG = 5  # reasons-long: REASONING this many times (~1,500 tokens: past four times the kit's first budget)
 
 
 def _other_tool(conv: Any, name: str) -> Any:
@@ -44,7 +45,9 @@ def _other_tool(conv: Any, name: str) -> Any:
     return tools[-1] if tools else None
 
 
-def reasoning_model(next_turn: Any, *, always: bool = False) -> Any:
+def reasoning_model(next_turn: Any, *, always: bool = False, long: bool = False) -> Any:
+    reasoning = REASONING * (LONG if long else 1)
+
     def turn(conv: Any, *, thinking: bool, faults: Any = None) -> list[Part]:
         thinking = thinking or always  # always: no lever turns its reasoning off
         parts = next_turn(conv, thinking=thinking, faults=faults) if faults is not None else \
@@ -58,9 +61,9 @@ def reasoning_model(next_turn: Any, *, always: bool = False) -> Any:
                     p = Part(kind="tool_call", call=ToolCall(index=p.call.index, id="", name=other.name,
                                                              arguments=args))
                 if thinking and out and out[-1].kind == "reasoning":  # one thought, longer
-                    out[-1] = Part(kind="reasoning", text=out[-1].text + " " + REASONING)
+                    out[-1] = Part(kind="reasoning", text=out[-1].text + " " + reasoning)
                 elif thinking:
-                    out.append(Part(kind="reasoning", text=REASONING))
+                    out.append(Part(kind="reasoning", text=reasoning))
             out.append(p)
         return out
     return turn
@@ -103,7 +106,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown plant(s): {', '.join(unknown)}")
     service_module.next_turn = reasoning_model(service_module.next_turn,  # type: ignore[attr-defined]
-                                               always="always-reasons" in plants)
+                                               always="always-reasons" in plants, long="reasons-long" in plants)
     config = ServerConfig(faults=tuple(p for p in plants if p in FAULTS), context_window=65536, announce_window=False,
                           timing=TimingModel(base_ms=0, prefill_us_per_token=0, decode_ms=0))
     app: Any = create_app(config)
