@@ -49,8 +49,11 @@ QUICK_LEAVES_OUT = (
     "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
     "answer budgets past one growth step: an answer the output limit cut before the path is tried once more "
     "with four times the limit, not up to the scenario's cap",
+    "replayed client-session answers past 256 tokens: each recorded request goes with its output limit bounded "
+    "at 256 tokens (added where the client sent none); the answers are judged the same",
 )
 QUICK_GROWTH_STEPS = 1  # --quick: how many times a cut answer's budget grows (levers.GROWTH each)
+QUICK_REPLAY_BUDGET = 256  # --quick: the output limit of each replayed client-session request, in tokens
 
 # Peer profiles (conformance/levers.py): how every generation request is bent for one kind of endpoint.
 PEERS = ("dynamo-mocker",)

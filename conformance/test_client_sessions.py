@@ -34,6 +34,7 @@ import pytest
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, client_replay, grammar
 from harnesscheck.conformance.grammar.findings import Finding
+from harnesscheck.conformance.options import QUICK_REPLAY_BUDGET
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import (CheckFailed, Inconclusive, fail, refused_for_config,
                                                timed_out)
@@ -51,6 +52,28 @@ OWN_HEADERS = frozenset({"content-type", "accept", "x-api-key", "authorization"}
 def _params() -> list[Any]:
     return [pytest.param(name, marks=pytest.mark.check(check_id), id=check_id)
             for name, check_id in SESSION_CHECKS.items()]
+
+
+# the output-limit fields a recorded request may carry (the API's own, and Chat's newer name for it)
+LIMIT_FIELDS = ("max_completion_tokens",)
+
+
+def _as_recorded(hc: Session, api: str, x: dict[str, Any]) -> dict[str, Any]:
+    """The recorded request with only the model id rewritten; under --quick its output limit bounded at
+    QUICK_REPLAY_BUDGET (a slow model's answer to a 32,000-token limit runs for minutes), kept above a
+    thinking budget it carries so the request stays valid."""
+    body = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
+    if not hc.endpoint.quick:
+        return body
+    thinking = body.get("thinking")
+    floor = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
+    bound = (floor if isinstance(floor, int) else 0) + QUICK_REPLAY_BUDGET
+    fields = [f for f in (apis.get(api).MAX_TOKENS_FIELD, *LIMIT_FIELDS) if f in body] or \
+        [apis.get(api).MAX_TOKENS_FIELD]
+    for name in fields:
+        limit = body.get(name)
+        body[name] = min(limit, bound) if isinstance(limit, int) and not isinstance(limit, bool) else bound
+    return body
 
 
 def _send(hc: Session, api: str, x: dict[str, Any], body: dict[str, Any], label: str) -> Transcript:
@@ -94,6 +117,8 @@ def test_client_session(hc: Session, name: str) -> None:
     doc = client_sessions.get(name)
     if doc["api"] not in hc.endpoint.apis:
         pytest.skip(f"{doc['api']} is not among the APIs checked")
+    if hc.endpoint.quick:
+        hc.note(f"--quick: each request went with its output limit bounded at {QUICK_REPLAY_BUDGET} tokens")
     done = _replayed(hc).get(name)
     if done is None:  # not fetched with the others (a stalled endpoint): replay it here
         replay(hc, doc, SESSION_CHECKS[name])
@@ -156,7 +181,7 @@ def replay(hc: Session, doc: dict[str, Any], check_id: str, *, grammar_rules: bo
     differs: list[str] = []  # answers of another structure: their round trip is not exercised
     for i, x in enumerate(exchanges):
         where = f"{label} ({doc['name']}) request {i + 1} of {len(exchanges)}"
-        recorded = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
+        recorded = _as_recorded(hc, api, x)
         t = _send(hc, api, x, recorded, where)  # as the client sent it: the endpoint never picks the next request
         why = _refused(t, where)
         if why:
@@ -192,7 +217,7 @@ def _follow(hc: Session, api: str, x: dict[str, Any], m: client_replay.Mapping, 
     """Follow the endpoint (an extra where its answer had the recorded structure): the client's next request
     carrying the live answer's values in the client's form must be accepted (``<ID>:roundtrip``); a refusal
     fails only when the same request as recorded is accepted."""
-    recorded = {**copy.deepcopy(x["body"]), "model": hc.endpoint.model}
+    recorded = _as_recorded(hc, api, x)
     cannot = client_replay.uncarried(recorded, m)
     if cannot:
         fail(f"{where}: {cannot}", rule=f"{check_id}:roundtrip")

@@ -4,6 +4,7 @@ the plugin: the run header lists it, --tries is 1, and the checks it thins say s
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from harnesscheck.conformance.options import QUICK_LEAVES_OUT, add_options
@@ -26,3 +27,21 @@ def test_a_quick_run_says_what_it_left_out(tmp_path: Path) -> None:
     (check,) = doc["checks"]
     assert check["outcome"] == "pass", check["message"]
     assert check["notes"] == ["the older cch= form was not judged: --quick leaves it out"]
+
+
+def test_quick_bounds_each_replayed_client_request_and_judges_it_the_same(tmp_path: Path) -> None:
+    """A slow model's answer to Claude Code's recorded 32,000-token limit runs for minutes (llama-server with
+    Gemma 3 270M: 120 s and no end): --quick sends each recorded request with its output limit bounded,
+    adds one where the client sent none (Codex), and the replay is judged as before."""
+    from harnesscheck.conformance.options import QUICK_REPLAY_BUDGET
+
+    select = "AN-CLIENT-001 or RS-CLIENT-001 or CH-CLIENT-001"
+    doc = run_suite(SuiteOptions(select=select, quick=True), tmp_path, subprocess_run=True, quiet=True)
+    limits = {"AN-CLIENT-001": "max_tokens", "RS-CLIENT-001": "max_output_tokens",
+              "CH-CLIENT-001": "max_completion_tokens"}
+    for check in doc["checks"]:
+        assert check["outcome"] == "pass", check["message"]
+        assert f"--quick: each request went with its output limit bounded at {QUICK_REPLAY_BUDGET} tokens" \
+            in check["notes"]
+        sent = json.loads((tmp_path / check["transcript"]).read_text())["request_body"]  # the last request
+        assert sent[limits[check["id"]]] == QUICK_REPLAY_BUDGET, sent
