@@ -18,6 +18,8 @@ from harnesscheck.protocol.apis.anthropic import (
     recording,
 )
 from harnesscheck.protocol.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
+from harnesscheck.protocol.apis import anthropic as _anthropic
+from harnesscheck.protocol.apis.base import Reading
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 
@@ -113,7 +115,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     events = [f for f in frames if f.kind == "event"]
     sink = Collector(events)
     names = EventNames("AN-GRAMMAR-EVENT-LINE", "AN-GRAMMAR-EVENT-NAME")
-    snap: dict[str, Any] | None = recording()
+    # Folded from recording() (events before message_start recorded too); from None, the same snapshots,
+    # when the first event folded is message_start: the stream's one fold, shared with its other readers.
+    first = next((f.json for f in events if not f.done and isinstance(f.json, dict)
+                  and isinstance(f.json.get("type"), str)), None)
+    step = Reading.of(_anthropic, source).fold(
+        None if first is not None and first.get("type") == "message_start" else recording())
+    snap: dict[str, Any] | None = step.snap
     at: list[int] = []  # the frame of each recorded event, by its number
 
     for f in events:
@@ -126,7 +134,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             sink.add("AN-GRAMMAR-JSON", f.index, "data is not a JSON object with a string type",
                      f.json_error or f.data, 'a JSON object with "type"')
             continue
-        snap = accumulate(ev, snap)
+        snap = step(ev)
         at.append(f.index)
         rec = (snap or {}).get("_event") or {}
         if rec.get("what") not in ("ping", "unknown"):

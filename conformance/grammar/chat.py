@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harnesscheck.protocol.apis import chat as _chat
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 from harnesscheck.protocol.apis.chat import (
@@ -24,8 +25,10 @@ from harnesscheck.protocol.apis.chat import (
     LENGTH_STOP,
     accumulate,
     dispatch_event,
+    dispatch_shape,
     final_message,
 )
+from harnesscheck.protocol.apis.base import Reading
 
 from .findings import Collector, Finding, frames_and_request, short
 
@@ -106,17 +109,6 @@ def _is_chunk(data: Any) -> bool:
     return isinstance(data, dict) and (data.get("object") == "chat.completion.chunk" or "choices" in data)
 
 
-def _dispatch_shape(d: Any) -> bool:
-    tc = d.get("tool_call") if isinstance(d, dict) else None
-    fn = tc.get("function") if isinstance(tc, dict) else None
-    return (
-        isinstance(d, dict) and _is_int(d.get("choice_index")) and isinstance(tc, dict)
-        and _is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
-        and tc.get("type") == "function" and isinstance(fn, dict)
-        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
-    )
-
-
 def validate(source: Any, request: Any = None) -> list[Finding]:
     """Judge a Chat Completions stream (``request``: the request body, for include_usage and
     tool_choice); never raises on what the server sent. The stream's state is the fold's (``accumulate``,
@@ -131,9 +123,11 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     named: dict[str, list[int]] = {}  # event name on a chunk -> frames
     side: dict[str, list[int]] = {}  # event name of a side event (not a chunk) -> frames
 
+    step = Reading.of(_chat, source).fold()  # the stream's one fold, shared with its other readers
+
     def fold(data: Any, f: Any) -> dict[str, Any]:
         nonlocal snap
-        snap = accumulate(data, snap)
+        snap = step(data)
         at.append(f.index)
         return (snap or {}).get("_event") or {}
 
@@ -141,7 +135,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         i = f.index
         g = (snap or {}).get("_g") or {}
         if f.event == DISPATCH_EVENT:
-            if not _dispatch_shape(f.json):
+            if not dispatch_shape(f.json):
                 add("CH-DISPATCH-SHAPE", i, "malformed tool_call_dispatch",
                     f.json if f.json is not None else f.data,
                     '{"choice_index", "tool_call": {index, id, type, function{name, arguments}}}')

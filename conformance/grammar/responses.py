@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harnesscheck.protocol.apis import responses as _responses
+from harnesscheck.protocol.apis.base import Reading
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 from harnesscheck.protocol.apis.responses import (
@@ -91,6 +93,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     names = EventNames("RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-EVENT-NAME", absent_informational=True)
     snap: dict[str, Any] | None = None
     at: list[int] = []  # the frame of each folded event, by its number
+    step = Reading.of(_responses, source).fold()  # the stream's one fold, shared with its other readers
 
     for f in events:
         i = f.index
@@ -104,7 +107,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             add("RS-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data,
                 'a JSON object with "type"')
             continue
-        snap = accumulate(ev, snap)
+        snap = step(ev)
         at.append(i)
         rec = snap.get("_event") or {}
         typ: Any = ev.get("type")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 from harnesscheck.protocol.apis import base
@@ -172,6 +173,33 @@ _NEW_STATE: dict[str, Any] = {"n": 0, "done": None, "error": None, "first_id": N
 def dispatch_event(data: Any) -> dict[str, Any]:
     """A ``tool_call_dispatch`` side frame's data as the fold takes it (it changes no content)."""
     return {"object": DISPATCH_EVENT, "dispatch": data}
+
+
+def dispatch_shape(d: Any) -> bool:
+    """A ``tool_call_dispatch`` frame's data has ``choice_index`` and ``tool_call{index, id, type:
+    "function", function{name, arguments}}`` (CH-DISPATCH-SHAPE); only such a frame is folded."""
+    tc = d.get("tool_call") if isinstance(d, dict) else None
+    fn = tc.get("function") if isinstance(tc, dict) else None
+    return (
+        isinstance(d, dict) and is_int(d.get("choice_index")) and isinstance(tc, dict)
+        and is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
+        and tc.get("type") == "function" and isinstance(fn, dict)
+        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
+    )
+
+
+def fold_input(frame: Any) -> Any:
+    """What the fold takes of a frame: a chunk (a JSON object), ``"[DONE]"``, and Dynamo's well-formed
+    ``tool_call_dispatch`` frame as ``dispatch_event(data)`` (a malformed one is the grammar's to report);
+    None for anything else. Every reader of a Chat stream folds these, so the dispatches are read in the
+    fold's record (``_g["dispatches"]``), not beside it."""
+    if frame.kind != "event":
+        return None
+    if frame.event == DISPATCH_EVENT:
+        return dispatch_event(frame.json) if dispatch_shape(frame.json) else None
+    if frame.done:
+        return "[DONE]"
+    return frame.json if isinstance(frame.json, dict) else None
 
 
 def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -400,16 +428,12 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     """The folded message of one choice: ``{id, model, role, content, reasoning_content,
     tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
     frames, _ = base.frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    dispatched: list[Any] = []
-    for f in frames:
-        if f.kind != "event":
-            continue
-        if f.event == DISPATCH_EVENT:
-            dispatched.append(f.json)
-        elif isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
-    if snap is None:
+    dispatched = [f.json for f in frames if f.kind == "event" and f.event == DISPATCH_EVENT]
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot
+    # a dispatch frame folds without changing content (dispatch_event), but one before every chunk would
+    # start a snapshot: the answer is None when no chunk (an object other than an error chunk) came
+    if snap is None or not any(f.kind == "event" and f.event != DISPATCH_EVENT and isinstance(f.json, dict)
+                               and "error" not in f.json for f in frames):
         return None
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
