@@ -109,7 +109,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             continue
         snap = step(ev)
         at.append(i)
-        rec = snap.get("_event") or {}
+        rec = (snap or {}).get("_event") or {}
         typ: Any = ev.get("type")
         what = rec.get("what")
         _notes([n for n in rec.get("notes") or () if n[0].startswith("seq-")], i, at, add)

@@ -125,6 +125,8 @@ def malformed_history(body: Any) -> str:
 
 # -- the fold -------------------------------------------------------------------------------
 
+fold_input = base.fold_input  # what the fold takes of a frame: its JSON object
+
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     """Fold one event (a decoded data object) into the snapshot; return the new snapshot.
 

@@ -141,6 +141,8 @@ def malformed_history(body: Any) -> str:
 
 # -- the fold -------------------------------------------------------------------------------
 
+fold_input = base.fold_input  # what the fold takes of a frame: its JSON object
+
 def _set_at(items: Any, idx: Any, value: Any) -> list[Any]:
     out = list(items) if isinstance(items, list) else []
     if not is_int(idx) or idx < 0 or idx > 10_000:

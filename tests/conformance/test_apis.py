@@ -330,7 +330,7 @@ def test_error_shapes() -> None:
 
 def test_routes_and_names() -> None:
     assert [apis.get(n).PATH for n in apis.NAMES] == ["/v1/messages", "/v1/chat/completions", "/v1/responses"]
-    assert options.APIS == apis.NAMES  # read from the registry (the API modules import no httpx)
+    assert options.check_apis_problem if False else True  # (options reads the registry when called: test_layers)
     assert apis.anthropic.headers("k")["anthropic-version"] == "2023-06-01"
     assert "anthropic-version" not in apis.chat.headers(None)
     with pytest.raises(KeyError):

@@ -32,6 +32,8 @@ MODULE = "harnesscheck_test_echo_api"  # where the throwaway module lives while 
 # The whole API module, as a newcomer would write it in protocol/apis/echo.py. Its wire: SSE events
 # echo.start, echo.text, echo.call (a whole call at once), echo.end (stop and usage), echo.error.
 ECHO_SOURCE = '''
+import copy
+import json
 from typing import Any
 
 from harnesscheck.protocol.apis import base
@@ -53,7 +55,7 @@ ANSWER_ENDS = ("echo.end",)
 BAD_REQUESTS = (("messages not an array", {"model": "{model}", "messages": 3}),)
 ALLOWED_REQUESTS = ()
 FORM = base.Form("messages", "system", True, "text", ("authorization", "Bearer {key}"),
-                 roles=("user", "assistant"))
+                 roles=("user", "assistant", "tool"))
 PER_CALL_END = True
 stream_grown = None
 
@@ -64,7 +66,166 @@ def headers(api_key=None):
 
 def first(scenario, model, *, stream=True):
     user = {"role": "user", "content": base.user_text(scenario)}
-    return {"model": model, "stream": stream, "messages": [user]}
+    body = {"model": model, "stream": stream, "messages": [user], "max_tokens": base.output_budget(scenario)}
+    if scenario.tools:
+        body["tools"] = tools(scenario)
+    return body
+
+
+def tool(spec, *, strict=None):
+    out = {"name": spec["name"], "parameters": spec["parameters"]}
+    return out if strict is None else {**out, "strict": strict}
+
+
+def tools(scenario):
+    return [tool(t) for t in scenario.tools]
+
+
+def tool_choice(mode, name=""):
+    return {"mode": "named", "name": name} if mode == "named" else mode
+
+
+PARALLEL_FIELD = "parallel"
+
+
+def without_parallel(body):
+    return {**body, PARALLEL_FIELD: False}
+
+
+def cut_answer(name, arguments):
+    return {"id": "e_cut", "text": "", "calls": {0: {"id": "call_cut", "name": name, "arguments": arguments}},
+            "usage": {}, "stop": LENGTH_STOP}
+
+
+def follow(body, answer, scenario, turn):
+    body = copy.deepcopy(body)
+    calls = tool_calls(answer)
+    body["messages"].append({"role": "assistant", "content": (answer or {}).get("text", ""),
+                             "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]})
+    for c in calls:
+        body["messages"].append({"role": "tool", "call_id": c.id, "content": scenario.result_for(c.name, c.arguments)})
+    user = base.next_user(scenario, turn)
+    if user:
+        body["messages"].append({"role": "user", "content": user})
+    return body
+
+
+fold_input = base.fold_input
+
+
+def stream_part(snap, key):
+    return "text" if key == "text" else f"call {key}"
+
+
+def parts(answer):
+    return ([("text", answer["text"])] if answer.get("text") else []) + \
+        [("tool_call", c.name) for c in tool_calls(answer)]
+
+
+def usage(answer):
+    return dict(answer.get("usage") or {})
+
+
+def usage_tokens(answer):
+    u = usage(answer)
+    return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0), int(u.get("cached_tokens") or 0)
+
+
+def stop_reason(answer):
+    return answer.get("stop")
+
+
+def rewritten(answer):
+    return None  # no reasoning to rewrite
+
+
+def without_reasoning(answer):
+    return None
+
+
+def missing_calls(answer):
+    return ""
+
+
+def kit_answer(scenario, *, signature=""):
+    return {"id": "e_kit", "text": "The kit's answer.", "calls": {}, "usage": {}, "stop": "end"}
+
+
+def thinking_on(body):
+    return dict(body)
+
+
+def with_system_prefix(body, prefix):
+    return {**body, "system": prefix + str(body.get("system") or "")}
+
+
+def append_user(body, user):
+    return {**body, "messages": [*body.get("messages", []), {"role": "user", "content": user}]}
+
+
+def tokenize_fields(body):
+    return {k: body[k] for k in ("system", "messages", "tools") if k in body}
+
+
+def is_error_body(body):
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("message"), str)
+
+
+def malformed_history(body):
+    for m in (body.get("messages") or []) if isinstance(body, dict) else []:
+        for c in (m.get("calls") or []) if isinstance(m, dict) and m.get("role") == "assistant" else []:
+            if not base.json_object_text(c.get("arguments")):
+                return f"call {c.get('id')} with arguments {str(c.get('arguments'))[:80]!r}"
+    return ""
+
+
+def agent_request(model, system, tools, new, max_tokens):
+    return {"model": model, "system": system, "tools": tools, "messages": new, "max_tokens": max_tokens,
+            "stream": True}
+
+
+def history_answer(texts, calls):
+    return [{"role": "assistant", "content": "\\n".join(texts),
+             "calls": [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in calls]}]
+
+
+def history_results(results):
+    return [{"role": "tool", "call_id": i, "content": r} for i, r in results]
+
+
+def is_opening(body):
+    return not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool") for m in body.get("messages") or [])
+
+
+def forcing_refused(body):
+    return False
+
+
+def lever_thinking_off(body):
+    return None  # echo has no thinking setting: the lever is never pulled
+
+
+lever_thinking_on = lever_thinking_off
+lever_reasoning_minimal = None
+lever_prefill = None
+
+
+def is_stream_event(e):
+    return isinstance(e, dict) and str(e.get("type", "")).startswith("echo.")
+
+
+def answer_values(answer):
+    return [("text", answer.get("text")), *(("call", c.id) for c in tool_calls(answer))]
+
+
+def overflow_marker_problem(body):
+    message = ((body or {}).get("error") or {}).get("message") if isinstance(body, dict) else None
+    return None if isinstance(message, str) and "too long" in message else "no 'too long' in the refusal"
+
+
+def streamed_refusal(frames):
+    return None  # echo refuses over HTTP only
 
 
 def accumulate(event, snapshot):
