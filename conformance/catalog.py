@@ -994,6 +994,12 @@ def get(check_id: str) -> Check:
         raise KeyError(f"unknown check {check_id!r}") from None
 
 
+def has(check_id: str) -> bool:
+    """The catalog holds the check (an API registered since bound first): a test module parametrized over the
+    registry takes an API's check only where the catalog has it (a registered API gets GENERIC_FAMILIES)."""
+    return check_id in BY_ID or (bind() and check_id in BY_ID)
+
+
 # --- a registered API's checks (issue 44: real registration) ------------------------------------------
 # The families any API registered with apis.register gets from its module alone: their rules' evidence holds
 # for every API (family -> (its rules, its checks), by check-id prefix and API name). Every other family

@@ -229,7 +229,8 @@ def argument_problems(calls: list[ToolCall], schemas: dict[str, Any]) -> list[st
 
 def _params() -> list[Any]:
     return [pytest.param(api, marks=pytest.mark.check(f"{apis.get(api).PREFIX}-TOOLS-006"),
-                         id=f"{apis.get(api).PREFIX}-TOOLS-006") for api in apis.NAMES]
+                         id=f"{apis.get(api).PREFIX}-TOOLS-006") for api in apis.NAMES
+            if catalog.has(f"{apis.get(api).PREFIX}-TOOLS-006")]  # what the catalog binds
 
 
 @pytest.mark.parametrize("api", _params())

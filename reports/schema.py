@@ -120,7 +120,7 @@ def results_schema() -> dict[str, Any]:
 
 def file_apis() -> list[str]:
     """The check `api` enum as results.schema.json writes it."""
-    return list(_file_schema()["properties"]["checks"]["items"]["properties"]["api"]["enum"])
+    return list(_file_schema()["$defs"]["check"]["properties"]["api"]["enum"])
 
 
 @lru_cache(maxsize=1)
@@ -132,7 +132,7 @@ def _file_schema() -> dict[str, Any]:
 @lru_cache(maxsize=4)
 def _schema(names: tuple[str, ...]) -> dict[str, Any]:
     schema = json.loads(json.dumps(_file_schema()))
-    schema["properties"]["checks"]["items"]["properties"]["api"]["enum"] = list(names)
+    schema["$defs"]["check"]["properties"]["api"]["enum"] = list(names)
     return schema  # type: ignore[no-any-return]
 
 

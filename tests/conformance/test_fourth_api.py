@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -460,3 +461,138 @@ def test_the_error_check_names_it_by_its_prefix(echo: types.ModuleType) -> None:
 
     assert test_errors.check_of(NAME) == "EC-ERR-001"
     assert echo.BAD_REQUESTS and base.Form is type(echo.FORM)
+
+
+# -- registration is checked, the catalog binds or refuses, and one real check runs end to end -------------
+
+def test_register_names_what_an_incomplete_module_lacks() -> None:
+    module = types.ModuleType("half_api")
+    exec(compile(ECHO_SOURCE, "<half_api>", "exec"), module.__dict__)
+    for member in ("follow", "PARALLEL_FIELD", "fold_input"):
+        delattr(module, member)
+    with pytest.raises(apis.IncompleteApi) as caught:
+        apis.register(module)
+    assert "PARALLEL_FIELD, fold_input, follow" in str(caught.value) and NAME not in apis.NAMES
+    assert apis.missing(module) == ["PARALLEL_FIELD", "fold_input", "follow"]
+
+
+def test_the_catalog_binds_its_families_or_refuses(echo: types.ModuleType) -> None:
+    from harnesscheck.conformance import catalog
+    from harnesscheck.reports.schema import results_schema
+
+    check = catalog.get("EC-TURN-001")  # bound at call time, with its rules
+    assert check.api == NAME and check.level == catalog.MUST and catalog.rule("EC-TURN-001:refused").level == catalog.SHOULD
+    assert check.own_rules == ("EC-TURN-001", "EC-TURN-001:refused") and check in catalog.CHECKS
+    assert catalog.family(NAME, "TURN") == [check] and NAME in catalog.APIS
+    with pytest.raises(catalog.UnboundFamily, match=r"the TOOLS checks of the registered API 'echo' \(EC\) stand "
+                                                    r"on its own reference"):
+        catalog.family(NAME, "TOOLS")
+    assert NAME in results_schema()["$defs"]["check"]["properties"]["api"]["enum"]
+
+
+def test_an_api_gone_leaves_the_catalog() -> None:
+    from harnesscheck.conformance import catalog
+
+    catalog.bind()
+    assert not any(c.api == NAME for c in catalog.CHECKS) and "EC-TURN-001" not in catalog.RULES
+    with pytest.raises(KeyError):
+        catalog.get("EC-TURN-001")
+
+
+class _EchoServer:
+    """An echo endpoint on loopback: a streamed first turn calls calculator, a follow-up answers text;
+    a history whose call's arguments are no JSON object is refused with a 400 in echo's error shape.
+    ``follow_up_status`` bends the follow-up built from a complete answer (a 500: EC-TURN-001 fails)."""
+
+    def __init__(self, follow_up_status: int = 200) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(404, {"error": {"type": "not_found", "message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                if not self.path.split("?")[0].endswith("/v1/echo"):
+                    return self._send(404, {"error": {"type": "not_found", "message": "no route"}})
+                history = body.get("messages") or []
+                calls = [c for m in history if m.get("role") == "assistant" for c in m.get("calls") or []]
+                if any(not base.json_object_text(c.get("arguments")) for c in calls):
+                    return self._send(400, {"error": {"type": "invalid_request", "message": "arguments not JSON"}})
+                if calls and outer.follow_up_status != 200:
+                    return self._send(outer.follow_up_status, {"error": {"type": "server", "message": "boom"}})
+                events = EVENTS[:1] + ([{"type": "echo.text", "text": "It is 4."},
+                                        {"type": "echo.end", "stop": "end", "usage": {"input_tokens": 9,
+                                                                                      "output_tokens": 3}}]
+                                       if calls else [{**EVENTS[3], "name": "calculator",
+                                                       "arguments": "{\"expression\": \"2 + 2\"}"}, EVENTS[4]])
+                if not body.get("stream"):
+                    return self._send(200, {"id": "e2", "text": "It is 4.", "calls": {}, "stop": "end", "usage": {}})
+                data = _sse(events)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _send(self, status: int, obj: Any) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.follow_up_status = follow_up_status
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _run_echo_check(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, follow_up_status: int) -> dict[str, Any]:
+    """catalog -> session -> verdict -> results.json: the kit's suite run (runner.run_suite, its own pytest
+    process) against the echo endpoint, with the echo module loaded as a plugin that registers it, taking
+    the one check the catalog binds for it."""
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+    from harnesscheck.reports.schema import load_results
+
+    plugin = tmp_path / "plugins" / f"{MODULE}.py"
+    plugin.parent.mkdir()
+    plugin.write_text(ECHO_SOURCE + "\n\nimport sys as _sys\nfrom harnesscheck.protocol import apis as _apis\n"
+                      "_apis.register(_sys.modules[__name__])\n")
+    monkeypatch.setenv("PYTHONPATH", f"{plugin.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"-p {MODULE}")
+    with _EchoServer(follow_up_status) as url:
+        doc = run_suite(SuiteOptions(endpoint=url, model="echo-1", apis=NAME, tries=1, timeout=10,
+                                     witness="auto", select="EC-TURN-001", min_verdicts=0, min_must_verdicts=0),
+                        tmp_path / "out", subprocess_run=True, quiet=True)
+    # the document validates where echo is registered (the results schema's api list is the registry's)
+    assert load_results(tmp_path / "out" / "results.json")["checks"] == doc["checks"]
+    return doc
+
+
+def test_a_registered_api_runs_a_real_check_end_to_end(echo: types.ModuleType, tmp_path: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _run_echo_check(tmp_path, monkeypatch, 200)
+    assert [(c["id"], c["api"], c["outcome"]) for c in doc["checks"]] == [("EC-TURN-001", NAME, "pass")], doc["checks"]
+
+
+def test_the_end_to_end_check_fails_a_broken_echo_endpoint(echo: types.ModuleType, tmp_path: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _run_echo_check(tmp_path, monkeypatch, 500)
+    [check] = doc["checks"]
+    assert (check["id"], check["outcome"], check["level"]) == ("EC-TURN-001", "fail", "MUST"), check
+    assert "HTTP 500" in json.dumps(check)
