@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 from harnesscheck.protocol.apis import base
@@ -388,7 +389,7 @@ def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """The message folded from a stream (a Transcript or frames); None without message_start."""
-    snap = base.fold(source, accumulate)
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot  # the stream's one fold
     if snap is None:
         return None
     content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]

@@ -178,11 +178,8 @@ def frames_and_request(source: Any, request: Any = None) -> tuple[list[SSEFrame]
 
 
 def fold(source: Any, accumulate: Callable[[Any, Any], Any]) -> dict[str, Any] | None:
-    """Fold a recorded stream's JSON events with an API's pure `accumulate(event, snapshot)`; a Transcript
-    is read once (its `Reading`, when ``accumulate`` is a registered API's)."""
-    api = _api_of(accumulate)
-    if api is not None and isinstance(source, Transcript):
-        return Reading.of(api, source).snapshot
+    """Fold a recorded stream's JSON events with an API's pure `accumulate(event, snapshot)` (an API module
+    reads a stream through its `Reading` instead: one fold per transcript for all its readers)."""
     frames, _ = frames_and_request(source)
     snap: dict[str, Any] | None = None
     for f in frames:
@@ -195,13 +192,6 @@ def fold_input(frame: SSEFrame) -> Any:
     """What an API's fold takes of a frame: its JSON object (None: the fold takes nothing). An API whose
     wire has frames of its own (Chat's Dynamo `tool_call_dispatch`) names its own `fold_input`."""
     return frame.json if frame.kind == "event" and isinstance(frame.json, dict) else None
-
-
-def _api_of(accumulate: Callable[[Any, Any], Any]) -> Any:
-    import sys
-
-    module = sys.modules.get(getattr(accumulate, "__module__", ""))
-    return module if module is not None and getattr(module, "accumulate", None) is accumulate else None
 
 
 @dataclass(slots=True)

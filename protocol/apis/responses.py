@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 from harnesscheck.protocol.apis import base
@@ -532,7 +533,7 @@ def _text_event(typ: str, event: dict[str, Any], item: dict[str, Any]) -> bool:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """``{"response": final response object, "output": [items by output_index]}``; None if empty."""
-    snap = base.fold(source, accumulate)
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot  # the stream's one fold
     if snap is None:
         return None
     output = snap.get("output") or {}
