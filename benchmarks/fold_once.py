@@ -6,8 +6,8 @@
 - ``main``: the fold on ``main`` (``--main REF``) with its per-event record: ``base.fold`` alone, and what
   one check read of one transcript on main: the snapshot (final_answer), the validator, the trace
   (paths, timeline), each folding the stream again.
-- ``reading``: this tree's ``Reading`` (``protocol.apis.base.reading``): one fold that keeps the snapshot,
-  the trace and each event's record, built once per transcript and memoised; a second read costs nothing.
+- ``reading``: this tree's ``Reading`` (``protocol.apis.base.Reading``): one fold per transcript that every
+  reader (final_answer, the validator, the trace) shares, memoised on the Transcript; a second read costs nothing.
 
 The streams are the reference server's own (benchmarks/conftest.py's corpus: reasoning, text, four tool
 calls), cut to 1,000 events by dropping reasoning deltas (Responses' sequence numbers renumbered).
@@ -94,7 +94,8 @@ def main() -> None:
     def transcript(frames: list[Any]) -> Transcript:
         return Transcript(api="bench", method="POST", url="/", frames=list(frames))
 
-    main_grammar = _load_grammar(args.main)
+    main_grammar = _load_grammar(args.main, "_fold_main", "_grammar_main")
+    before_grammar = _load_grammar(BEFORE_RECORD, "_fold_before_record", "_grammar_before_record")
     rows = []
     for api, frames in data.items():
         pairs = [(f.index, f.json) for f in frames]
@@ -106,6 +107,11 @@ def main() -> None:
             m.final_answer(t)
             main_grammar(api).validate(t)
             oldm.trace(m, ((f.index, f.json) for f in t.events))
+
+        def before_check(frames: list[Any] = frames, b: ModuleType = b, api: str = api) -> None:
+            t = transcript(frames)
+            b.final_answer(t)
+            before_grammar(api).validate(t)  # no trace then: the dispatch checks read the frames themselves
 
         def after_check(frames: list[Any] = frames, api: str = api) -> None:
             t = transcript(frames)
@@ -120,29 +126,34 @@ def main() -> None:
             "main trace": best(lambda m=m, pairs=pairs: oldm.trace(m, pairs), args.repeat),
             "reading (one fold)": best(lambda frames=frames, api=api: base.Reading.of(
                 apis.get(api), transcript(frames)).trace, args.repeat),
+            "before-record: one check's reads": best(before_check, args.repeat),
             "main: one check's reads": best(main_check, args.repeat),
             "reading: one check's reads": best(after_check, args.repeat),
         }))
     names = list(rows[0][2])
-    print(f"{'api':<10} {'events':>6}  " + "  ".join(f"{n:>26}" for n in names))
-    for api, n, t in rows:
-        print(f"{api:<10} {n:>6}  " + "  ".join(f"{t[k] * 1e3:>23.2f} ms" for k in names))
-    print("(best of", args.repeat, "runs each; ms per 1,000-event stream)")
+    print(f"{'':<34}" + "".join(f"{api:>12}" for api, _, _ in rows))
+    for k in names:
+        print(f"{k:<34}" + "".join(f"{t[k] * 1e3:>9.2f} ms" for _, _, t in rows))
+    print(f"(events per stream: {', '.join(f'{api} {n}' for api, n, _ in rows)}; the best of {args.repeat} runs "
+          "each; a check's reads: the answer, the validator's findings and, on main and now, the trace)")
 
 
-def _load_grammar(ref: str) -> Any:
-    """main's validators, reading main's folds (grammar/<api>.py imports apis.<api>)."""
-    out = Path(tempfile.mkdtemp(prefix="grammar-")) / "_grammar_main"
+def _load_grammar(ref: str, apis_package: str, grammar_package: str) -> Any:
+    """The validators at ``ref``, reading the folds loaded as ``apis_package`` (grammar/<api>.py imports
+    apis.<api>)."""
+    out = Path(tempfile.mkdtemp(prefix="grammar-")) / grammar_package
     out.mkdir()
     for name in ("__init__", "findings", "anthropic", "chat", "responses"):
         src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:conformance/grammar/{name}.py"], check=True,
                              capture_output=True, text=True).stdout
-        src = src.replace("harnesscheck.protocol.apis", "_fold_main")
+        for old in ("harnesscheck.conformance.apis", "harnesscheck.protocol.apis"):
+            src = src.replace(old, apis_package)
+        src = src.replace("harnesscheck.conformance.wire", "harnesscheck.protocol.wire")
         if name == "__init__":
             src = "from __future__ import annotations\n"  # only the per-API modules are used
         (out / f"{name}.py").write_text(src)
     sys.path.insert(0, str(out.parent))
-    return lambda api: importlib.import_module(f"_grammar_main.{api}")
+    return lambda api: importlib.import_module(f"{grammar_package}.{api}")
 
 
 if __name__ == "__main__":

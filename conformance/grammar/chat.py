@@ -24,9 +24,12 @@ from harnesscheck.protocol.apis.chat import (
     FINISH_REASONS,
     LENGTH_STOP,
     accumulate,
+    NoteTag,
+    did,
     dispatch_event,
     dispatch_shape,
     final_message,
+    notes_of,
 )
 from harnesscheck.protocol.apis.base import Reading
 
@@ -162,7 +165,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if f.event is not None:
             named.setdefault(f.event, []).append(i)
         rec = fold(ch, f)
-        if rec.get("what") == "error":
+        if did(rec) == "error":
             err = ch.get("error")
             what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) \
                 else short(err)
@@ -188,7 +191,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
 
 def _notes(rec: dict[str, Any], i: int, at: list[int], add: Any) -> None:
     """The findings of one chunk or dispatch, from the notes the fold recorded."""
-    for note in rec.get("notes") or ():
+    for note in notes_of(rec):
         kind, args = note[0], note[1:]
         if kind == "object":
             add("CH-GRAMMAR-OBJECT", i, f"chunk with object {args[0]!r}", args[0], "chat.completion.chunk")
@@ -216,7 +219,7 @@ def _notes(rec: dict[str, Any], i: int, at: list[int], add: Any) -> None:
             _tool_note(kind, args, i, at, add)
 
 
-def _tool_note(kind: str, args: tuple[Any, ...], i: int, at: list[int], add: Any) -> None:
+def _tool_note(kind: NoteTag, args: tuple[Any, ...], i: int, at: list[int], add: Any) -> None:
     if kind == "tools-not-list":
         add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", args[0], "a list of tool-call deltas")
     elif kind == "tool-no-index":

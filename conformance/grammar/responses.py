@@ -18,8 +18,11 @@ from harnesscheck.protocol.apis.responses import (
     EVENT_TYPES,
     LENGTH_STOP,
     TERMINAL,
+    Note,
     accumulate,
+    did,
     final_message,
+    notes_of,
 )
 
 from .findings import Collector, EventNames, Finding, frames_and_request, short, without_cut_call
@@ -111,8 +114,8 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         at.append(i)
         rec = (snap or {}).get("_event") or {}
         typ: Any = ev.get("type")
-        what = rec.get("what")
-        _notes([n for n in rec.get("notes") or () if n[0].startswith("seq-")], i, at, add)
+        what = did(rec)
+        _notes([n for n in notes_of(rec) if n[0].startswith("seq-")], i, at, add)
         if what == "no-type":
             add("RS-GRAMMAR-JSON", i, "data has no string type", typ, 'a string "type"')
             continue
@@ -131,7 +134,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({_what(body)})",
                 body, informational=True)
             continue
-        _notes([n for n in rec.get("notes") or () if not n[0].startswith("seq-")], i, at, add, ev)
+        _notes([n for n in notes_of(rec) if not n[0].startswith("seq-")], i, at, add, ev)
         if what == "terminal" and typ == "response.failed":  # the fold notes no open item then
             terminal: Any = ev.get("response")
             body = terminal.get("error") if isinstance(terminal, dict) else None
@@ -172,7 +175,7 @@ def _cut_from(events: list[Any]) -> int | None:
 _ORDER = "RS-GRAMMAR-ITEM-ORDER"
 
 
-def _notes(notes: list[Any], i: int, at: list[int], add: Any, ev: Any = None) -> None:
+def _notes(notes: list[Note], i: int, at: list[int], add: Any, ev: Any = None) -> None:
     """The findings of one event, from the notes the fold recorded."""
     for note in notes:
         kind, a = note[0], note[1:]

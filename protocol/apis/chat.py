@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from typing import Any
+from typing import Any, Literal, Unpack, cast
 
 from harnesscheck.protocol.apis import base
 from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, text
@@ -128,6 +128,31 @@ def malformed_history(body: Any) -> str:
     return ""
 
 
+# The tags between the fold and the grammar validator (issue 44): what one event did (`What`, its record's
+# "what"), and the notes it made (`Note`: a tag, then its details), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
+# compared in the validator that is not in the list is a type error.
+What = Literal["chunk", "dispatch", "done", "error", "other"]
+NoteTag = Literal["after-finish", "choice-invalid", "choices-not-list", "dispatch-again", "dispatch-before-args",
+                  "dispatch-early", "dispatch-late", "dispatch-malformed", "finish-again", "finish-unknown",
+                  "id-differs", "id-missing", "object", "tool-args-type", "tool-first", "tool-index-order",
+                  "tool-no-index", "tool-repeat", "tools-not-list"]
+Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
+
+
+def notes_of(rec: Any) -> list[Note]:
+    """The notes one event's record made, in stream order."""
+    return list((rec or {}).get("notes") or ())
+
+
+def _w(what: What) -> What:
+    return what
+
+
+def did(rec: Any) -> What | None:
+    """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
+    return cast("What | None", (rec or {}).get("what"))
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -212,19 +237,19 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
     g = dict(state or _NEW_STATE)
     n = g["n"]
     g["n"] = n + 1
-    notes: list[tuple[Any, ...]] = []
-    rec: dict[str, Any] = {"n": n, "what": "chunk", "notes": notes}
+    notes: list[Note] = []
+    rec: dict[str, Any] = {"n": n, "what": _w("chunk"), "notes": notes}
     if chunk == "[DONE]":
         g["done"] = n
-        return g, {**rec, "what": "done"}
+        return g, {**rec, "what": _w("done")}
     if not isinstance(chunk, dict):
-        return g, {**rec, "what": "other"}
+        return g, {**rec, "what": _w("other")}
     if chunk.get("object") == DISPATCH_EVENT and "dispatch" in chunk:
         _record_dispatch(chunk["dispatch"], n, g, notes)
-        return g, {**rec, "what": "dispatch"}
+        return g, {**rec, "what": _w("dispatch")}
     if "error" in chunk:
         g["error"] = n
-        return g, {**rec, "what": "error"}
+        return g, {**rec, "what": _w("error")}
     g["chunks"] = True
     if chunk.get("object") != "chat.completion.chunk":
         notes.append(("object", chunk.get("object")))
@@ -267,7 +292,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
 
 
 def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, Any],
-                  notes: list[tuple[Any, ...]]) -> None:
+                  notes: list[Note]) -> None:
     if tcs is None:
         return
     if not isinstance(tcs, list):
@@ -310,7 +335,7 @@ def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, 
                 notes.append(("dispatch-before-args", ti, args, g["dispatches"][(cidx, ti)][0]))
 
 
-def _record_dispatch(d: Any, n: int, g: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_dispatch(d: Any, n: int, g: dict[str, Any], notes: list[Note]) -> None:
     tc = d.get("tool_call") if isinstance(d, dict) else None
     if not isinstance(tc, dict) or not is_int(d.get("choice_index")) or not is_int(tc.get("index")):
         notes.append(("dispatch-malformed", d))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from typing import Any
+from typing import Any, Literal, Unpack, cast
 
 from harnesscheck.protocol.apis import base
 from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, text
@@ -140,6 +140,33 @@ def malformed_history(body: Any) -> str:
     return ""
 
 
+# The tags between the fold and the grammar validator (issue 44): what one event did (`What`, its record's
+# "what"), and the notes it made (`Note`: a tag, then its details), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
+# compared in the validator that is not in the list is a type error.
+What = Literal["after-terminal", "error", "event", "no-type", "terminal", "unknown"]
+NoteTag = Literal["added-no-item", "added-while-open", "args-done", "args-misplaced", "created-again", "done-args",
+                  "done-args-json", "done-id", "done-no-args-done", "done-no-item", "done-parts-open", "done-text",
+                  "first-not-created", "function-call-added", "function-call-changed", "item-closed", "item-id",
+                  "item-no-id", "no-item", "not-in-progress", "output-index", "part-added-misplaced",
+                  "part-done-early", "part-text", "queued-late", "seq-first", "seq-gap", "seq-missing",
+                  "text-after-done", "text-done", "text-outside-part", "unclosed"]
+Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
+
+
+def notes_of(rec: Any) -> list[Note]:
+    """The notes one event's record made, in stream order."""
+    return list((rec or {}).get("notes") or ())
+
+
+def _w(what: What) -> What:
+    return what
+
+
+def did(rec: Any) -> What | None:
+    """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
+    return cast("What | None", (rec or {}).get("what"))
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 fold_input = base.fold_input  # what the fold takes of a frame: its JSON object
@@ -244,8 +271,8 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     g = dict(state or _NEW_STATE)
     n = g["n"]
     g["n"] = n + 1
-    notes: list[tuple[Any, ...]] = []
-    rec: dict[str, Any] = {"n": n, "what": "event", "notes": notes}
+    notes: list[Note] = []
+    rec: dict[str, Any] = {"n": n, "what": _w("event"), "notes": notes}
     typ, sn = event.get("type"), event.get("sequence_number")
     if not is_int(sn):
         notes.append(("seq-missing", typ, sn if "sequence_number" in event else "no sequence_number"))
@@ -258,15 +285,15 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
         g["seq"] = sn
     g["events"] += 1
     if not isinstance(typ, str):  # a list would not even hash
-        return g, {**rec, "what": "no-type"}
+        return g, {**rec, "what": _w("no-type")}
     if typ not in EVENT_TYPES:
-        return g, {**rec, "what": "unknown"}
+        return g, {**rec, "what": _w("unknown")}
     if g["terminal"] is not None:
-        return g, {**rec, "what": "after-terminal", "terminal": g["terminal"],
+        return g, {**rec, "what": _w("after-terminal"), "terminal": g["terminal"],
                    "terminal_type": g["terminal_type"]}
     if typ == "error":
         g["error"] = n
-        return g, {**rec, "what": "error"}
+        return g, {**rec, "what": _w("error")}
     if typ == "response.created":
         if g["created"] is not None or g["events"] != 1:
             notes.append(("created-again", g["created"]))
@@ -294,7 +321,7 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
                 if it["open"]:
                     notes.append(("unclosed", it["index"], it["start"]))
                     items[k] = {**it, "open": False}
-        return g, {**rec, "what": "terminal", "ids": [items[k]["id"] for k in sorted(items)]}
+        return g, {**rec, "what": _w("terminal"), "ids": [items[k]["id"] for k in sorted(items)]}
     if typ == "response.output_item.added":
         _record_added(event, n, items, notes)
         return g, rec
@@ -316,7 +343,7 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     return g, rec
 
 
-def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[Note]) -> None:
     oi, item = event.get("output_index"), event.get("item")
     opened = [it["index"] for it in items.values() if it["open"]]
     if opened:
@@ -340,7 +367,7 @@ def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: l
 
 
 def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
-                       notes: list[tuple[Any, ...]]) -> None:
+                       notes: list[Note]) -> None:
     if typ == "response.content_part.added":
         ci = _hashable(ev.get("content_index"))
         part = _obj(ev.get("part"))
@@ -392,7 +419,7 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
 
 
 def _record_text(typ: str, prefix: str, ev: dict[str, Any], idx: Any, text_key: str, it: dict[str, Any],
-                 notes: list[tuple[Any, ...]]) -> None:
+                 notes: list[Note]) -> None:
     # output text and refusals live in a content part; reasoning text may (vLLM adds a reasoning_text
     # part) or may not (the part is optional around it)
     needs_part = prefix in ("response.output_text", "response.refusal") or idx in it["parts"]
@@ -414,7 +441,7 @@ def _record_text(typ: str, prefix: str, ev: dict[str, Any], idx: Any, text_key: 
             it["parts"] = {**it["parts"], idx: "text_done"}
 
 
-def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[Note]) -> None:
     it["open"] = False
     item = ev.get("item")
     if not isinstance(item, dict):
