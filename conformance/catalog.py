@@ -461,9 +461,10 @@ _GRAMMAR_CHECK: dict[str, str] = {
     **dict.fromkeys(("RS-GRAMMAR-ARGS-JSON",), "RS-STREAM-006"),
 }
 # Rules the Chat validator reports on Dynamo's tool_call_dispatch frames: CH-DISPATCH-002
-# (test_dispatch.py) judges those frames itself, so these fail no check (they have no RULES entry).
+# (test_dispatch.py) judges those frames itself, so these fail no check (they have no RULES entry); the
+# Responses validator's custom-tool input rule is judged by RS-TOOLKIND-002 (its :stream rule) alone.
 UNJUDGED = frozenset({"CH-DISPATCH-SHAPE", "CH-DISPATCH-ONCE", "CH-DISPATCH-MATCH", "CH-DISPATCH-EARLY",
-                      "CH-DISPATCH-LATE", "CH-DISPATCH-MISSING"})
+                      "CH-DISPATCH-LATE", "CH-DISPATCH-MISSING", "RS-GRAMMAR-CUSTOM-INPUT"})
 RULE_CHECK: dict[str, str] = {**_GRAMMAR_CHECK, **{r: r.split(":")[0] for r in RULES if r not in _GRAMMAR_CHECK}}
 
 # Recorded and shown, never failed: the references allow them (docs/API_FACTS.md).

@@ -64,6 +64,9 @@ RULES: dict[str, str] = {
     "`arguments` at `output_item.done`.",
     "RS-GRAMMAR-ARGS-JSON": "A function call's final `arguments` parse as a JSON object (the last item of a "
     "response left incomplete at `max_output_tokens` is the cut-call rules' to judge).",
+    "RS-GRAMMAR-CUSTOM-INPUT": "A custom tool call's input streams as response.custom_tool_call_input.delta "
+    "events, then its .done, and the joined deltas, the .done input and the item's input at output_item.done "
+    "are the same text (judged by RS-TOOLKIND-002:stream).",
     "RS-GRAMMAR-TEXT-DONE": "Every text `.done` (output text, content part, refusal, reasoning summary or "
     "text, the item at its done) equals the joined deltas.",
     "RS-GRAMMAR-COMPLETED": "The stream ends with exactly one `response.completed` (or `.failed` / "
@@ -275,6 +278,13 @@ def _done_note(kind: str, a: tuple[Any, ...], i: int, add: Any) -> None:
     elif kind == "done-no-args-done":
         add(_ORDER, i, f"function_call item {a[0]} done without function_call_arguments.done",
             "no function_call_arguments.done", "function_call_arguments.done before output_item.done")
+    elif kind == "custom-no-done":
+        add("RS-GRAMMAR-CUSTOM-INPUT", i, f"custom_tool_call {a[0]} ended without "
+            "response.custom_tool_call_input.done", "no custom_tool_call_input.done",
+            "custom_tool_call_input.done before output_item.done")
+    elif kind == "custom-input":
+        add("RS-GRAMMAR-CUSTOM-INPUT", i, f"custom_tool_call {a[0]}: the joined deltas {a[1][:60]!r}, the .done "
+            f"input {str(a[2])[:60]!r} and the item's input {str(a[3])[:60]!r} differ", a[3], a[1])
     elif kind == "done-args":
         add("RS-GRAMMAR-ARGS-DONE", i, "item arguments at done differ from the streamed arguments", a[0],
             a[1])

@@ -144,12 +144,13 @@ def malformed_history(body: Any) -> str:
 # "what"), and the notes it made (`Note`: a tag, then its details), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
 # compared in the validator that is not in the list is a type error.
 What = Literal["after-terminal", "error", "event", "no-type", "terminal", "unknown"]
-NoteTag = Literal["added-no-item", "added-while-open", "args-done", "args-misplaced", "created-again", "done-args",
-                  "done-args-json", "done-id", "done-no-args-done", "done-no-item", "done-parts-open", "done-text",
-                  "first-not-created", "function-call-added", "function-call-changed", "item-closed", "item-id",
-                  "item-no-id", "no-item", "not-in-progress", "output-index", "part-added-misplaced",
-                  "part-done-early", "part-text", "queued-late", "seq-first", "seq-gap", "seq-missing",
-                  "text-after-done", "text-done", "text-outside-part", "unclosed"]
+NoteTag = Literal["added-no-item", "added-while-open", "args-done", "args-misplaced", "created-again",
+                  "custom-input", "custom-no-done", "done-args", "done-args-json", "done-id", "done-no-args-done",
+                  "done-no-item", "done-parts-open", "done-text", "first-not-created", "function-call-added",
+                  "function-call-changed", "item-closed", "item-id", "item-no-id", "no-item", "not-in-progress",
+                  "output-index", "part-added-misplaced", "part-done-early", "part-text", "queued-late",
+                  "seq-first", "seq-gap", "seq-missing", "text-after-done", "text-done", "text-outside-part",
+                  "unclosed"]
 Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
 
 
@@ -359,7 +360,8 @@ def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: l
         notes.append(("item-no-id", item.get("id", "no id")))
     items[oi] = {"index": oi, "id": item.get("id"), "type": item.get("type"), "open": True,
                  "name": item.get("name"), "call_id": item.get("call_id"), "args": "", "deltas": 0,
-                 "args_done": None, "texts": {}, "parts": {}, "part_types": {}, "start": n}
+                 "args_done": None, "texts": {}, "parts": {}, "part_types": {}, "start": n,
+                 "input": "", "input_done": None}
     if item.get("type") == "function_call":
         bad = [k for k in ("name", "call_id") if not isinstance(item.get(k), str) or not item.get(k)]
         if bad:
@@ -396,6 +398,12 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
         t = it["texts"].get((stream, ci))
         if t is not None and key in part and part.get(key) != t["deltas"]:
             notes.append(("part-text", ci, key, part.get(key), t["deltas"]))
+        return
+    if typ == "response.custom_tool_call_input.delta":  # a custom tool's input: joined, judged at the item's end
+        it["input"] += str(ev.get("delta", ""))
+        return
+    if typ == "response.custom_tool_call_input.done":
+        it["input_done"] = (ev.get("input"),)
         return
     if typ in ("response.function_call_arguments.delta", "response.function_call_arguments.done"):
         if it["type"] != "function_call" or it["args_done"] is not None:
@@ -463,6 +471,11 @@ def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[Note])
         if final != expected and (it["deltas"] or it["args_done"] is not None):
             notes.append(("done-args", final, expected))
         notes.append(("done-args-json", final))
+    if item.get("type") == "custom_tool_call":  # its input deltas, its .done and the item agree
+        if it["input_done"] is None:
+            notes.append(("custom-no-done", item.get("id")))
+        elif it["input_done"][0] != item.get("input") or it["input"] != item.get("input"):
+            notes.append(("custom-input", item.get("id"), it["input"], it["input_done"][0], item.get("input")))
     if it["type"] in ("message", "reasoning"):
         for (stream, idx), t in it["texts"].items():
             idx_key, text_key = _TEXT_STREAMS[stream]
