@@ -163,10 +163,11 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     the grammar validator judges; a Dynamo ``tool_call_dispatch`` side frame is folded as
     ``dispatch_event(data)`` (it changes no content).
     """
-    snap = _place(chunk, snapshot)
+    snap = _place(chunk, snapshot)  # a new dict for a chunk or [DONE] (the given one otherwise): set in place
     if snap is not None and (chunk == "[DONE]" or isinstance(chunk, dict)):
         g, rec = record(chunk, (snapshot or {}).get("_g"))
-        snap = {**snap, "_g": g, "_event": rec}
+        snap = dict(snap) if snap is snapshot else snap
+        snap["_g"], snap["_event"] = g, rec
     if snap is None or not isinstance(chunk, dict) or "error" in chunk:
         return snap
     at: list[Any] = []
@@ -183,8 +184,8 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said),
-            "_closed": _finished(snapshot, snap)}
+    snap["_at"], snap["_said"], snap["_closed"] = tuple(dict.fromkeys(at)), tuple(said), _finished(snapshot, snap)
+    return snap
 
 
 # -- the stream's state, as the grammar judges it --------------------------------------------

@@ -198,14 +198,16 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(event, dict):
         return snap
     g, rec = record(event, (snapshot or {}).get("_g"))
-    snap = {**snap, "_g": g, "_event": rec}
+    snap = dict(snap) if snap is snapshot else snap  # _place made a new dict: set in place
+    snap["_g"], snap["_event"] = g, rec
     typ, oi = event.get("type"), event.get("output_index")
     placed = is_int(oi) and len(snap.get("_unplaced", ())) == len((snapshot or {}).get("_unplaced", ())) \
         and oi in (snap.get("output") or {}) and typ not in ("error", *TERMINAL)
     words = event.get("delta")
     channel = _SAID.get(typ) if placed and isinstance(typ, str) and isinstance(words, str) else None
-    return {**snap, "_at": oi if placed else None, "_said": ((channel, words),) if channel else (),
-            "_closed": oi if placed and typ == "response.output_item.done" else None}
+    snap["_at"], snap["_said"] = oi if placed else None, ((channel, words),) if channel else ()
+    snap["_closed"] = oi if placed and typ == "response.output_item.done" else None
+    return snap
 
 
 # -- the stream's state, as the grammar judges it --------------------------------------------
