@@ -124,6 +124,8 @@ def main() -> None:
                                        args.repeat),
             "main fold": best(lambda m=m, frames=frames: oldm.fold(frames, m.accumulate), args.repeat),
             "main trace": best(lambda m=m, pairs=pairs: oldm.trace(m, pairs), args.repeat),
+            "fold now": best(lambda frames=frames, api=api: base.fold(frames, apis.get(api).accumulate),
+                             args.repeat),
             "reading (one fold)": best(lambda frames=frames, api=api: base.Reading.of(
                 apis.get(api), transcript(frames)).trace, args.repeat),
             "before-record: one check's reads": best(before_check, args.repeat),

@@ -411,7 +411,7 @@ def final_message(source: Any) -> dict[str, Any] | None:
     if snap is None:
         return None
     content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]
-    return {**public(snap), "content": content}
+    return copy.deepcopy({**public(snap), "content": content})  # the caller's own: the fold is shared
 
 
 # -- what an answer holds -------------------------------------------------------------------

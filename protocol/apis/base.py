@@ -241,7 +241,7 @@ class Reading:
     tool calls (``trace``: paths, dispatch checks, timeline). Memoised on the Transcript (``Reading.of``);
     a transcript still growing (frames appended) gets a fresh one."""
 
-    __slots__ = ("_findings", "_paths", "_trace", "api", "events", "key")
+    __slots__ = ("_findings", "_inputs", "_paths", "_snapshot", "_trace", "api", "events", "key")
 
     def __init__(self, api: Any, events: list[SSEFrame], key: tuple[int, int] = (0, 0)) -> None:
         self.api = api
@@ -250,6 +250,8 @@ class Reading:
         self._paths: list[_Path] = []
         self._trace: StreamTrace | None = None
         self._findings: Any = None
+        self._inputs: list[tuple[int, Any]] | None = None
+        self._snapshot: tuple[Snapshot] | None = None
 
     @classmethod
     def of(cls, api: Any, source: Any) -> Reading:
@@ -276,23 +278,22 @@ class Reading:
         return Fold(self.api.accumulate, path)
 
     def inputs(self) -> list[tuple[int, Any]]:
-        """(frame index, what the fold takes) for every frame the fold takes."""
-        take = self.api.fold_input
-        out = []
-        for f in self.events:
-            data = take(f)
-            if data is not None:
-                out.append((f.index, data))
-        return out
+        """(frame index, what the fold takes) for every frame the fold takes (read once)."""
+        if self._inputs is None:
+            take = self.api.fold_input
+            self._inputs = [(f.index, data) for f in self.events if (data := take(f)) is not None]
+        return self._inputs
 
     @property
     def snapshot(self) -> Snapshot:
-        """The snapshot after every JSON object of the stream (what `final_message` reads)."""
-        step = self.fold()
-        for _, data in self.inputs():
-            if isinstance(data, dict):
-                step(data)
-        return step.snap
+        """The snapshot after every JSON object of the stream (what `final_message` reads; read once)."""
+        if self._snapshot is None:
+            step = self.fold()
+            for _, data in self.inputs():
+                if isinstance(data, dict):
+                    step(data)
+            self._snapshot = (step.snap,)
+        return self._snapshot[0]
 
     @property
     def trace(self) -> StreamTrace:

@@ -464,12 +464,12 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
     calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
-    return {
+    return copy.deepcopy({  # the caller's own: the fold is shared by the transcript's readers
         "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
         "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
         "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
         "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
-    }
+    })
 
 
 # -- what an answer holds -------------------------------------------------------------------

@@ -579,7 +579,8 @@ def final_message(source: Any) -> dict[str, Any] | None:
     if snap is None:
         return None
     output = snap.get("output") or {}
-    return {"response": snap.get("response"), "output": [output[k] for k in sorted(output)]}
+    # the caller's own copy: the fold is shared by the transcript's readers
+    return copy.deepcopy({"response": snap.get("response"), "output": [output[k] for k in sorted(output)]})
 
 
 # -- what an answer holds -------------------------------------------------------------------

@@ -4,6 +4,7 @@ expected frames are counted from them, not computed by the code under test."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harnesscheck.protocol import apis
@@ -176,3 +177,18 @@ def test_a_growing_transcript_gets_a_fresh_reading() -> None:
     assert Reading.of(apis.anthropic, t) is not first
     assert [c.name for c in apis.anthropic.tool_calls(Reading.of(apis.anthropic, t).snapshot)] == ["Read"]
     assert validate_for("anthropic", t) == validate_for("anthropic", frames)
+
+
+def test_an_answer_is_the_caller_own() -> None:
+    """The fold is shared: an answer a caller changes leaves the next reader's answer as it was."""
+    for api, frames in _streams():
+        t = _transcript(api, frames)
+        first = apis.get(api).final_answer(t)
+        assert first is not None
+        before = json.dumps(first, sort_keys=True, default=str)
+        for value in first.values():
+            if isinstance(value, list):
+                value.clear()
+            elif isinstance(value, dict):
+                value["changed"] = True
+        assert json.dumps(apis.get(api).final_answer(t), sort_keys=True, default=str) == before, api
