@@ -383,6 +383,13 @@ def test_the_registry_lists_a_registered_api(echo: types.ModuleType) -> None:
     assert apis.for_path("/proxy/v1/echo?x=1") is echo and apis.for_path("/v1/nothing") is None
     with pytest.raises(ValueError):
         apis.register(echo)  # once only
+    from harnesscheck.conformance import options
+    from harnesscheck.replay.benchmarks.common import PATHS
+    from harnesscheck.replay.trace import DEFAULT_PATHS
+
+    # what other parts keep per API is read from the registry when asked, not copied at their import
+    assert options.validate_options(endpoint=None, apis="echo", expect=(), tries=1, timeout=1.0) is None
+    assert DEFAULT_PATHS[NAME] == PATHS[NAME] == "/v1/echo" and NAME in list(DEFAULT_PATHS)
 
 
 def test_grammar_finds_the_api_own_validator(echo: types.ModuleType) -> None:
