@@ -94,6 +94,11 @@ def run_adapter(factory: Any, events: list[Any]) -> bytes:
 
 @pytest.fixture(scope="session")
 def corpus() -> Corpus:
+    return build_corpus()
+
+
+def build_corpus() -> Corpus:
+    """The corpus (also read by benchmarks/fold_once.py, outside pytest)."""
     from harnesscheck.reference_server.conversation import ToolSpec
     from harnesscheck.reference_server.events import Finish, Part, ToolCall, Usage
     from harnesscheck.reference_server.parsers.stream import StreamParser, render_parts

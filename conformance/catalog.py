@@ -16,14 +16,22 @@ and shown, never failed (what the references allow).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from harnesscheck.errors import HarnesscheckError
 from harnesscheck.protocol import apis
 from harnesscheck.conformance.outcome import Level
 from harnesscheck.reference_server.faults import FAULTS
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
-APIS = apis.NAMES  # the checked APIs (the registry's at import); their check-id prefixes are apis.PREFIXES
+# The APIs this catalog's data is written for (their checks, and rules with the evidence of each API's own
+# reference): the ones the kit ships, as (check-id prefix, name). An API registered later (apis.register)
+# is bound at call time: the families whose rules hold for any API (``GENERIC_FAMILIES``), or a clear
+# refusal (``family``); tests/conformance/test_fourth_api.py. ``APIS``: every registered API, read when asked.
+SHIPPED: tuple[tuple[str, str], ...] = (("AN", "anthropic"), ("CH", "chat"), ("RS", "responses"))
+_PREFIXES = tuple(p for p, _ in SHIPPED)
 ANY = "any"  # the `api` of a check that no single API owns (routes, errors, tokenize)
 
 
@@ -40,6 +48,16 @@ class Rule:
 
 def _r(level: Level, evidence: str) -> tuple[Level, str]:
     return level, evidence
+
+
+def _turn_rules(p: str) -> dict[str, tuple[Level, str]]:
+    """The rules of the TURN family of the API with check-id prefix ``p`` (their evidence holds for any API)."""
+    return {
+        f"{p}-TURN-001": _r(MUST, "reference: Anthropic and OpenAI errors: a request the server cannot take is a "
+                                  "4xx (invalid_request_error); a 5xx says the server itself failed (api_error)"),
+        f"{p}-TURN-001:refused": _r(SHOULD, "none: a follow-up built from the endpoint's own complete answer "
+                                            "refused with a 4xx stops the agent; no measured client run hit it"),
+    }
 
 
 # References, cited once (docs/API_FACTS.md has the lines).
@@ -98,7 +116,7 @@ _CTX_RULES: dict[str, tuple[Level, str]] = {
     "CH-CTX-003:marker": _r(SHOULD, "none: as CH-CTX-001:marker, at the end of a session"),
     "RS-CTX-003:marker": _r(MUST, "client: as RS-CTX-001:marker, at the end of a session"),
     **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
-       for p in apis.PREFIXES},
+       for p in _PREFIXES},
     # the real clients' recorded sessions replayed (test_client_sessions.py; scenarios/clients)
     **{r: lvl for check, who in _CLIENT_CHECKS.items() for r, lvl in (
         (check, _r(MUST, f"client: {who} sends exactly this request (recorded); a refused request ends its turn "
@@ -213,7 +231,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
     **{f"{p}-ERR-001:lenient": _r(SHOULD, "none: a malformed request answered 2xx breaks no official SDK or "
                                           "measured client (API_FACTS, request validation: accepting is at "
                                           "most SHOULD); the API itself refuses it with a 400")
-       for p in apis.PREFIXES},
+       for p in _PREFIXES},
     "AN-ERR-002": _r(MUST, "reference: Anthropic and OpenAI errors: an unknown model is 404 not_found"),
     "AN-ERR-002:shape": _r(SHOULD, "none: the Anthropic errors reference gives every error the {type: error, error: "
                                    "{type, message}} shape, but the SDKs raise NotFoundError on the status whatever "
@@ -222,12 +240,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                         "model under any name (or another 4xx in shape) accepts a lenient request "
                                         "and breaks no measured client"),
     # a follow-up turn (test_turns.py): a later turn's HTTP error is its own finding, not the earlier turn's
-    **{f"{p}-TURN-001": _r(MUST, "reference: Anthropic and OpenAI errors: a request the server cannot take is a "
-                                 "4xx (invalid_request_error); a 5xx says the server itself failed (api_error)")
-       for p in apis.PREFIXES},
-    **{f"{p}-TURN-001:refused": _r(SHOULD, "none: a follow-up built from the endpoint's own complete answer "
-                                           "refused with a 4xx stops the agent; no measured client run hit it")
-       for p in apis.PREFIXES},
+    **{r: v for p in _PREFIXES for r, v in _turn_rules(p).items()},
     "AN-PREAMBLE-001": _r(SHOULD, "none: a cache-reuse goal (article 1: 168 / 912 / 169 ms)"),
     "AN-PREAMBLE-002": _r(SHOULD, "none: a cache-reuse goal (API_FACTS: the header as the only system block)"),
     **{f"AN-PREAMBLE-00{n}:cch": _r(SHOULD, "none: a cache-reuse goal for older clients' header (the article's "
@@ -314,7 +327,7 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                            "markup as text reaches the user as the answer and differs from "
                                            "the streamed tool deltas (vLLM 0.32, measured); no measured "
                                            "client breaks on it")
-       for p in apis.PREFIXES},
+       for p in _PREFIXES},
     # usage field by field (test_usage.py) and the non-streamed answer's shape (test_shape.py)
     "AN-USAGE-004": _r(SHOULD, "none: message_delta usage is cumulative (Anthropic streaming docs), and "
                                "anthropic-sdk-python accumulate_event overwrites message_start's split with it; a "
@@ -448,9 +461,10 @@ _GRAMMAR_CHECK: dict[str, str] = {
     **dict.fromkeys(("RS-GRAMMAR-ARGS-JSON",), "RS-STREAM-006"),
 }
 # Rules the Chat validator reports on Dynamo's tool_call_dispatch frames: CH-DISPATCH-002
-# (test_dispatch.py) judges those frames itself, so these fail no check (they have no RULES entry).
+# (test_dispatch.py) judges those frames itself, so these fail no check (they have no RULES entry); the
+# Responses validator's custom-tool input rule is judged by RS-TOOLKIND-002 (its :stream rule) alone.
 UNJUDGED = frozenset({"CH-DISPATCH-SHAPE", "CH-DISPATCH-ONCE", "CH-DISPATCH-MATCH", "CH-DISPATCH-EARLY",
-                      "CH-DISPATCH-LATE", "CH-DISPATCH-MISSING"})
+                      "CH-DISPATCH-LATE", "CH-DISPATCH-MISSING", "RS-GRAMMAR-CUSTOM-INPUT"})
 RULE_CHECK: dict[str, str] = {**_GRAMMAR_CHECK, **{r: r.split(":")[0] for r in RULES if r not in _GRAMMAR_CHECK}}
 
 # Recorded and shown, never failed: the references allow them (docs/API_FACTS.md).
@@ -494,17 +508,17 @@ RULE_PATHS: dict[str, tuple[str, ...]] = {
     # usage field by field: only a reported cache read (or write) tells the fields apart
     "AN-USAGE-004": (CACHE_HIT, CACHE_WRITE), "CH-USAGE-001:cached": (CACHE_HIT,), "RS-USAGE-001:cached": (CACHE_HIT,),
     # a later tool call proves nothing: calls held to the end of the turn still stream one after the other
-    **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in apis.PREFIXES},
+    **{f"{a}-DISPATCH-001": (OUTPUT_AFTER_CALL,) for a in _PREFIXES},
     # tool_choice none and parallel tool use off mean something only where the same request called (twice);
     # strict arguments need a call; the cut-call rules an answer that reached the output limit
-    **{f"{a}-TOOLS-{n}": paths for a in apis.PREFIXES
+    **{f"{a}-TOOLS-{n}": paths for a in _PREFIXES
        for n, paths in (("002", (TOOL_USE,)), ("003", (PARALLEL,)), ("004", (TOOL_USE,)),
                         ("005", (CUT_CALL,)), ("005:markup", (CUT_CALL,)))},
     # an over-long prompt means something only against the window the endpoint announces; the session's
     # cache rule only where the endpoint reports cached tokens
-    **{r: (CONTEXT_WINDOW,) for p in apis.PREFIXES for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
+    **{r: (CONTEXT_WINDOW,) for p in _PREFIXES for r in (f"{p}-CTX-001", f"{p}-CTX-001:marker",
                                                                    f"{p}-CTX-003:window", f"{p}-CTX-003:marker")},
-    **{f"{p}-CTX-004": (CACHE_HIT,) for p in apis.PREFIXES},
+    **{f"{p}-CTX-004": (CACHE_HIT,) for p in _PREFIXES},
 }
 # issue 30: cache_control on a sent-back thinking block, and the thinking blocks sent back, need a turn that thought
 RULE_PATHS.update({"AN-REQ-004:thinking": (THINKING,), "AN-REQ-007": (THINKING,)})
@@ -634,7 +648,6 @@ for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-re
                       ("AN-CLIENT-001", ("reject-history-thinking",))):
     _CLIENT_FAULTS[_check] = (*_CLIENT_FAULTS[_check], *_more)
 _OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
-_API_PAIRS = tuple((m.PREFIX, m.NAME) for m in apis.APIS.values())  # (check-id prefix, API) of each API
 
 
 def _bending(api: str, *faults: str) -> tuple[str, ...]:
@@ -643,13 +656,21 @@ def _bending(api: str, *faults: str) -> tuple[str, ...]:
 
 
 _USAGE_FAULTS = {p: _bending(api, "usage-current-turn-only", "usage-cached-outside-prompt")
-                 for p, api in _API_PAIRS}
+                 for p, api in SHIPPED}
 
 
 def _c(id: str, api: str, title: str, level: Level, source: str, remedy: str, faults: tuple[str, ...] | str,
        witness: str = "") -> Check:
     faults = (faults,) if isinstance(faults, str) else faults
     return Check(id, api, title, level, source, remedy, faults, witness)
+
+
+def _turn_family(p: str, api: str) -> list[Check]:
+    """The TURN family of an API (test_turns.py): a follow-up turn is answered, never with a 5xx."""
+    return [_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
+               "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
+               "API_FACTS: errors; a cut call's arguments do not parse", "answer a malformed history with a 4xx in "
+               "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"))]
 
 
 CHECKS: list[Check] = [
@@ -838,7 +859,7 @@ CHECKS: list[Check] = [
        "validate input items as the reference does; accept a request without input",
        ("bad-input-500", "wrong-error-shape", "rs-require-input", "lenient-input")),
     # --- tool_choice, parallel tool use off, strict arguments, a forced call cut off ---------------
-    *[c for p, api in _API_PAIRS for c in (
+    *[c for p, api in SHIPPED for c in (
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
            "force the call", MUST, "API_FACTS: tool_choice",
            "honour tool_choice (force the call by guided decoding, not the prompt)",
@@ -856,11 +877,7 @@ CHECKS: list[Check] = [
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
            "in both forms", ("forced-cut-raw-markup", *_bending(api, "nonstream-calls-as-text"))))],
     # --- a follow-up turn is answered, never with a 5xx (test_turns.py) ---------------------------
-    *[_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
-         "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
-         "API_FACTS: errors; a cut call's arguments do not parse", "answer a malformed history with a 4xx in "
-         "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"))
-      for p, api in _API_PAIRS],
+    *[c for p, api in SHIPPED for c in _turn_family(p, api)],
     # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
     _c("AN-USAGE-004", "anthropic", "message_start splits the prompt into input, cache read and cache creation "
        "tokens as the final usage does", SHOULD, "API_FACTS: message_delta usage is cumulative; the split of "
@@ -884,7 +901,7 @@ CHECKS: list[Check] = [
        "items, status and usage", MUST, "API_FACTS: the non-streamed answer", "send every required field",
        ("nonstream-no-object", "rs-missing-call-id")),
     # --- the context window and usage across turns (test_context.py) ----------------------------
-    *[c for p, api in _API_PAIRS for c in (
+    *[c for p, api in SHIPPED for c in (
         _c(f"{p}-CTX-001", api, "An over-long prompt is refused with a 400 in the API's error shape carrying the "
            "overflow marker (Anthropic 'prompt is too long', OpenAI context_length_exceeded)",
            _highest(f"{p}-CTX-001", f"{p}-CTX-001:marker"),
@@ -933,7 +950,7 @@ CHECKS += [
          "stream each call's arguments as the non-streamed answer has them",
          ("stream-tool-input-empty", "invalid-tool-json", "strict-ignored",
           *_bending(api, "chat-stream-call-dropped")),
-         witness="jsonschema") for p, api in _API_PAIRS],
+         witness="jsonschema") for p, api in SHIPPED],
     _c("AN-REQ-004", "anthropic", "cache_control with ttl 1h, with scope, at the top level and on a sent-back "
        "thinking block is accepted", MUST, "API_FACTS: request shapes and tool kinds (cache_control)",
        "accept and ignore every form of cache_control", ("reject-cache-control-extensions",
@@ -973,7 +990,86 @@ def get(check_id: str) -> Check:
     try:
         return BY_ID[check_id]
     except KeyError:
+        if bind():  # a check of an API registered since: bound now
+            return get(check_id)
         raise KeyError(f"unknown check {check_id!r}") from None
+
+
+def has(check_id: str) -> bool:
+    """The catalog holds the check (an API registered since bound first): a test module parametrized over the
+    registry takes an API's check only where the catalog has it (a registered API gets GENERIC_FAMILIES)."""
+    return check_id in BY_ID or (bind() and check_id in BY_ID)
+
+
+# --- a registered API's checks (issue 44: real registration) ------------------------------------------
+# The families any API registered with apis.register gets from its module alone: their rules' evidence holds
+# for every API (family -> (its rules, its checks), by check-id prefix and API name). Every other family
+# stands on the API's own reference (its rule levels and evidence written in RULES for each API): for an
+# API this catalog was not written for, ``family`` refuses it, naming what to write.
+GENERIC_FAMILIES: dict[str, tuple[Callable[[str], dict[str, tuple[Level, str]]],
+                                  Callable[[str, str], list[Check]]]] = {"TURN": (_turn_rules, _turn_family)}
+_BOUND: dict[str, tuple[str, ...]] = {}  # API name -> the check ids bound for it
+
+
+class UnboundFamily(HarnesscheckError, KeyError):
+    """A check family the catalog cannot build for a registered API (the message says what it takes)."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def family(api: str, contract: str) -> list[Check]:
+    """The checks of family ``contract`` ("TURN", "TOOLS", ...) of a registered API: those this catalog
+    holds for a shipped API, built from ``GENERIC_FAMILIES`` for one registered later; UnboundFamily when
+    the family needs rules written for the API (KeyError from the registry for an API not registered)."""
+    module = apis.get(api)
+    if (module.PREFIX, api) in SHIPPED:
+        found = [c for c in CHECKS if c.api == api and c.contract == contract]
+        if not found:
+            raise UnboundFamily(f"no {contract} checks for {api}")
+        return found
+    if contract not in GENERIC_FAMILIES:
+        raise UnboundFamily(
+            f"the {contract} checks of the registered API {api!r} ({module.PREFIX}) stand on its own reference: "
+            f"write their rules first (catalog.RULES: {module.PREFIX}-{contract}-NNN with its level and evidence, "
+            f"and the checks beside the shipped APIs' own); a registered API gets "
+            f"{', '.join(sorted(GENERIC_FAMILIES))} from its module alone")
+    return GENERIC_FAMILIES[contract][1](module.PREFIX, api)
+
+
+def bind() -> bool:
+    """Bring the catalog's tables (CHECKS, BY_ID, RULES, RULE_CHECK) in line with the registry: the generic
+    families of each API registered since, in place (every reader of the tables sees them), and the checks
+    of an API no longer registered out. True when something changed."""
+    changed = False
+    for name in [n for n in _BOUND if n not in apis.APIS]:
+        gone = set(_BOUND.pop(name))
+        CHECKS[:] = [c for c in CHECKS if c.id not in gone]
+        for table in (BY_ID, RULES, RULE_CHECK):
+            for key in [k for k in table if k.split(":")[0] in gone]:
+                del table[key]
+        changed = True
+    shipped = {name for _, name in SHIPPED}
+    for name, module in apis.APIS.items():
+        if name in shipped or name in _BOUND:
+            continue
+        bound: list[Check] = []
+        for contract, (rules, _build) in GENERIC_FAMILIES.items():
+            for rid, (level, evidence) in rules(module.PREFIX).items():
+                RULES[rid] = Rule(rid, level, evidence)
+                RULE_CHECK[rid] = rid.split(":")[0]
+            bound += family(name, contract)
+        CHECKS.extend(bound)
+        BY_ID.update({c.id: c for c in bound})
+        _BOUND[name] = tuple(c.id for c in bound)
+        changed = True
+    return changed
+
+
+def __getattr__(name: str) -> Any:
+    if name == "APIS":  # the checked APIs: every registered one, read when asked
+        return apis.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def checks_for_fault(fault: str) -> list[Check]:
@@ -1034,7 +1130,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "rs-fields-dropped": ("RS-REQ-002",),
     "rs-require-input": ("RS-ERR-001:allowed",),
     "reject-compressed-body": ("RS-REQ-001:zstd",),
-    "ignore-tool-choice": tuple(f"{p}-TOOLS-{r}" for p in apis.PREFIXES
+    "ignore-tool-choice": tuple(f"{p}-TOOLS-{r}" for p in _PREFIXES
                                 for r in ("001:forced", "001:named", "002")),
     "parallel-calls-not-disabled": ("AN-TOOLS-003", "CH-TOOLS-003", "RS-TOOLS-003"),
     "strict-ignored": ("AN-TOOLS-004", "CH-TOOLS-004", "RS-TOOLS-004"),
@@ -1044,12 +1140,12 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "nonstream-no-stop-sequence": ("AN-SHAPE-001:stop",),
     "nonstream-no-object": ("CH-SHAPE-001", "RS-SHAPE-001"),
     "nonstream-calls-as-text": ("AN-SHAPE-001:calls", "CH-SHAPE-001:calls"),
-    **{f: tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES
+    **{f: tuple(f"{p}-CTX-{r}" for p in _PREFIXES
                 for r in ("001", "001:marker", "003:window", "003:marker"))
        for f in ("overflow-detail-shape", "overflow-500")},
-    "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in apis.PREFIXES for r in ("001:marker", "003:marker")),
-    "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in apis.PREFIXES for n in ("002", "003")),
-    "cache-static-prefix-only": tuple(f"{p}-CTX-004" for p in apis.PREFIXES),
+    "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in _PREFIXES for r in ("001:marker", "003:marker")),
+    "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in _PREFIXES for n in ("002", "003")),
+    "cache-static-prefix-only": tuple(f"{p}-CTX-004" for p in _PREFIXES),
 }
 
 PLANTED.update({  # issue 30: request shapes and tool kinds

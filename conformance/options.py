@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harnesscheck.protocol import apis
+from harnesscheck.protocol.apis import names as api_names  # the registry's, read when called
 from harnesscheck.protocol.wire.redact import redact_url
 
 
-APIS = apis.NAMES  # the registry's names at import (the API modules import no httpx: cheap for the CLI parser)
 FEATURES = ("tool-dispatch", "tokenize", "prefix-cache", "preamble-strip", "count-tokens")
 # The embedded reference server; it offers every optional feature its --server-arg values leave on. Its
 # context window (64K tokens, half the reference server's default) keeps the over-long prompts of the
@@ -78,7 +78,7 @@ def add_options(add_argument: Callable[..., Any], *, prefix: str = CLI_PREFIX, f
     add("--api-key", default=None, metavar="KEY",
         help="API key sent as x-api-key and Authorization: Bearer (default: env HARNESSCHECK_API_KEY); never written "
              "to transcripts or results")
-    add("--apis", default=",".join(APIS), metavar="LIST",
+    add("--apis", default=",".join(apis.names()), metavar="LIST",
         help="comma-separated APIs to check: anthropic, chat, responses (default: all)")
     add("--tries", type=int, default=3, metavar="N",
         help="attempts per scenario before a check that needs a model behaviour is inconclusive (default: 3)")
@@ -160,10 +160,10 @@ def validate_options(*, endpoint: str | None, apis: str, expect: Iterable[str], 
             return problem
     chosen = split_apis(apis)
     if not chosen:
-        return f"{prefix}apis: no API given; choose from {', '.join(APIS)}"
+        return f"{prefix}apis: no API given; choose from {', '.join(api_names())}"
     for api in chosen:
-        if api not in APIS:
-            return unknown_choice(f"{prefix}apis", "API", api, APIS)
+        if api not in api_names():
+            return unknown_choice(f"{prefix}apis", "API", api, api_names())
     for feature in expect:
         if feature not in FEATURES:
             return unknown_choice(f"{prefix}expect", "feature", feature, FEATURES)

@@ -58,7 +58,7 @@ class Endpoint:
     url: str
     model: str
     api_key: str | None = None
-    apis: tuple[str, ...] = apis.NAMES
+    apis: tuple[str, ...] = field(default_factory=apis.names)  # every registered API, when made
     tries: int = 3
     timeout: float = 30.0
     expect: frozenset[str] = frozenset()

@@ -25,7 +25,7 @@ import pytest
 
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog
-from harnesscheck.protocol.apis.base import trace
+from harnesscheck.protocol.apis.base import Reading
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Problems, fail, inconclusive, ok_response, skip
 from harnesscheck.protocol.wire.transcript import Transcript
@@ -69,7 +69,7 @@ def _parse(api: str, t: Transcript) -> _Stream:
     Anthropic the block's content_block_stop, Responses the first of arguments.done and output_item.done,
     Chat its last delta before the next index or the finish)."""
     s = _Stream()
-    traced = trace(apis.get(api), ((f.index, f.json) for f in t.events))
+    traced = Reading.of(apis.get(api), t).trace
     for channel, said, frame in traced.said:
         if said:
             s.chars[channel].extend((c, frame) for c in said if not c.isspace())
@@ -208,7 +208,7 @@ def test_chat_tool_call_dispatch_frames(hc: Session) -> None:
             fail("no tool_call_dispatch frame, though the endpoint is declared to offer it", transcript=t)
         skip("the endpoint sends no tool_call_dispatch frames (declare --expect tool-dispatch to require them)")
     api = apis.get("chat")
-    traced = trace(api, ((f.index, f.json) for f in t.events if f.event != "tool_call_dispatch"))
+    traced = Reading.of(api, t).trace  # the dispatch frames fold without changing content
     streamed = {c.key: {"id": c.id, "name": c.name, "arguments": c.arguments}
                 for c in api.tool_calls(traced.snapshot)}
     last_args_frame = {c.key: max(c.frames, default=-1) for c in traced.calls}

@@ -5,6 +5,9 @@
      │                                               the command prints its one line, exits 2
      ├── WireError (protocol.wire.sse)            the stream could not be read as SSE
      │    └── FrameTooLarge                          a line or frame over the size limit
+     ├── IncompleteApi (protocol.apis; also TypeError)  apis.register got a module lacking base.Api members
+     ├── UnboundFamily (conformance.catalog; also KeyError)  a check family the catalog cannot build for a
+     │                                               registered API (its rules need the API's own evidence)
      ├── TraceError (replay.trace; also ValueError)  a trace file that does not validate
      ├── ResultsError (reports.schema; also ValueError)  a results file that does not validate
      └── EngineConfigError (reference_server.engines.transformers_engine; also ValueError)

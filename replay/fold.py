@@ -16,7 +16,7 @@ of any API; the client and the executor handle them beside the fold.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ def _view(api: Any) -> View:
                 api.stream_error, api.answer_text, api.answer_call_ids, api.stream_grown, api.PER_CALL_END)
 
 
-VIEWS: dict[str, View] = {name: _view(module) for name, module in apis.APIS.items()}
+VIEWS: Mapping[str, View] = apis.Table(_view)  # read from the registry when looked up
 
 
 def view(api: str) -> View:

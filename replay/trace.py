@@ -40,7 +40,6 @@ from typing import Any
 
 __all__ = [
     "ANSWER",
-    "APIS",
     "DEFAULT_PATHS",
     "SCHEMA",
     "MAX_TIMING_MS",
@@ -63,8 +62,7 @@ __all__ = [
 
 SCHEMA = "harnesscheck.trace"
 VERSION = 1
-APIS = apis.NAMES
-DEFAULT_PATHS = {name: mod.PATH for name, mod in apis.APIS.items()}
+DEFAULT_PATHS: Mapping[str, str] = apis.Table(lambda module: module.PATH)  # each API's route, read when looked up
 ANSWER = {"$answer": "previous"}
 _TURN_KEYS = {"session", "turn", "api", "path", "headers", "request", "delta", "response", "timing",
               "expect", "synthetic", "meta"}

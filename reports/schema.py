@@ -37,11 +37,9 @@ SCHEMA_VERSION = "1.0"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
 
 OUTCOMES = ("pass", "fail", "skip", "inconclusive", "error")
-APIS = (*apis.NAMES, "any")  # the registry's APIs at import, and "any" (a check no single API owns)
 LEVELS = ("MUST", "SHOULD")
 
 __all__ = [
-    "APIS",
     "LEVELS",
     "OUTCOMES",
     "SCHEMA_NAME",
@@ -99,18 +97,54 @@ def results_document(run: dict[str, Any], checks: list[dict[str, Any]], **sectio
     return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "run": run, "checks": checks, **sections}
 
 
-@lru_cache(maxsize=1)
+ANY = "any"  # the `api` of a check no single API owns
+
+
+def api_names() -> tuple[str, ...]:
+    """The values a check's `api` takes: the registered APIs (read now), and "any"."""
+    return (*apis.names(), ANY)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "APIS":  # read when asked: an API registered later is in it
+        return api_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def results_schema() -> dict[str, Any]:
-    """The JSON Schema of a results document (a fresh parse, cached; do not mutate)."""
+    """The JSON Schema of a results document (cached per registry; do not mutate): results.schema.json, whose
+    check `api` enum lists the APIs the kit ships, with that enum read from the registry (a registered API's
+    checks validate; tests/reports/test_schema.py checks the file's list against the registry)."""
+    return _schema(api_names())
+
+
+def file_apis() -> list[str]:
+    """The check `api` enum as results.schema.json writes it."""
+    return list(_file_schema()["$defs"]["check"]["properties"]["api"]["enum"])
+
+
+@lru_cache(maxsize=1)
+def _file_schema() -> dict[str, Any]:
     schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     return schema
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)
+def _schema(names: tuple[str, ...]) -> dict[str, Any]:
+    schema = json.loads(json.dumps(_file_schema()))
+    schema["$defs"]["check"]["properties"]["api"]["enum"] = list(names)
+    return schema  # type: ignore[no-any-return]
+
+
 def _validator() -> jsonschema.protocols.Validator:
+    return _validator_for(api_names())
+
+
+@lru_cache(maxsize=4)
+def _validator_for(names: tuple[str, ...]) -> jsonschema.protocols.Validator:
     import jsonschema  # on first validation: a writer that only builds documents never needs it
 
-    schema = results_schema()
+    schema = _schema(names)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)

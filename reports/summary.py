@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnesscheck.reports.schema import APIS, OUTCOMES
+from harnesscheck.reports.schema import OUTCOMES, api_names
 
 __all__ = ["EXIT_KIT_ERROR", "EXIT_MUST_FAILED", "EXIT_OK", "api_order", "exit_status", "final_line",
            "format_summary", "is_must_failure", "kit_errors", "must_failures", "should_failures", "summarize"]
@@ -23,8 +23,9 @@ EXIT_OK, EXIT_MUST_FAILED, EXIT_KIT_ERROR = 0, 1, 3
 def api_order(results: dict[str, Any]) -> list[str]:
     """The APIs of a document in a stable order: anthropic, chat, responses, any, then others."""
     present = {c["api"] for c in results.get("checks", [])} | set(results.get("run", {}).get("apis") or [])
-    known = [a for a in APIS if a in present]
-    return known + sorted(present - set(APIS))
+    order = api_names()
+    known = [a for a in order if a in present]
+    return known + sorted(present - set(order))
 
 
 def summarize(results: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from harnesscheck.protocol.apis.anthropic import (
+    What,
+    did,
     EVENT_TYPES,
     LENGTH_STOP,
     accumulate,
@@ -18,6 +20,8 @@ from harnesscheck.protocol.apis.anthropic import (
     recording,
 )
 from harnesscheck.protocol.apis.anthropic import TOOL_BLOCKS as _TOOL_BLOCKS
+from harnesscheck.protocol.apis import anthropic as _anthropic
+from harnesscheck.protocol.apis.base import Reading
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 
@@ -113,7 +117,13 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     events = [f for f in frames if f.kind == "event"]
     sink = Collector(events)
     names = EventNames("AN-GRAMMAR-EVENT-LINE", "AN-GRAMMAR-EVENT-NAME")
-    snap: dict[str, Any] | None = recording()
+    # Folded from recording() (events before message_start recorded too); from None, the same snapshots,
+    # when the first event folded is message_start: the stream's one fold, shared with its other readers.
+    first = next((f.json for f in events if not f.done and isinstance(f.json, dict)
+                  and isinstance(f.json.get("type"), str)), None)
+    step = Reading.of(_anthropic, source).fold(
+        None if first is not None and first.get("type") == "message_start" else recording())
+    snap: dict[str, Any] | None = step.snap
     at: list[int] = []  # the frame of each recorded event, by its number
 
     for f in events:
@@ -126,10 +136,10 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             sink.add("AN-GRAMMAR-JSON", f.index, "data is not a JSON object with a string type",
                      f.json_error or f.data, 'a JSON object with "type"')
             continue
-        snap = accumulate(ev, snap)
+        snap = step(ev)
         at.append(f.index)
         rec = (snap or {}).get("_event") or {}
-        if rec.get("what") not in ("ping", "unknown"):
+        if did(rec) not in ("ping", "unknown"):
             names.check(f, ev["type"])
         _judge_event(rec, ev, f, at, sink)
 
@@ -147,7 +157,7 @@ def _frame(at: list[int], n: int | None) -> int | None:
 
 def _judge_event(rec: dict[str, Any], ev: dict[str, Any], f: Any, at: list[int], sink: Collector) -> None:
     """The findings of one event, from what the fold recorded it did."""
-    add, i, typ, what = sink.add, f.index, ev["type"], rec.get("what")
+    add, i, typ, what = sink.add, f.index, ev["type"], did(rec)
     if what == "unknown":
         add("AN-GRAMMAR-UNKNOWN-EVENT", i, f"unknown event type {typ!r} (recorded; clients are told to "
             "handle unknown event types gracefully)", f"event: {f.event}, type: {typ}",
@@ -237,7 +247,7 @@ def _unknown_block(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any)
 
 def _closed_block(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
     idx, stop = rec["index"], at[rec["stop"]]
-    if rec["what"] == "signature-after-stop":
+    if did(rec) == "signature-after-stop":
         add("AN-GRAMMAR-SIGNATURE", i, f"signature_delta for thinking block {idx} after its "
             f"content_block_stop (frame #{stop})", "signature_delta after the stop",
             "signature_delta before the stop")
@@ -254,7 +264,7 @@ def _block_stop(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) ->
 
 
 def _bad_delta(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> None:
-    what, dtype, btype, delta = rec["what"], rec["delta"], rec["block"], ev.get("delta")
+    what, dtype, btype, delta = did(rec), rec["delta"], rec["block"], ev.get("delta")
     if what == "delta-type":
         add("AN-GRAMMAR-DELTA-TYPE", i, f"{dtype} inside a {btype} block", dtype, rec["allowed"])
     elif what == "delta-field":
@@ -268,7 +278,7 @@ def _bad_delta(rec: Rec, typ: str, ev: Rec, i: int, at: list[int], add: Any) -> 
             "all thinking before the signature")
 
 
-_BLOCK_EVENT = {"unknown-block": _unknown_block, "signature-after-stop": _closed_block,
+_BLOCK_EVENT: dict[What, Any] = {"unknown-block": _unknown_block, "signature-after-stop": _closed_block,
                 "block-closed": _closed_block, "block-stop": _block_stop, "delta-type": _bad_delta,
                 "delta-field": _bad_delta, "delta-malformed": _bad_delta,
                 "thinking-after-signature": _bad_delta}

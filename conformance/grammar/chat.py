@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harnesscheck.protocol.apis import chat as _chat
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 from harnesscheck.protocol.apis.chat import (
@@ -23,9 +24,14 @@ from harnesscheck.protocol.apis.chat import (
     FINISH_REASONS,
     LENGTH_STOP,
     accumulate,
+    NoteTag,
+    did,
     dispatch_event,
+    dispatch_shape,
     final_message,
+    notes_of,
 )
+from harnesscheck.protocol.apis.base import Reading
 
 from .findings import Collector, Finding, frames_and_request, short
 
@@ -106,17 +112,6 @@ def _is_chunk(data: Any) -> bool:
     return isinstance(data, dict) and (data.get("object") == "chat.completion.chunk" or "choices" in data)
 
 
-def _dispatch_shape(d: Any) -> bool:
-    tc = d.get("tool_call") if isinstance(d, dict) else None
-    fn = tc.get("function") if isinstance(tc, dict) else None
-    return (
-        isinstance(d, dict) and _is_int(d.get("choice_index")) and isinstance(tc, dict)
-        and _is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
-        and tc.get("type") == "function" and isinstance(fn, dict)
-        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
-    )
-
-
 def validate(source: Any, request: Any = None) -> list[Finding]:
     """Judge a Chat Completions stream (``request``: the request body, for include_usage and
     tool_choice); never raises on what the server sent. The stream's state is the fold's (``accumulate``,
@@ -131,9 +126,11 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     named: dict[str, list[int]] = {}  # event name on a chunk -> frames
     side: dict[str, list[int]] = {}  # event name of a side event (not a chunk) -> frames
 
+    step = Reading.of(_chat, source).fold()  # the stream's one fold, shared with its other readers
+
     def fold(data: Any, f: Any) -> dict[str, Any]:
         nonlocal snap
-        snap = accumulate(data, snap)
+        snap = step(data)
         at.append(f.index)
         return (snap or {}).get("_event") or {}
 
@@ -141,7 +138,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         i = f.index
         g = (snap or {}).get("_g") or {}
         if f.event == DISPATCH_EVENT:
-            if not _dispatch_shape(f.json):
+            if not dispatch_shape(f.json):
                 add("CH-DISPATCH-SHAPE", i, "malformed tool_call_dispatch",
                     f.json if f.json is not None else f.data,
                     '{"choice_index", "tool_call": {index, id, type, function{name, arguments}}}')
@@ -168,7 +165,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
         if f.event is not None:
             named.setdefault(f.event, []).append(i)
         rec = fold(ch, f)
-        if rec.get("what") == "error":
+        if did(rec) == "error":
             err = ch.get("error")
             what = f"{err.get('type') or err.get('code')}: {err.get('message')}" if isinstance(err, dict) \
                 else short(err)
@@ -194,7 +191,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
 
 def _notes(rec: dict[str, Any], i: int, at: list[int], add: Any) -> None:
     """The findings of one chunk or dispatch, from the notes the fold recorded."""
-    for note in rec.get("notes") or ():
+    for note in notes_of(rec):
         kind, args = note[0], note[1:]
         if kind == "object":
             add("CH-GRAMMAR-OBJECT", i, f"chunk with object {args[0]!r}", args[0], "chat.completion.chunk")
@@ -222,7 +219,7 @@ def _notes(rec: dict[str, Any], i: int, at: list[int], add: Any) -> None:
             _tool_note(kind, args, i, at, add)
 
 
-def _tool_note(kind: str, args: tuple[Any, ...], i: int, at: list[int], add: Any) -> None:
+def _tool_note(kind: NoteTag, args: tuple[Any, ...], i: int, at: list[int], add: Any) -> None:
     if kind == "tools-not-list":
         add("CH-GRAMMAR-TOOL-INDEX", i, "tool_calls is not a list", args[0], "a list of tool-call deltas")
     elif kind == "tool-no-index":

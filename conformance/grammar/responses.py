@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from harnesscheck.protocol.apis import responses as _responses
+from harnesscheck.protocol.apis.base import Reading
 from harnesscheck.protocol.apis.base import is_int as _is_int
 from harnesscheck.protocol.apis.base import json_object_text
 from harnesscheck.protocol.apis.responses import (
     EVENT_TYPES,
     LENGTH_STOP,
     TERMINAL,
+    Note,
     accumulate,
+    did,
     final_message,
+    notes_of,
 )
 
 from .findings import Collector, EventNames, Finding, frames_and_request, short, without_cut_call
@@ -59,6 +64,9 @@ RULES: dict[str, str] = {
     "`arguments` at `output_item.done`.",
     "RS-GRAMMAR-ARGS-JSON": "A function call's final `arguments` parse as a JSON object (the last item of a "
     "response left incomplete at `max_output_tokens` is the cut-call rules' to judge).",
+    "RS-GRAMMAR-CUSTOM-INPUT": "A custom tool call's input streams as response.custom_tool_call_input.delta "
+    "events, then its .done, and the joined deltas, the .done input and the item's input at output_item.done "
+    "are the same text (judged by RS-TOOLKIND-002:stream).",
     "RS-GRAMMAR-TEXT-DONE": "Every text `.done` (output text, content part, refusal, reasoning summary or "
     "text, the item at its done) equals the joined deltas.",
     "RS-GRAMMAR-COMPLETED": "The stream ends with exactly one `response.completed` (or `.failed` / "
@@ -91,6 +99,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
     names = EventNames("RS-GRAMMAR-EVENT-LINE", "RS-GRAMMAR-EVENT-NAME", absent_informational=True)
     snap: dict[str, Any] | None = None
     at: list[int] = []  # the frame of each folded event, by its number
+    step = Reading.of(_responses, source).fold()  # the stream's one fold, shared with its other readers
 
     for f in events:
         i = f.index
@@ -104,12 +113,12 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             add("RS-GRAMMAR-JSON", i, "data is not a JSON object", f.json_error or f.data,
                 'a JSON object with "type"')
             continue
-        snap = accumulate(ev, snap)
+        snap = step(ev)
         at.append(i)
-        rec = snap.get("_event") or {}
+        rec = (snap or {}).get("_event") or {}
         typ: Any = ev.get("type")
-        what = rec.get("what")
-        _notes([n for n in rec.get("notes") or () if n[0].startswith("seq-")], i, at, add)
+        what = did(rec)
+        _notes([n for n in notes_of(rec) if n[0].startswith("seq-")], i, at, add)
         if what == "no-type":
             add("RS-GRAMMAR-JSON", i, "data has no string type", typ, 'a string "type"')
             continue
@@ -128,7 +137,7 @@ def validate(source: Any, request: Any = None) -> list[Finding]:
             add("RS-GRAMMAR-ERROR-EVENT", i, f"the endpoint reported an error in the stream ({_what(body)})",
                 body, informational=True)
             continue
-        _notes([n for n in rec.get("notes") or () if not n[0].startswith("seq-")], i, at, add, ev)
+        _notes([n for n in notes_of(rec) if not n[0].startswith("seq-")], i, at, add, ev)
         if what == "terminal" and typ == "response.failed":  # the fold notes no open item then
             terminal: Any = ev.get("response")
             body = terminal.get("error") if isinstance(terminal, dict) else None
@@ -169,7 +178,7 @@ def _cut_from(events: list[Any]) -> int | None:
 _ORDER = "RS-GRAMMAR-ITEM-ORDER"
 
 
-def _notes(notes: list[Any], i: int, at: list[int], add: Any, ev: Any = None) -> None:
+def _notes(notes: list[Note], i: int, at: list[int], add: Any, ev: Any = None) -> None:
     """The findings of one event, from the notes the fold recorded."""
     for note in notes:
         kind, a = note[0], note[1:]
@@ -269,6 +278,13 @@ def _done_note(kind: str, a: tuple[Any, ...], i: int, add: Any) -> None:
     elif kind == "done-no-args-done":
         add(_ORDER, i, f"function_call item {a[0]} done without function_call_arguments.done",
             "no function_call_arguments.done", "function_call_arguments.done before output_item.done")
+    elif kind == "custom-no-done":
+        add("RS-GRAMMAR-CUSTOM-INPUT", i, f"custom_tool_call {a[0]} ended without "
+            "response.custom_tool_call_input.done", "no custom_tool_call_input.done",
+            "custom_tool_call_input.done before output_item.done")
+    elif kind == "custom-input":
+        add("RS-GRAMMAR-CUSTOM-INPUT", i, f"custom_tool_call {a[0]}: the joined deltas {a[1][:60]!r}, the .done "
+            f"input {str(a[2])[:60]!r} and the item's input {str(a[3])[:60]!r} differ", a[3], a[1])
     elif kind == "done-args":
         add("RS-GRAMMAR-ARGS-DONE", i, "item arguments at done differ from the streamed arguments", a[0],
             a[1])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+import sys
+from typing import Any, Literal, cast
 
 from harnesscheck.protocol.apis import base
 from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, public, text
@@ -123,7 +124,27 @@ def malformed_history(body: Any) -> str:
     return ""
 
 
+# The tags between the fold and the grammar validator (issue 44): what one event did (`What`, its record's
+# "what"), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
+# compared in the validator that is not in the list is a type error.
+What = Literal["after-delta", "after-error", "after-stop", "block-closed", "block-start", "block-stop", "delta",
+               "delta-field", "delta-malformed", "delta-type", "error", "event", "message-delta", "message-stop",
+               "ping", "second-start", "signature-after-stop", "start", "thinking-after-signature", "unknown",
+               "unknown-block", "untyped"]
+
+
+def _w(what: What) -> What:
+    return what
+
+
+def did(rec: Any) -> What | None:
+    """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
+    return cast("What | None", (rec or {}).get("what"))
+
+
 # -- the fold -------------------------------------------------------------------------------
+
+fold_input = base.fold_input  # what the fold takes of a frame: its JSON object
 
 def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     """Fold one event (a decoded data object) into the snapshot; return the new snapshot.
@@ -156,7 +177,7 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     words = delta.get(said[1]) if said and isinstance(delta, dict) else None
     return {**placed, "_g": g, "_event": rec, "_at": at if is_int(at) else None,
             "_said": ((said[0], words),) if said and isinstance(words, str) else (),
-            "_closed": at if rec["what"] == "block-stop" else None}
+            "_closed": at if did(rec) == "block-stop" else None}
 
 
 # the text a placed delta adds: (channel, the delta's field)
@@ -273,28 +294,28 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     n = g["n"]
     g["n"] = n + 1
     typ = event.get("type")
-    rec: dict[str, Any] = {"n": n, "type": typ, "what": "event"}
+    rec: dict[str, Any] = {"n": n, "type": typ, "what": _w("event")}
     if not isinstance(typ, str):
-        return g, {**rec, "what": "untyped"}
+        return g, {**rec, "what": _w("untyped")}
     if typ == "ping" or typ not in EVENT_TYPES:
-        return g, {**rec, "what": "ping" if typ == "ping" else "unknown"}
+        return g, {**rec, "what": _w("ping" if typ == "ping" else "unknown")}
     if g["error"] is not None:
-        return g, {**rec, "what": "after-error", "error": g["error"]}
+        return g, {**rec, "what": _w("after-error"), "error": g["error"]}
     if typ == "error":
         g["error"] = n
-        return g, {**rec, "what": "error"}
+        return g, {**rec, "what": _w("error")}
     if g["stop"] is not None:
-        return g, {**rec, "what": "after-stop", "stop": g["stop"]}
+        return g, {**rec, "what": _w("after-stop"), "stop": g["stop"]}
     if typ == "message_start":
         if g["start"] is not None:
-            return g, {**rec, "what": "second-start", "start": g["start"]}
+            return g, {**rec, "what": _w("second-start"), "start": g["start"]}
         g["start"] = n
-        return g, {**rec, "what": "start"}
+        return g, {**rec, "what": _w("start")}
     if g["start"] is None and not g["early"]:
         g["early"] = True
         rec["early"] = True  # the first event before message_start
     if typ.startswith("content_block_") and g["delta"] is not None:
-        return g, {**rec, "what": "after-delta", "delta": g["delta"]}
+        return g, {**rec, "what": _w("after-delta"), "delta": g["delta"]}
     blocks = list(g["blocks"])
     if typ == "content_block_start":
         rec = {**rec, **_record_start(event, n, g, blocks)}
@@ -312,9 +333,9 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
         if isinstance(delta, dict):  # the SDK sets stop_reason from every message_delta
             g["reason"], g["reason_at"] = delta.get("stop_reason"), n
             rec["reason"] = delta.get("stop_reason")
-        return g, {**rec, "what": "message-delta"}
+        return g, {**rec, "what": _w("message-delta")}
     g["stop"] = n  # message_stop
-    return g, {**rec, "what": "message-stop", "reason": g["reason"], "reason_at": g["reason_at"]}
+    return g, {**rec, "what": _w("message-stop"), "reason": g["reason"], "reason_at": g["reason_at"]}
 
 
 def _record_start(event: dict[str, Any], n: int, g: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
@@ -324,7 +345,7 @@ def _record_start(event: dict[str, Any], n: int, g: dict[str, Any], blocks: list
     sig = cb.get("signature") if isinstance(cb, dict) else None
     signed = btype == "thinking" and isinstance(sig, str) and bool(sig)
     where = g["where"]
-    rec = {"what": "block-start", "index": idx, "position": len(blocks),
+    rec = {"what": _w("block-start"), "index": idx, "position": len(blocks),
            "open": [b["index"] for b in blocks if b["open"]],
            "misplaced": not is_int(idx) or idx != len(blocks) or idx in where}
     key = idx if is_int(idx) else -1 - len(blocks)
@@ -341,33 +362,33 @@ def _record_block(typ: str, event: dict[str, Any], n: int, where: dict[Any, int]
     delta = event.get("delta") if typ == "content_block_delta" else None
     dtype = delta.get("type") if isinstance(delta, dict) else None
     if pos is None:
-        return {"what": "unknown-block", "index": idx, "started": sorted(k for k in where if k >= 0)}
+        return {"what": _w("unknown-block"), "index": idx, "started": sorted(k for k in where if k >= 0)}
     b = blocks[pos] = dict(blocks[pos])
     rec = {"index": idx, "block": b["type"], "delta": dtype}
     if not b["open"]:
         if dtype == "signature_delta" and b["type"] == "thinking":
             b["signed"] = b["signed"] or bool(delta.get("signature"))  # type: ignore[union-attr]
-            return {**rec, "what": "signature-after-stop", "stop": b["stop"]}
-        return {**rec, "what": "block-closed", "stop": b["stop"]}
+            return {**rec, "what": _w("signature-after-stop"), "stop": b["stop"]}
+        return {**rec, "what": _w("block-closed"), "stop": b["stop"]}
     if typ == "content_block_stop":
         b["open"], b["stop"] = False, n
-        return {**rec, "what": "block-stop", "json": b["json"]}
+        return {**rec, "what": _w("block-stop"), "json": b["json"]}
     allowed = DELTAS_FOR.get(b["type"]) if isinstance(b["type"], str) else None
     fld = DELTA_FIELD.get(dtype) if isinstance(dtype, str) else None
     if allowed is not None and not (isinstance(dtype, str) and dtype in allowed):  # a list would not hash
-        return {**rec, "what": "delta-type", "allowed": sorted(allowed)}
+        return {**rec, "what": _w("delta-type"), "allowed": sorted(allowed)}
     if fld is not None and not isinstance(delta.get(fld[0]), fld[1]):  # type: ignore[union-attr]
-        return {**rec, "what": "delta-field", "field": fld[0], "kind": fld[1].__name__}
+        return {**rec, "what": _w("delta-field"), "field": fld[0], "kind": fld[1].__name__}
     if allowed is not None and fld is None:
-        return {**rec, "what": "delta-malformed", "allowed": sorted(allowed)}
+        return {**rec, "what": _w("delta-malformed"), "allowed": sorted(allowed)}
     if dtype == "thinking_delta" and b["sign"] is not None:
-        return {**rec, "what": "thinking-after-signature", "sign": b["sign"]}
+        return {**rec, "what": _w("thinking-after-signature"), "sign": b["sign"]}
     if dtype == "signature_delta":
         b["sign"] = n
         b["signed"] = b["signed"] or bool(delta.get("signature"))  # type: ignore[union-attr]
     elif dtype == "input_json_delta":
         b["json"] += delta["partial_json"]  # type: ignore[index]
-    return {**rec, "what": "delta"}
+    return {**rec, "what": _w("delta")}
 
 
 def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
@@ -386,11 +407,11 @@ def _parse_tool_input(block: dict[str, Any]) -> dict[str, Any]:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """The message folded from a stream (a Transcript or frames); None without message_start."""
-    snap = base.fold(source, accumulate)
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot  # the stream's one fold
     if snap is None:
         return None
     content = [(_parse_tool_input(b) if "_partial_json" in b else b) for b in snap.get("content", [])]
-    return {**public(snap), "content": content}
+    return copy.deepcopy({**public(snap), "content": content})  # the caller's own: the fold is shared
 
 
 # -- what an answer holds -------------------------------------------------------------------

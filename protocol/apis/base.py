@@ -102,6 +102,7 @@ class Api(Protocol):
     def first(self, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]: ...
     def follow(self, body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]: ...
     def accumulate(self, event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None: ...
+    def fold_input(self, frame: SSEFrame) -> Any: ...  # what the fold takes of a frame (base.fold_input)
     def final_message(self, source: Any) -> dict[str, Any] | None: ...
     def tool_calls(self, answer: dict[str, Any] | None) -> list[ToolCall]: ...
     def is_content(self, event: Any) -> bool: ...
@@ -177,13 +178,134 @@ def frames_and_request(source: Any, request: Any = None) -> tuple[list[SSEFrame]
 
 
 def fold(source: Any, accumulate: Callable[[Any, Any], Any]) -> dict[str, Any] | None:
-    """Fold a recorded stream's JSON events with an API's pure `accumulate(event, snapshot)`."""
+    """Fold a recorded stream's JSON events with an API's pure `accumulate(event, snapshot)` (an API module
+    reads a stream through its `Reading` instead: one fold per transcript for all its readers)."""
     frames, _ = frames_and_request(source)
     snap: dict[str, Any] | None = None
     for f in frames:
         if f.kind == "event" and isinstance(f.json, dict):
             snap = accumulate(f.json, snap)
     return snap
+
+
+def fold_input(frame: SSEFrame) -> Any:
+    """What an API's fold takes of a frame: its JSON object (None: the fold takes nothing). An API whose
+    wire has frames of its own (Chat's Dynamo `tool_call_dispatch`) names its own `fold_input`."""
+    return frame.json if frame.kind == "event" and isinstance(frame.json, dict) else None
+
+
+@dataclass(slots=True)
+class _Path:
+    """One fold of a stream from one start: the inputs folded so far and the snapshot after each."""
+
+    start: Snapshot
+    inputs: list[Any] = field(default_factory=list)
+    snaps: list[Snapshot] = field(default_factory=list)
+
+
+class Fold:
+    """One reader's fold over a `Reading`: ``fold(data)`` returns the snapshot after ``data``, taken from
+    the stream's one fold while the reader folds what it folded (the same inputs, in the same order), its
+    own from the first input that differs (a reader that skips or adds an event: only on a broken stream).
+    A reader that goes past the end of the stream's fold extends it for the next reader."""
+
+    __slots__ = ("_accumulate", "_n", "_own", "_path", "snap")
+
+    def __init__(self, accumulate: Callable[[Any, Any], Any], path: _Path) -> None:
+        self._accumulate, self._path, self._n, self._own = accumulate, path, 0, False
+        self.snap: Snapshot = path.start
+
+    def __call__(self, data: Any) -> Snapshot:
+        path, n = self._path, self._n
+        if not self._own:
+            if n < len(path.inputs):
+                known = path.inputs[n]
+                if known is data or known == data:
+                    self._n = n + 1
+                    self.snap = path.snaps[n]
+                    return self.snap
+                self._own = True
+            else:
+                self.snap = self._accumulate(data, self.snap)
+                path.inputs.append(data)
+                path.snaps.append(self.snap)
+                self._n = n + 1
+                return self.snap
+        self.snap = self._accumulate(data, self.snap)
+        return self.snap
+
+
+class Reading:
+    """A stream read once with its API's fold, that every reader of the transcript shares: the final
+    answer (``snapshot``), the grammar validator (``fold(start)``, ``findings``), the trace of parts and
+    tool calls (``trace``: paths, dispatch checks, timeline). Memoised on the Transcript (``Reading.of``);
+    a transcript still growing (frames appended) gets a fresh one."""
+
+    __slots__ = ("_findings", "_inputs", "_paths", "_snapshot", "_trace", "api", "events", "key")
+
+    def __init__(self, api: Any, events: list[SSEFrame], key: tuple[int, int] = (0, 0)) -> None:
+        self.api = api
+        self.events = events
+        self.key = key
+        self._paths: list[_Path] = []
+        self._trace: StreamTrace | None = None
+        self._findings: Any = None
+        self._inputs: list[tuple[int, Any]] | None = None
+        self._snapshot: tuple[Snapshot] | None = None
+
+    @classmethod
+    def of(cls, api: Any, source: Any) -> Reading:
+        """The reading of a Transcript (memoised on it) or of a list of frames (not memoised)."""
+        if not isinstance(source, Transcript):
+            frames, _ = frames_and_request(source)
+            return cls(api, [f for f in frames if f.kind == "event"])
+        key = (id(source.frames), len(source.frames))
+        memo = source.readings
+        if memo is None:
+            memo = source.readings = {}
+        known = memo.get(api.NAME)
+        if isinstance(known, Reading) and known.api is api and known.key == key:
+            return known
+        made = memo[api.NAME] = cls(api, source.events, key)
+        return made
+
+    def fold(self, start: Snapshot = None) -> Fold:
+        """A reader's fold from ``start`` (None, or the API's recording start)."""
+        path = next((p for p in self._paths if p.start == start), None)
+        if path is None:
+            path = _Path(start)
+            self._paths.append(path)
+        return Fold(self.api.accumulate, path)
+
+    def inputs(self) -> list[tuple[int, Any]]:
+        """(frame index, what the fold takes) for every frame the fold takes (read once)."""
+        if self._inputs is None:
+            take = self.api.fold_input
+            self._inputs = [(f.index, data) for f in self.events if (data := take(f)) is not None]
+        return self._inputs
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The snapshot after every JSON object of the stream (what `final_message` reads; read once)."""
+        if self._snapshot is None:
+            step = self.fold()
+            for _, data in self.inputs():
+                if isinstance(data, dict):
+                    step(data)
+            self._snapshot = (step.snap,)
+        return self._snapshot[0]
+
+    @property
+    def trace(self) -> StreamTrace:
+        if self._trace is None:
+            self._trace = trace(self.api, self.inputs(), self)
+        return self._trace
+
+    def findings(self, validate: Callable[[Any, Any], Any], source: Transcript) -> Any:
+        """The validator's findings on the transcript with its own request (memoised)."""
+        if self._findings is None:
+            self._findings = validate(source, None)
+        return self._findings
 
 
 @dataclass(slots=True)
@@ -219,17 +341,19 @@ class StreamTrace:
     snapshot: Snapshot = None
 
 
-def trace(api: Any, events: Iterable[tuple[int, Any]]) -> StreamTrace:
-    """Fold ``(frame index, decoded data)`` pairs with ``api.accumulate`` and read, after each, what the
-    fold recorded (``_at``, ``_said``, ``_closed``, ``_complete``) and the API's tool calls."""
+def trace(api: Any, events: Iterable[tuple[int, Any]], reading: Reading | None = None) -> StreamTrace:
+    """Fold ``(frame index, decoded data)`` pairs with ``api.accumulate`` (the ``reading``'s one fold when
+    given) and read, after each, what the fold recorded (``_at``, ``_said``, ``_closed``, ``_complete``)
+    and the API's tool calls."""
     out = StreamTrace()
     calls: dict[Any, CallTrace] = {}
     snap: Snapshot = None
     name = getattr(api, "stream_part", None)
+    step = reading.fold() if reading is not None else None
     for index, data in events:
         if not isinstance(data, dict):
             continue
-        snap = api.accumulate(data, snap)
+        snap = step(data) if step is not None else api.accumulate(data, snap)
         if snap is None:
             continue
         parts, closed = _keys(snap.get("_at")), _keys(snap.get("_closed"))

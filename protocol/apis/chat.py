@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+import sys
+from typing import Any, Literal, Unpack, cast
 
 from harnesscheck.protocol.apis import base
 from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, text
@@ -127,6 +128,31 @@ def malformed_history(body: Any) -> str:
     return ""
 
 
+# The tags between the fold and the grammar validator (issue 44): what one event did (`What`, its record's
+# "what"), and the notes it made (`Note`: a tag, then its details), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
+# compared in the validator that is not in the list is a type error.
+What = Literal["chunk", "dispatch", "done", "error", "other"]
+NoteTag = Literal["after-finish", "choice-invalid", "choices-not-list", "dispatch-again", "dispatch-before-args",
+                  "dispatch-early", "dispatch-late", "dispatch-malformed", "finish-again", "finish-unknown",
+                  "id-differs", "id-missing", "object", "tool-args-type", "tool-first", "tool-index-order",
+                  "tool-no-index", "tool-repeat", "tools-not-list"]
+Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
+
+
+def notes_of(rec: Any) -> list[Note]:
+    """The notes one event's record made, in stream order."""
+    return list((rec or {}).get("notes") or ())
+
+
+def _w(what: What) -> What:
+    return what
+
+
+def did(rec: Any) -> What | None:
+    """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
+    return cast("What | None", (rec or {}).get("what"))
+
+
 # -- the fold -------------------------------------------------------------------------------
 
 def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -137,10 +163,11 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     the grammar validator judges; a Dynamo ``tool_call_dispatch`` side frame is folded as
     ``dispatch_event(data)`` (it changes no content).
     """
-    snap = _place(chunk, snapshot)
+    snap = _place(chunk, snapshot)  # a new dict for a chunk or [DONE] (the given one otherwise): set in place
     if snap is not None and (chunk == "[DONE]" or isinstance(chunk, dict)):
         g, rec = record(chunk, (snapshot or {}).get("_g"))
-        snap = {**snap, "_g": g, "_event": rec}
+        snap = dict(snap) if snap is snapshot else snap
+        snap["_g"], snap["_event"] = g, rec
     if snap is None or not isinstance(chunk, dict) or "error" in chunk:
         return snap
     at: list[Any] = []
@@ -157,8 +184,8 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    return {**snap, "_at": tuple(dict.fromkeys(at)), "_said": tuple(said),
-            "_closed": _finished(snapshot, snap)}
+    snap["_at"], snap["_said"], snap["_closed"] = tuple(dict.fromkeys(at)), tuple(said), _finished(snapshot, snap)
+    return snap
 
 
 # -- the stream's state, as the grammar judges it --------------------------------------------
@@ -174,6 +201,33 @@ def dispatch_event(data: Any) -> dict[str, Any]:
     return {"object": DISPATCH_EVENT, "dispatch": data}
 
 
+def dispatch_shape(d: Any) -> bool:
+    """A ``tool_call_dispatch`` frame's data has ``choice_index`` and ``tool_call{index, id, type:
+    "function", function{name, arguments}}`` (CH-DISPATCH-SHAPE); only such a frame is folded."""
+    tc = d.get("tool_call") if isinstance(d, dict) else None
+    fn = tc.get("function") if isinstance(tc, dict) else None
+    return (
+        isinstance(d, dict) and is_int(d.get("choice_index")) and isinstance(tc, dict)
+        and is_int(tc.get("index")) and isinstance(tc.get("id"), str) and bool(tc.get("id"))
+        and tc.get("type") == "function" and isinstance(fn, dict)
+        and isinstance(fn.get("name"), str) and bool(fn.get("name")) and isinstance(fn.get("arguments"), str)
+    )
+
+
+def fold_input(frame: Any) -> Any:
+    """What the fold takes of a frame: a chunk (a JSON object), ``"[DONE]"``, and Dynamo's well-formed
+    ``tool_call_dispatch`` frame as ``dispatch_event(data)`` (a malformed one is the grammar's to report);
+    None for anything else. Every reader of a Chat stream folds these, so the dispatches are read in the
+    fold's record (``_g["dispatches"]``), not beside it."""
+    if frame.kind != "event":
+        return None
+    if frame.event == DISPATCH_EVENT:
+        return dispatch_event(frame.json) if dispatch_shape(frame.json) else None
+    if frame.done:
+        return "[DONE]"
+    return frame.json if isinstance(frame.json, dict) else None
+
+
 def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The stream's state after one more chunk (``"[DONE]"``, a chunk, an error chunk, a dispatch_event),
     and what it did: ``what`` and ``notes``, the things a rule judges, in stream order. The state: the
@@ -184,19 +238,19 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
     g = dict(state or _NEW_STATE)
     n = g["n"]
     g["n"] = n + 1
-    notes: list[tuple[Any, ...]] = []
-    rec: dict[str, Any] = {"n": n, "what": "chunk", "notes": notes}
+    notes: list[Note] = []
+    rec: dict[str, Any] = {"n": n, "what": _w("chunk"), "notes": notes}
     if chunk == "[DONE]":
         g["done"] = n
-        return g, {**rec, "what": "done"}
+        return g, {**rec, "what": _w("done")}
     if not isinstance(chunk, dict):
-        return g, {**rec, "what": "other"}
+        return g, {**rec, "what": _w("other")}
     if chunk.get("object") == DISPATCH_EVENT and "dispatch" in chunk:
         _record_dispatch(chunk["dispatch"], n, g, notes)
-        return g, {**rec, "what": "dispatch"}
+        return g, {**rec, "what": _w("dispatch")}
     if "error" in chunk:
         g["error"] = n
-        return g, {**rec, "what": "error"}
+        return g, {**rec, "what": _w("error")}
     g["chunks"] = True
     if chunk.get("object") != "chat.completion.chunk":
         notes.append(("object", chunk.get("object")))
@@ -239,7 +293,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
 
 
 def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, Any],
-                  notes: list[tuple[Any, ...]]) -> None:
+                  notes: list[Note]) -> None:
     if tcs is None:
         return
     if not isinstance(tcs, list):
@@ -282,7 +336,7 @@ def _record_tools(tcs: Any, st: dict[str, Any], cidx: int, n: int, g: dict[str, 
                 notes.append(("dispatch-before-args", ti, args, g["dispatches"][(cidx, ti)][0]))
 
 
-def _record_dispatch(d: Any, n: int, g: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_dispatch(d: Any, n: int, g: dict[str, Any], notes: list[Note]) -> None:
     tc = d.get("tool_call") if isinstance(d, dict) else None
     if not isinstance(tc, dict) or not is_int(d.get("choice_index")) or not is_int(tc.get("index")):
         notes.append(("dispatch-malformed", d))
@@ -400,26 +454,22 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     """The folded message of one choice: ``{id, model, role, content, reasoning_content,
     tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
     frames, _ = base.frames_and_request(source)
-    snap: dict[str, Any] | None = None
-    dispatched: list[Any] = []
-    for f in frames:
-        if f.kind != "event":
-            continue
-        if f.event == DISPATCH_EVENT:
-            dispatched.append(f.json)
-        elif isinstance(f.json, dict):
-            snap = accumulate(f.json, snap)
-    if snap is None:
+    dispatched = [f.json for f in frames if f.kind == "event" and f.event == DISPATCH_EVENT]
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot
+    # a dispatch frame folds without changing content (dispatch_event), but one before every chunk would
+    # start a snapshot: the answer is None when no chunk (an object other than an error chunk) came
+    if snap is None or not any(f.kind == "event" and f.event != DISPATCH_EVENT and isinstance(f.json, dict)
+                               and "error" not in f.json for f in frames):
         return None
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
     calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
-    return {
+    return copy.deepcopy({  # the caller's own: the fold is shared by the transcript's readers
         "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
         "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
         "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
         "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
-    }
+    })
 
 
 # -- what an answer holds -------------------------------------------------------------------

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+import sys
+from typing import Any, Literal, Unpack, cast
 
 from harnesscheck.protocol.apis import base
 from harnesscheck.protocol.apis.base import Snapshot, ToolCall, is_int, text
@@ -139,7 +140,37 @@ def malformed_history(body: Any) -> str:
     return ""
 
 
+# The tags between the fold and the grammar validator (issue 44): what one event did (`What`, its record's
+# "what"), and the notes it made (`Note`: a tag, then its details), as Literal types mypy checks (strict on protocol/ and the grammar): a tag written here or
+# compared in the validator that is not in the list is a type error.
+What = Literal["after-terminal", "error", "event", "no-type", "terminal", "unknown"]
+NoteTag = Literal["added-no-item", "added-while-open", "args-done", "args-misplaced", "created-again",
+                  "custom-input", "custom-no-done", "done-args", "done-args-json", "done-id", "done-no-args-done",
+                  "done-no-item", "done-parts-open", "done-text", "first-not-created", "function-call-added",
+                  "function-call-changed", "item-closed", "item-id", "item-no-id", "no-item", "not-in-progress",
+                  "output-index", "part-added-misplaced", "part-done-early", "part-text", "queued-late",
+                  "seq-first", "seq-gap", "seq-missing", "text-after-done", "text-done", "text-outside-part",
+                  "unclosed"]
+Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
+
+
+def notes_of(rec: Any) -> list[Note]:
+    """The notes one event's record made, in stream order."""
+    return list((rec or {}).get("notes") or ())
+
+
+def _w(what: What) -> What:
+    return what
+
+
+def did(rec: Any) -> What | None:
+    """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
+    return cast("What | None", (rec or {}).get("what"))
+
+
 # -- the fold -------------------------------------------------------------------------------
+
+fold_input = base.fold_input  # what the fold takes of a frame: its JSON object
 
 def _set_at(items: Any, idx: Any, value: Any) -> list[Any]:
     out = list(items) if isinstance(items, list) else []
@@ -167,14 +198,16 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(event, dict):
         return snap
     g, rec = record(event, (snapshot or {}).get("_g"))
-    snap = {**snap, "_g": g, "_event": rec}
+    snap = dict(snap) if snap is snapshot else snap  # _place made a new dict: set in place
+    snap["_g"], snap["_event"] = g, rec
     typ, oi = event.get("type"), event.get("output_index")
     placed = is_int(oi) and len(snap.get("_unplaced", ())) == len((snapshot or {}).get("_unplaced", ())) \
         and oi in (snap.get("output") or {}) and typ not in ("error", *TERMINAL)
     words = event.get("delta")
     channel = _SAID.get(typ) if placed and isinstance(typ, str) and isinstance(words, str) else None
-    return {**snap, "_at": oi if placed else None, "_said": ((channel, words),) if channel else (),
-            "_closed": oi if placed and typ == "response.output_item.done" else None}
+    snap["_at"], snap["_said"] = oi if placed else None, ((channel, words),) if channel else ()
+    snap["_closed"] = oi if placed and typ == "response.output_item.done" else None
+    return snap
 
 
 # -- the stream's state, as the grammar judges it --------------------------------------------
@@ -241,8 +274,8 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     g = dict(state or _NEW_STATE)
     n = g["n"]
     g["n"] = n + 1
-    notes: list[tuple[Any, ...]] = []
-    rec: dict[str, Any] = {"n": n, "what": "event", "notes": notes}
+    notes: list[Note] = []
+    rec: dict[str, Any] = {"n": n, "what": _w("event"), "notes": notes}
     typ, sn = event.get("type"), event.get("sequence_number")
     if not is_int(sn):
         notes.append(("seq-missing", typ, sn if "sequence_number" in event else "no sequence_number"))
@@ -255,15 +288,15 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
         g["seq"] = sn
     g["events"] += 1
     if not isinstance(typ, str):  # a list would not even hash
-        return g, {**rec, "what": "no-type"}
+        return g, {**rec, "what": _w("no-type")}
     if typ not in EVENT_TYPES:
-        return g, {**rec, "what": "unknown"}
+        return g, {**rec, "what": _w("unknown")}
     if g["terminal"] is not None:
-        return g, {**rec, "what": "after-terminal", "terminal": g["terminal"],
+        return g, {**rec, "what": _w("after-terminal"), "terminal": g["terminal"],
                    "terminal_type": g["terminal_type"]}
     if typ == "error":
         g["error"] = n
-        return g, {**rec, "what": "error"}
+        return g, {**rec, "what": _w("error")}
     if typ == "response.created":
         if g["created"] is not None or g["events"] != 1:
             notes.append(("created-again", g["created"]))
@@ -291,7 +324,7 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
                 if it["open"]:
                     notes.append(("unclosed", it["index"], it["start"]))
                     items[k] = {**it, "open": False}
-        return g, {**rec, "what": "terminal", "ids": [items[k]["id"] for k in sorted(items)]}
+        return g, {**rec, "what": _w("terminal"), "ids": [items[k]["id"] for k in sorted(items)]}
     if typ == "response.output_item.added":
         _record_added(event, n, items, notes)
         return g, rec
@@ -313,7 +346,7 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     return g, rec
 
 
-def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[Note]) -> None:
     oi, item = event.get("output_index"), event.get("item")
     opened = [it["index"] for it in items.values() if it["open"]]
     if opened:
@@ -329,7 +362,8 @@ def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: l
         notes.append(("item-no-id", item.get("id", "no id")))
     items[oi] = {"index": oi, "id": item.get("id"), "type": item.get("type"), "open": True,
                  "name": item.get("name"), "call_id": item.get("call_id"), "args": "", "deltas": 0,
-                 "args_done": None, "texts": {}, "parts": {}, "part_types": {}, "start": n}
+                 "args_done": None, "texts": {}, "parts": {}, "part_types": {}, "start": n,
+                 "input": "", "input_done": None}
     if item.get("type") == "function_call":
         bad = [k for k in ("name", "call_id") if not isinstance(item.get(k), str) or not item.get(k)]
         if bad:
@@ -337,7 +371,7 @@ def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: l
 
 
 def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
-                       notes: list[tuple[Any, ...]]) -> None:
+                       notes: list[Note]) -> None:
     if typ == "response.content_part.added":
         ci = _hashable(ev.get("content_index"))
         part = _obj(ev.get("part"))
@@ -367,6 +401,12 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
         if t is not None and key in part and part.get(key) != t["deltas"]:
             notes.append(("part-text", ci, key, part.get(key), t["deltas"]))
         return
+    if typ == "response.custom_tool_call_input.delta":  # a custom tool's input: joined, judged at the item's end
+        it["input"] += str(ev.get("delta", ""))
+        return
+    if typ == "response.custom_tool_call_input.done":
+        it["input_done"] = (ev.get("input"),)
+        return
     if typ in ("response.function_call_arguments.delta", "response.function_call_arguments.done"):
         if it["type"] != "function_call" or it["args_done"] is not None:
             notes.append(("args-misplaced", typ, it["type"], it["args_done"] is not None))
@@ -389,7 +429,7 @@ def _record_item_event(typ: str, ev: dict[str, Any], it: dict[str, Any],
 
 
 def _record_text(typ: str, prefix: str, ev: dict[str, Any], idx: Any, text_key: str, it: dict[str, Any],
-                 notes: list[tuple[Any, ...]]) -> None:
+                 notes: list[Note]) -> None:
     # output text and refusals live in a content part; reasoning text may (vLLM adds a reasoning_text
     # part) or may not (the part is optional around it)
     needs_part = prefix in ("response.output_text", "response.refusal") or idx in it["parts"]
@@ -411,7 +451,7 @@ def _record_text(typ: str, prefix: str, ev: dict[str, Any], idx: Any, text_key: 
             it["parts"] = {**it["parts"], idx: "text_done"}
 
 
-def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[tuple[Any, ...]]) -> None:
+def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[Note]) -> None:
     it["open"] = False
     item = ev.get("item")
     if not isinstance(item, dict):
@@ -433,6 +473,11 @@ def _record_item_done(ev: dict[str, Any], it: dict[str, Any], notes: list[tuple[
         if final != expected and (it["deltas"] or it["args_done"] is not None):
             notes.append(("done-args", final, expected))
         notes.append(("done-args-json", final))
+    if item.get("type") == "custom_tool_call":  # its input deltas, its .done and the item agree
+        if it["input_done"] is None:
+            notes.append(("custom-no-done", item.get("id")))
+        elif it["input_done"][0] != item.get("input") or it["input"] != item.get("input"):
+            notes.append(("custom-input", item.get("id"), it["input"], it["input_done"][0], item.get("input")))
     if it["type"] in ("message", "reasoning"):
         for (stream, idx), t in it["texts"].items():
             idx_key, text_key = _TEXT_STREAMS[stream]
@@ -530,11 +575,12 @@ def _text_event(typ: str, event: dict[str, Any], item: dict[str, Any]) -> bool:
 
 def final_message(source: Any) -> dict[str, Any] | None:
     """``{"response": final response object, "output": [items by output_index]}``; None if empty."""
-    snap = base.fold(source, accumulate)
+    snap = base.Reading.of(sys.modules[__name__], source).snapshot  # the stream's one fold
     if snap is None:
         return None
     output = snap.get("output") or {}
-    return {"response": snap.get("response"), "output": [output[k] for k in sorted(output)]}
+    # the caller's own copy: the fold is shared by the transcript's readers
+    return copy.deepcopy({"response": snap.get("response"), "output": [output[k] for k in sorted(output)]})
 
 
 # -- what an answer holds -------------------------------------------------------------------

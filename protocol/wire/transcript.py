@@ -74,6 +74,9 @@ class Transcript:
     error: str | None = None
     error_kind: str | None = None
     timings: Timings = field(default_factory=Timings)
+    # the stream as each API's fold read it (protocol.apis.base.Reading, by API name): the one fold every
+    # reader shares; not part of the record
+    readings: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- views --------------------------------------------------------------------------
     @property

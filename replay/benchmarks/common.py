@@ -10,7 +10,7 @@ import base64
 import contextlib
 import json
 import random
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +21,7 @@ from harnesscheck.errors import Interrupted
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.apis.base import ANTHROPIC_VERSION
 
-PATHS = {name: api.PATH for name, api in apis.APIS.items()}  # each API's route (protocol/apis)
+PATHS: Mapping[str, str] = apis.Table(lambda api: api.PATH)  # each API's route (protocol/apis), read when looked up
 RESAMPLES = 4000
 T = TypeVar("T")
 

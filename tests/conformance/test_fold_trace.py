@@ -4,12 +4,14 @@ expected frames are counted from them, not computed by the code under test."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harnesscheck.protocol import apis
-from harnesscheck.protocol.apis.base import trace
+from harnesscheck.protocol.apis.base import Reading, trace
 from harnesscheck.conformance.grammar import validate_for
 from harnesscheck.protocol.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.transcript import Transcript
 
 
 def _an(typ: str, **data: Any) -> dict[str, Any]:
@@ -114,3 +116,79 @@ def test_the_validators_read_the_fold_and_hold_nothing_between_calls() -> None:
                                                                                "thinking": "late"})]:
         snap = apis.get("anthropic").accumulate(event, snap)
     assert snap["_event"]["what"] == "block-closed" and snap["_event"]["stop"] == 4
+
+
+# -- fold once (issue 44): one Reading per transcript, shared by every reader --------------------------------
+
+def _transcript(api: str, frames: list[SSEFrame]) -> Transcript:
+    return Transcript(api=api, method="POST", url=apis.get(api).PATH, status=200, frames=list(frames))
+
+
+def _streams() -> list[tuple[str, list[SSEFrame]]]:
+    chat = _frames(CHAT, False)
+    dispatch = SSEFrame.make({"choice_index": 0, "tool_call": {"index": 0, "id": "call_a", "type": "function",
+                                                               "function": {"name": "Read", "arguments": '{"p": 1}'}}},
+                             event=apis.chat.DISPATCH_EVENT, index=0)
+    chat = [*chat[:3], dispatch, *chat[3:], SSEFrame.make("[DONE]", index=0)]
+    chat = [SSEFrame.make(f.json if f.json is not None else f.data, event=f.event, index=i) for i, f in enumerate(chat)]
+    return [("anthropic", _frames(ANTHROPIC, True)), ("chat", chat), ("responses", _frames(RESPONSES, True))]
+
+
+def _reads(api: str, source: Any) -> tuple[Any, ...]:
+    module = apis.get(api)
+    traced = Reading.of(module, source).trace if isinstance(source, Transcript) else \
+        trace(module, [(f.index, module.fold_input(f)) for f in source if module.fold_input(f) is not None])
+    return (module.final_answer(source), validate_for(api, source), traced.calls, traced.said, traced.placed,
+            module.tool_calls(traced.snapshot))
+
+
+def test_every_reader_shares_one_fold_of_a_transcript(monkeypatch: Any) -> None:
+    for api, frames in _streams():
+        module = apis.get(api)
+        alone = _reads(api, frames)  # each reader folds the frames itself
+        calls = []
+        real = module.accumulate
+        monkeypatch.setattr(module, "accumulate", lambda e, s, real=real: calls.append(e) or real(e, s))
+        t = _transcript(api, frames)
+        shared = _reads(api, t)
+        assert shared == alone, api  # the same answer, findings and trace
+        folded = [module.fold_input(f) for f in frames if module.fold_input(f) is not None]
+        assert len(calls) == len(folded), (api, len(calls), len(folded))  # each input folded once, for all
+        assert _reads(api, t) == alone and len(calls) == len(folded)  # read again: nothing folded again
+        monkeypatch.undo()
+
+
+def test_a_reader_that_folds_otherwise_folds_its_own() -> None:
+    frames = _frames(CHAT, False)
+    t = _transcript("chat", [*frames, SSEFrame.make("[DONE]", index=len(frames)),
+                             SSEFrame.make(CHAT[3], index=len(frames) + 1)])  # a chunk after [DONE]
+    answer = apis.chat.final_answer(t)  # folds every chunk, the one after [DONE] too
+    assert answer is not None and answer["content"] == "thenthen"
+    assert "CH-GRAMMAR-DONE" in {f.rule for f in validate_for("chat", t)}  # the validator stops at [DONE]
+    assert (apis.chat.final_answer(_frames(CHAT, False)) or {})["content"] == "then"
+
+
+def test_a_growing_transcript_gets_a_fresh_reading() -> None:
+    frames = _frames(ANTHROPIC, True)
+    t = _transcript("anthropic", frames[:5])
+    first = Reading.of(apis.anthropic, t)
+    assert Reading.of(apis.anthropic, t) is first and apis.anthropic.tool_calls(first.snapshot) == []
+    t.frames.extend(frames[5:])
+    assert Reading.of(apis.anthropic, t) is not first
+    assert [c.name for c in apis.anthropic.tool_calls(Reading.of(apis.anthropic, t).snapshot)] == ["Read"]
+    assert validate_for("anthropic", t) == validate_for("anthropic", frames)
+
+
+def test_an_answer_is_the_caller_own() -> None:
+    """The fold is shared: an answer a caller changes leaves the next reader's answer as it was."""
+    for api, frames in _streams():
+        t = _transcript(api, frames)
+        first = apis.get(api).final_answer(t)
+        assert first is not None
+        before = json.dumps(first, sort_keys=True, default=str)
+        for value in first.values():
+            if isinstance(value, list):
+                value.clear()
+            elif isinstance(value, dict):
+                value["changed"] = True
+        assert json.dumps(apis.get(api).final_answer(t), sort_keys=True, default=str) == before, api

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ MODULE = "harnesscheck_test_echo_api"  # where the throwaway module lives while 
 # The whole API module, as a newcomer would write it in protocol/apis/echo.py. Its wire: SSE events
 # echo.start, echo.text, echo.call (a whole call at once), echo.end (stop and usage), echo.error.
 ECHO_SOURCE = '''
+import copy
+import json
 from typing import Any
 
 from harnesscheck.protocol.apis import base
@@ -53,7 +56,7 @@ ANSWER_ENDS = ("echo.end",)
 BAD_REQUESTS = (("messages not an array", {"model": "{model}", "messages": 3}),)
 ALLOWED_REQUESTS = ()
 FORM = base.Form("messages", "system", True, "text", ("authorization", "Bearer {key}"),
-                 roles=("user", "assistant"))
+                 roles=("user", "assistant", "tool"))
 PER_CALL_END = True
 stream_grown = None
 
@@ -64,7 +67,166 @@ def headers(api_key=None):
 
 def first(scenario, model, *, stream=True):
     user = {"role": "user", "content": base.user_text(scenario)}
-    return {"model": model, "stream": stream, "messages": [user]}
+    body = {"model": model, "stream": stream, "messages": [user], "max_tokens": base.output_budget(scenario)}
+    if scenario.tools:
+        body["tools"] = tools(scenario)
+    return body
+
+
+def tool(spec, *, strict=None):
+    out = {"name": spec["name"], "parameters": spec["parameters"]}
+    return out if strict is None else {**out, "strict": strict}
+
+
+def tools(scenario):
+    return [tool(t) for t in scenario.tools]
+
+
+def tool_choice(mode, name=""):
+    return {"mode": "named", "name": name} if mode == "named" else mode
+
+
+PARALLEL_FIELD = "parallel"
+
+
+def without_parallel(body):
+    return {**body, PARALLEL_FIELD: False}
+
+
+def cut_answer(name, arguments):
+    return {"id": "e_cut", "text": "", "calls": {0: {"id": "call_cut", "name": name, "arguments": arguments}},
+            "usage": {}, "stop": LENGTH_STOP}
+
+
+def follow(body, answer, scenario, turn):
+    body = copy.deepcopy(body)
+    calls = tool_calls(answer)
+    body["messages"].append({"role": "assistant", "content": (answer or {}).get("text", ""),
+                             "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]})
+    for c in calls:
+        body["messages"].append({"role": "tool", "call_id": c.id, "content": scenario.result_for(c.name, c.arguments)})
+    user = base.next_user(scenario, turn)
+    if user:
+        body["messages"].append({"role": "user", "content": user})
+    return body
+
+
+fold_input = base.fold_input
+
+
+def stream_part(snap, key):
+    return "text" if key == "text" else f"call {key}"
+
+
+def parts(answer):
+    return ([("text", answer["text"])] if answer.get("text") else []) + \
+        [("tool_call", c.name) for c in tool_calls(answer)]
+
+
+def usage(answer):
+    return dict(answer.get("usage") or {})
+
+
+def usage_tokens(answer):
+    u = usage(answer)
+    return int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0), int(u.get("cached_tokens") or 0)
+
+
+def stop_reason(answer):
+    return answer.get("stop")
+
+
+def rewritten(answer):
+    return None  # no reasoning to rewrite
+
+
+def without_reasoning(answer):
+    return None
+
+
+def missing_calls(answer):
+    return ""
+
+
+def kit_answer(scenario, *, signature=""):
+    return {"id": "e_kit", "text": "The kit's answer.", "calls": {}, "usage": {}, "stop": "end"}
+
+
+def thinking_on(body):
+    return dict(body)
+
+
+def with_system_prefix(body, prefix):
+    return {**body, "system": prefix + str(body.get("system") or "")}
+
+
+def append_user(body, user):
+    return {**body, "messages": [*body.get("messages", []), {"role": "user", "content": user}]}
+
+
+def tokenize_fields(body):
+    return {k: body[k] for k in ("system", "messages", "tools") if k in body}
+
+
+def is_error_body(body):
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("message"), str)
+
+
+def malformed_history(body):
+    for m in (body.get("messages") or []) if isinstance(body, dict) else []:
+        for c in (m.get("calls") or []) if isinstance(m, dict) and m.get("role") == "assistant" else []:
+            if not base.json_object_text(c.get("arguments")):
+                return f"call {c.get('id')} with arguments {str(c.get('arguments'))[:80]!r}"
+    return ""
+
+
+def agent_request(model, system, tools, new, max_tokens):
+    return {"model": model, "system": system, "tools": tools, "messages": new, "max_tokens": max_tokens,
+            "stream": True}
+
+
+def history_answer(texts, calls):
+    return [{"role": "assistant", "content": "\\n".join(texts),
+             "calls": [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in calls]}]
+
+
+def history_results(results):
+    return [{"role": "tool", "call_id": i, "content": r} for i, r in results]
+
+
+def is_opening(body):
+    return not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool") for m in body.get("messages") or [])
+
+
+def forcing_refused(body):
+    return False
+
+
+def lever_thinking_off(body):
+    return None  # echo has no thinking setting: the lever is never pulled
+
+
+lever_thinking_on = lever_thinking_off
+lever_reasoning_minimal = None
+lever_prefill = None
+
+
+def is_stream_event(e):
+    return isinstance(e, dict) and str(e.get("type", "")).startswith("echo.")
+
+
+def answer_values(answer):
+    return [("text", answer.get("text")), *(("call", c.id) for c in tool_calls(answer))]
+
+
+def overflow_marker_problem(body):
+    message = ((body or {}).get("error") or {}).get("message") if isinstance(body, dict) else None
+    return None if isinstance(message, str) and "too long" in message else "no 'too long' in the refusal"
+
+
+def streamed_refusal(frames):
+    return None  # echo refuses over HTTP only
 
 
 def accumulate(event, snapshot):
@@ -221,6 +383,13 @@ def test_the_registry_lists_a_registered_api(echo: types.ModuleType) -> None:
     assert apis.for_path("/proxy/v1/echo?x=1") is echo and apis.for_path("/v1/nothing") is None
     with pytest.raises(ValueError):
         apis.register(echo)  # once only
+    from harnesscheck.conformance import options
+    from harnesscheck.replay.benchmarks.common import PATHS
+    from harnesscheck.replay.trace import DEFAULT_PATHS
+
+    # what other parts keep per API is read from the registry when asked, not copied at their import
+    assert options.validate_options(endpoint=None, apis="echo", expect=(), tries=1, timeout=1.0) is None
+    assert DEFAULT_PATHS[NAME] == PATHS[NAME] == "/v1/echo" and NAME in list(DEFAULT_PATHS)
 
 
 def test_grammar_finds_the_api_own_validator(echo: types.ModuleType) -> None:
@@ -299,3 +468,138 @@ def test_the_error_check_names_it_by_its_prefix(echo: types.ModuleType) -> None:
 
     assert test_errors.check_of(NAME) == "EC-ERR-001"
     assert echo.BAD_REQUESTS and base.Form is type(echo.FORM)
+
+
+# -- registration is checked, the catalog binds or refuses, and one real check runs end to end -------------
+
+def test_register_names_what_an_incomplete_module_lacks() -> None:
+    module = types.ModuleType("half_api")
+    exec(compile(ECHO_SOURCE, "<half_api>", "exec"), module.__dict__)
+    for member in ("follow", "PARALLEL_FIELD", "fold_input"):
+        delattr(module, member)
+    with pytest.raises(apis.IncompleteApi) as caught:
+        apis.register(module)
+    assert "PARALLEL_FIELD, fold_input, follow" in str(caught.value) and NAME not in apis.NAMES
+    assert apis.missing(module) == ["PARALLEL_FIELD", "fold_input", "follow"]
+
+
+def test_the_catalog_binds_its_families_or_refuses(echo: types.ModuleType) -> None:
+    from harnesscheck.conformance import catalog
+    from harnesscheck.reports.schema import results_schema
+
+    check = catalog.get("EC-TURN-001")  # bound at call time, with its rules
+    assert check.api == NAME and check.level == catalog.MUST and catalog.rule("EC-TURN-001:refused").level == catalog.SHOULD
+    assert check.own_rules == ("EC-TURN-001", "EC-TURN-001:refused") and check in catalog.CHECKS
+    assert catalog.family(NAME, "TURN") == [check] and NAME in catalog.APIS
+    with pytest.raises(catalog.UnboundFamily, match=r"the TOOLS checks of the registered API 'echo' \(EC\) stand "
+                                                    r"on its own reference"):
+        catalog.family(NAME, "TOOLS")
+    assert NAME in results_schema()["$defs"]["check"]["properties"]["api"]["enum"]
+
+
+def test_an_api_gone_leaves_the_catalog() -> None:
+    from harnesscheck.conformance import catalog
+
+    catalog.bind()
+    assert not any(c.api == NAME for c in catalog.CHECKS) and "EC-TURN-001" not in catalog.RULES
+    with pytest.raises(KeyError):
+        catalog.get("EC-TURN-001")
+
+
+class _EchoServer:
+    """An echo endpoint on loopback: a streamed first turn calls calculator, a follow-up answers text;
+    a history whose call's arguments are no JSON object is refused with a 400 in echo's error shape.
+    ``follow_up_status`` bends the follow-up built from a complete answer (a 500: EC-TURN-001 fails)."""
+
+    def __init__(self, follow_up_status: int = 200) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(404, {"error": {"type": "not_found", "message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                if not self.path.split("?")[0].endswith("/v1/echo"):
+                    return self._send(404, {"error": {"type": "not_found", "message": "no route"}})
+                history = body.get("messages") or []
+                calls = [c for m in history if m.get("role") == "assistant" for c in m.get("calls") or []]
+                if any(not base.json_object_text(c.get("arguments")) for c in calls):
+                    return self._send(400, {"error": {"type": "invalid_request", "message": "arguments not JSON"}})
+                if calls and outer.follow_up_status != 200:
+                    return self._send(outer.follow_up_status, {"error": {"type": "server", "message": "boom"}})
+                events = EVENTS[:1] + ([{"type": "echo.text", "text": "It is 4."},
+                                        {"type": "echo.end", "stop": "end", "usage": {"input_tokens": 9,
+                                                                                      "output_tokens": 3}}]
+                                       if calls else [{**EVENTS[3], "name": "calculator",
+                                                       "arguments": "{\"expression\": \"2 + 2\"}"}, EVENTS[4]])
+                if not body.get("stream"):
+                    return self._send(200, {"id": "e2", "text": "It is 4.", "calls": {}, "stop": "end", "usage": {}})
+                data = _sse(events)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _send(self, status: int, obj: Any) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.follow_up_status = follow_up_status
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _run_echo_check(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, follow_up_status: int) -> dict[str, Any]:
+    """catalog -> session -> verdict -> results.json: the kit's suite run (runner.run_suite, its own pytest
+    process) against the echo endpoint, with the echo module loaded as a plugin that registers it, taking
+    the one check the catalog binds for it."""
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+    from harnesscheck.reports.schema import load_results
+
+    plugin = tmp_path / "plugins" / f"{MODULE}.py"
+    plugin.parent.mkdir()
+    plugin.write_text(ECHO_SOURCE + "\n\nimport sys as _sys\nfrom harnesscheck.protocol import apis as _apis\n"
+                      "_apis.register(_sys.modules[__name__])\n")
+    monkeypatch.setenv("PYTHONPATH", f"{plugin.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"-p {MODULE}")
+    with _EchoServer(follow_up_status) as url:
+        doc = run_suite(SuiteOptions(endpoint=url, model="echo-1", apis=NAME, tries=1, timeout=10,
+                                     witness="auto", select="EC-TURN-001", min_verdicts=0, min_must_verdicts=0),
+                        tmp_path / "out", subprocess_run=True, quiet=True)
+    # the document validates where echo is registered (the results schema's api list is the registry's)
+    assert load_results(tmp_path / "out" / "results.json")["checks"] == doc["checks"]
+    return doc
+
+
+def test_a_registered_api_runs_a_real_check_end_to_end(echo: types.ModuleType, tmp_path: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _run_echo_check(tmp_path, monkeypatch, 200)
+    assert [(c["id"], c["api"], c["outcome"]) for c in doc["checks"]] == [("EC-TURN-001", NAME, "pass")], doc["checks"]
+
+
+def test_the_end_to_end_check_fails_a_broken_echo_endpoint(echo: types.ModuleType, tmp_path: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _run_echo_check(tmp_path, monkeypatch, 500)
+    [check] = doc["checks"]
+    assert (check["id"], check["outcome"], check["level"]) == ("EC-TURN-001", "fail", "MUST"), check
+    assert "HTTP 500" in json.dumps(check)

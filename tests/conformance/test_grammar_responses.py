@@ -181,6 +181,31 @@ def m_args_json(e: Ev) -> None:
     e[at(e, "response.function_call_arguments.done")][1]["arguments"] = bad
     e[at(e, "response.output_item.done", 2)][1]["item"]["arguments"] = bad
     completed(e)["output"][2]["arguments"] = bad
+def _as_custom(e: Ev) -> None:
+    """The function call as a custom tool's call: its input streamed as custom_tool_call_input events."""
+    for name, d in e:
+        if not isinstance(d, dict):
+            continue
+        item = d.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            item["type"], item["input"] = "custom_tool_call", item.pop("arguments", "")
+        if d.get("type") == "response.function_call_arguments.delta":
+            d["type"] = "response.custom_tool_call_input.delta"
+        elif d.get("type") == "response.function_call_arguments.done":
+            d["type"], d["input"] = "response.custom_tool_call_input.done", d.pop("arguments")
+    for k, (name, d) in enumerate(e):
+        if name and isinstance(d, dict) and name != d.get("type"):
+            e[k][0] = d["type"]
+    for item in completed(e)["output"]:
+        if item.get("type") == "function_call":
+            item["type"], item["input"] = "custom_tool_call", item.pop("arguments", "")
+def m_custom_ok(e: Ev) -> None: _as_custom(e)
+def m_custom_done_differs(e: Ev) -> None:
+    _as_custom(e)
+    e[at(e, "response.custom_tool_call_input.done")][1]["input"] = "*** Begin Patch"
+def m_custom_no_done(e: Ev) -> None:
+    _as_custom(e)
+    delete(e, at(e, "response.custom_tool_call_input.done"))
 def m_text_done(e: Ev) -> None: e[at(e, "response.output_text.done")][1]["text"] = "different"
 def m_part_done(e: Ev) -> None: e[at(e, "response.content_part.done")][1]["part"]["text"] = "different"
 def m_summary_done(e: Ev) -> None: e[at(e, "response.reasoning_summary_text.done")][1]["text"] = "x"
@@ -247,6 +272,9 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     (FC, m_args_done, {"RS-GRAMMAR-ARGS-DONE"}),
     (FC, m_args_item, {"RS-GRAMMAR-ARGS-DONE"}),
     (FC, m_args_json, {"RS-GRAMMAR-ARGS-JSON"}),
+    (FC, m_custom_ok, set()),
+    (FC, m_custom_done_differs, {"RS-GRAMMAR-CUSTOM-INPUT"}),
+    (FC, m_custom_no_done, {"RS-GRAMMAR-CUSTOM-INPUT"}),
     (FC, m_text_done, {"RS-GRAMMAR-TEXT-DONE"}),
     (FC, m_part_done, {"RS-GRAMMAR-TEXT-DONE"}),
     (FC, m_summary_done, {"RS-GRAMMAR-TEXT-DONE"}),

@@ -7,7 +7,6 @@ levels follow their evidence (last test)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import openai
@@ -26,6 +25,7 @@ from harnesscheck.conformance.test_request_shapes import (
     thinking_switch_bodies,
     with_thinking_cache_control,
 )
+from harnesscheck.protocol.wire.sse import SSEFrame
 from harnesscheck.conformance.test_tool_kinds import (
     PATCH,
     argument_problems,
@@ -87,18 +87,24 @@ def test_custom_call_judge() -> None:
         "the custom_tool_call has no call_id", "the custom_tool_call's input is the JSON of a function's arguments"]
 
 
-def _custom_events(deltas: list[str], done: str, final: str) -> list[dict[str, Any]]:
+def _custom_events(deltas: list[str], done: str, final: str) -> list[SSEFrame]:
+    """A Responses stream with one custom tool call: its input deltas, its .done and its item at the end."""
     where = {"item_id": "ctc_1", "output_index": 0}
-    return [*({"type": "response.custom_tool_call_input.delta", "delta": d, **where} for d in deltas),
-            {"type": "response.custom_tool_call_input.done", "input": done, **where},
-            {"type": "response.output_item.done", "output_index": 0, "item": {**CUSTOM_ITEM, "input": final}}]
+    events = [{"type": "response.created", "response": {"id": "r", "output": []}},
+              {"type": "response.in_progress", "response": {"id": "r", "output": []}},
+              {"type": "response.output_item.added", "output_index": 0, "item": {**CUSTOM_ITEM, "input": ""}},
+              *({"type": "response.custom_tool_call_input.delta", "delta": d, **where} for d in deltas),
+              {"type": "response.custom_tool_call_input.done", "input": done, **where},
+              {"type": "response.output_item.done", "output_index": 0, "item": {**CUSTOM_ITEM, "input": final}},
+              {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": []}}]
+    return [SSEFrame.make({**e, "sequence_number": i}, event=e["type"], index=i) for i, e in enumerate(events)]
 
 
 def test_custom_stream_judge() -> None:
     assert custom_stream_problems(_custom_events(["*** Begin", " Patch"], "*** Begin Patch", "*** Begin Patch")) == []
     (problem,) = custom_stream_problems(_custom_events(["*** Begin"], "*** Begin Patch", "*** Begin Patch"))
     assert "the joined deltas '*** Begin'" in problem
-    events = [e for e in _custom_events(["x"], "x", "x") if e["type"] != "response.custom_tool_call_input.done"]
+    events = [f for f in _custom_events(["x"], "x", "x") if f.event != "response.custom_tool_call_input.done"]
     assert custom_stream_problems(events) == ["custom_tool_call ctc_1 ended without "
                                               "response.custom_tool_call_input.done"]
 

@@ -147,3 +147,14 @@ def test_the_package_face_loads_its_modules_on_first_use():
     for name in reports.__all__:
         module = importlib.import_module(reports._EXPORTS[name])
         assert getattr(reports, name) is getattr(module, name), name
+
+
+def test_the_schema_api_list_is_the_registry() -> None:
+    """results.schema.json lists the APIs the kit ships; a document is validated against the registry's list
+    (an API registered later validates: tests/conformance/test_fourth_api.py)."""
+    from harnesscheck.protocol import apis
+    from harnesscheck.reports import schema
+
+    assert schema.file_apis() == [*apis.names(), "any"]
+    assert schema.results_schema()["$defs"]["check"]["properties"]["api"]["enum"] == [*apis.names(), "any"]
+    assert schema.APIS == (*apis.names(), "any")

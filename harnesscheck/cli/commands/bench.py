@@ -9,10 +9,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harnesscheck.protocol.apis import NAMES as _API_NAMES
+from harnesscheck.protocol import apis as _apis
 
 NAME = "bench"
-_ALL_APIS = ",".join(_API_NAMES)  # the benchmarks' default: every API the kit speaks, in the registry's order
 ORDER = 50
 HELP = ("benchmarks: preamble (billing-header TTFT), dispatch (tool-ready latency), history (rewritten history TTFT), "
         "overlap (streaming tool execution), fidelity (client clock), server (server CPU per token), "
@@ -116,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("dispatch", help="tool-ready latency: buffered vs inline vs dispatch")
     _common(p, sessions=5)
     _decode_ms(p, 5.0)
-    p.add_argument("--apis", default=_ALL_APIS, help="comma-separated APIs (default: all three)")
+    p.add_argument("--apis", default=",".join(_apis.names()), help="comma-separated APIs (default: all three)")
     p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
     p = sub.add_parser("history", help="next-turn TTFT: history kept vs past reasoning rewritten")
     _common(p, sessions=8)
@@ -127,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("overlap", help="turn latency: tools after the stream vs while streaming")
     _common(p, sessions=6)
     _decode_ms(p, 5.0)
-    p.add_argument("--apis", default=_ALL_APIS, help="comma-separated APIs (default: all three)")
+    p.add_argument("--apis", default=",".join(_apis.names()), help="comma-separated APIs (default: all three)")
     p.add_argument("--scenarios", default="parallel_tools,interleaved", help="comma-separated scenario ids")
     p.add_argument("--tool-ms", default="300,300", metavar="MS,MS",
                    help="fake tool durations per call index, the last repeated (default: 300,300)")
@@ -202,7 +201,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="prompt text of the large request, bytes (default: 2 MiB)")
     p.add_argument("--large-route", default="count_tokens", choices=["count_tokens", "tokenize"],
                    help="where the large prompt goes: /v1/messages/count_tokens or /tokenize (default: count_tokens)")
-    p.add_argument("--apis", default=_ALL_APIS, help="comma-separated stream APIs, rotated")
+    p.add_argument("--apis", default=",".join(_apis.names()), help="comma-separated stream APIs, rotated")
     p.add_argument("--scenario", default="long_reasoning", help="the streams' scenario (default: long_reasoning)")
     _timing(p, prefill=None)
     p.add_argument("--decode-ms", type=float, default=5.0,
@@ -217,7 +216,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                                        "(default: 1,4,16)")
     p.add_argument("--turn-s", type=float, default=1.0, metavar="SECONDS",
                    help="the embedded server's time per turn (default: 1)")
-    p.add_argument("--apis", default=_ALL_APIS, metavar="LIST",
+    p.add_argument("--apis", default=",".join(_apis.names()), metavar="LIST",
                    help="comma-separated APIs to check (default: all three)")
     p.add_argument("--out", default="harnesscheck-results", metavar="DIR",
                    help="output folder (each level's suite results in DIR/suite-runs/n<N>/)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harnesscheck.protocol.apis import NAMES as APIS
+from harnesscheck.protocol import apis
 
 NAME = "trace"
 ORDER = 42
@@ -29,7 +29,6 @@ AIPerf's output_length and extra are carried into Mooncake rows.
 Exit status: 0 done, 2 a missing or invalid input file (one line saying what and where).
 """
 _FORMATS = ["aiperf", "single_turn", "multi_turn", "mooncake", "mooncake_trace"]
-_APIS = list(APIS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=_FORMATS, help="the input's format")
     p.add_argument("file", help="the input file (JSONL, gzip-compressed or not)")
     p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.gz: compressed)")
-    p.add_argument("--apis", default="chat", choices=_APIS, metavar="API",
+    p.add_argument("--apis", default="chat", choices=apis.names(), metavar="API",
                    help="the API the requests are written for: anthropic, chat or responses (default: chat)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p.add_argument("--block-size", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
@@ -59,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=5, help="requests per session (default: 5)")
     p.add_argument("--prompt-tokens", type=int, default=8000,
                    help="first prompt's size in tokens (default: 8000)")
-    p.add_argument("--apis", default="anthropic", choices=_APIS, metavar="API",
+    p.add_argument("--apis", default="anthropic", choices=apis.names(), metavar="API",
                    help="the API of the requests: anthropic, chat or responses (default: anthropic)")
     p.add_argument("--model", default="", help="model id to put in the requests (replay --model overrides)")
     p = sub.add_parser("check", help="validate a trace and summarise it")

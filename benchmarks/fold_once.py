@@ -1,0 +1,162 @@
+"""Folding a 1,000-event stream, per API, three ways side by side (issue 44, "fold once").
+
+- ``before-record``: the fold as it was before each fold recorded what every event did (the parent of
+  46c4d6e, "each fold records per event the part it belongs to (_at) ..."; the grammar records came in
+  ee5a281, 94caa20, 50379cc): ``base.fold(stream, accumulate)``, the snapshot only, loaded from git.
+- ``main``: the fold on ``main`` (``--main REF``) with its per-event record: ``base.fold`` alone, and what
+  one check read of one transcript on main: the snapshot (final_answer), the validator, the trace
+  (paths, timeline), each folding the stream again.
+- ``reading``: this tree's ``Reading`` (``protocol.apis.base.Reading``): one fold per transcript that every
+  reader (final_answer, the validator, the trace) shares, memoised on the Transcript; a second read costs nothing.
+
+The streams are the reference server's own (benchmarks/conftest.py's corpus: reasoning, text, four tool
+calls), cut to 1,000 events by dropping reasoning deltas (Responses' sequence numbers renumbered).
+Run: ``python benchmarks/fold_once.py [--main main] [--repeat 30]``; it needs git (the old folds are read
+from the history). Not a test: nothing is asserted, the figures are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_RECORD = "46c4d6e^"  # the parent of the commit that gave each fold its per-event record
+N_EVENTS = 1000
+
+
+def _load(ref: str, folder: str, package: str) -> dict[str, ModuleType]:
+    """The API modules at ``ref`` (``folder``: conformance/apis or protocol/apis) as package ``package``."""
+    out = Path(tempfile.mkdtemp(prefix="fold-")) / package
+    out.mkdir()
+    for name in ("__init__", "base", "anthropic", "chat", "responses"):
+        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{folder}/{name}.py"], check=True,
+                             capture_output=True, text=True).stdout
+        for old in ("harnesscheck.conformance.apis", "harnesscheck.protocol.apis"):
+            src = src.replace(old, package)
+        src = src.replace("harnesscheck.conformance.wire", "harnesscheck.protocol.wire")
+        (out / f"{name}.py").write_text(src)
+    sys.path.insert(0, str(out.parent))
+    return {name: importlib.import_module(f"{package}.{name}") for name in ("base", "anthropic", "chat", "responses")}
+
+
+def streams() -> dict[str, list[Any]]:
+    """api -> 1,000 SSE frames of the reference server's long tool-calling turn."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import conftest  # the benchmarks' corpus
+
+    from harnesscheck.protocol.wire.sse import decode_all
+
+    corpus = conftest.build_corpus()
+    out = {}
+    for api, data in corpus.sse.items():
+        frames = [f for f in decode_all(data) if f.kind == "event"]
+        frames = frames[:10] + frames[10 + len(frames) - N_EVENTS:]  # reasoning deltas dropped
+        if api == "responses":
+            for i, f in enumerate(frames):
+                if isinstance(f.json, dict) and "sequence_number" in f.json:
+                    f.json["sequence_number"] = i
+        out[api] = [dataclasses.replace(f, index=i) for i, f in enumerate(frames)]
+    return out
+
+
+def best(fn: Any, repeat: int) -> float:
+    """The best of ``repeat`` runs, seconds."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--main", default="main", help="the ref of the code before this change (default: main)")
+    ap.add_argument("--repeat", type=int, default=30)
+    args = ap.parse_args()
+    data = streams()
+    before = _load(BEFORE_RECORD, "conformance/apis", "_fold_before_record")
+    old = _load(args.main, "protocol/apis", "_fold_main")
+    from harnesscheck.conformance import grammar
+    from harnesscheck.protocol import apis
+    from harnesscheck.protocol.apis import base
+    from harnesscheck.protocol.wire.transcript import Transcript
+
+    def transcript(frames: list[Any]) -> Transcript:
+        return Transcript(api="bench", method="POST", url="/", frames=list(frames))
+
+    main_grammar = _load_grammar(args.main, "_fold_main", "_grammar_main")
+    before_grammar = _load_grammar(BEFORE_RECORD, "_fold_before_record", "_grammar_before_record")
+    rows = []
+    for api, frames in data.items():
+        pairs = [(f.index, f.json) for f in frames]
+        b, m = before[api], old[api]
+        oldm = old["base"]
+
+        def main_check(frames: list[Any] = frames, m: ModuleType = m, api: str = api) -> None:
+            t = transcript(frames)
+            m.final_answer(t)
+            main_grammar(api).validate(t)
+            oldm.trace(m, ((f.index, f.json) for f in t.events))
+
+        def before_check(frames: list[Any] = frames, b: ModuleType = b, api: str = api) -> None:
+            t = transcript(frames)
+            b.final_answer(t)
+            before_grammar(api).validate(t)  # no trace then: the dispatch checks read the frames themselves
+
+        def after_check(frames: list[Any] = frames, api: str = api) -> None:
+            t = transcript(frames)
+            apis.get(api).final_answer(t)
+            grammar.validate_for(api, t)
+            base.Reading.of(apis.get(api), t).trace  # noqa: B018 - the read is what is timed
+
+        rows.append((api, len(frames), {
+            "before-record fold": best(lambda b=b, frames=frames: before["base"].fold(frames, b.accumulate),
+                                       args.repeat),
+            "main fold": best(lambda m=m, frames=frames: oldm.fold(frames, m.accumulate), args.repeat),
+            "main trace": best(lambda m=m, pairs=pairs: oldm.trace(m, pairs), args.repeat),
+            "fold now": best(lambda frames=frames, api=api: base.fold(frames, apis.get(api).accumulate),
+                             args.repeat),
+            "reading (one fold)": best(lambda frames=frames, api=api: base.Reading.of(
+                apis.get(api), transcript(frames)).trace, args.repeat),
+            "before-record: one check's reads": best(before_check, args.repeat),
+            "main: one check's reads": best(main_check, args.repeat),
+            "reading: one check's reads": best(after_check, args.repeat),
+        }))
+    names = list(rows[0][2])
+    print(f"{'':<34}" + "".join(f"{api:>12}" for api, _, _ in rows))
+    for k in names:
+        print(f"{k:<34}" + "".join(f"{t[k] * 1e3:>9.2f} ms" for _, _, t in rows))
+    print(f"(events per stream: {', '.join(f'{api} {n}' for api, n, _ in rows)}; the best of {args.repeat} runs "
+          "each; a check's reads: the answer, the validator's findings and, on main and now, the trace)")
+
+
+def _load_grammar(ref: str, apis_package: str, grammar_package: str) -> Any:
+    """The validators at ``ref``, reading the folds loaded as ``apis_package`` (grammar/<api>.py imports
+    apis.<api>)."""
+    out = Path(tempfile.mkdtemp(prefix="grammar-")) / grammar_package
+    out.mkdir()
+    for name in ("__init__", "findings", "anthropic", "chat", "responses"):
+        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:conformance/grammar/{name}.py"], check=True,
+                             capture_output=True, text=True).stdout
+        for old in ("harnesscheck.conformance.apis", "harnesscheck.protocol.apis"):
+            src = src.replace(old, apis_package)
+        src = src.replace("harnesscheck.conformance.wire", "harnesscheck.protocol.wire")
+        if name == "__init__":
+            src = "from __future__ import annotations\n"  # only the per-API modules are used
+        (out / f"{name}.py").write_text(src)
+    sys.path.insert(0, str(out.parent))
+    return lambda api: importlib.import_module(f"{grammar_package}.{api}")
+
+
+if __name__ == "__main__":
+    main()
