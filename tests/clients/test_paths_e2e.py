@@ -22,7 +22,11 @@ MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 
 def test_a_breaking_fault_is_measured_as_a_break_with_a_relative_folder(tmp_path, e2e_install,
                                                                          monkeypatch):
-    e2e_install("codex")
+    inst = e2e_install("codex")
+    # A cache holding only Codex: OpenClaw over Responses takes ~90 s a turn under this fault (278 s in all).
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "codex").symlink_to(inst.prefix)
+    monkeypatch.setenv("HARNESSCHECK_CLIENTS_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     with ServerProcess([*FAST, "--fault", "rs-missing-completed"]) as server:
         got = verify.verify_clients(server.url, MODEL, None, ["responses"], Path("vc") / "clients")
