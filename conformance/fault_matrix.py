@@ -12,7 +12,13 @@ the dispatch checks the order of frames), and every verdict is the same as with 
 tests/conformance/test_history_witnesses.py.
 The runs are forked from a warm process (conformance/forked.py: no interpreter, pytest or SDK
 start-up per fault), two at a time; a transport fault (a stall) is given a short deadline, since
-all it must show is the stall."""
+all it must show is the stall.
+
+The kit's own tests (tests/conformance/test_self_conformance.py) run each row over the APIs its
+fault bends only (`own_apis`: Fault.apis, every API when it names none, and the checks of any API
+with them), and prove the other half of the claim once per API instead (`bystander_problems`):
+that API's checks against one server with every fault that says it leaves the API alone turned on
+at once must all pass. `harnesscheck faults --matrix` still runs the whole suite per fault."""
 
 from __future__ import annotations
 
@@ -72,16 +78,27 @@ class FaultRun:
         return out
 
 
-def run_one(fault: str, out: Path) -> FaultRun:
-    """The suite against a server with `fault` on (CLEAN: none), its results in OUT/FAULT/."""
+def own_apis(fault: str) -> str:
+    """The APIs (`--apis`) a fault's row needs: those it bends (Fault.apis; every API when it names none)."""
+    from harnesscheck.protocol.apis import NAMES
+
+    return ",".join(NAMES if fault == CLEAN else FAULTS[fault].apis or NAMES)
+
+
+def run_one(fault: str, out: Path, *, apis: str | None = None) -> FaultRun:
+    """The suite against a server with `fault` on (CLEAN: none), its results in OUT/FAULT/; `apis`:
+    only those APIs' checks (and the checks of any API), default every API's."""
     from harnesscheck.conformance.forked import run_forked
 
     server_args = () if fault == CLEAN else (f"--fault={fault}",)
     transport = fault != CLEAN and FAULTS[fault].transport
     folder = out / fault.strip("()")
     junit = folder / "junit.xml"
-    doc = run_forked(SuiteOptions(server_args=server_args, timeout=STALL_TIMEOUT_S if transport else TIMEOUT_S,
-                                  junit=str(junit)), folder)
+    options = SuiteOptions(server_args=server_args, timeout=STALL_TIMEOUT_S if transport else TIMEOUT_S,
+                           junit=str(junit))
+    if apis is not None:
+        options.apis = apis
+    doc = run_forked(options, folder)
     run = FaultRun(fault=fault, outcomes={c["id"]: c["outcome"] for c in doc["checks"]},
                    levels={c["id"]: c["level"] for c in doc["checks"]},
                    rules={c["id"]: c.get("rules_failed") or [] for c in doc["checks"]},
@@ -89,6 +106,32 @@ def run_one(fault: str, out: Path) -> FaultRun:
     run.disagreements = junit_disagreements(doc, junit)
     run.verdicts = verdict_problems(fault, doc)
     return run
+
+
+def bystanders(api: str) -> list[str]:
+    """The faults that say they leave `api`'s traffic alone (not in their Fault.apis), transport ones aside."""
+    return [name for name, f in sorted(FAULTS.items()) if not f.bends(api) and not f.transport]
+
+
+def bystander_problems(api: str, out: Path) -> list[str]:
+    """`api`'s own checks (not those of any API) against one server with every one of `bystanders(api)`
+    on at once, results in OUT/bystanders-API/: each check that does not pass is a fault that bends
+    `api` though its Fault.apis says it does not (a row run over its own APIs would not see it). One
+    wrongly declared fault is seen as its full-suite row would see it (the others leave `api` alone);
+    two could in principle hide each other."""
+    from harnesscheck.conformance.forked import run_forked
+
+    faults = bystanders(api)
+    ids = [c.id for c in catalog.CHECKS if c.api == api]
+    folder = out / f"bystanders-{api}"
+    doc = run_forked(SuiteOptions(server_args=tuple(f"--fault={f}" for f in faults), apis=api, timeout=TIMEOUT_S,
+                                  select=" or ".join(ids), junit=str(folder / "junit.xml")), folder)
+    outcomes = {c["id"]: c["outcome"] for c in doc["checks"]}
+    problems = [f"{api}: {cid} did not run" for cid in ids if cid not in outcomes]
+    problems += [f"{api}: {c['id']} ({c['level']}) is {c['outcome']} with {len(faults)} faults on that say they leave "
+             f"{api} alone: {', '.join(c.get('rules_failed') or []) or c.get('cause', '')}"
+             for c in doc["checks"] if c["outcome"] != "pass"]
+    return problems + [f"{api}: a check of another API ran: {cid}" for cid in outcomes if cid not in ids]
 
 
 def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | None = None) -> list[str]:
