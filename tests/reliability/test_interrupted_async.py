@@ -156,6 +156,17 @@ def test_bench_load_stopped_in_its_second_level_keeps_the_first(tmp_path: Path, 
     assert "interrupted" in out
 
 
+@pytest.fixture(scope="module")
+def bench_server() -> str:
+    """A reference server for the benchmarks' stops: 10 ms a token, so the few turns they wait for come in
+    seconds, while the runs asked for (200 sessions) go on for minutes."""
+    server = GroupServer(["--decode-ms", "10", "--ttft-base-ms", "0"]).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 def _bench_stopped(tmp_path: Path, server: str, bench: str, args: list[str], queries: int, what: str) -> dict:
     """`bench BENCH` against the slow server, SIGTERM once `queries` more cache queries came (some measured):
     exit 130 and its results document, marked interrupted."""
@@ -174,17 +185,17 @@ def _bench_stopped(tmp_path: Path, server: str, bench: str, args: list[str], que
     return doc
 
 
-def test_bench_preamble_stopped_part_way_keeps_its_samples(tmp_path: Path, slow_server: str) -> None:
-    doc = _bench_stopped(tmp_path, slow_server, "preamble", ["--system-tokens", "200"], 8, "some rounds measured")
+def test_bench_preamble_stopped_part_way_keeps_its_samples(tmp_path: Path, bench_server: str) -> None:
+    doc = _bench_stopped(tmp_path, bench_server, "preamble", ["--system-tokens", "200"], 8, "some rounds measured")
     assert any(arm["samples"] for arm in doc["benchmarks"][0]["arms"])
 
 
-def test_bench_history_stopped_part_way_keeps_its_sessions(tmp_path: Path, slow_server: str) -> None:
-    doc = _bench_stopped(tmp_path, slow_server, "history", ["--system-tokens", "200", "--turn-tokens", "20"], 8,
+def test_bench_history_stopped_part_way_keeps_its_sessions(tmp_path: Path, bench_server: str) -> None:
+    doc = _bench_stopped(tmp_path, bench_server, "history", ["--system-tokens", "200", "--turn-tokens", "20"], 8,
                          "some sessions measured")
     assert any(arm["samples"] for arm in doc["benchmarks"][0]["arms"])
 
 
-def test_bench_dispatch_stopped_part_way_keeps_its_turns(tmp_path: Path, slow_server: str) -> None:
-    doc = _bench_stopped(tmp_path, slow_server, "dispatch", ["--apis", "chat"], 6, "some turns measured")
+def test_bench_dispatch_stopped_part_way_keeps_its_turns(tmp_path: Path, bench_server: str) -> None:
+    doc = _bench_stopped(tmp_path, bench_server, "dispatch", ["--apis", "chat"], 6, "some turns measured")
     assert doc["benchmarks"] and all(arm["samples"] for b in doc["benchmarks"] for arm in b["arms"])
