@@ -112,11 +112,12 @@ def test_legal_variation_gets_no_failure_and_no_would_break(tmp_path: Path) -> N
 
 
 def test_slow_endpoint_times_out_without_verdicts(tmp_path: Path) -> None:
-    # Every stream takes ~0.6 s per token on this timing model: past a 4 s deadline. A stream, a tool-call
-    # stream, a usage and a request-shape check: each waits out the deadline once (20 of them took 80 s).
-    options = SuiteOptions(apis="anthropic", timeout=4.0,
+    # Every stream takes ~0.3 s per token on this timing model: past a 2.5 s deadline, while the stall probe
+    # after it (half a deadline) still sees a token. A stream, a tool-call stream, a usage and a request-shape
+    # check: each waits out the deadline once (20 of them took 80 s).
+    options = SuiteOptions(apis="anthropic", timeout=2.5,
                            select="AN-STREAM-001 or AN-STREAM-006 or AN-USAGE-001 or AN-REQ-004",
-                           server_args=("--decode-ms", "600"))
+                           server_args=("--decode-ms", "300"))
     doc = run_suite(options, tmp_path, subprocess_run=True, quiet=True)
     assert _bad(doc) == [], "\n".join(_bad(doc))
     assert not any("would break" in line for line in client_lines(doc))
