@@ -105,13 +105,13 @@ def test_malformed_url(tmp_path, url, needle):
 # -- preflight that fits real endpoints (issue 35): the run's --timeout per probe, drips bounded, pages read --
 
 def test_a_slow_first_answer_passes_preflight_and_the_whole_suite(tmp_path, reference_server):
-    """A gateway that takes 8 s to answer its first request, then answers at once: preflight waits (and
-    says what for), and the whole suite passes through it."""
+    """A gateway that takes 5 s to answer its first request, then answers at once: preflight waits (and
+    says what for, after 3 s), and the whole suite passes through it (a fixed 3 s probe timeout failed it)."""
     import json
 
     from tests.cli.slow_endpoints import slow_first_answer
 
-    with slow_first_answer(reference_server, 8.0) as url:
+    with slow_first_answer(reference_server, 5.0) as url:
         ran = harnesscheck("check", "--endpoint", url, "--timeout", "12", "--out", "out", cwd=tmp_path, timeout=300)
     assert ran.rc == 0, ran.out[-3000:] + ran.err
     assert f"preflight: GET /v1/models at {url}: waiting for its status line and headers after 3 s" in ran.out
