@@ -1,6 +1,7 @@
 """Issue 40: a check judges every rule and case and reports each failed rule (`rules_failed`), the
 weightiest first, its level its worst failed rule's; and Dynamo-style dispatch frames sent after the
-call's finish fail CH-DISPATCH-002 (the reference server's faults plant both, real loopback runs)."""
+call's finish fail CH-DISPATCH-002 (the reference server's faults plant both, real loopback runs: the suite
+forked from a warm process, conformance/forked.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.forked import run_forked
+from harnesscheck.conformance.runner import SuiteOptions
 from harnesscheck.conformance.verdict import CheckFailed, Problems
 
 
 def _run(tmp_path: Path, select: str, *faults: str) -> dict[str, dict[str, Any]]:
     args = tuple(a for f in faults for a in ("--fault", f))
-    doc = run_suite(SuiteOptions(apis="anthropic,chat,responses", tries=1, select=select, server_args=args),
-                    tmp_path, subprocess_run=True, quiet=True)
+    doc = run_forked(SuiteOptions(apis="anthropic,chat,responses", tries=1, select=select, server_args=args), tmp_path)
     return {c["id"]: c for c in doc["checks"]}
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from harnesscheck.conformance import window
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.forked import run_forked
+from harnesscheck.conformance.runner import SuiteOptions
 from harnesscheck.conformance.session import Endpoint, Session
 from tests.processes import http_process
 
@@ -46,9 +47,8 @@ def test_each_stack_says_its_window_in_its_own_dialect(dialect: str, size: int |
 
 
 def _ctx(tmp_path: Path, *server_args: str, **options: Any) -> dict[str, dict[str, Any]]:
-    doc = run_suite(SuiteOptions(apis="anthropic,chat", tries=1, select="CTX-001 or CTX-003",
-                                 server_args=("--no-announce-window", *server_args), **options),
-                    tmp_path, subprocess_run=True, quiet=True)
+    doc = run_forked(SuiteOptions(apis="anthropic,chat", tries=1, select="CTX-001 or CTX-003",
+                                  server_args=("--no-announce-window", *server_args), **options), tmp_path)
     return {c["id"]: c for c in doc["checks"]}
 
 
