@@ -18,6 +18,7 @@ import pytest
 
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance import impact
+from harnesscheck.conformance.forked import run_forked
 from harnesscheck.conformance.runner import SuiteOptions, run_suite
 from harnesscheck.reports.clients import client_lines
 from harnesscheck.reference_server.launch import ServerProcess
@@ -118,7 +119,7 @@ def test_slow_endpoint_times_out_without_verdicts(tmp_path: Path) -> None:
     options = SuiteOptions(apis="anthropic", timeout=2.5,
                            select="AN-STREAM-001 or AN-STREAM-006 or AN-USAGE-001 or AN-REQ-004",
                            server_args=("--decode-ms", "300"))
-    doc = run_suite(options, tmp_path, subprocess_run=True, quiet=True)
+    doc = run_forked(options, tmp_path)
     assert _bad(doc) == [], "\n".join(_bad(doc))
     assert not any("would break" in line for line in client_lines(doc))
     timed = [c for c in doc["checks"] if c.get("cause") == "timeout"]
@@ -168,8 +169,8 @@ def test_should_failure_is_reported_not_a_junit_failure(tmp_path: Path) -> None:
     import xml.etree.ElementTree as ET
 
     junit = tmp_path / "junit.xml"
-    doc = run_suite(SuiteOptions(apis="responses", select="RS-STREAM-001", junit=str(junit),
-                                 server_args=("--fault=rs-sequence-gap",)), tmp_path, subprocess_run=True, quiet=True)
+    doc = run_forked(SuiteOptions(apis="responses", select="RS-STREAM-001", junit=str(junit),
+                                  server_args=("--fault=rs-sequence-gap",)), tmp_path)
     assert [(c["id"], c["outcome"], c["level"]) for c in doc["checks"]] == [("RS-STREAM-001", "fail", "SHOULD")]
     assert doc["checks"][0]["rules_failed"][0] == "RS-GRAMMAR-SEQUENCE"
     cases = ET.parse(junit).getroot().findall(".//testcase")
