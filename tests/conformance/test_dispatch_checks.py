@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harnesscheck.conformance.forked import run_forked
 from harnesscheck.conformance.runner import SuiteOptions, run_suite
 from tests.conformance.test_plain_model import plain_server
 
@@ -22,8 +23,10 @@ DISPATCH = ("AN-DISPATCH-001", "CH-DISPATCH-001", "RS-DISPATCH-001")
 
 def _run(tmp_path: Path, *, endpoint: str | None = None, apis: str = "anthropic,chat,responses", tries: int = 3,
          server_args: tuple[str, ...] = ()) -> dict[str, dict]:
-    doc = run_suite(SuiteOptions(endpoint=endpoint, apis=apis, tries=tries, select="DISPATCH-001", timeout=20.0,
-                                 server_args=server_args), tmp_path, subprocess_run=True, quiet=True)
+    options = SuiteOptions(endpoint=endpoint, apis=apis, tries=tries, select="DISPATCH-001", timeout=20.0,
+                           server_args=server_args)
+    # the embedded server's runs forked from the warm process; an endpoint's in a pytest subprocess
+    doc = run_suite(options, tmp_path, subprocess_run=True, quiet=True) if endpoint else run_forked(options, tmp_path)
     return {c["id"]: c for c in doc["checks"]}
 
 
