@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from harnesscheck.conformance.options import QUICK_LEAVES_OUT, add_options
-from harnesscheck.conformance.runner import SuiteOptions, run_suite
+from harnesscheck.conformance.forked import run_forked
+from harnesscheck.conformance.runner import SuiteOptions
 
 
 def test_the_cli_and_the_plugin_take_it() -> None:
@@ -20,8 +21,7 @@ def test_the_cli_and_the_plugin_take_it() -> None:
 
 
 def test_a_quick_run_says_what_it_left_out(tmp_path: Path) -> None:
-    doc = run_suite(SuiteOptions(select="AN-PREAMBLE-001", quick=True, tries=3), tmp_path, subprocess_run=True,
-                    quiet=True)
+    doc = run_forked(SuiteOptions(select="AN-PREAMBLE-001", quick=True, tries=3), tmp_path)
     settings = doc["run"]["settings"]
     assert settings["quick"] == list(QUICK_LEAVES_OUT) and settings["tries"] == 1
     (check,) = doc["checks"]
