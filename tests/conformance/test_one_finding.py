@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harnesscheck.conformance.forked import run_forked
 from harnesscheck.conformance.runner import SuiteOptions
+from tests.conftest import FAST
 
 
 def _brief(doc: dict) -> dict[str, str]:
@@ -35,7 +36,7 @@ def _through_keepalive_proxy(tmp_path: Path, *args: str) -> dict:
     from tests.processes import http_process
 
     root = Path(__file__).resolve().parents[2]
-    with ServerProcess([]) as upstream, http_process(
+    with ServerProcess(list(FAST)) as upstream, http_process(
             lambda port: [sys.executable, "-m", "tests.conformance.keepalive_proxy", "--upstream", upstream.url,
                           "--port", str(port), *args], "/v1/models", cwd=root, startup_s=30) as url:
         return run_suite(SuiteOptions(endpoint=url, select="SDK-001", timeout=30.0, preflight=False), tmp_path,
