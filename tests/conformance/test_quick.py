@@ -36,7 +36,7 @@ def test_quick_bounds_each_replayed_client_request_and_judges_it_the_same(tmp_pa
     from harnesscheck.conformance.options import QUICK_REPLAY_BUDGET
 
     select = "AN-CLIENT-001 or RS-CLIENT-001 or CH-CLIENT-001"
-    doc = run_suite(SuiteOptions(select=select, quick=True), tmp_path, subprocess_run=True, quiet=True)
+    doc = run_forked(SuiteOptions(select=select, quick=True), tmp_path)
     limits = {"AN-CLIENT-001": "max_tokens", "RS-CLIENT-001": "max_output_tokens",
               "CH-CLIENT-001": "max_completion_tokens"}
     for check in doc["checks"]:
