@@ -202,6 +202,9 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                "reaches its compaction threshold: it compacted where it did with correct usage "
                                "(its meter reads the final usage; API_FACTS 'Context overflow', measured)"),
     "AN-ROUTE-001": _r(SHOULD, "none: Dynamo's behaviour; the SDKs send anthropic-version and read data[].id"),
+    "CH-ROUTE-001": _r(MUST, "reference: OpenAI Models, list: {object: 'list', data: [Model]}; the Model object's "
+                             "id, created, object ('model') and owned_by are all required (openai-python "
+                             "types/model.py, generated from the OpenAPI spec: none Optional)"),
     "AN-ROUTE-002": _r(SHOULD, "none: article 1 (404 on nvidia/...); the SDKs send %2F, raw '/' comes from "
                                "hand-written clients"),
     "AN-ROUTE-003": _r(MUST, "sdk: anthropic and openai SDKs percent-encode path parameters (models.retrieve)"),
@@ -746,6 +749,10 @@ CHECKS: list[Check] = [
     _c("AN-ROUTE-001", "anthropic", "GET /v1/models answers the Anthropic list shape when anthropic-version is sent",
        SHOULD, "API_FACTS: GET /v1/models", "answer {data:[{id,type:'model',...}], has_more, first_id, last_id}",
        "anthropic-models-shape-ignored"),
+    _c("CH-ROUTE-001", "chat", "GET /v1/models answers OpenAI's list shape without anthropic-version (object "
+       "'list'; each model with id, object 'model', created and owned_by)", MUST,
+       "API_FACTS: GET /v1/models, OpenAI's shape", "answer {object: 'list', data: [{id, object: 'model', created, "
+       "owned_by}]} to a client that sends no anthropic-version", "openai-models-bare-entries"),
     _c("AN-ROUTE-002", "any", "GET /v1/models/{id} works for an id containing '/', sent raw", SHOULD,
        "API_FACTS: /v1/models/{model_id} with '/'; article 1: 404 on nvidia/...",
        "route the rest of the path as the id", "model-slash-404"),
@@ -1062,6 +1069,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "an-event-name-mismatch": ("AN-GRAMMAR-EVENT-NAME",),
     "an-usage-missing": ("AN-GRAMMAR-DELTA-USAGE", "AN-STREAM-009"),
     "anthropic-models-shape-ignored": ("AN-ROUTE-001",),
+    "openai-models-bare-entries": ("CH-ROUTE-001",),
     "detokenize-drops-special": ("CH-TOKENIZE-001",),
     "chat-repeat-tool-id-name": ("CH-GRAMMAR-TOOL-REPEAT",),
     "chat-finish-stop-after-tool-calls": ("CH-GRAMMAR-FINISH-TOOL-CALLS",),
