@@ -12,6 +12,18 @@ SDK breaks (``sdk:``) or a measured real client breaks (``client:``); everything
 (``none:`` says why it is still worth a check). A failing result weighs what its failing rule
 weighs; a check's level is the highest level of its rules. ``INFORMATIONAL`` rules are recorded
 and shown, never failed (what the references allow).
+
+A check's entry also says how the kit runs it, as keyword fields of ``Check`` (``timing``: it holds
+the endpoint alone; ``levers``: which levers may bend its requests; ``judges_refused_history``;
+``client_shape`` and ``replays_client``): plugin.py, levers.py, results.py and impact.py read them and
+name no check (tests/conformance/test_check_entry.py). docs/architecture.md, "Adding a check", is the
+recipe.
+
+Why one module (over 1,100 lines): it is data, the one list every other part reads, and its tables
+refer to one another (a check's level is the highest of its rules; a rule's check comes from
+RULE_CHECK; a fault's planted rules must fail one of the checks that catch it). Split by API or by
+contract, each part would need the others' rules and evidence strings, and the tests that prove the
+tables agree (test_coverage.py, test_self_conformance.py) would read several modules for one fact.
 """
 
 from __future__ import annotations
