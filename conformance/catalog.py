@@ -12,6 +12,18 @@ SDK breaks (``sdk:``) or a measured real client breaks (``client:``); everything
 (``none:`` says why it is still worth a check). A failing result weighs what its failing rule
 weighs; a check's level is the highest level of its rules. ``INFORMATIONAL`` rules are recorded
 and shown, never failed (what the references allow).
+
+A check's entry also says how the kit runs it, as keyword fields of ``Check`` (``timing``: it holds
+the endpoint alone; ``levers``: which levers may bend its requests; ``judges_refused_history``;
+``client_shape`` and ``replays_client``): plugin.py, levers.py, results.py and impact.py read them and
+name no check (tests/conformance/test_check_entry.py). docs/architecture.md, "Adding a check", is the
+recipe.
+
+Why one module (over 1,100 lines): it is data, the one list every other part reads, and its tables
+refer to one another (a check's level is the highest of its rules; a rule's check comes from
+RULE_CHECK; a fault's planted rules must fail one of the checks that catch it). Split by API or by
+contract, each part would need the others' rules and evidence strings, and the tests that prove the
+tables agree (test_coverage.py, test_self_conformance.py) would read several modules for one fact.
 """
 
 from __future__ import annotations
@@ -72,9 +84,12 @@ _RS_REF = "reference: OpenAI Responses streaming events"
 _CC, _CX = "Claude Code 2.1.197", "Codex 0.171.0"
 _OC = "OpenClaw 2026.9.6"
 # the recorded client sessions' checks (test_client_sessions.py) -> whose session
-_CLIENT_CHECKS = {"AN-CLIENT-001": _CC, "AN-CLIENT-002": f"{_OC} (Messages)",
-                  "RS-CLIENT-001": f"{_CX} (gpt-5.5 catalog profile)", "RS-CLIENT-002": f"{_CX} (fallback profile)",
-                  "RS-CLIENT-003": f"{_OC} (Responses)", "CH-CLIENT-001": f"{_OC} (Chat Completions)"}
+# -> (whose session, the client's key in conformance/impact.json: the entry's client_shape)
+_CLIENT_CHECKS = {"AN-CLIENT-001": (_CC, "claude-code"), "AN-CLIENT-002": (f"{_OC} (Messages)", "openclaw"),
+                  "RS-CLIENT-001": (f"{_CX} (gpt-5.5 catalog profile)", "codex"),
+                  "RS-CLIENT-002": (f"{_CX} (fallback profile)", "codex"),
+                  "RS-CLIENT-003": (f"{_OC} (Responses)", "openclaw:responses"),
+                  "CH-CLIENT-001": (f"{_OC} (Chat Completions)", "openclaw:chat")}
 _PLAIN_TURN = ("none: model-dependent (the seed: dropping thinking on plain turns is right for one model and wrong "
                "for another; Qwen3's template trims reasoning before the last user query); within the agent loop "
                "the check's own rule holds (MUST)")
@@ -118,7 +133,7 @@ _CTX_RULES: dict[str, tuple[Level, str]] = {
     **{f"{p}-CTX-004": _r(SHOULD, "none: a cache-reuse goal (each turn's prompt is the next turn's prefix; article 1)")
        for p in _PREFIXES},
     # the real clients' recorded sessions replayed (test_client_sessions.py; scenarios/clients)
-    **{r: lvl for check, who in _CLIENT_CHECKS.items() for r, lvl in (
+    **{r: lvl for check, (who, _) in _CLIENT_CHECKS.items() for r, lvl in (
         (check, _r(MUST, f"client: {who} sends exactly this request (recorded); a refused request ends its turn "
                          "(CL-ANSWERED, measured: reject-cache-control, reject-system-role, reject-unknown-fields)")),
         (f"{check}:grammar", _r(MUST, "reference: the API's MUST grammar rules (each with its own reference, sdk "
@@ -216,6 +231,9 @@ _RULE_TABLE: dict[str, tuple[Level, str]] = {
                                "reaches its compaction threshold: it compacted where it did with correct usage "
                                "(its meter reads the final usage; API_FACTS 'Context overflow', measured)"),
     "AN-ROUTE-001": _r(SHOULD, "none: Dynamo's behaviour; the SDKs send anthropic-version and read data[].id"),
+    "CH-ROUTE-001": _r(MUST, "reference: OpenAI Models, list: {object: 'list', data: [Model]}; the Model object's "
+                             "id, created, object ('model') and owned_by are all required (openai-python "
+                             "types/model.py, generated from the OpenAPI spec: none Optional)"),
     "AN-ROUTE-002": _r(SHOULD, "none: article 1 (404 on nvidia/...); the SDKs send %2F, raw '/' comes from "
                                "hand-written clients"),
     "AN-ROUTE-003": _r(MUST, "sdk: anthropic and openai SDKs percent-encode path parameters (models.retrieve)"),
@@ -567,6 +585,21 @@ def rule(rule_id: str) -> Rule:
         raise KeyError(f"unknown rule {rule_id!r}") from None
 
 
+# A check's `timing`: why it holds the endpoint alone while it runs (with other checks' requests in flight,
+# queueing and other prompts' prefill would move its timings); every other check judges content or order,
+# which concurrent requests do not change (the dispatch checks judge frame order, not the clock).
+TIMING_WITNESS = "timing witness"  # conformance/witnesses.py timing_witness: turn 2's time to the last token,
+# returned vs cached vs rewritten, median of 8 sessions (taken when --witness timing, or auto without tokenize/cache)
+PREFIX_CACHE_TIMING = "prefix-cache timing"  # test_preamble.py: without cache reads, TTFT of new headers vs repeats
+TIMINGS = (TIMING_WITNESS, PREFIX_CACHE_TIMING)
+# A check's `levers` (conformance/levers.py): which levers may bend its requests.
+LEVERS_ALL = "all"  # every lever toward the paths its rules need
+LEVERS_UNFORCED = "unforced"  # it judges what the model does unforced: no lever that forces the call
+LEVERS_OWN_FORCING = "own-forcing"  # it sends its own forced choice: only the thinking-off levers
+LEVERS_NONE = "none"  # it judges the endpoint's default when the client asks nothing: no lever at all
+LEVER_POLICIES = (LEVERS_ALL, LEVERS_UNFORCED, LEVERS_OWN_FORCING, LEVERS_NONE)
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     id: str
@@ -577,10 +610,29 @@ class Check:
     remedy: str
     faults: tuple[str, ...]  # reference-server faults that this check must catch
     witness: str = ""  # what the check looks at, when it is not the stream grammar
+    # -- how the kit runs it (read by plugin.py, levers.py, results.py, impact.py; no table keyed by its id) --
+    timing: str = ""  # why its verdict rests on time measured at the endpoint (it holds it alone); "" for none
+    levers: str = "all"  # LEVERS_ALL, LEVERS_UNFORCED, LEVERS_OWN_FORCING or LEVERS_NONE (conformance/levers.py)
+    judges_refused_history: bool = False  # it judges the refusal of a history carrying a broken call itself
+    client_shape: str = ""  # the real client whose own request shape it sends (conformance/impact.json's key)
+    replays_client: bool = False  # it replays that client's own recorded session (test_client_sessions.py)
+
+    def __post_init__(self) -> None:
+        if self.levers not in LEVER_POLICIES:
+            raise ValueError(f"{self.id}: unknown lever policy {self.levers!r} (one of {LEVER_POLICIES})")
+        if self.timing and self.timing not in TIMINGS:
+            raise ValueError(f"{self.id}: unknown timing {self.timing!r} (one of {TIMINGS})")
 
     @property
     def contract(self) -> str:
         return self.id.split("-")[1]
+
+    def holds_endpoint_alone(self, witness: str) -> bool:
+        """Whether the check must hold the endpoint alone (its verdict rests on time measured there): a
+        history check not when --witness forces a witness that measures no time (tokenize, cache)."""
+        if self.timing == TIMING_WITNESS and witness in ("tokenize", "cache"):
+            return False
+        return bool(self.timing)
 
     def runs_with(self, apis: set[str] | frozenset[str]) -> bool:
         """Whether a run over these APIs takes the check: its API is one of them, or it has none (ANY)."""
@@ -660,9 +712,10 @@ _USAGE_FAULTS = {p: _bending(api, "usage-current-turn-only", "usage-cached-outsi
 
 
 def _c(id: str, api: str, title: str, level: Level, source: str, remedy: str, faults: tuple[str, ...] | str,
-       witness: str = "") -> Check:
+       witness: str = "", **props: Any) -> Check:
+    """One entry; ``props`` are the Check's keyword fields on how the kit runs it (timing, levers, ...)."""
     faults = (faults,) if isinstance(faults, str) else faults
-    return Check(id, api, title, level, source, remedy, faults, witness)
+    return Check(id, api, title, level, source, remedy, faults, witness, **props)
 
 
 def _turn_family(p: str, api: str) -> list[Check]:
@@ -670,7 +723,8 @@ def _turn_family(p: str, api: str) -> list[Check]:
     return [_c(f"{p}-TURN-001", api, "A follow-up turn is answered, never with a 5xx (the history of the endpoint's "
                "own answer; a tool call whose arguments are not JSON, as a cut call leaves them)", MUST,
                "API_FACTS: errors; a cut call's arguments do not parse", "answer a malformed history with a 4xx in "
-               "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"))]
+               "the API's error shape; take the history of your own answers", ("bad-input-500", "wrong-error-shape"),
+               judges_refused_history=True)]
 
 
 CHECKS: list[Check] = [
@@ -728,6 +782,10 @@ CHECKS: list[Check] = [
     _c("AN-ROUTE-001", "anthropic", "GET /v1/models answers the Anthropic list shape when anthropic-version is sent",
        SHOULD, "API_FACTS: GET /v1/models", "answer {data:[{id,type:'model',...}], has_more, first_id, last_id}",
        "anthropic-models-shape-ignored"),
+    _c("CH-ROUTE-001", "chat", "GET /v1/models answers OpenAI's list shape without anthropic-version (object "
+       "'list'; each model with id, object 'model', created and owned_by)", MUST,
+       "API_FACTS: GET /v1/models, OpenAI's shape", "answer {object: 'list', data: [{id, object: 'model', created, "
+       "owned_by}]} to a client that sends no anthropic-version", "openai-models-bare-entries"),
     _c("AN-ROUTE-002", "any", "GET /v1/models/{id} works for an id containing '/', sent raw", SHOULD,
        "API_FACTS: /v1/models/{model_id} with '/'; article 1: 404 on nvidia/...",
        "route the rest of the path as the id", "model-slash-404"),
@@ -742,7 +800,8 @@ CHECKS: list[Check] = [
        "reject-system-role"),
     _c("AN-REQ-003", "anthropic", "Claude Code's request shape is accepted (?beta=true, betas, adaptive thinking, "
        "context_management, output_config, unknown fields)", MUST, "API_FACTS: what the real clients send",
-       "tolerate unknown fields and query strings", ("reject-unknown-fields", "reject-cache-control")),
+       "tolerate unknown fields and query strings", ("reject-unknown-fields", "reject-cache-control"),
+       client_shape="claude-code"),
     _c("AN-ERR-001", "anthropic", "Bad requests get 4xx with the Anthropic error shape, never 5xx", MUST,
        "API_FACTS: Anthropic errors", "validate input; answer {type:error, error:{type,message}}",
        ("bad-input-500", "wrong-error-shape", "lenient-input")),
@@ -756,36 +815,36 @@ CHECKS: list[Check] = [
     _c("AN-PREAMBLE-001", "anthropic", "A per-session billing header does not defeat prefix-cache reuse", SHOULD,
        "article 1: --strip-anthropic-preamble; 168 / 912 / 169 ms",
        "strip x-anthropic-billing-header before tokenizing", "preamble-not-stripped",
-       witness="cache usage, else timing"),
+       witness="cache usage, else timing", timing=PREFIX_CACHE_TIMING),
     _c("AN-PREAMBLE-002", "anthropic", "The billing header as the only system block is stripped too", SHOULD,
        "API_FACTS: the header as the only system block is a case the simple strip misses",
        "strip the header line wherever it ends", ("preamble-simple-strip", "preamble-not-stripped"),
-       witness="cache usage, else timing"),
+       witness="cache usage, else timing", timing=PREFIX_CACHE_TIMING),
     # --- Multi-turn history (article 1) ----------------------------------------------------------
     _c("AN-HIST-001", "anthropic", "Interleaved reasoning and tool calls come back in order (r0 t0 r1 t1)", MUST,
        "article 1: <think>r0</think> t0 <think>r1</think> t1 must not be flattened or stripped on agent turns",
        "rebuild assistant turns part by part; keep reasoning bound to tool calls (truncate_history_thinking=false)",
        ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "reject-history-thinking",
-        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing", timing=TIMING_WITNESS),
     _c("AN-HIST-002", "anthropic", "Turn N's prompt and output come back verbatim as turn N+1's prefix", SHOULD,
        "DESIGN: turn N's prompt + output is a token prefix of turn N+1's prompt; article 1: 167 vs 322 ms",
        "render history exactly as generated (no reordering, truncation or rewriting)",
-       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
+       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize", timing=TIMING_WITNESS),
     _c("CH-HIST-002", "chat", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Chat)", SHOULD,
        "DESIGN: the prefix property; Chat carries reasoning_content", "keep reasoning_content on agent turns",
-       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
+       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize", timing=TIMING_WITNESS),
     _c("RS-HIST-001", "responses", "Interleaved reasoning items and function calls come back in order", MUST,
        "article 1: interleaved reasoning; API_FACTS: reasoning items with encrypted_content",
        "rebuild reasoning and function_call items in their original order",
        ("flatten-interleaved-reasoning", "truncate-agent-reasoning", "rs-missing-call-id",
-        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing"),
+        "trim-reasoning-before-last-query"), witness="/tokenize, cache usage or timing", timing=TIMING_WITNESS),
     _c("RS-HIST-002", "responses", "Turn N's prompt and output come back verbatim as turn N+1's prefix (Responses)",
        SHOULD, "DESIGN: the prefix property", "replay reasoning items exactly",
-       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize"),
+       ("truncate-agent-reasoning", "rewrite-history-reasoning"), witness="cache usage, timing or /tokenize", timing=TIMING_WITNESS),
     _c("AN-HIST-003", "anthropic", "Thinking stays on when the client does not turn it off", SHOULD,
        "article 1: with a reasoning parser configured and thinking not disabled, enable_thinking=true",
        "enable thinking unless the request disables it", "thinking-off-by-default",
-       witness="thinking blocks with and without the thinking field"),
+       witness="thinking blocks with and without the thinking field", levers=LEVERS_NONE),  # no lever may ask
     # --- Chat Completions -------------------------------------------------------------------------
     _c("CH-STREAM-001", "chat", "Tool-call deltas carry id, type and name only in the first delta of an index", MUST,
        "API_FACTS: the SDK concatenates every string field per index", "send id/name once per index",
@@ -850,7 +909,7 @@ CHECKS: list[Check] = [
     _c("RS-REQ-001", "responses", "Codex's request shape is accepted (store false, include, prompt_cache_key, "
        "client_metadata, developer item, unknown item fields; a zstd body)", MUST,
        "API_FACTS: what Codex sends; article 1: request compression", "accept Content-Encoding zstd and "
-       "unknown fields", ("reject-compressed-body", "reject-unknown-fields")),
+       "unknown fields", ("reject-compressed-body", "reject-unknown-fields"), client_shape="codex"),
     _c("RS-REQ-002", "responses", "store, parallel_tool_calls and text.verbosity are echoed in the response", SHOULD,
        "API_FACTS: request fields that must survive the server", "keep the Responses fields end to end",
        "rs-fields-dropped"),
@@ -863,19 +922,21 @@ CHECKS: list[Check] = [
         _c(f"{p}-TOOLS-001", api, "Every tool_choice mode is accepted; required / any and a named tool "
            "force the call", MUST, "API_FACTS: tool_choice",
            "honour tool_choice (force the call by guided decoding, not the prompt)",
-           ("ignore-tool-choice", *_bending(api, "nonstream-calls-as-text"))),
+           ("ignore-tool-choice", *_bending(api, "nonstream-calls-as-text")), levers=LEVERS_OWN_FORCING),
         _c(f"{p}-TOOLS-002", api, "tool_choice none makes no tool call", MUST, "API_FACTS: tool_choice",
-           "parse no tool calls when tool_choice is none", "ignore-tool-choice"),
+           "parse no tool calls when tool_choice is none", "ignore-tool-choice",
+           levers=LEVERS_UNFORCED),  # judged where the same request under auto called
         _c(f"{p}-TOOLS-003", api, "Parallel tool use turned off makes at most one call", MUST,
            "API_FACTS: tool_choice, parallel tool use", "keep the first call when parallel tool use is off",
-           "parallel-calls-not-disabled"),
+           "parallel-calls-not-disabled", levers=LEVERS_UNFORCED),
         _c(f"{p}-TOOLS-004", api, "A strict tool's call arguments follow its JSON schema", MUST,
            "API_FACTS: strict function arguments", "constrain the arguments of strict tools to their schema",
            ("strict-ignored", "invalid-tool-json"), witness="jsonschema"),
         _c(f"{p}-TOOLS-005", api, "A forced call cut off by the output limit says so and keeps its "
            "structure (no tool-call markup as text), streamed and not", MUST,
            "API_FACTS: a forced call cut off by the limit", "answer the cut call as a (partial) tool call, "
-           "in both forms", ("forced-cut-raw-markup", *_bending(api, "nonstream-calls-as-text"))))],
+           "in both forms", ("forced-cut-raw-markup", *_bending(api, "nonstream-calls-as-text")),
+           levers=LEVERS_OWN_FORCING))],
     # --- a follow-up turn is answered, never with a 5xx (test_turns.py) ---------------------------
     *[c for p, api in SHIPPED for c in _turn_family(p, api)],
     # --- Usage field by field, the non-streamed answer's shape (all APIs) ------------------------
@@ -924,9 +985,9 @@ CHECKS: list[Check] = [
          "grammar, each answer carried back in the client's form and accepted", MUST,
          "API_FACTS: what the real clients send (scenarios/clients, captured from the clients)",
          "accept what the client sends; answer so that it can send the answer back", _CLIENT_FAULTS[check],
-         witness="recorded client requests")
-      for check, who, api in ((c, w, apis.by_prefix(c[:2]).NAME)
-                              for c, w in _CLIENT_CHECKS.items())],
+         witness="recorded client requests", client_shape=shape, replays_client=True)
+      for check, (who, shape), api in ((c, w, apis.by_prefix(c[:2]).NAME)
+                                       for c, w in _CLIENT_CHECKS.items())],
 ]
 
 # --- Request shapes and tool kinds the real clients send (issue 30) ----------------------------------
@@ -950,7 +1011,7 @@ CHECKS += [
          "stream each call's arguments as the non-streamed answer has them",
          ("stream-tool-input-empty", "invalid-tool-json", "strict-ignored",
           *_bending(api, "chat-stream-call-dropped")),
-         witness="jsonschema") for p, api in SHIPPED],
+         witness="jsonschema", levers=LEVERS_OWN_FORCING) for p, api in SHIPPED],
     _c("AN-REQ-004", "anthropic", "cache_control with ttl 1h, with scope, at the top level and on a sent-back "
        "thinking block is accepted", MUST, "API_FACTS: request shapes and tool kinds (cache_control)",
        "accept and ignore every form of cache_control", ("reject-cache-control-extensions",
@@ -1115,6 +1176,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "an-event-name-mismatch": ("AN-GRAMMAR-EVENT-NAME",),
     "an-usage-missing": ("AN-GRAMMAR-DELTA-USAGE", "AN-STREAM-009"),
     "anthropic-models-shape-ignored": ("AN-ROUTE-001",),
+    "openai-models-bare-entries": ("CH-ROUTE-001",),
     "detokenize-drops-special": ("CH-TOKENIZE-001",),
     "chat-repeat-tool-id-name": ("CH-GRAMMAR-TOOL-REPEAT",),
     "chat-finish-stop-after-tool-calls": ("CH-GRAMMAR-FINISH-TOOL-CALLS",),
@@ -1174,13 +1236,10 @@ for _fault, _more in (("reject-unknown-fields", ("CH-REQ-002:kwargs",)), ("bad-i
     PLANTED[_fault] = (*PLANTED[_fault], *_more)
 
 
-# Checks that send a real client's own request shape (API_FACTS: what the real clients send): when
-# the endpoint refuses that request for its own limits, that client would break on this deployment.
-CLIENT_SHAPES: dict[str, str] = {"AN-REQ-003": "claude-code", "RS-REQ-001": "codex",
-                                 # the recorded sessions (test_client_sessions.py): the client's own requests
-                                 "AN-CLIENT-001": "claude-code", "AN-CLIENT-002": "openclaw",
-                                 "RS-CLIENT-001": "codex", "RS-CLIENT-002": "codex",
-                                 "RS-CLIENT-003": "openclaw:responses", "CH-CLIENT-001": "openclaw:chat"}
+# Checks that send a real client's own request shape (API_FACTS: what the real clients send; the entry's
+# client_shape): when the endpoint refuses that request for its own limits, that client would break on this
+# deployment. Read from the entries (kept for readers of the table).
+CLIENT_SHAPES: dict[str, str] = {c.id: c.client_shape for c in CHECKS if c.client_shape}
 
 
 def faults_planting(rule_id: str) -> list[str]:

@@ -112,7 +112,7 @@ PLANTED_FORMS: dict[str, tuple[str, ...]] = {
         "buffer-tool-calls", "dispatch-missing", "dispatch-twice", "an-block-index-skip",
         "an-delta-type-mismatch", "an-signature-after-stop", "an-missing-block-stop", "an-delta-unstarted-block",
         "an-end-turn-after-tool-use", "an-missing-message-stop", "an-event-name-mismatch", "an-usage-missing",
-        "anthropic-models-shape-ignored", "detokenize-drops-special", "chat-repeat-tool-id-name",
+        "anthropic-models-shape-ignored", "openai-models-bare-entries", "detokenize-drops-special", "chat-repeat-tool-id-name",
         "chat-finish-stop-after-tool-calls", "chat-no-usage-chunk", "chat-no-done", "rs-arguments-done-mismatch",
         "rs-ignore-previous-response-id", "rs-no-encrypted-content", "rs-fields-dropped", "parallel-calls-not-disabled",
         "forced-cut-raw-markup", "server-tools-as-client-tools", "count-tokens-partial",

@@ -109,14 +109,12 @@ def session_verdict(check: Any, message: str, frame: int | None, rules: list[str
     label = session_label(check, data)
     if not label:
         return {}
-    from harnesscheck.conformance.catalog import CLIENT_SHAPES
-
     where = f" at frame #{frame}" if frame is not None else ""
     words = message.split(") ", 1)[1] if message.startswith(f"{label} (") else message  # "<label> (<session>) "
     failed = f"its own recorded session ({check.id}) failed{where}: {words[:300]}"
     seen_rules = [r for r in rules if not r.startswith(check.id)]
     if seen_rules and all(r == f"{check.id}:grammar" or not r.startswith(check.id) for r in rules):
-        verdict, evidence = _measured(CLIENT_SHAPES[check.id], seen_rules, forms, data)
+        verdict, evidence = _measured(check.client_shape, seen_rules, forms, data)
         if verdict == UNAFFECTED:
             return {label: {"verdict": UNAFFECTED, "evidence": f"{failed}; a violation it was measured to cope "
                                                                f"with ({evidence})"}}
@@ -126,21 +124,17 @@ def session_verdict(check: Any, message: str, frame: int | None, rules: list[str
 
 
 def session_label(check: Any, data: dict[str, Any] | None = None) -> str:
-    """The client whose own recorded session ``check`` replays (catalog.CLIENT_SHAPES, the X-CLIENT-00N
-    checks), as its verdicts name it ('OpenClaw 2026.9.6'); '' for any other check."""
-    from harnesscheck.conformance.catalog import CLIENT_SHAPES
-
-    key = CLIENT_SHAPES.get(check.id) if "-CLIENT-" in check.id else None
+    """The client whose own recorded session ``check`` replays (the catalog entry's ``replays_client`` and
+    ``client_shape``), as its verdicts name it ('OpenClaw 2026.9.6'); '' for any other check."""
+    key = check.client_shape if check.replays_client else None
     entry = ((load() if data is None else data).get("clients") or {}).get(key or "")
     return label_of(entry) if entry else ""
 
 
 def refused_shape_verdict(check: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
-    """The endpoint refused, for its own limits, the very request a real client sends (catalog.CLIENT_SHAPES):
-    that client would break on this deployment, whatever the contract says."""
-    from harnesscheck.conformance.catalog import CLIENT_SHAPES
-
-    key = CLIENT_SHAPES.get(check.id)
+    """The endpoint refused, for its own limits, the very request a real client sends (the catalog entry's
+    ``client_shape``): that client would break on this deployment, whatever the contract says."""
+    key = check.client_shape
     entry = ((load() if data is None else data).get("clients") or {}).get(key or "")
     if not entry:
         return {}

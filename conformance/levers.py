@@ -11,8 +11,8 @@ remaining `--tries`:
 
 1. a plain prompt that names the tool (or asks to think, or for two calls);
 2. `tool_choice` forcing a call (Anthropic `any`, OpenAI `required`): never where a rule judges what
-   the model does unforced (AN/CH/RS-TOOLS-002/003 judge `none` and parallel-off "where the same
-   request under auto called");
+   the model does unforced (a catalog entry's `levers=LEVERS_UNFORCED`: the checks that judge `none` and
+   parallel-off "where the same request under auto called");
 3. thinking turned off the API's own way (Anthropic `thinking: {"type": "disabled"}`, Chat
    `reasoning_effort: "none"`, Responses `reasoning: {"effort": "none"}`; "minimal" where "none" is
    refused, as the models before gpt-5.1 refuse it), then through `chat_template_kwargs:
@@ -30,7 +30,7 @@ remaining `--tries`:
 
 Output after a call (reasoning or text after a call, in the same turn: the dispatch rules) takes only the
 first: levers 2, 3 and 5 would each take away what it looks for. A check that sends its own forced choice and
-judges the forced answer (`OWN_FORCING`: AN/CH/RS-TOOLS-001, -005, -006) takes only lever 3, thinking off:
+judges the forced answer (its catalog entry's `levers=LEVERS_OWN_FORCING`) takes only lever 3, thinking off:
 the forcing is the check's, words naming the tool would let an endpoint that ignores it pass, and a prefill
 would answer in the forced call's place.
 
@@ -60,11 +60,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnesscheck.protocol import apis
-from harnesscheck.conformance import options
+from harnesscheck.conformance import catalog, options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
-__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "OWN_FORCING", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
-           "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "replay_key", "room_to_grow",
+__all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
+           "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "policy", "replay_key", "room_to_grow",
            "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
@@ -111,36 +111,44 @@ LADDER: tuple[Lever, ...] = (  # in the order pulled; a path takes the ones whos
 )
 BY_NAME = {lever.name: lever for lever in LADDER}
 
-# Checks whose rules judge what the model does unforced, or the endpoint's default: they take fewer levers.
-UNFORCED = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("002", "003"))
-UNLEVERED = frozenset({"AN-HIST-003"})  # thinking when the client does not ask: no lever may ask
-# Checks that send their own forced choice and judge the forced answer (AN/CH/RS-TOOLS-001 its modes, -005
-# a forced call cut by the limit, -006 a streamed forced strict call): the forcing stays the check's own, so
-# they take only thinking off (a reasoning model that reasons to the limit never reaches the forced call):
-# words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its place.
-OWN_FORCING = frozenset(f"{p}-TOOLS-{n}" for p in apis.PREFIXES for n in ("001", "005", "006"))
+# A check's lever policy is its catalog entry's `levers` (catalog.LEVERS_*): a check whose rules judge what
+# the model does unforced (tool_choice none, parallel tool use off) takes no forcing lever; one that judges
+# the endpoint's default when the client asks nothing (thinking left on) none at all; one that sends its own
+# forced choice and judges the forced answer (its modes, a forced call cut by the limit, a streamed forced
+# strict call) only thinking off (a reasoning model that reasons to the limit never reaches the forced
+# call): words naming the tool would let an endpoint that ignores the forcing pass; a prefill answers in its
+# place.
 THINKING_OFF = frozenset({"thinking-off", "reasoning-minimal", "thinking-off-template", "no-think"})
 NO_THINK = "/no_think"  # the words of the no-think lever
 
 
+def policy(check_id: str) -> str:
+    """The lever policy of the check `check_id` (its catalog entry's `levers`; every lever outside a check,
+    or for an id the catalog does not hold)."""
+    try:
+        return catalog.get(check_id).levers
+    except KeyError:
+        return catalog.LEVERS_ALL
+
+
 def allowed(names: Iterable[str], check_id: str) -> bool:
     """Whether an answer bent by the levers `names` may count as taking a path for the check `check_id`
-    (a forced answer never shows what the model does unforced; AN-HIST-003 takes no lever at all)."""
+    (a forced answer never shows what the model does unforced; a check of no levers takes none at all)."""
     names = [n for n in names if n in BY_NAME]
-    if check_id in UNLEVERED:
+    rule = policy(check_id)
+    if rule == catalog.LEVERS_NONE:
         return not names
-    if check_id in OWN_FORCING:
+    if rule == catalog.LEVERS_OWN_FORCING:
         return all(n in THINKING_OFF for n in names)
-    return not (check_id in UNFORCED and any(BY_NAME[n].forcing for n in names))
+    return not (rule == catalog.LEVERS_UNFORCED and any(BY_NAME[n].forcing for n in names))
 
 
 def ladder(api: str, wanted: Iterable[str], *, check_id: str = "") -> list[Lever]:
     """The levers for `api` toward any of the `wanted` paths, in order, for the check `check_id`."""
-    if check_id in UNLEVERED:
+    if policy(check_id) == catalog.LEVERS_NONE:
         return []
     wanted = set(wanted)
-    return [lever for lever in LADDER if lever.paths & wanted and lever.applies(api)
-            and not (lever.forcing and check_id in UNFORCED) and allowed([lever.name], check_id)]
+    return [lever for lever in LADDER if lever.paths & wanted and lever.applies(api) and allowed([lever.name], check_id)]
 
 
 # -- what a lever does to an opening request --------------------------------------------------------

@@ -154,6 +154,26 @@ def write_results(payloads: list[dict[str, Any]], results_path: Path | None, tra
     return doc
 
 
+def write_run(payloads: list[dict[str, Any]], *, results: str | None, transcripts: str | None, interrupted: bool,
+              merged: bool) -> dict[str, Any] | None:
+    """A session's end: its results (`payloads`: this process's, or the xdist controller's merge of its
+    workers', `merged`) to the --hc-results file and the transcripts folder (--hc-transcripts, else beside
+    the results); marked `run.interrupted` when Ctrl-C or SIGTERM stopped the session. The document, or
+    None when nothing was measured or nothing is to be written."""
+    if not payloads:
+        return None
+    if interrupted:
+        for payload in payloads:
+            payload["run"]["interrupted"] = True
+    results_path = Path(results) if results else None
+    transcripts_dir = Path(transcripts) if transcripts else (results_path.parent / "transcripts" if results_path
+                                                              else None)
+    if results_path is None and transcripts_dir is None:
+        return None
+    workers = {"workers": len({p.get("worker") for p in payloads})} if merged else {}
+    return write_results(payloads, results_path, transcripts_dir, settings=workers)
+
+
 def _write_transcripts(pairs: list[dict[str, Any]], folder: Path, results_path: Path | None,
                        budget: TranscriptBudget) -> dict[str, Any]:
     """Write `folder/ID.json` per check (Transcript.to_json) and `folder/index.json`; set each entry's
@@ -195,7 +215,7 @@ class _Impact:
     """Beside a failing check, what its failing rules mean for each real client of its API, from
     measurements of the same violation only (conformance/impact.json, conformance/forms.py); a check that
     did not fail speaks for nobody, except a real client's own request refused for the endpoint's limits
-    (that client cannot work there). A client's own recorded session failing (X-CLIENT-00N) speaks for
+    (that client cannot work there). A client's own recorded session failing (a check that replays it) speaks for
     that client alone: it would break, at the frame the failure names. The measurements are read once,
     and only when a result needs them."""
 
@@ -211,7 +231,7 @@ class _Impact:
 
     def session(self, r: CheckResult) -> str:
         """The client whose own recorded session the check replays ('' for other checks)."""
-        if "-CLIENT-" not in r.check.id:
+        if not r.check.replays_client:
             return ""  # (the measurements are read only for a session or a failing rule)
         from harnesscheck.conformance import impact
 

@@ -57,7 +57,7 @@ class SuiteOptions:
     select: str | None = None  # pytest -k expression
     verbose: bool = False
     preflight: bool = True  # check_endpoint checks the endpoint (the suite never does: see pytest_args)
-    concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (plugin.py)
+    concurrency: int = 1  # checks run at once (xdist workers); timing-sensitive ones still alone (sharing.EndpointLock)
     min_verdicts: float = 0.5  # below this share of checks with a verdict: no pass (verdict.run_verdicts)
     min_must_verdicts: float = 0.8  # below this share of MUST checks with a verdict: no pass
     quick: bool = False  # --quick: a profile for slow endpoints (options.QUICK_LEAVES_OUT says what it leaves out)
@@ -85,7 +85,7 @@ class SuiteOptions:
                 "--hc-no-preflight"]
         args += ["-v"] if self.verbose else ["-q"]
         if self.concurrency > 1:  # xdist workers, given checks in collection order as they free up (the
-            # timing-sensitive ones last: plugin.py)
+            # timing-sensitive ones last: plugin.pytest_collection_modifyitems)
             args += ["-n", str(self.concurrency), "--dist", "load"]
         if self.endpoint:
             args += ["--hc-endpoint", self.endpoint]
@@ -224,7 +224,7 @@ def _run_pytest(options: SuiteOptions, out: Path, *, subprocess_run: bool, quiet
             plugins.append(LiveLine(sys.stdout))
         try:
             code = int(pytest.main(args, plugins=plugins))
-        except KeyboardInterrupt:  # a stop while the session finished, deferred until it was done (plugin.py):
+        except KeyboardInterrupt:  # a stop while the session finished, deferred until it was done (sharing.stops_deferred):
             return _INTERRUPTED, True  # the results are written; read as an interrupted run's
         if watch.exit_reason and not (out / "results.json").exists():
             raise UsageError(watch.exit_reason)

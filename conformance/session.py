@@ -367,7 +367,7 @@ class Session:
             plan.append(self._lever_memo[key])
         ladder = levers.ladder(api, wanted, check_id=self.check_id)
         # a ladder spent without taking the path is not climbed again by a check with the same ladder (a check
-        # that takes fewer levers, levers.UNFORCED / OWN_FORCING, climbs its own, and spends only its own)
+        # that takes fewer levers, catalog.LEVERS_UNFORCED / LEVERS_OWN_FORCING, climbs its own, and spends only its own)
         spent = (*key, tuple(lever.name for lever in ladder))
         active = [lever for lever in self._ladder_spent.get(spent, [])
                   if levers.allowed([lever.name], self.check_id)]

@@ -1,4 +1,4 @@
-"""Model routes: GET /v1/models in the Anthropic shape, GET /v1/models/{served id} first (the route a
+"""Model routes: GET /v1/models in the Anthropic shape and, without anthropic-version, in OpenAI's, GET /v1/models/{served id} first (the route a
 harness asks at start-up), then ids that contain '/' (raw and percent-encoded, as the SDKs send them),
 and an unknown model answered 404 in shape, on the retrieve route and on the generation routes.
 
@@ -102,6 +102,30 @@ def test_models_list_anthropic_shape(hc: Session) -> None:
     if missing or wrong:
         fail(f"not the Anthropic list shape: missing {missing}, entries without type 'model': {len(wrong)}",
              transcript=t)
+
+
+@pytest.mark.check("CH-ROUTE-001")
+def test_models_list_openai_shape(hc: Session) -> None:
+    t = hc.get("chat", "/v1/models", label="list models (no anthropic-version)")
+    if t.status in (404, 405):  # no models routes at all: one finding, AN-ROUTE-004's
+        _skip_without_route(hc)
+    ok_response(t, "GET /v1/models")
+    body = t.json_body()
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not data:
+        fail("GET /v1/models has no data list", transcript=t)
+    problems = [] if body.get("object") == "list" else [f"object is {body.get('object')!r}, not 'list'"]
+    for n, model in enumerate(data):
+        if not isinstance(model, dict):
+            problems.append(f"data[{n}] is not an object")
+            continue
+        missing = [k for k, ok in (("id", isinstance(model.get("id"), str)), ("object 'model'", model.get("object") ==
+                   "model"), ("created", type(model.get("created")) is int), ("owned_by", isinstance(
+                       model.get("owned_by"), str))) if not ok]
+        if missing:
+            problems.append(f"data[{n}] ({model.get('id', '?')}) lacks {', '.join(missing)}")
+    if problems:
+        fail(f"not OpenAI's list shape: {'; '.join(problems[:4])}", transcript=t)
 
 
 @pytest.mark.check("AN-ROUTE-004")

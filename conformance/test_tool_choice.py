@@ -10,7 +10,7 @@ in all three APIs (docs/API_FACTS.md, "Tool choice and strict arguments").
   the tool use of a forced choice; OpenAI's required / named choice makes the model call). The one
   answer that says nothing yet is one the output limit cut in reasoning alone, before any text or call
   (a model may reason first: vLLM constrains the call only after the reasoning): it is sampled again
-  with thinking turned off (``Session.until_taken``; ``levers.OWN_FORCING`` takes only the thinking-off
+  with thinking turned off (``Session.until_taken``; ``levers=LEVERS_OWN_FORCING`` on the catalog entry takes only the thinking-off
   levers, the forced choice stays the check's), and not exercised if every sample was cut so (the result
   says which levers were tried). The three APIs are read alike.
 - ``<P>-TOOLS-002``: tool_choice none makes no call, judged where the same request under auto made one
@@ -118,7 +118,7 @@ def cut_call(api: str, answer: dict[str, Any], calls: list[ToolCall]) -> ToolCal
 
 def _forced(hc: Session, api: str, body: dict[str, Any],
             label: str) -> tuple[Transcript, list[ToolCall]] | None:
-    """A forced request through the levers (Session.until_taken; levers.OWN_FORCING: thinking off only,
+    """A forced request through the levers (Session.until_taken; catalog.LEVERS_OWN_FORCING: thinking off only,
     the forced choice stays the check's), sampled again while the output limit cut its answer in reasoning
     alone (before any text or call: a model may reason first, and vLLM constrains the call only after
     it); None when every answer was cut so. Any other answer is the one the caller judges: a call, or text
@@ -292,7 +292,7 @@ def _judge_cut(hc: Session, api: str, transcript: Transcript, calls: list[ToolCa
 @pytest.mark.parametrize("api", _params("005"))
 def test_forced_call_cut_by_the_limit(hc: Session, api: str) -> None:
     """Each answer judged as it comes; the forced request sampled again through the levers (thinking off
-    only, levers.OWN_FORCING: the named choice and the small limit stay the check's) while the limit cut
+    only, catalog.LEVERS_OWN_FORCING: the named choice and the small limit stay the check's) while the limit cut
     no call (it ended first, or reasoning used it up)."""
     module, check_id = apis.get(api), _check_id(api, "005")
     for stream in (True, False):

@@ -261,6 +261,6 @@ def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
             fail(problems[0], transcript=t)
         return True
 
-    # sampled again through the levers (levers.OWN_FORCING: thinking off only; the forced choice stays)
+    # sampled again through the levers (catalog.LEVERS_OWN_FORCING: thinking off only; the forced choice stays)
     if not hc.until_taken((catalog.TOOL_USE,), attempt, bool)[1]:
         inconclusive("not exercised: the output limit cut every forced answer before a whole call")

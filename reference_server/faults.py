@@ -127,6 +127,9 @@ _ALL = [
           apis=('anthropic',)),
     Fault("anthropic-models-shape-ignored", "GET /v1/models answers the OpenAI shape even with anthropic-version",
           "API_FACTS: GET /v1/models Anthropic shape", apis=('anthropic',)),
+    Fault("openai-models-bare-entries", "GET /v1/models in OpenAI's shape lists bare entries: no object 'list' "
+          "around them, no object 'model', created or owned_by in them", "API_FACTS: GET /v1/models, OpenAI's shape",
+          apis=('chat', 'responses')),
     Fault("detokenize-drops-special", "detokenize skips special tokens, so tokenize/detokenize does not round-trip",
           "API_FACTS: tokenizer endpoints"),
     # Chat stream grammar.

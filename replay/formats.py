@@ -41,6 +41,11 @@ Mooncake counts the prompt's words (``\\w+`` or one punctuation mark each) and n
 by a hash chain, so identical prefixes get identical ids; ``output_length`` is an AIPerf row's own,
 else the recorded output's length (``meta.output_tokens``, else the recorded answer's words), never
 a captured request's ``max_tokens`` (a client's cap); the request's other fields go into ``extra``.
+
+Why one module (888 lines): import and export of one family of formats (AIPerf's three), each
+direction written beside the other so that a round trip (import, then export, gives the rows back:
+tests/replay/test_trace_interop.py) can be read and changed in one place; they share the row models,
+the request-text reading and the `Export.warnings` notes. Its sections are marked in the file.
 """
 
 from __future__ import annotations

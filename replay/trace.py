@@ -19,6 +19,12 @@ Public API: ``Trace``, ``Session``, ``TraceTurn``, ``Timing``, ``load``, ``loads
 ``dumps``, ``validate``, ``expand_session``, ``history_key``, ``TraceError``.
 
 Errors: ``TraceError(ValueError)``, with every problem found (line, session, turn) in its message.
+
+Why one module (641 lines): it is the format, whole: the dataclasses, the delta expansion, the
+validation and the JSONL reading and writing all follow docs/trace-format.md section by section, and
+each part leans on the others' private rules (validation expands every session's deltas; `Trace`
+expands through `expand_session`; loading validates). Split, every part would import the others'
+helpers; its sections (expansion, validation, load / save) are marked in the file instead.
 """
 
 from __future__ import annotations

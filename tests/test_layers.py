@@ -304,10 +304,8 @@ def test_no_bare_top_level_names_are_installed(name: str) -> None:
 # -- no import-time copy of the API registry (issue 44) ------------------------------------------------------
 # A module that reads the registry at its import (a tuple of apis.NAMES, a dict over apis.APIS, `from ... apis
 # import NAMES`) misses an API registered later (apis.register). Reading it inside a function, or through
-# apis.Table / apis.names(), is what the kit does. PENDING: the copies another change of issue 44 removes
-# (the plugin's and the levers' check-id tables); the test fails once they are gone, to drop them here.
+# apis.Table / apis.names(), is what the kit does.
 _REGISTRY_READS = {"NAMES", "PREFIXES", "APIS"}
-PENDING = {"conformance/plugin.py", "conformance/levers.py"}
 
 
 def _import_time_reads(path: Path) -> list[str]:
@@ -342,11 +340,8 @@ def _product_files() -> list[Path]:
 
 def test_no_module_copies_the_registry_at_import() -> None:
     found = {str(p.relative_to(ROOT)): _import_time_reads(p) for p in _product_files()}
-    copies = {f: reads for f, reads in found.items() if reads and f not in PENDING
-              and f != "protocol/apis/__init__.py"}
+    copies = {f: reads for f, reads in found.items() if reads and f != "protocol/apis/__init__.py"}
     assert not copies, f"read the registry at call time (apis.names(), apis.Table): {copies}"
-    assert all(found.get(f) for f in PENDING), f"no copy left in {[f for f in PENDING if not found.get(f)]}: " \
-                                               "drop them from PENDING"
 
 
 def test_the_copy_finder_sees_one(tmp_path: Path) -> None:

@@ -47,6 +47,8 @@ def list_models(service: Service, request: Request) -> dict[str, Any]:
     data = [_entry(service, m, anthropic) for m in service.profiles]
     if anthropic:
         return {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
+    if service.faults.on("openai-models-bare-entries"):  # a bare listing: ids (and metadata) only
+        return {"data": [{k: v for k, v in e.items() if k not in ("object", "created", "owned_by")} for e in data]}
     return {"object": "list", "data": data}
 
 

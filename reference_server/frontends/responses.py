@@ -5,6 +5,12 @@ function_call items form one assistant turn, in order); `previous_response_id` p
 input and output of that response; reasoning items come back with `encrypted_content` when asked,
 and such items sent back restore the reasoning into the next prompt. Every event carries a
 `sequence_number` that increases by one.
+
+Why one module (720 lines): one frontend per API (as frontends/anthropic.py and chat.py), and the
+Responses API is the widest of the three: its stored responses (`previous_response_id`), its input
+items' mapping to the conversation and its event stream belong to one route and change together
+when the API does; in the product only app.py (its routes and store) imports it, and the server's other parts never
+see a Responses item.
 """
 
 from __future__ import annotations

@@ -39,6 +39,11 @@ The results document holds, per sweep, the latency benchmarks ``load-KIND-ttft``
 it), higher is better, whose samples are the level's rate in each of its time windows
 (``window_rates``), so the regression gate judges a drop in throughput as it judges a rise in
 latency. The TTFT benchmark's ``settings.figures`` holds every level's vLLM-named figures.
+
+Why one module (708 lines): one benchmark, in the order it runs (options, workload, a level,
+its figures, the sweep and its results document), each section marked; the figures are computed
+with the samples' private fields and named as vLLM's ``calculate_metrics`` names them, which is
+easiest to check side by side with that one function when they sit together.
 """
 
 from __future__ import annotations

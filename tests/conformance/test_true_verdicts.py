@@ -259,9 +259,10 @@ def test_a_text_only_model_refusing_an_image_is_the_deployments_limit(body: byte
 
 def test_a_refused_history_with_a_broken_call_is_set_aside_unless_refused_for_its_size() -> None:
     """A refusal of a history holding the endpoint's own broken call is not the later rule's failure
-    (plugin._carried_broken_call), but a refusal for the prompt's size is the window rules' to judge
+    (recording.carried_broken_call), but a refusal for the prompt's size is the window rules' to judge
     (vLLM 0.32's 30-turn session reached its window carrying such calls: CTX-003's :marker finding)."""
-    from harnesscheck.conformance.plugin import _carried_broken_call
+    from harnesscheck.conformance import catalog
+    from harnesscheck.conformance.recording import carried_broken_call
     from harnesscheck.conformance.verdict import CheckFailed
     from harnesscheck.protocol.wire.transcript import Transcript
 
@@ -274,8 +275,8 @@ def test_a_refused_history_with_a_broken_call_is_set_aside_unless_refused_for_it
                           status=400, body=body)
 
     error = CheckFailed("turn 2 refused")
-    assert "bash" in _carried_broken_call(refused(b'{"error": {"message": "arguments must be an object"}}'),
-                                          error, "CH-HIST-002")
+    assert "bash" in carried_broken_call(refused(b'{"error": {"message": "arguments must be an object"}}'),
+                                         error, catalog.get("CH-HIST-002"))
     window = b'{"error": {"message": "This model\'s maximum context length is 8192 tokens."}}'
-    assert _carried_broken_call(refused(window), error, "CH-CTX-003") == ""
-    assert _carried_broken_call(refused(b'{"error": {}}'), error, "CH-TURN-001") == ""  # the refusal's own judge
+    assert carried_broken_call(refused(window), error, catalog.get("CH-CTX-003")) == ""
+    assert carried_broken_call(refused(b'{"error": {}}'), error, catalog.get("CH-TURN-001")) == ""  # the refusal's own judge

@@ -10,13 +10,14 @@ import threading
 import time
 from pathlib import Path
 
-from harnesscheck.conformance.plugin import TIMING_SENSITIVE, EndpointLock, timing_sensitive
+from harnesscheck.conformance import catalog
+from harnesscheck.conformance.sharing import EndpointLock
 from harnesscheck.conformance.results import TranscriptBudget, write_results
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from harnesscheck.conformance.plugin import EndpointLock
+from harnesscheck.conformance.sharing import EndpointLock
 folder = Path(sys.argv[1])
 with EndpointLock(folder).hold(exclusive=sys.argv[2] == "ex"):
     (folder / "held").write_text("1")
@@ -87,12 +88,15 @@ def test_a_waiting_exclusive_holder_is_not_overtaken(tmp_path: Path) -> None:
 
 
 def test_timing_sensitive_checks() -> None:
+    def timing_sensitive(check_id: str, witness: str) -> bool:
+        return catalog.get(check_id).holds_endpoint_alone(witness)
+
     assert timing_sensitive("AN-PREAMBLE-001", "auto") and timing_sensitive("CH-HIST-002", "auto")
     assert timing_sensitive("RS-HIST-001", "timing")
     assert not timing_sensitive("RS-HIST-001", "tokenize") and not timing_sensitive("AN-HIST-002", "cache")
     assert not timing_sensitive("AN-DISPATCH-001", "auto") and not timing_sensitive("AN-STREAM-001", "auto")
     assert timing_sensitive("AN-PREAMBLE-002", "cache")  # its witness is not --witness's to choose
-    assert all(reason for reason in TIMING_SENSITIVE.values())
+    assert all(c.timing in catalog.TIMINGS for c in catalog.CHECKS if c.timing)
 
 
 def _check(check_id: str, outcome: str, size: int | None) -> dict:

@@ -1,4 +1,10 @@
-"""`harnesscheck bench`: the articles' headline measurements (docs/benchmarks.md)."""
+"""`harnesscheck bench`: the articles' headline measurements (docs/benchmarks.md).
+
+Why one module (647 lines): it is one subcommand's argument parser and its dispatch: every `bench`
+kind (the headline measurements, `load`, the live and request-log options) shares the common options
+(`_common`, `_timing`) and the one report step, and the measuring itself lives in replay/benchmarks/.
+The rest is the printing of each kind's figures, which belongs to the command that prints them.
+"""
 
 from __future__ import annotations
 
