@@ -281,10 +281,7 @@ NOT_MEASURABLE = {
 # impact.json holds no cell for them yet, so a failure on their rules says "not measured" for every client;
 # they stay `missing`, so that `harnesscheck clients --faults` measures them next. A test keeps this list
 # to faults that are indeed unmeasured (a measured one leaves it).
-PENDING = {
-    "openai-models-bare-entries": "added 2026-12-07 with CH-ROUTE-001 (issue 44's add-a-check recipe), on a "
-                                  "machine without the clients or a served model",
-}
+PENDING: dict[str, str] = {}
 
 
 def client_cells(data: dict[str, Any], fault: str) -> dict[str, Any]:
