@@ -375,41 +375,45 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
     ``_complete`` maps (choice 0's) tool-call index to "next_index" or "finish_reason"; ``_end`` is set by
     ``[DONE]`` (passed as that string); an error chunk is recorded in ``_unplaced``.
     """
-    if chunk == "[DONE]":
-        return {**(snapshot if snapshot is not None else {"choices": {}, "usage": None}), "_end": True}
     if not isinstance(chunk, dict):
+        if chunk == "[DONE]":
+            return {**(snapshot if snapshot is not None else {"choices": {}, "usage": None}), "_end": True}
         return snapshot
     if "error" in chunk:
         return base.unplaced(snapshot, "error chunk") if snapshot is not None else snapshot
-    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"choices": {}, "usage": None}
-    for key in ("id", "model", "created", "system_fingerprint"):
+    snap: dict[str, Any] = snapshot.copy() if snapshot is not None else {"choices": {}, "usage": None}
+    for key in _HEAD:
         if key in chunk and key not in snap:
             snap[key] = chunk[key]
-    if isinstance(chunk.get("usage"), dict):
-        snap["usage"] = dict(chunk["usage"])
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        snap["usage"] = dict(usage)
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         return snap
     new_choices = dict(snap.get("choices") or {})
     for c in choices:
-        if not isinstance(c, dict) or not is_int(c.get("index")):
+        idx = c.get("index") if isinstance(c, dict) else None
+        if not is_int(idx):
             snap = base.unplaced(snap, "choice without an index")
             continue
-        idx = c["index"]
-        old = new_choices.get(idx) or {
-            "index": idx, "role": None, "content": None, "reasoning_content": None,
-            "tool_calls": {}, "finish_reason": None,
-        }
-        ch = dict(old)
+        old = new_choices.get(idx)
+        ch = dict(old) if old else {"index": idx, "role": None, "content": None, "reasoning_content": None,
+                                    "tool_calls": {}, "finish_reason": None}
         delta = c.get("delta")
         if isinstance(delta, dict):
-            if isinstance(delta.get("role"), str) and ch["role"] is None:
-                ch["role"] = delta["role"]
-            if isinstance(delta.get("content"), str):
-                ch["content"] = text(ch["content"]) + delta["content"]
-            for rkey in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(rkey), str):
-                    ch["reasoning_content"] = text(ch["reasoning_content"]) + delta[rkey]
+            got = delta.get("role")
+            if isinstance(got, str) and ch["role"] is None:
+                ch["role"] = got
+            got = delta.get("content")
+            if isinstance(got, str):
+                ch["content"] = text(ch["content"]) + got
+            got = delta.get("reasoning_content")
+            if isinstance(got, str):
+                ch["reasoning_content"] = text(ch["reasoning_content"]) + got
+            got = delta.get("reasoning")
+            if isinstance(got, str):
+                ch["reasoning_content"] = text(ch["reasoning_content"]) + got
             tcs = delta.get("tool_calls")
             if isinstance(tcs, list):
                 calls = dict(ch["tool_calls"])
@@ -433,6 +437,12 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
     return snap
 
 
+_HEAD = ("id", "model", "created", "system_fingerprint")  # taken from the first chunk that has them
+# `accumulate` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the answer's
+# fold (`base.Reading.snapshot`), as cheap as the fold was before the record (issue 44)
+place = _place
+
+
 def _tool_delta(call: dict[str, Any] | None, ti: int, tc: dict[str, Any]) -> dict[str, Any]:
     call = dict(call or {"index": ti, "id": None, "type": None, "function": {"name": None, "arguments": ""}})
     fn = dict(call["function"])
@@ -454,22 +464,31 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     """The folded message of one choice: ``{id, model, role, content, reasoning_content,
     tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
     frames, _ = base.frames_and_request(source)
-    dispatched = [f.json for f in frames if f.kind == "event" and f.event == DISPATCH_EVENT]
+    dispatched: list[Any] = []
+    chunked = False  # a chunk came: an object other than an error chunk (or a dispatch frame)
+    for f in frames:
+        if f.kind != "event":
+            continue
+        if f.event == DISPATCH_EVENT:
+            dispatched.append(f.json)
+        elif not chunked and isinstance(f.json, dict) and "error" not in f.json:
+            chunked = True
     snap = base.Reading.of(sys.modules[__name__], source).snapshot
     # a dispatch frame folds without changing content (dispatch_event), but one before every chunk would
-    # start a snapshot: the answer is None when no chunk (an object other than an error chunk) came
-    if snap is None or not any(f.kind == "event" and f.event != DISPATCH_EVENT and isinstance(f.json, dict)
-                               and "error" not in f.json for f in frames):
+    # start a snapshot: the answer is None when no chunk came
+    if snap is None or not chunked:
         return None
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
-    calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
-    return copy.deepcopy({  # the caller's own: the fold is shared by the transcript's readers
+    # the caller's own copy (the fold is shared by the transcript's readers); a call is the fold's
+    # (_tool_delta: strings, and its function's strings), the usage and the dispatch frames the server's
+    calls = [{**c, "function": dict(c["function"])} for c in (ch["tool_calls"][k] for k in sorted(ch["tool_calls"]))]
+    return {
         "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
         "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
-        "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
-        "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
-    })
+        "finish_reason": ch["finish_reason"], "usage": copy.deepcopy(snap.get("usage")),
+        "dispatched": copy.deepcopy([d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice]),
+    }
 
 
 # -- what an answer holds -------------------------------------------------------------------
