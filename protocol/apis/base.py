@@ -310,11 +310,16 @@ class Reading:
                     a is b or a == b for a, b in zip(path.inputs, data, strict=False)):
                 snap = path.snaps[n - 1]
                 return None if snap is None else {k: v for k, v in snap.items() if k not in RECORD}
-        else:  # the answer alone: no list of the inputs made
-            take = self.api.fold_input
-            data = [d for f in self.events if isinstance(d := take(f), dict)]
+        else:  # the answer alone: folded as the inputs are taken, no list of them made
+            take, place = self.api.fold_input, self.api.place
+            out: Snapshot = None
+            for f in self.events:
+                d = take(f)
+                if isinstance(d, dict):
+                    out = place(d, out)
+            return out
         place = self.api.place
-        out: Snapshot = None
+        out = None
         for d in data:
             out = place(d, out)
         return out

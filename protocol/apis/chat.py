@@ -383,7 +383,7 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
         return base.unplaced(snapshot, "error chunk") if snapshot is not None else snapshot
     snap: dict[str, Any] = snapshot.copy() if snapshot is not None else {"choices": {}, "usage": None}
     for key in _HEAD:
-        if key in chunk and key not in snap:
+        if key not in snap and key in chunk:
             snap[key] = chunk[key]
     usage = chunk.get("usage")
     if isinstance(usage, dict):
@@ -394,7 +394,7 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
     new_choices = dict(snap.get("choices") or {})
     for c in choices:
         idx = c.get("index") if isinstance(c, dict) else None
-        if not is_int(idx):
+        if type(idx) is not int and not is_int(idx):  # (the first test is the common case's, the cheap one)
             snap = base.unplaced(snap, "choice without an index")
             continue
         old = new_choices.get(idx)
@@ -402,18 +402,19 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
                                     "tool_calls": {}, "finish_reason": None}
         delta = c.get("delta")
         if isinstance(delta, dict):
-            got = delta.get("role")
-            if isinstance(got, str) and ch["role"] is None:
-                ch["role"] = got
+            if ch["role"] is None:
+                got = delta.get("role")
+                if isinstance(got, str):
+                    ch["role"] = got
             got = delta.get("content")
             if isinstance(got, str):
-                ch["content"] = text(ch["content"]) + got
-            got = delta.get("reasoning_content")
-            if isinstance(got, str):
-                ch["reasoning_content"] = text(ch["reasoning_content"]) + got
-            got = delta.get("reasoning")
-            if isinstance(got, str):
-                ch["reasoning_content"] = text(ch["reasoning_content"]) + got
+                was = ch["content"]
+                ch["content"] = was + got if isinstance(was, str) else got
+            for rkey in _REASONING:
+                got = delta.get(rkey)
+                if isinstance(got, str):
+                    was = ch["reasoning_content"]
+                    ch["reasoning_content"] = was + got if isinstance(was, str) else got
             tcs = delta.get("tool_calls")
             if isinstance(tcs, list):
                 calls = dict(ch["tool_calls"])
@@ -438,6 +439,7 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
 
 
 _HEAD = ("id", "model", "created", "system_fingerprint")  # taken from the first chunk that has them
+_REASONING = ("reasoning_content", "reasoning")  # the delta fields of reasoning (vLLM's, and others')
 # `accumulate` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the answer's
 # fold (`base.Reading.snapshot`), as cheap as the fold was before the record (issue 44)
 place = _place
@@ -464,19 +466,12 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     """The folded message of one choice: ``{id, model, role, content, reasoning_content,
     tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
     frames, _ = base.frames_and_request(source)
-    dispatched: list[Any] = []
-    chunked = False  # a chunk came: an object other than an error chunk (or a dispatch frame)
-    for f in frames:
-        if f.kind != "event":
-            continue
-        if f.event == DISPATCH_EVENT:
-            dispatched.append(f.json)
-        elif not chunked and isinstance(f.json, dict) and "error" not in f.json:
-            chunked = True
+    dispatched = [f.json for f in frames if f.event == DISPATCH_EVENT and f.kind == "event"]
     snap = base.Reading.of(sys.modules[__name__], source).snapshot
     # a dispatch frame folds without changing content (dispatch_event), but one before every chunk would
-    # start a snapshot: the answer is None when no chunk came
-    if snap is None or not chunked:
+    # start a snapshot: the answer is None when no chunk (an object other than an error chunk) came
+    if snap is None or not any(f.kind == "event" and f.event != DISPATCH_EVENT and isinstance(f.json, dict)
+                               and "error" not in f.json for f in frames):
         return None
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
