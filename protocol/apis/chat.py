@@ -148,6 +148,9 @@ def _w(what: What) -> What:
     return what
 
 
+_CHUNK = _w("chunk")  # (what most events did: made once)
+
+
 def did(rec: Any) -> What | None:
     """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
     return cast("What | None", (rec or {}).get("what"))
@@ -164,17 +167,18 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     ``dispatch_event(data)`` (it changes no content).
     """
     snap = _place(chunk, snapshot)  # a new dict for a chunk or [DONE] (the given one otherwise): set in place
-    if snap is not None and (chunk == "[DONE]" or isinstance(chunk, dict)):
-        g, rec = record(chunk, (snapshot or {}).get("_g"))
+    is_chunk = isinstance(chunk, dict)
+    if snap is not None and (is_chunk or chunk == "[DONE]"):
+        g, rec = record(chunk, snapshot.get("_g") if snapshot is not None else None)
         snap = dict(snap) if snap is snapshot else snap
         snap["_g"], snap["_event"] = g, rec
-    if snap is None or not isinstance(chunk, dict) or "error" in chunk:
+    if snap is None or not is_chunk or "error" in chunk:
         return snap
     at: list[Any] = []
     said: list[tuple[str, str]] = []
     choices = chunk.get("choices")
     for c in choices if isinstance(choices, list) else ():
-        delta = c.get("delta") if isinstance(c, dict) and is_int(c.get("index")) and c["index"] == 0 else None
+        delta = c.get("delta") if isinstance(c, dict) and c.get("index") == 0 and is_int(c["index"]) else None
         if not isinstance(delta, dict):
             continue
         for rkey, channel in _CHANNELS:
@@ -184,7 +188,10 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    snap["_at"], snap["_said"], snap["_closed"] = tuple(dict.fromkeys(at)), tuple(said), _finished(snapshot, snap)
+    ch0 = (snap.get("choices") or {}).get(0)
+    snap["_at"] = tuple(dict.fromkeys(at)) if len(at) > 1 else tuple(at)
+    snap["_said"] = tuple(said)
+    snap["_closed"] = _finished(snapshot, snap) if ch0 and ch0.get("finish_reason") is not None else None
     return snap
 
 
@@ -239,7 +246,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
     n = g["n"]
     g["n"] = n + 1
     notes: list[Note] = []
-    rec: dict[str, Any] = {"n": n, "what": _w("chunk"), "notes": notes}
+    rec: dict[str, Any] = {"n": n, "what": _CHUNK, "notes": notes}
     if chunk == "[DONE]":
         g["done"] = n
         return g, {**rec, "what": _w("done")}
@@ -276,6 +283,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
             notes.append(("choice-invalid", c))
             continue
         cidx, delta, fr = c["index"], c["delta"], c.get("finish_reason")
+        tcs = delta.get("tool_calls")
         st = choices[cidx] = dict(choices.get(cidx) or {"finish": None, "finish_at": None, "calls": {}})
         if st["finish"] is not None:
             if fr is not None:
@@ -284,7 +292,8 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
             if any(delta.get(k) for k in _WORDS):
                 notes.append(("after-finish", cidx, delta, st["finish_at"]))
                 continue
-        _record_tools(delta.get("tool_calls"), st, cidx, n, g, notes)
+        if tcs is not None:
+            _record_tools(tcs, st, cidx, n, g, notes)
         if fr is not None:
             if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
                 notes.append(("finish-unknown", fr))
