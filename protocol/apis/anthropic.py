@@ -180,6 +180,15 @@ def accumulate(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
             "_closed": at if did(rec) == "block-stop" else None}
 
 
+def place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``accumulate`` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``):
+    the answer's fold (`base.Reading.snapshot`), as cheap as the fold was before the record."""
+    if not isinstance(event, dict):
+        return snapshot
+    placed = _place(event, None if snapshot is None or snapshot.get("_pending") else snapshot)
+    return snapshot if placed is None else placed
+
+
 # the text a placed delta adds: (channel, the delta's field)
 _SAID = {"text_delta": ("text", "text"), "thinking_delta": ("reasoning", "thinking")}
 

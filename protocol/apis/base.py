@@ -102,6 +102,9 @@ class Api(Protocol):
     def first(self, scenario: Scenario, model: str, *, stream: bool = True) -> dict[str, Any]: ...
     def follow(self, body: dict[str, Any], answer: dict[str, Any], scenario: Scenario, turn: int) -> dict[str, Any]: ...
     def accumulate(self, event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None: ...
+    # accumulate without the per-event record (``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the same
+    # snapshot otherwise, what the answer reads (`Reading.snapshot`); an API that records nothing: accumulate
+    def place(self, event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None: ...
     def fold_input(self, frame: SSEFrame) -> Any: ...  # what the fold takes of a frame (base.fold_input)
     def final_message(self, source: Any) -> dict[str, Any] | None: ...
     def tool_calls(self, answer: dict[str, Any] | None) -> list[ToolCall]: ...
@@ -192,6 +195,9 @@ def fold_input(frame: SSEFrame) -> Any:
     """What an API's fold takes of a frame: its JSON object (None: the fold takes nothing). An API whose
     wire has frames of its own (Chat's Dynamo `tool_call_dispatch`) names its own `fold_input`."""
     return frame.json if frame.kind == "event" and isinstance(frame.json, dict) else None
+
+
+RECORD = frozenset({"_g", "_event", "_at", "_said", "_closed"})  # what `accumulate` adds to `place`'s snapshot
 
 
 @dataclass(slots=True)
@@ -286,14 +292,37 @@ class Reading:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The snapshot after every JSON object of the stream (what `final_message` reads; read once)."""
+        """The snapshot after every JSON object of the stream (what `final_message` reads; read once): taken
+        from the stream's recorded fold when a reader (the validator, the trace) has folded those objects
+        already, else folded with the API's ``place`` (the fold without its per-event record: the answer
+        alone costs what it cost before the record, issue 44; the record is built when a reader asks).
+        Either way without the record's keys (`RECORD`)."""
         if self._snapshot is None:
-            step = self.fold()
-            for _, data in self.inputs():
-                if isinstance(data, dict):
-                    step(data)
-            self._snapshot = (step.snap,)
+            self._snapshot = (self._answer(),)
         return self._snapshot[0]
+
+    def _answer(self) -> Snapshot:
+        path = next((p for p in self._paths if p.start is None), None)
+        if path is not None or self._inputs is not None:
+            data = [d for _, d in self.inputs() if isinstance(d, dict)]
+            n = len(data)
+            if path is not None and n and len(path.inputs) >= n and all(
+                    a is b or a == b for a, b in zip(path.inputs, data, strict=False)):
+                snap = path.snaps[n - 1]
+                return None if snap is None else {k: v for k, v in snap.items() if k not in RECORD}
+        else:  # the answer alone: folded as the inputs are taken, no list of them made
+            take, place = self.api.fold_input, self.api.place
+            out: Snapshot = None
+            for f in self.events:
+                d = take(f)
+                if isinstance(d, dict):
+                    out = place(d, out)
+            return out
+        place = self.api.place
+        out = None
+        for d in data:
+            out = place(d, out)
+        return out
 
     @property
     def trace(self) -> StreamTrace:

@@ -148,6 +148,9 @@ def _w(what: What) -> What:
     return what
 
 
+_CHUNK = _w("chunk")  # (what most events did: made once)
+
+
 def did(rec: Any) -> What | None:
     """What one event did, as its record (the snapshot's ``_event``) says; None without a record."""
     return cast("What | None", (rec or {}).get("what"))
@@ -164,17 +167,18 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
     ``dispatch_event(data)`` (it changes no content).
     """
     snap = _place(chunk, snapshot)  # a new dict for a chunk or [DONE] (the given one otherwise): set in place
-    if snap is not None and (chunk == "[DONE]" or isinstance(chunk, dict)):
-        g, rec = record(chunk, (snapshot or {}).get("_g"))
+    is_chunk = isinstance(chunk, dict)
+    if snap is not None and (is_chunk or chunk == "[DONE]"):
+        g, rec = record(chunk, snapshot.get("_g") if snapshot is not None else None)
         snap = dict(snap) if snap is snapshot else snap
         snap["_g"], snap["_event"] = g, rec
-    if snap is None or not isinstance(chunk, dict) or "error" in chunk:
+    if snap is None or not is_chunk or "error" in chunk:
         return snap
     at: list[Any] = []
     said: list[tuple[str, str]] = []
     choices = chunk.get("choices")
     for c in choices if isinstance(choices, list) else ():
-        delta = c.get("delta") if isinstance(c, dict) and is_int(c.get("index")) and c["index"] == 0 else None
+        delta = c.get("delta") if isinstance(c, dict) and c.get("index") == 0 and is_int(c["index"]) else None
         if not isinstance(delta, dict):
             continue
         for rkey, channel in _CHANNELS:
@@ -184,7 +188,10 @@ def accumulate(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | 
         tcs = delta.get("tool_calls")
         at += [tc["index"] for tc in tcs if isinstance(tc, dict) and is_int(tc.get("index"))] \
             if isinstance(tcs, list) else []
-    snap["_at"], snap["_said"], snap["_closed"] = tuple(dict.fromkeys(at)), tuple(said), _finished(snapshot, snap)
+    ch0 = (snap.get("choices") or {}).get(0)
+    snap["_at"] = tuple(dict.fromkeys(at)) if len(at) > 1 else tuple(at)
+    snap["_said"] = tuple(said)
+    snap["_closed"] = _finished(snapshot, snap) if ch0 and ch0.get("finish_reason") is not None else None
     return snap
 
 
@@ -239,7 +246,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
     n = g["n"]
     g["n"] = n + 1
     notes: list[Note] = []
-    rec: dict[str, Any] = {"n": n, "what": _w("chunk"), "notes": notes}
+    rec: dict[str, Any] = {"n": n, "what": _CHUNK, "notes": notes}
     if chunk == "[DONE]":
         g["done"] = n
         return g, {**rec, "what": _w("done")}
@@ -276,6 +283,7 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
             notes.append(("choice-invalid", c))
             continue
         cidx, delta, fr = c["index"], c["delta"], c.get("finish_reason")
+        tcs = delta.get("tool_calls")
         st = choices[cidx] = dict(choices.get(cidx) or {"finish": None, "finish_at": None, "calls": {}})
         if st["finish"] is not None:
             if fr is not None:
@@ -284,7 +292,8 @@ def record(chunk: Any, state: dict[str, Any] | None) -> tuple[dict[str, Any], di
             if any(delta.get(k) for k in _WORDS):
                 notes.append(("after-finish", cidx, delta, st["finish_at"]))
                 continue
-        _record_tools(delta.get("tool_calls"), st, cidx, n, g, notes)
+        if tcs is not None:
+            _record_tools(tcs, st, cidx, n, g, notes)
         if fr is not None:
             if not isinstance(fr, str) or fr not in FINISH_REASONS:  # a list would not even hash
                 notes.append(("finish-unknown", fr))
@@ -375,41 +384,46 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
     ``_complete`` maps (choice 0's) tool-call index to "next_index" or "finish_reason"; ``_end`` is set by
     ``[DONE]`` (passed as that string); an error chunk is recorded in ``_unplaced``.
     """
-    if chunk == "[DONE]":
-        return {**(snapshot if snapshot is not None else {"choices": {}, "usage": None}), "_end": True}
     if not isinstance(chunk, dict):
+        if chunk == "[DONE]":
+            return {**(snapshot if snapshot is not None else {"choices": {}, "usage": None}), "_end": True}
         return snapshot
     if "error" in chunk:
         return base.unplaced(snapshot, "error chunk") if snapshot is not None else snapshot
-    snap: dict[str, Any] = dict(snapshot) if snapshot is not None else {"choices": {}, "usage": None}
-    for key in ("id", "model", "created", "system_fingerprint"):
-        if key in chunk and key not in snap:
+    snap: dict[str, Any] = snapshot.copy() if snapshot is not None else {"choices": {}, "usage": None}
+    for key in _HEAD:
+        if key not in snap and key in chunk:
             snap[key] = chunk[key]
-    if isinstance(chunk.get("usage"), dict):
-        snap["usage"] = dict(chunk["usage"])
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        snap["usage"] = dict(usage)
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         return snap
     new_choices = dict(snap.get("choices") or {})
     for c in choices:
-        if not isinstance(c, dict) or not is_int(c.get("index")):
+        idx = c.get("index") if isinstance(c, dict) else None
+        if type(idx) is not int and not is_int(idx):  # (the first test is the common case's, the cheap one)
             snap = base.unplaced(snap, "choice without an index")
             continue
-        idx = c["index"]
-        old = new_choices.get(idx) or {
-            "index": idx, "role": None, "content": None, "reasoning_content": None,
-            "tool_calls": {}, "finish_reason": None,
-        }
-        ch = dict(old)
+        old = new_choices.get(idx)
+        ch = dict(old) if old else {"index": idx, "role": None, "content": None, "reasoning_content": None,
+                                    "tool_calls": {}, "finish_reason": None}
         delta = c.get("delta")
         if isinstance(delta, dict):
-            if isinstance(delta.get("role"), str) and ch["role"] is None:
-                ch["role"] = delta["role"]
-            if isinstance(delta.get("content"), str):
-                ch["content"] = text(ch["content"]) + delta["content"]
-            for rkey in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(rkey), str):
-                    ch["reasoning_content"] = text(ch["reasoning_content"]) + delta[rkey]
+            if ch["role"] is None:
+                got = delta.get("role")
+                if isinstance(got, str):
+                    ch["role"] = got
+            got = delta.get("content")
+            if isinstance(got, str):
+                was = ch["content"]
+                ch["content"] = was + got if isinstance(was, str) else got
+            for rkey in _REASONING:
+                got = delta.get(rkey)
+                if isinstance(got, str):
+                    was = ch["reasoning_content"]
+                    ch["reasoning_content"] = was + got if isinstance(was, str) else got
             tcs = delta.get("tool_calls")
             if isinstance(tcs, list):
                 calls = dict(ch["tool_calls"])
@@ -433,6 +447,13 @@ def _place(chunk: Any, snapshot: dict[str, Any] | None) -> dict[str, Any] | None
     return snap
 
 
+_HEAD = ("id", "model", "created", "system_fingerprint")  # taken from the first chunk that has them
+_REASONING = ("reasoning_content", "reasoning")  # the delta fields of reasoning (vLLM's, and others')
+# `accumulate` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the answer's
+# fold (`base.Reading.snapshot`), as cheap as the fold was before the record (issue 44)
+place = _place
+
+
 def _tool_delta(call: dict[str, Any] | None, ti: int, tc: dict[str, Any]) -> dict[str, Any]:
     call = dict(call or {"index": ti, "id": None, "type": None, "function": {"name": None, "arguments": ""}})
     fn = dict(call["function"])
@@ -454,7 +475,7 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
     """The folded message of one choice: ``{id, model, role, content, reasoning_content,
     tool_calls: [...by index], finish_reason, usage, dispatched: [...]}``; None without chunks."""
     frames, _ = base.frames_and_request(source)
-    dispatched = [f.json for f in frames if f.kind == "event" and f.event == DISPATCH_EVENT]
+    dispatched = [f.json for f in frames if f.event == DISPATCH_EVENT and f.kind == "event"]
     snap = base.Reading.of(sys.modules[__name__], source).snapshot
     # a dispatch frame folds without changing content (dispatch_event), but one before every chunk would
     # start a snapshot: the answer is None when no chunk (an object other than an error chunk) came
@@ -463,13 +484,15 @@ def final_message(source: Any, choice: int = 0) -> dict[str, Any] | None:
         return None
     ch = (snap.get("choices") or {}).get(choice) or {
         "role": None, "content": None, "reasoning_content": None, "tool_calls": {}, "finish_reason": None}
-    calls = [ch["tool_calls"][k] for k in sorted(ch["tool_calls"])]
-    return copy.deepcopy({  # the caller's own: the fold is shared by the transcript's readers
+    # the caller's own copy (the fold is shared by the transcript's readers); a call is the fold's
+    # (_tool_delta: strings, and its function's strings), the usage and the dispatch frames the server's
+    calls = [{**c, "function": dict(c["function"])} for c in (ch["tool_calls"][k] for k in sorted(ch["tool_calls"]))]
+    return {
         "id": snap.get("id"), "model": snap.get("model"), "role": ch["role"], "content": ch["content"],
         "reasoning_content": ch["reasoning_content"], "tool_calls": calls,
-        "finish_reason": ch["finish_reason"], "usage": snap.get("usage"),
-        "dispatched": [d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice],
-    })
+        "finish_reason": ch["finish_reason"], "usage": copy.deepcopy(snap.get("usage")),
+        "dispatched": copy.deepcopy([d for d in dispatched if isinstance(d, dict) and d.get("choice_index", 0) == choice]),
+    }
 
 
 # -- what an answer holds -------------------------------------------------------------------

@@ -554,6 +554,11 @@ def _place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     return snap
 
 
+# `accumulate` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the answer's
+# fold (`base.Reading.snapshot`), as cheap as the fold was before the record (issue 44)
+place = _place
+
+
 def _text_event(typ: str, event: dict[str, Any], item: dict[str, Any]) -> bool:
     """Fold a text stream's delta or done into ``item`` (in place: a copy); False when it is none."""
     for prefix, (idx_key, text_key) in _TEXT_STREAMS.items():

@@ -5,13 +5,16 @@ expected frames are counted from them, not computed by the code under test."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from harnesscheck.protocol import apis
 from harnesscheck.protocol.apis.base import Reading, trace
 from harnesscheck.conformance.grammar import validate_for
-from harnesscheck.protocol.wire.sse import SSEFrame
+from harnesscheck.protocol.wire.sse import SSEFrame, decode_all
 from harnesscheck.protocol.wire.transcript import Transcript
+
+from tests.conformance import answer_fold
 
 
 def _an(typ: str, **data: Any) -> dict[str, Any]:
@@ -192,3 +195,32 @@ def test_an_answer_is_the_caller_own() -> None:
             elif isinstance(value, dict):
                 value["changed"] = True
         assert json.dumps(apis.get(api).final_answer(t), sort_keys=True, default=str) == before, api
+
+
+# -- the answer's fold (issue 44): the recorded fold without its record, built only when a reader asks -----
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_the_answer_folds_without_the_record_and_agrees_with_it(monkeypatch: Any) -> None:
+    """Every recorded fixture and hand-written stream: ``place`` is ``accumulate`` without the record, and the
+    answer is the same however it is read; read alone, the answer runs no ``accumulate`` (the record is
+    not built), and a validator after it still folds each input once."""
+    streams = [(api, frames) for api, frames in _streams()]
+    for path in sorted(FIXTURES.glob("*.sse")):
+        api = path.name.split("_")[0]
+        streams.append((api, [f for f in decode_all(path.read_bytes()) if f.kind == "event"]))
+    assert {api for api, _ in streams} == {"anthropic", "chat", "responses"} and len(streams) > 10
+    for api, frames in streams:
+        answer_fold.agrees(apis.get(api), frames)
+    for api, frames in _streams():
+        module = apis.get(api)
+        calls: list[Any] = []
+        real = module.accumulate
+        monkeypatch.setattr(module, "accumulate", lambda e, s, real=real: calls.append(e) or real(e, s))
+        t = _transcript(api, frames)
+        assert module.final_answer(t) == module.final_answer(frames) and calls == [], api  # no record built
+        validate_for(api, t)
+        folded = [module.fold_input(f) for f in frames if module.fold_input(f) is not None]
+        assert len(calls) == len(folded), api
+        monkeypatch.undo()

@@ -257,6 +257,7 @@ def final_message(source):
 
 
 final_answer = final_message
+place = accumulate  # no per-event record: the answer's fold is the fold
 
 
 def tool_calls(answer):

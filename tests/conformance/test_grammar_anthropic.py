@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from harnesscheck.conformance.grammar import anthropic as an
 from harnesscheck.conformance.grammar.findings import Finding, rules_of
+from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.sse import SSEFrame, decode_all
 from harnesscheck.protocol.wire.transcript import Transcript
+
+from tests.conformance import answer_fold
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("anthropic_*.sse"))
@@ -535,4 +538,5 @@ def test_validator_and_fold_never_raise(events: Ev) -> None:
     findings = an.validate(fr)
     assert all(isinstance(f, Finding) and f.rule in an.RULES for f in findings)
     an.final_message(fr)
+    answer_fold.agrees(apis.anthropic, fr)  # the answer's fold is the recorded one without its record
     json.dumps([f.to_dict() for f in findings])

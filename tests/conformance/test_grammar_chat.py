@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from harnesscheck.conformance.grammar import chat
 from harnesscheck.conformance.grammar.findings import Finding, rules_of
+from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.sse import SSEFrame, decode_all
 from harnesscheck.protocol.wire.transcript import Transcript
+
+from tests.conformance import answer_fold
 
 FIXTURES = Path(__file__).parent / "fixtures"
 USAGE_REQ = {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "tools": [{"type": "function"}]}
@@ -390,3 +393,4 @@ def test_validator_and_fold_never_raise(events: Ev, request: Any) -> None:
     findings = chat.validate(fr, request)
     assert all(isinstance(f, Finding) and f.rule in chat.RULES for f in findings)
     chat.final_message(fr)
+    answer_fold.agrees(apis.chat, fr)  # the answer's fold is the recorded one without its record

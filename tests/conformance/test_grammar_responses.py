@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from harnesscheck.conformance.grammar import responses as rs
 from harnesscheck.conformance.grammar.findings import Finding, rules_of
+from harnesscheck.protocol import apis
 from harnesscheck.protocol.wire.sse import SSEFrame, decode_all
 from harnesscheck.protocol.wire.transcript import Transcript
+
+from tests.conformance import answer_fold
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID = sorted(p.name for p in FIXTURES.glob("responses_*.sse"))
@@ -400,6 +403,7 @@ def test_validator_and_fold_never_raise(events: Ev) -> None:
     findings = rs.validate(fr)
     assert all(isinstance(f, Finding) and f.rule in rs.RULES for f in findings)
     rs.final_message(fr)
+    answer_fold.agrees(apis.responses, fr)  # the answer's fold is the recorded one without its record
 
 
 def test_package_dispatch_and_rule_ids() -> None:
