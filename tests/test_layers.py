@@ -351,3 +351,13 @@ def test_the_copy_finder_sees_one(tmp_path: Path) -> None:
     assert _import_time_reads(path) == ["m.py:2 apis.NAMES", "m.py:3 apis.PREFIXES"]
     path.write_text("from harnesscheck.protocol.apis import NAMES as APIS\n")
     assert _import_time_reads(path) == ["m.py:1 from harnesscheck.protocol.apis import NAMES"]
+
+
+def test_a_module_over_600_lines_says_why_it_is_one() -> None:
+    """Issue 44: no product module over ~600 lines without a reason at its top ("Why one module ...")."""
+    long = []
+    for path in [*_product_files(), *sorted((ROOT / "reference_server").rglob("*.py"))]:
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 600 and "Why one module" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    assert not long, f"split these, or say at their top why each is one module: {long}"

@@ -4,6 +4,12 @@
 (as anthropic-sdk-python's ``accumulate_event``, but it records what it cannot place instead of
 raising); a tool call is complete at its block's ``content_block_stop`` (Claude Code dispatches it
 then: API_FACTS, "Streaming tool dispatch").
+
+Why one module of ~750 lines: it is the kit's one home for this API (STYLE: one home per API on each side;
+`base.Api` lists its members and `apis.register` checks them). Its parts (request builders, the answer
+fold ``place``, the recorded fold ``accumulate`` the grammar reads, the answer readers) share the
+event names, tag types and block rules of one wire format; split, each half would import the other's
+private tables, and adding an API would mean finding several files instead of copying one.
 """
 
 from __future__ import annotations

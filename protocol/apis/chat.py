@@ -4,6 +4,12 @@ A streamed tool call arrives as deltas by ``index``; it is complete when a later
 choice's ``finish_reason`` arrives (openai-python's ChatCompletionStreamState folds the same way;
 API_FACTS, "Chat Completions"). The reference server can also announce a call with its own
 ``event: tool_call_dispatch`` frame (DISPATCH_EVENT), which is not part of the API.
+
+Why one module of ~800 lines: it is the kit's one home for this API (STYLE: one home per API on each side;
+`base.Api` lists its members and `apis.register` checks them). Its parts (request builders, the answer
+fold ``place``, the recorded fold ``accumulate`` the grammar reads, the answer readers) share the
+event names, tag types and block rules of one wire format; split, each half would import the other's
+private tables, and adding an API would mean finding several files instead of copying one.
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 A function call is an output item; it is complete at its ``response.function_call_arguments.done`` or
 its ``response.output_item.done``, whichever comes first (Codex runs it at the item's done: API_FACTS,
 "Responses"). Follow-up turns replay the output items statelessly, as Codex does with ``store: false``.
+
+Why one module of ~920 lines: it is the kit's one home for this API (STYLE: one home per API on each side;
+`base.Api` lists its members and `apis.register` checks them). Its parts (request builders, the answer
+fold ``place``, the recorded fold ``accumulate`` the grammar reads, the answer readers) share the
+event names, tag types and block rules of one wire format; split, each half would import the other's
+private tables, and adding an API would mean finding several files instead of copying one.
 """
 
 from __future__ import annotations
