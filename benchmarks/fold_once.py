@@ -38,18 +38,26 @@ BEFORE_RECORD = "46c4d6e^"  # the parent of the commit that gave each fold its p
 N_EVENTS = 1000
 
 
-def _load(ref: str, folder: str, package: str) -> dict[str, ModuleType]:
-    """The API modules at ``ref`` (``folder``: conformance/apis or protocol/apis) as package ``package``."""
-    out = Path(tempfile.mkdtemp(prefix="fold-")) / package
+def _from_git(ref: str, folder: str, names: tuple[str, ...], package: str, imports_as: str,
+              first: dict[str, str] | None = None) -> Path:
+    """``folder``'s modules ``names`` at ``ref`` written as package ``package`` (their imports of the API
+    modules, under either home, read ``imports_as``); ``first`` replaces a module's text. Returns its folder."""
+    out = Path(tempfile.mkdtemp(prefix=f"{package}-")) / package
     out.mkdir()
-    for name in ("__init__", "base", "anthropic", "chat", "responses"):
+    for name in names:
         src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{folder}/{name}.py"], check=True,
                              capture_output=True, text=True).stdout
         for old in ("harnesscheck.conformance.apis", "harnesscheck.protocol.apis"):
-            src = src.replace(old, package)
+            src = src.replace(old, imports_as)
         src = src.replace("harnesscheck.conformance.wire", "harnesscheck.protocol.wire")
-        (out / f"{name}.py").write_text(src)
+        (out / f"{name}.py").write_text((first or {}).get(name, src))
     sys.path.insert(0, str(out.parent))
+    return out
+
+
+def _load(ref: str, folder: str, package: str) -> dict[str, ModuleType]:
+    """The API modules at ``ref`` (``folder``: conformance/apis or protocol/apis) as package ``package``."""
+    _from_git(ref, folder, ("__init__", "base", "anthropic", "chat", "responses"), package, package)
     return {name: importlib.import_module(f"{package}.{name}") for name in ("base", "anthropic", "chat", "responses")}
 
 
@@ -158,18 +166,9 @@ def main() -> None:
 def _load_grammar(ref: str, apis_package: str, grammar_package: str) -> Any:
     """The validators at ``ref``, reading the folds loaded as ``apis_package`` (grammar/<api>.py imports
     apis.<api>)."""
-    out = Path(tempfile.mkdtemp(prefix="grammar-")) / grammar_package
-    out.mkdir()
-    for name in ("__init__", "findings", "anthropic", "chat", "responses"):
-        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:conformance/grammar/{name}.py"], check=True,
-                             capture_output=True, text=True).stdout
-        for old in ("harnesscheck.conformance.apis", "harnesscheck.protocol.apis"):
-            src = src.replace(old, apis_package)
-        src = src.replace("harnesscheck.conformance.wire", "harnesscheck.protocol.wire")
-        if name == "__init__":
-            src = "from __future__ import annotations\n"  # only the per-API modules are used
-        (out / f"{name}.py").write_text(src)
-    sys.path.insert(0, str(out.parent))
+    only_apis = {"__init__": "from __future__ import annotations\n"}  # only the per-API modules are used
+    _from_git(ref, "conformance/grammar", ("__init__", "findings", "anthropic", "chat", "responses"),
+              grammar_package, apis_package, first=only_apis)
     return lambda api: importlib.import_module(f"{grammar_package}.{api}")
 
 

@@ -87,12 +87,18 @@ def _no_retrieve_route(hc: Session, served: Transcript) -> str | None:
     return None
 
 
-@pytest.mark.check("AN-ROUTE-001")
-def test_models_list_anthropic_shape(hc: Session) -> None:
-    t = hc.get("anthropic", "/v1/models", label="list models (anthropic-version)")
+def _models_list(hc: Session, api: str, label: str) -> Transcript:
+    """GET /v1/models with ``api``'s headers, answered 2xx; no models routes at all skips (AN-ROUTE-004's)."""
+    t = hc.get(api, "/v1/models", label=label)
     if t.status in (404, 405):  # no models routes at all: one finding, AN-ROUTE-004's
         _skip_without_route(hc)
     ok_response(t, "GET /v1/models")
+    return t
+
+
+@pytest.mark.check("AN-ROUTE-001")
+def test_models_list_anthropic_shape(hc: Session) -> None:
+    t = _models_list(hc, "anthropic", "list models (anthropic-version)")
     body = t.json_body() or {}
     data = body.get("data")
     if not isinstance(data, list) or not data:
@@ -106,10 +112,7 @@ def test_models_list_anthropic_shape(hc: Session) -> None:
 
 @pytest.mark.check("CH-ROUTE-001")
 def test_models_list_openai_shape(hc: Session) -> None:
-    t = hc.get("chat", "/v1/models", label="list models (no anthropic-version)")
-    if t.status in (404, 405):  # no models routes at all: one finding, AN-ROUTE-004's
-        _skip_without_route(hc)
-    ok_response(t, "GET /v1/models")
+    t = _models_list(hc, "chat", "list models (no anthropic-version)")
     body = t.json_body()
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list) or not data:
