@@ -159,6 +159,12 @@ def _replayed(hc: Session) -> dict[str, tuple[BaseException | None, list[tuple[s
             stalls[doc["name"]] = own
 
     stalls: dict[str, Session] = {}
+    # Each API's grammar module is imported here, in the main thread: imported in the threads, pytest's
+    # assertion rewriter (it rewrites every module of a plugin's distribution) parses two at once, and
+    # CPython 3.11's AST constructor is not thread-safe ("SystemError: AST constructor recursion depth
+    # mismatch", a kit error on RS-CLIENT-002 in 2 of 82 fault-matrix rows after a change of the code).
+    for d in docs:
+        grammar.module_for(d["api"])
     with ThreadPoolExecutor(max(1, len(docs)), thread_name_prefix="hc-client-session") as pool:
         for job in [pool.submit(one, d) for d in docs]:
             job.result()

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from harnesscheck.protocol import apis
-from harnesscheck.conformance import catalog, window
+from harnesscheck.conformance import catalog, grammar, window
 from harnesscheck.conformance.session import Session
 from harnesscheck.conformance.verdict import Problems, fail, inconclusive, ok_response
 from harnesscheck.protocol.wire import client
@@ -113,6 +113,8 @@ def _prefetch(hc: Session) -> None:
     todo = [api for api in apis.NAMES if api in hc.endpoint.apis and (api, SESSION, 0) not in hc._streams]
     if hc.stalled or len(todo) < 2:
         return
+    for api in todo:  # imported in the main thread, not in two threads at once (test_client_sessions says why)
+        grammar.module_for(api)
     with ThreadPoolExecutor(len(todo), thread_name_prefix="hc-session") as pool:
         for done in [pool.submit(_fetch, hc, api) for api in todo]:
             done.result()
