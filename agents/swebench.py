@@ -428,10 +428,18 @@ def write_tasks_jsonl(tasks: Iterable[SweTask], path: str | Path) -> Path:
     """Write tasks in the dataset's layout, one JSON object a line."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as fh:
+    with open(out, "wb") as fh:
         for t in tasks:
-            fh.write(json.dumps(t.to_row(), ensure_ascii=False) + "\n")
+            fh.write(_json_line(t.to_row()))
     return out
+
+
+def _json_line(row: dict[str, str]) -> bytes:
+    """``row`` as one UTF-8 JSON line; text UTF-8 cannot hold (a lone surrogate) as its ``\\u`` escape."""
+    try:
+        return (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(row) + "\n").encode("ascii")
 
 
 #: fixed identity and dates so that the toy repository's commit id is the same everywhere

@@ -132,7 +132,7 @@ class AiperfTurn(_Row):
     timestamp: int | float | None = None
     delay: int | float | None = None
     role: str | None = None
-    session_id: str | None = None
+    session_id: str | None = Field(default=None, min_length=1)  # a trace's sessions are named
     output_length: int | None = Field(default=None, gt=0)
     extra: dict[str, Any] | None = None
 
@@ -154,7 +154,7 @@ class AiperfMultiTurn(_Row):
     """AIPerf's ``MultiTurn``: one ``multi_turn`` row (rows with the same ``session_id`` add turns)."""
 
     type: Literal["multi_turn"] | None = None
-    session_id: str | None = None
+    session_id: str | None = Field(default=None, min_length=1)  # a trace's sessions are named
     turns: list[AiperfTurn]
 
     @model_validator(mode="after")
@@ -177,7 +177,7 @@ class MooncakeRow(_Row):
     hash_ids: list[int] | None = None
     timestamp: int | float | None = None
     delay: int | float | None = None
-    session_id: str | None = None
+    session_id: str | None = Field(default=None, min_length=1)  # a trace's sessions are named
     extra: dict[str, Any] | None = None
 
     _timings = field_validator("timestamp", "delay")(_timing_ms)

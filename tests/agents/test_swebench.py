@@ -100,6 +100,15 @@ def test_select_by_ids_and_stratified_sample(tmp_path: Path) -> None:
     assert load_tasks(out, use_datasets=False).tasks == tuple(s1)
 
 
+def test_text_utf8_cannot_hold_is_written_as_its_escape(tmp_path: Path) -> None:
+    # a task file's "\\ud800" (JSON allows it, UTF-8 does not) made `swebench select` end in an internal error
+    task, other = load_tasks(VERIFIED_FIXTURE, use_datasets=False).tasks[:2]
+    odd = SweTask(**{**{f: getattr(other, f) for f in other.__slots__}, "hints_text": "a \ud800 b"})
+    out = write_tasks_jsonl([odd, task], tmp_path / "subset.jsonl")
+    assert out.read_bytes().count(b"\\ud800") == 1
+    assert load_tasks(out, use_datasets=False).tasks == (odd, task)
+
+
 def test_toy_repo_commit_matches_tasks(tmp_path: Path) -> None:
     _, commit = build_toy_repo(tmp_path / "toycalc")
     assert {t.base_commit for t in load_tasks(TOY_TASKS, use_datasets=False)} == {commit}

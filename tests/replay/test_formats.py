@@ -58,6 +58,16 @@ def test_aiperf_rejects_bad_lines() -> None:
         import_aiperf(json.dumps({"session_id": "x", "turns": []}))
 
 
+def test_an_empty_session_id_is_refused_not_written() -> None:
+    # a trace's sessions are named: "" imported as a session id made a file the kit's own reader refused
+    with pytest.raises(ValueError, match="session_id"):
+        import_mooncake(json.dumps({"input_length": 700, "output_length": 16, "session_id": ""}))
+    with pytest.raises(ValueError, match="session_id"):
+        import_aiperf(json.dumps({"session_id": "", "text": "hi"}))
+    with pytest.raises(ValueError, match="session_id"):
+        import_aiperf(json.dumps({"session_id": "", "turns": [{"text": "hi"}]}))
+
+
 def test_mooncake_round_trip() -> None:
     trace = loads(dumps(import_mooncake(MOONCAKE, block_size=512, api="anthropic")))
     assert len(trace.sessions) == 3
