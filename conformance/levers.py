@@ -64,7 +64,7 @@ from harnesscheck.conformance import catalog, options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
 __all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
-           "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "policy", "replay_key", "room_to_grow",
+           "bounded", "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "policy", "replay_key", "room_to_grow",
            "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
@@ -354,6 +354,18 @@ def grown(api: str, body: Body, scale: int) -> tuple[Body, list[str]]:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit >= BUDGET_CAP:
         return body, []
     return {**body, field_name: min(BUDGET_CAP, limit * scale)}, [f"budget-x{scale}"]
+
+
+def bounded(api: str, body: Body, cap: int) -> tuple[Body, bool]:
+    """``body`` with its output limit at most ``cap``, or the least the request takes where that is more
+    (Anthropic thinking: above its budget); never added where it sets none. And whether the limit as sent is
+    at that bound (a larger budget cannot be tried)."""
+    module = apis.get(api)
+    limit = body.get(module.MAX_TOKENS_FIELD)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return body, False
+    bound = max(cap, module.least_limit(body))
+    return ({**body, module.MAX_TOKENS_FIELD: bound} if limit > bound else body), limit >= bound
 
 
 def budget_of(names: Iterable[str]) -> int:

@@ -47,12 +47,14 @@ QUICK_LEAVES_OUT = (
     "samples beyond the first: --tries is 1 (a rule whose path the model did not take at once is inconclusive)",
     "the timing witnesses (paired TTFT sessions of the history checks, the preamble checks' timing fallback)",
     "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
-    "answer budgets past one growth step: an answer the output limit cut before the path is tried once more "
-    "with four times the limit, not up to the scenario's cap",
+    "answers past 512 tokens: every generation request the kit builds goes with its output limit bounded at "
+    "512 tokens (a scenario's script may ask for up to 4,096), and an answer the limit cut before the path is "
+    "tried once more with four times the limit, within that bound",
     "replayed client-session answers past 256 tokens: each recorded request goes with its output limit bounded "
     "at 256 tokens (added where the client sent none); the answers are judged the same",
 )
 QUICK_GROWTH_STEPS = 1  # --quick: how many times a cut answer's budget grows (levers.GROWTH each)
+QUICK_BUDGET = 512  # --quick: the most output tokens any generation request the kit builds asks for
 QUICK_REPLAY_BUDGET = 256  # --quick: the output limit of each replayed client-session request, in tokens
 
 # Peer profiles (conformance/levers.py): how every generation request is bent for one kind of endpoint.

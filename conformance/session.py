@@ -13,7 +13,7 @@ import httpx
 
 from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog, levers
-from harnesscheck.conformance.options import QUICK_GROWTH_STEPS
+from harnesscheck.conformance.options import QUICK_BUDGET, QUICK_GROWTH_STEPS
 from harnesscheck.protocol.wire import client
 from harnesscheck.protocol.wire.redact import secrets_from_args, secrets_from_url
 from harnesscheck.protocol.wire.transcript import Transcript
@@ -43,6 +43,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         # request [api, the levers on it, what came back (the caller says: `sent_came_back`), refused]
         self.sent: list[list[Any]] = []
         self.budget = 1  # the output limit of this check's opening requests, times this (Session.until_taken)
+        self.at_bound = False  # --quick: the last generation request's limit was at QUICK_BUDGET (no room to grow)
 
     def clear(self) -> None:
         super().clear()
@@ -51,6 +52,7 @@ class Exchanges(list[tuple[str, Transcript]]):
         self.notes.clear()
         self.levers, self.wanted, self.tried, self.bent, self.refusals, self.sent = [], set(), [], {}, [], []
         self.budget = 1
+        self.at_bound = False
 
 
 @dataclass(slots=True)
@@ -243,7 +245,13 @@ class Session:
         if self.attached.budget > 1 and with_levers:
             body, used = levers.grown(api, body, self.attached.budget)
             names += used
+        body, self.attached.at_bound = self.quick_bound(api, body)
         return body, names
+
+    def quick_bound(self, api: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """--quick: the request with its output limit at most QUICK_BUDGET (options.QUICK_LEAVES_OUT), and
+        whether the limit is at that bound; unchanged (and False) otherwise."""
+        return levers.bounded(api, body, QUICK_BUDGET) if self.endpoint.quick else (body, False)
 
     def _sample(self, wanted: set[str], attempt: Callable[[], T], on: list[levers.Lever],
                 taken: Callable[[T], bool] | None = None) -> tuple[T, bool, str | None, levers.Tried]:
@@ -299,6 +307,7 @@ class Session:
         if self.attached.budget > 1:
             bent, grown = levers.grown(api, bent, self.attached.budget)
             used = [*used, *grown]
+        bent, self.attached.at_bound = self.quick_bound(api, bent)
         self.attached.sent.append([api, used, "an answer", False])
         return {k: v for k, v in bent.items() if k not in body or body[k] != v}
 
@@ -411,7 +420,8 @@ class Session:
         # levers.GROWTH each try up to the scenario's cap, with the levers that were accepted (issue 40)
         grow = cut_on
         steps = QUICK_GROWTH_STEPS if self.endpoint.quick else None  # --quick: one step, so no answer runs minutes
-        while grow is not None and levers.room_to_grow(self.attached.budget) and steps != 0:
+        while grow is not None and levers.room_to_grow(self.attached.budget) and steps != 0 \
+                and not self.attached.at_bound:  # --quick: a limit at its bound cannot grow
             steps = None if steps is None else steps - 1
             self.attached.budget *= levers.GROWTH
             if run(grow):

@@ -127,7 +127,7 @@ def _prefetch(hc: Session) -> None:
 def _fetch(hc: Session, api: str) -> None:
     """One API's session, turn by turn, as ``hc.stream`` would build it (the endpoint's own answers)."""
     module, scenario = apis.get(api), hc.scenario(SESSION)
-    body = module.first(scenario, hc.endpoint.model)
+    body = hc.quick_bound(api, module.first(scenario, hc.endpoint.model))[0]
     for turn in range(SESSION_TURNS):
         transcript = client.stream_request(hc.endpoint.url.rstrip("/") + module.PATH, headers=hc.endpoint.headers(api),
                                            json_body=body, timeout=hc.endpoint.timeout, api=api,
@@ -136,7 +136,8 @@ def _fetch(hc: Session, api: str) -> None:
         answer = module.final_answer(transcript) if transcript.ok and not transcript.error else None
         if not answer or not module.tool_calls(answer):
             return
-        body = hc.conversation_levers(api, module.follow(body, answer, scenario, turn + 1), SESSION)
+        body = hc.quick_bound(api, hc.conversation_levers(api, module.follow(body, answer, scenario, turn + 1),
+                                                          SESSION))[0]
 
 
 def _turn_usage(hc: Session, api: str, turn: int) -> tuple[Transcript, tuple[int, int, int] | None]:

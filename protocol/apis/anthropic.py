@@ -689,6 +689,12 @@ def forcing_refused(body: dict[str, Any]) -> bool:
     return _thinking_enabled(body)
 
 
+def least_limit(body: dict[str, Any]) -> int:
+    """The smallest ``max_tokens`` this request takes: above ``thinking.budget_tokens`` when thinking is on."""
+    budget = body["thinking"].get("budget_tokens") if _thinking_enabled(body) else None
+    return budget + 1 if base.is_int(budget) else MIN_OUTPUT_TOKENS
+
+
 def lever_thinking_off(body: dict[str, Any]) -> dict[str, Any] | None:
     return base.set_absent(body, thinking={"type": "disabled"})
 

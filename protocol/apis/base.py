@@ -148,6 +148,7 @@ class Api(Protocol):
     # API has no such setting (a lever that has none for an API is never pulled on it)
     def is_opening(self, body: dict[str, Any]) -> bool: ...  # no earlier answer in the request
     def forcing_refused(self, body: dict[str, Any]) -> bool: ...  # a forced call refused (Anthropic thinking)
+    def least_limit(self, body: dict[str, Any]) -> int: ...  # the smallest output limit this request takes
     lever_thinking_off: Callable[[dict[str, Any]], dict[str, Any] | None]
     lever_thinking_on: Callable[[dict[str, Any]], dict[str, Any] | None]
     lever_reasoning_minimal: Callable[[dict[str, Any]], dict[str, Any] | None] | None

@@ -758,6 +758,11 @@ def is_opening(body: dict[str, Any]) -> bool:
     return base.is_opening_messages(body)
 
 
+def least_limit(body: dict[str, Any]) -> int:
+    """The smallest output limit this request takes (no setting raises it)."""
+    return MIN_OUTPUT_TOKENS
+
+
 def forcing_refused(body: dict[str, Any]) -> bool:
     """Chat accepts a forced call with any request."""
     return False

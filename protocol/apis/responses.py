@@ -856,6 +856,11 @@ def is_opening(body: dict[str, Any]) -> bool:
         i.get("type") in _ANSWER_ITEMS or i.get("role") == "assistant") for i in items)
 
 
+def least_limit(body: dict[str, Any]) -> int:
+    """The smallest output limit this request takes (no setting raises it)."""
+    return MIN_OUTPUT_TOKENS
+
+
 def forcing_refused(body: dict[str, Any]) -> bool:
     """Responses accepts a forced call with any request."""
     return False

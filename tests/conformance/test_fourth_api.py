@@ -199,6 +199,10 @@ def is_opening(body):
     return not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool") for m in body.get("messages") or [])
 
 
+def least_limit(body):
+    return MIN_OUTPUT_TOKENS
+
+
 def forcing_refused(body):
     return False
 
