@@ -214,6 +214,30 @@ def _params() -> list[Any]:
             if catalog.has(f"{apis.get(api).PREFIX}-TOOLS-006")]  # what the catalog binds
 
 
+PLAIN_SAMPLES = 3  # non-streamed samples that must each make the forced call before a streamed miss is a lost call
+
+
+def _lost_from_the_stream(hc: Session, api: str, body: dict[str, Any], answer: dict[str, Any], t: Any, label: str,
+                          forced_check: str) -> None:
+    """A forced streamed answer without a call: the call was lost from the stream only when the endpoint honours
+    the forced choice, i.e. the same request not streamed makes the call in each of PLAIN_SAMPLES samples; one
+    sample without a call is an ignored forced choice (its check judges it), never a lost call (issue 41: on
+    llama-server's Responses route one non-streamed sample in seven made a call, by chance)."""
+    module = apis.get(api)
+    plain_body = {**{k: v for k, v in body.items() if k != "stream_options"}, "stream": False}
+    for n in range(1, PLAIN_SAMPLES + 1):
+        plain = hc.post(api, module.PATH, plain_body, label=f"{label}, not streamed (was a call made? sample {n})")
+        made = plain.json_body() if isinstance(plain.json_body(), dict) else {}
+        if not plain.ok:
+            inconclusive(f"not exercised: the forced streamed answer made no call, and the same request not streamed "
+                         f"was answered HTTP {plain.status}")
+        if not module.tool_calls(made):
+            inconclusive(f"not exercised: the endpoint made no call though one was forced (streamed, and not streamed "
+                         f"in sample {n} of {PLAIN_SAMPLES}): an ignored forced choice, {forced_check}:forced judges that")
+    fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}) while the same request "
+         f"not streamed made one in each of {PLAIN_SAMPLES} samples: the call was lost from the stream", transcript=t)
+
+
 @pytest.mark.parametrize("api", _params())
 def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
     module = apis.get(api)
@@ -248,14 +272,7 @@ def test_streamed_arguments_follow_the_schema(hc: Session, api: str) -> None:
             inconclusive(f"not exercised: the endpoint refuses a forced call ({forced_check} judges that) and the "
                          "unforced answer made none")
         if not calls:
-            plain = hc.post(api, module.PATH, {**{k: v for k, v in body.items() if k != "stream_options"},
-                                               "stream": False}, label=label + ", not streamed (was a call made?)")
-            made = plain.json_body() if isinstance(plain.json_body(), dict) else {}
-            if plain.ok and not module.tool_calls(made):
-                inconclusive(f"not exercised: the endpoint made no call though one was forced, streamed or not (an "
-                             f"ignored forced choice: {forced_check}:forced judges that)")
-            fail(f"the forced streamed answer has no tool call (stop: {module.stop_reason(answer)!r}) while the same "
-                 "request not streamed made one: the call was lost from the stream", transcript=t)
+            _lost_from_the_stream(hc, api, body, answer, t, label, forced_check)
         problems = argument_problems(calls, schemas)
         if problems:
             fail(problems[0], transcript=t)

