@@ -20,7 +20,8 @@ PORT=${2:-8090}
 PIDFILE=$HOME_DIR/llama-server-$PORT.pid  # one per port: a test's server beside a user's
 LOG=$HOME_DIR/llama-server-$PORT.log
 # Qwen3's template renders tools, tool calls and reasoning (<think>) from the OpenAI chat form; Gemma 3 270M's own
-# template renders no tools, so llama-server would answer every tools request without a call format.
+# template renders no tools, so llama-server would answer every tools request without a call format
+# (LLAMACPP_TEMPLATE=own starts it with that template, as issue 41's history checks were run).
 TEMPLATE=${LLAMACPP_TEMPLATE:-Qwen-Qwen3-0.6B.jinja}
 
 build() {
@@ -49,8 +50,10 @@ start() {
   if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then echo "already running (pid $(cat "$PIDFILE"))"; return; fi
   local gguf; gguf=$(model)
   [ -n "$gguf" ] || { echo "no Gemma GGUF found" >&2; exit 2; }
-  setsid "$BIN" -m "$gguf" --host 127.0.0.1 --port "$port" --jinja --chat-template-file "$SRC/models/templates/$TEMPLATE" \
-    -c 8192 -np 2 --alias google/gemma-3-270m >"$LOG" 2>&1 &
+  local template=(--chat-template-file "$SRC/models/templates/$TEMPLATE")
+  [ "$TEMPLATE" = own ] && template=()  # LLAMACPP_TEMPLATE=own: the model's own template (Gemma's renders no tools)
+  setsid "$BIN" -m "$gguf" --host 127.0.0.1 --port "$port" --jinja "${template[@]}" \
+    -c 16384 -np 2 --alias google/gemma-3-270m >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do
     curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { echo "llama-server on http://127.0.0.1:$port (pid $(cat "$PIDFILE"), log $LOG)"; return; }

