@@ -102,9 +102,11 @@ def session_verdict(check: Any, message: str, frame: int | None, rules: list[str
     """A real client's own recorded session (an X-CLIENT-00N check) failed, at the frame the failure names
     (None: a request refused or not carried back). Its own request refused, or the endpoint's answer not
     carried back in its form: that client would break. An answer to its own request that breaks a stream
-    rule (``rules`` beside the session's own ``ID:part``): it would break, unless that client was measured
-    coping with that very violation (the rule, in the form seen): then it is unaffected, and the evidence
-    says so beside the frame."""
+    rule (``rules`` beside the session's own ``ID:part``): it would break only where that client was measured
+    breaking on that very violation (the rule, in the form seen), it is unaffected where it was measured coping
+    (the evidence says so beside the frame), and otherwise not measured: the kit's grammar read the answer, not
+    the client (on llama-server, a Responses stream without output_index failed Codex's session while a real
+    Codex completed its turn on it)."""
     data = load() if data is None else data
     label = session_label(check, data)
     if not label:
@@ -120,6 +122,8 @@ def session_verdict(check: Any, message: str, frame: int | None, rules: list[str
                                                                f"with ({evidence})"}}
         if verdict == WOULD_BREAK:
             return {label: {"verdict": WOULD_BREAK, "evidence": f"{failed}; {evidence}"}}
+        # the kit's grammar judged the answer, not the client: what the client does on it was never measured
+        return {label: {"verdict": NOT_MEASURED, "evidence": f"{failed}; {evidence}"}}
     return {label: {"verdict": WOULD_BREAK, "evidence": failed}}
 
 

@@ -7,9 +7,11 @@ verdict of each client of its API from measurements of the same violation: confo
 recorded session's check (``client_session``: the client whose own session it replays) and, when the
 run verified the clients, ``client_verification``. Per client, the strongest evidence speaks:
 
-1. its own recorded session failed (an X-CLIENT-00N check): **would break**, with the frame it names —
-   unless what failed it is an answer breaking a stream rule that this client was measured coping with
-   (the same rule, in the same form: conformance/impact.py), which is said beside the frame instead;
+1. its own recorded session failed (an X-CLIENT-00N check) on its own request refused or not carried back,
+   or on an answer breaking a stream rule measured breaking this client (the same rule, in the same form:
+   conformance/impact.py): **would break**, with the frame it names; a stream rule it was measured coping
+   with is said beside the frame instead, and one never measured with it reads as 3. below (the kit's
+   grammar read that answer, not the client);
 2. a failing check's violation was measured breaking it (the same rule, in the same form): **would break**;
 3. a failing check's violation was never measured with it in that form: **not measured for this
    violation** (what was seen) — neither a break nor a pass;

@@ -87,6 +87,27 @@ def test_verdicts_speak_per_rule_and_only_from_measurements() -> None:
     assert catalog.RULES["AN-GRAMMAR-DONE"].level is catalog.SHOULD
 
 
+def test_an_own_session_failing_on_a_stream_rule_speaks_only_from_measurements() -> None:
+    """A client's own recorded session whose answer breaks a stream rule: the kit's grammar read that answer,
+    not the client. llama-server's Responses stream without output_index failed Codex's session while a real
+    Codex 0.171.0 completed its turn on it (issue 39): unmeasured, it is "not measured", never "would break";
+    a rule measured breaking the client still is; the client's own request refused still is."""
+    data = impact.load()
+    session = catalog.get("RS-CLIENT-001")
+    index = {"RS-GRAMMAR-OUTPUT-INDEX": ("field-missing", "output_index is not the next position")}
+    said = impact.session_verdict(session, "request 1 of 3: the answer breaks RS-GRAMMAR-OUTPUT-INDEX", 2,
+                                  ["RS-CLIENT-001:grammar", "RS-GRAMMAR-OUTPUT-INDEX"], index, data)
+    assert [v["verdict"] for v in said.values()] == [impact.NO_MEASURE], said
+    assert "at frame #2" in next(iter(said.values()))["evidence"]
+    missing = {"RS-GRAMMAR-COMPLETED": ("event-missing", "the stream ended without response.completed")}
+    said = impact.session_verdict(session, "the answer breaks RS-GRAMMAR-COMPLETED", 9,
+                                  ["RS-CLIENT-001:grammar", "RS-GRAMMAR-COMPLETED"], missing, data)
+    assert [v["verdict"] for v in said.values()] == [impact.WOULD_BREAK], said
+    said = impact.session_verdict(session, "request 1 of 3: the client's request was refused: HTTP 400", None,
+                                  ["RS-CLIENT-001"], {}, data)
+    assert [v["verdict"] for v in said.values()] == [impact.WOULD_BREAK], said
+
+
 # -- whole runs against endpoints the adapters did not write -------------------------------------
 
 def _bad(doc: dict) -> list[str]:
