@@ -682,7 +682,8 @@ def _highest(*rule_ids: str) -> Level:
 _AN_STREAM_FAULTS = ("an-block-index-skip", "an-delta-type-mismatch", "an-delta-unstarted-block",
                      "an-end-turn-after-tool-use", "an-event-name-mismatch", "an-missing-block-stop",
                      "an-missing-message-stop", "an-usage-missing", "invalid-tool-json")
-_RS_STREAM_FAULTS = ("invalid-tool-json", "rs-missing-call-id", "rs-missing-completed", "rs-missing-output-item-done")
+_RS_STREAM_FAULTS = ("invalid-tool-json", "rs-missing-call-id", "rs-missing-completed", "rs-missing-output-item-done",
+                     "rs-no-indices")
 _CLIENT_FAULTS: dict[str, tuple[str, ...]] = {
     "AN-CLIENT-001": (*_AN_STREAM_FAULTS, "reject-cache-control", "reject-system-role", "reject-unknown-fields"),
     "AN-CLIENT-002": (*_AN_STREAM_FAULTS, "reject-cache-control"),  # OpenClaw sends no thinking back
@@ -880,10 +881,10 @@ CHECKS: list[Check] = [
     # --- Responses --------------------------------------------------------------------------------
     _c("RS-STREAM-001", "responses", "sequence_number increases by exactly one", SHOULD,
        "API_FACTS: every event has an integer sequence_number, increasing by one", "number every event",
-       "rs-sequence-gap"),
+       ("rs-sequence-gap", "rs-no-indices")),
     _c("RS-STREAM-002", "responses", "Each output item runs added -> parts/deltas -> done, in order", MUST,
        "API_FACTS: Responses event order", "close every item with response.output_item.done",
-       "rs-missing-output-item-done"),
+       ("rs-missing-output-item-done", "rs-no-indices")),
     _c("RS-STREAM-003", "responses", "function_call_arguments.done equals the joined deltas and the item", SHOULD,
        "API_FACTS: .done carries the final arguments, equal to the concatenated deltas", "send the joined text",
        "rs-arguments-done-mismatch"),
@@ -897,7 +898,7 @@ CHECKS: list[Check] = [
        "API_FACTS: arguments join to valid JSON", "stream fragments of one object", "invalid-tool-json"),
     _c("RS-SDK-001", "responses", "The openai SDK's Responses stream helper folds every scenario to the "
        "non-stream answer", MUST, "openai-python responses stream helper", "end streams with response.completed",
-       ("rs-missing-completed", "rs-missing-call-id"), witness="openai SDK"),
+       ("rs-missing-completed", "rs-missing-call-id", "rs-no-indices"), witness="openai SDK"),
     _c("RS-DISPATCH-001", "responses", "function_call_arguments.done arrives when the call is complete, not at the end",
        SHOULD, "article 2", "stream calls as they are parsed", "buffer-tool-calls", witness="frame timing"),
     _c("RS-STATE-001", "responses", "previous_response_id continues the conversation (prior input, output, new input)",
@@ -1183,6 +1184,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "chat-no-usage-chunk": ("CH-GRAMMAR-USAGE-CHUNK",),
     "chat-no-done": ("CH-GRAMMAR-DONE",),
     "rs-sequence-gap": ("RS-GRAMMAR-SEQUENCE",),
+    "rs-no-indices": ("RS-GRAMMAR-SEQUENCE", "RS-GRAMMAR-OUTPUT-INDEX"),
     "rs-arguments-done-mismatch": ("RS-GRAMMAR-ARGS-DONE",),
     "rs-missing-output-item-done": ("RS-GRAMMAR-ITEM-ORDER", "RS-GRAMMAR-ITEM-UNCLOSED"),
     "rs-missing-completed": ("RS-GRAMMAR-COMPLETED",),

@@ -146,7 +146,7 @@ def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | Non
       (the fault it cites) plants that rule in the form seen."""
     from harnesscheck.conformance import impact
     from harnesscheck.conformance.forms import planted_forms
-    from harnesscheck.reports.clients import WOULD_BREAK, client_verdicts
+    from harnesscheck.reports.clients import NO_FAILURE, NOT_MEASURED, WOULD_BREAK, client_verdicts
 
     data = impact.load() if data is None else data
     failing = [c for c in doc["checks"] if c["outcome"] == "fail"]
@@ -163,8 +163,10 @@ def verdict_problems(fault: str, doc: dict[str, Any], data: dict[str, Any] | Non
         if not label:
             continue
         line = lines.get(label)
-        coped = (c.get("clients") or {}).get(label) == "unaffected"  # measured coping with what its session saw
-        if line is None or (line.verdict != WOULD_BREAK and not coped):
+        said = (c.get("clients") or {}).get(label)
+        # measured coping with what its session saw, or a stream rule never measured with it (impact.session_verdict)
+        spoken = said == "unaffected" or (said == NOT_MEASURED and line is not None and line.verdict != NO_FAILURE)
+        if line is None or (line.verdict != WOULD_BREAK and not spoken):
             out.append(f"{label}'s own session {c['id']} failed, but its line is {line.line if line else 'missing'}")
         elif (c.get("finding") or {}).get("frame_index") is not None and line.verdict != WOULD_BREAK \
                 and "frame #" not in line.line:

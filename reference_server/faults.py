@@ -143,6 +143,9 @@ _ALL = [
     # Responses stream grammar.
     Fault("rs-sequence-gap", "sequence_number skips a value", "API_FACTS: sequence_number increasing by one",
           apis=('responses',)),
+    Fault("rs-no-indices", "events without sequence_number, output_index and content_index, as llama.cpp's "
+          "llama-server 11434 streams them", "docs/peers/llama.cpp.md: llama-server's Responses stream",
+          apis=('responses',)),
     Fault("rs-arguments-done-mismatch", "function_call_arguments.done differs from the joined deltas",
           "API_FACTS: .done equals the concatenated deltas", apis=('responses',)),
     Fault("rs-missing-output-item-done", "response.output_item.done missing", "API_FACTS: Responses events",

@@ -143,9 +143,13 @@ def frame_line(check: dict[str, Any]) -> str:
 
 def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, dict[str, Any]]]) -> ClientVerdict:
     # a failed session of its own: would break, unless the run found it measured coping with what it saw
-    failed = [c for c in sessions if c["outcome"] == "fail"
-              and _PER_CHECK.get((c.get("clients") or {}).get(label, WOULD_BREAK)) == WOULD_BREAK]
-    coped = [c for c in sessions if c["outcome"] == "fail" and c not in failed]
+    def session_says(c: dict[str, Any]) -> str:
+        return _PER_CHECK.get((c.get("clients") or {}).get(label, WOULD_BREAK), WOULD_BREAK)
+
+    failed = [c for c in sessions if c["outcome"] == "fail" and session_says(c) == WOULD_BREAK]
+    coped = [c for c in sessions if c["outcome"] == "fail" and session_says(c) == UNAFFECTED]
+    # its own session's answer broke a stream rule never measured with it: it speaks first among "not measured"
+    unmeasured = [c for c in sessions if c["outcome"] == "fail" and session_says(c) == NOT_MEASURED]
     if failed:
         c = failed[0]
         frame = (c.get("finding") or {}).get("frame_index")
@@ -162,9 +166,12 @@ def _verdict(label: str, sessions: list[dict[str, Any]], said: list[tuple[str, d
     also = f"; its own recorded session ({coped[0]['id']}) failed at frame #{frame} on a violation it was " \
            "measured to cope with" if coped and frame is not None else ""
     for verdict in (WOULD_BREAK, NOT_MEASURED):
-        ids = [c for v, c in said if v == verdict]
+        ids = [*(unmeasured if verdict == NOT_MEASURED else []), *(c for v, c in said if v == verdict)]
         if ids:
             c = ids[0]
+            if c in unmeasured:
+                frame = (c.get("finding") or {}).get("frame_index")
+                frame_text = frame_line(c)
             evidence = _evidence(c, label).removeprefix(_MEASURED_PREFIX)
             more = f" (and {len(ids) - 1} more: {', '.join(x['id'] for x in ids[1:])})" if len(ids) > 1 else ""
             named = evidence if evidence.startswith(c["id"]) else f"{c['id']}: {evidence}"  # the rule is the check's

@@ -218,7 +218,8 @@ def _item_note(kind: str, a: tuple[Any, ...], i: int, add: Any, ev: Any) -> None
         add(_ORDER, i, f"item {a[0]} added while item {a[1][0]} is open", f"open: {a[1]}",
             "output_item.done of the open item first")
     elif kind == "output-index":
-        add("RS-GRAMMAR-OUTPUT-INDEX", i, "output_index is not the next position", a[0], a[1])
+        add("RS-GRAMMAR-OUTPUT-INDEX", i, "output_item.added without an integer output_index" if a[0] is None
+            else "output_index is not the next position", a[0], a[1])
     elif kind == "added-no-item":
         add("RS-GRAMMAR-ITEM-IDS", i, "output_item.added without an item object", a[0],
             '{"id": ..., "type": ...}')

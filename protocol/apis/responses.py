@@ -520,10 +520,10 @@ def _place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
         if typ in TERMINAL:
             snap["_end"] = True
         return snap
-    oi = event.get("output_index")
-    if not is_int(oi):
-        return snap if typ == "error" else base.unplaced(snap, f"{typ} without an output_index")
     output = dict(snap.get("output") or {})
+    oi = _index_of(typ, event, output)
+    if oi is None:
+        return snap if typ == "error" else base.unplaced(snap, f"{typ} without an output_index")
     if typ in ("response.output_item.added", "response.output_item.done"):
         if isinstance(event.get("item"), dict):
             output[oi] = dict(event["item"])
@@ -558,6 +558,23 @@ def _place(event: Any, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     output[oi] = item
     snap["output"] = output
     return snap
+
+
+def _index_of(typ: str, event: dict[str, Any], output: dict[Any, Any]) -> Any:
+    """Where an event belongs: its output_index; without one (llama.cpp's llama-server 11434 sends none), the
+    item its id names, as a client that reads item ids does (Codex), an item added in the next position. The
+    grammar still judges the missing number (RS-GRAMMAR-OUTPUT-INDEX); the answer is read all the same."""
+    oi = event.get("output_index")
+    if is_int(oi) or oi is not None:
+        return oi if is_int(oi) else None
+    item = event.get("item")
+    iid = item.get("id") if isinstance(item, dict) else event.get("item_id")
+    if not isinstance(iid, str) or not iid:
+        return None
+    known = next((k for k, it in output.items() if isinstance(it, dict) and it.get("id") == iid), None)
+    if known is not None or typ not in ("response.output_item.added", "response.output_item.done"):
+        return known
+    return max((k for k in output if is_int(k)), default=-1) + 1
 
 
 # `accumulate` without the per-event record (no ``_g``, ``_event``, ``_at``, ``_said``, ``_closed``): the answer's

@@ -503,12 +503,19 @@ class ResponsesStream:
         return seq
 
     def _event(self, kind: str, **fields: Any) -> bytes:
-        return sse(kind, {"type": kind, "sequence_number": self._next_seq(), **fields})
+        event = {"type": kind, "sequence_number": self._next_seq(), **fields}
+        if self.faults.on("rs-no-indices"):  # llama-server 11434's events: none of the three numbers
+            for name in ("sequence_number", "output_index", "content_index"):
+                event.pop(name, None)
+        return sse(kind, event)
 
     def _delta(self, kind: str, text: str, *, content: bool = False, logprobs: bool = False) -> bytes:
         """`_event(kind, [content_index=0,] delta=text, [logprobs=[],] **self._where())`, the same
         bytes, written directly (the frame of nearly every token)."""
         assert self.open is not None
+        if self.faults.on("rs-no-indices"):
+            return self._event(kind, **({"content_index": 0} if content else {}), delta=text,
+                               **({"logprobs": []} if logprobs else {}), **self._where())
         pre = '"content_index":0,' if content else ""
         post = '"logprobs":[],' if logprobs else ""
         return (f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":{self._next_seq()},{pre}'

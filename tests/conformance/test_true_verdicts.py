@@ -173,7 +173,9 @@ def test_stalled_endpoint_is_no_pass_and_ends_promptly(tmp_path: Path) -> None:
     assert f"{stall['request']} (POST {stall['path']}): {stall['frames']} frames" in first["message"]
     stalled = [c for c in doc["checks"] if c.get("cause") == "stalled"]
     assert len(stalled) >= 10, [(c["id"], c["outcome"], c.get("cause")) for c in doc["checks"]]
-    assert ran.seconds < 2 * timeout + 30, f"{ran.seconds:.0f} s"
+    # a run that waited out the deadline on each later check would take 84 x 3 s; the start-up of a loaded
+    # 2-core machine is up to ~35 s of what remains (38 s measured beside a busy llama-server)
+    assert ran.seconds < 2 * timeout + 60, f"{ran.seconds:.0f} s"
 
 
 @pytest.mark.parametrize("rule,breaks", [("AN-GRAMMAR-BLOCK-UNKNOWN", True), ("AN-GRAMMAR-ONE-OPEN", False)])
