@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harnesscheck.conformance import catalog
-from harnesscheck.conformance import impact
+from harnesscheck.conformance import forms, impact
 from harnesscheck.conformance.forked import run_forked
 from harnesscheck.conformance.runner import SuiteOptions, run_suite
 from harnesscheck.reports.clients import client_lines
@@ -94,11 +94,20 @@ def test_an_own_session_failing_on_a_stream_rule_speaks_only_from_measurements()
     a rule measured breaking the client still is; the client's own request refused still is."""
     data = impact.load()
     session = catalog.get("RS-CLIENT-001")
-    index = {"RS-GRAMMAR-OUTPUT-INDEX": ("field-missing", "output_index is not the next position")}
-    said = impact.session_verdict(session, "request 1 of 3: the answer breaks RS-GRAMMAR-OUTPUT-INDEX", 2,
-                                  ["RS-CLIENT-001:grammar", "RS-GRAMMAR-OUTPUT-INDEX"], index, data)
+    rules = ["RS-CLIENT-001:grammar", "RS-GRAMMAR-OUTPUT-INDEX"]
+    # a wrong output_index: no fault plants that form, so no client was measured on it
+    wrong = {"RS-GRAMMAR-OUTPUT-INDEX": (forms.form_of("RS-GRAMMAR-OUTPUT-INDEX", "output_index is not the next "
+                                                       "position"), "output_index is not the next position")}
+    said = impact.session_verdict(session, "request 1 of 3: the answer breaks RS-GRAMMAR-OUTPUT-INDEX", 2, rules,
+                                  wrong, data)
     assert [v["verdict"] for v in said.values()] == [impact.NO_MEASURE], said
     assert "at frame #2" in next(iter(said.values()))["evidence"]
+    # a missing one, llama-server's form: measured with rs-no-indices, and Codex coped on every turn
+    missing_index = {"RS-GRAMMAR-OUTPUT-INDEX": (forms.FIELD_MISSING, "output_item.added without an integer "
+                                                 "output_index")}
+    said = impact.session_verdict(session, "request 1 of 3: the answer breaks RS-GRAMMAR-OUTPUT-INDEX", 2, rules,
+                                  missing_index, data)
+    assert [v["verdict"] for v in said.values()] == [impact.UNAFFECTED], said
     missing = {"RS-GRAMMAR-COMPLETED": ("event-missing", "the stream ended without response.completed")}
     said = impact.session_verdict(session, "the answer breaks RS-GRAMMAR-COMPLETED", 9,
                                   ["RS-CLIENT-001:grammar", "RS-GRAMMAR-COMPLETED"], missing, data)
