@@ -681,7 +681,7 @@ def _highest(*rule_ids: str) -> Level:
 # tool-kind faults of issue 30 are added below).
 _AN_STREAM_FAULTS = ("an-block-index-skip", "an-delta-type-mismatch", "an-delta-unstarted-block",
                      "an-end-turn-after-tool-use", "an-event-name-mismatch", "an-missing-block-stop",
-                     "an-missing-message-stop", "an-usage-missing", "invalid-tool-json")
+                     "an-missing-message-stop", "an-usage-missing", "invalid-tool-json", "an-tool-start-no-input")
 _RS_STREAM_FAULTS = ("invalid-tool-json", "rs-missing-call-id", "rs-missing-completed", "rs-missing-output-item-done",
                      "rs-no-indices")
 _CLIENT_FAULTS: dict[str, tuple[str, ...]] = {
@@ -748,7 +748,8 @@ CHECKS: list[Check] = [
        "an-signature-after-stop"),
     _c("AN-STREAM-006", "anthropic", "A tool_use block starts complete and its partial_json joins to an object", MUST,
        "API_FACTS: content_block_start of tool_use; concatenated partial_json parses", "stream the input JSON "
-       "as fragments of one object; put id and the whole name in content_block_start", "invalid-tool-json"),
+       "as fragments of one object; put id and the whole name in content_block_start",
+       ("invalid-tool-json", "an-tool-start-no-input")),
     _c("AN-STREAM-007", "anthropic", "stop_reason is tool_use exactly when the message ends with tool_use blocks",
        MUST, "API_FACTS: stop_reason", "answer stop_reason tool_use after tool calls the client must run",
        "an-end-turn-after-tool-use"),
@@ -1185,6 +1186,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "chat-no-done": ("CH-GRAMMAR-DONE",),
     "rs-sequence-gap": ("RS-GRAMMAR-SEQUENCE",),
     "rs-no-indices": ("RS-GRAMMAR-SEQUENCE", "RS-GRAMMAR-OUTPUT-INDEX"),
+    "an-tool-start-no-input": ("AN-GRAMMAR-TOOL-START",),
     "rs-arguments-done-mismatch": ("RS-GRAMMAR-ARGS-DONE",),
     "rs-missing-output-item-done": ("RS-GRAMMAR-ITEM-ORDER", "RS-GRAMMAR-ITEM-UNCLOSED"),
     "rs-missing-completed": ("RS-GRAMMAR-COMPLETED",),

@@ -58,6 +58,7 @@ SPLITS: tuple[tuple[re.Pattern[str], tuple[tuple[re.Pattern[str], str], ...]], .
                                   (r"^sequence_number \S+ after", NUMBER_GAP),
                                   (r"^first sequence_number", NUMBER_START))),
         ("RS-GRAMMAR-COMPLETED$", ((r"ended without", EVENT_MISSING), (r"after the terminal", AFTER_END))),
+        ("AN-GRAMMAR-TOOL-START$", ((r"^tool_use start without its input", FIELD_MISSING),)),
         ("RS-GRAMMAR-OUTPUT-INDEX$", ((r"without an integer output_index", FIELD_MISSING),)),
         ("RS-GRAMMAR-FUNCTION-CALL$", ((r"added without", FIELD_MISSING), (r"changed between", FIELD_CHANGED))),
         # the streamed forced call of a strict tool (test_tool_kinds.py)
@@ -137,6 +138,7 @@ PLANTED_FORMS: dict[str, tuple[str, ...]] = {
     "ignore-tool-choice": _forms(ANSWERED),
     "rs-sequence-gap": _forms(NUMBER_GAP),
     "rs-no-indices": _forms(FIELD_MISSING),
+    "an-tool-start-no-input": _forms(FIELD_MISSING),
     "rs-missing-output-item-done": _forms(ANSWERED, ITEM_NOT_DONE),
     "rs-missing-completed": _forms(EVENT_MISSING),
     "rs-missing-call-id": _forms(ANSWERED, FIELD_MISSING),

@@ -143,6 +143,9 @@ _ALL = [
     # Responses stream grammar.
     Fault("rs-sequence-gap", "sequence_number skips a value", "API_FACTS: sequence_number increasing by one",
           apis=('responses',)),
+    Fault("an-tool-start-no-input", "a streamed tool_use block starts without its input {}, as llama.cpp's "
+          "llama-server 11434 starts it", "docs/peers/llama.cpp.md: llama-server's Messages stream",
+          apis=('anthropic',)),
     Fault("rs-no-indices", "events without sequence_number, output_index and content_index, as llama.cpp's "
           "llama-server 11434 streams them", "docs/peers/llama.cpp.md: llama-server's Responses stream",
           apis=('responses',)),

@@ -231,7 +231,10 @@ def _block_start(rec: dict[str, Any], ev: dict[str, Any], i: int, add: Any) -> N
             problems.append("name")
         if cb.get("input") != {}:
             problems.append("input")
-        if problems:
+        if problems == ["input"] and "input" not in cb:  # llama-server 11434's start (fault an-tool-start-no-input)
+            add("AN-GRAMMAR-TOOL-START", i, "tool_use start without its input {}",
+                {k: cb.get(k) for k in ("id", "name", "input")}, "non-empty id and name, input {}")
+        elif problems:
             add("AN-GRAMMAR-TOOL-START", i, f"tool_use start lacks a valid {', '.join(problems)}",
                 {k: cb.get(k) for k in ("id", "name", "input")}, "non-empty id and name, input {}")
 

@@ -335,6 +335,8 @@ class AnthropicStream:
         self.blocks.append(json.loads(json.dumps(block)))
         if self.faults.on("an-delta-unstarted-block") and self.index == 0:
             out.append(self._delta({"type": "text_delta", "text": ""}))  # delta before its block's start
+        if self.faults.on("an-tool-start-no-input") and block["type"] == "tool_use":
+            block = {k: v for k, v in block.items() if k != "input"}  # llama-server 11434's tool_use start
         return out + [sse("content_block_start", {"type": "content_block_start", "index": self.index,
                                                   "content_block": block})]
 
