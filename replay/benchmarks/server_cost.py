@@ -43,6 +43,7 @@ Reference figure (not measured by this command): issue 24, this machine (2 cores
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import signal
@@ -341,8 +342,6 @@ def _measure(sides: list[Side], opts: ServerCostOptions) -> tuple[list[Window], 
 
 
 def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
-    import contextlib
-
     from harnesscheck.reports.schema import now_iso
     from harnesscheck.reference_server.config import DEFAULT_MODEL_IDS
 
@@ -367,16 +366,27 @@ def run_server_cost(opts: ServerCostOptions) -> dict[str, Any]:
         if opts.dynamo_python:
             from harnesscheck.replay.benchmarks.dynamo_peer import DynamoProcess, annotate
 
-            if not opts.dynamo_model_dir:
-                raise ValueError("bench server --dynamo needs --dynamo-model-dir: a HF folder with the tokenizer")
+            model_dir = opts.dynamo_model_dir or _weightless_model(stack)
             replay = raw_outputs(srv.url, opts, model)
-            dyn = stack.enter_context(DynamoProcess(opts.dynamo_python, opts.dynamo_model_dir, replay=replay))
+            dyn = stack.enter_context(DynamoProcess(opts.dynamo_python, model_dir, replay=replay))
             bodies = [(a, annotate(b, s)) for s, a, b in _bodies(opts, dyn.model)]
             sides.append(Side("dynamo", dyn.url, dyn.pids, bodies,
                               "the Dynamo frontend's process and its children (not the mocker's)"))
         windows, streams = _measure(sides, opts)
     profile = _profile_top(prof, opts.profile_top) if prof and os.path.exists(prof) else None
     return _document(windows, streams, sides, opts, model, args, started, load_before, profile)
+
+
+def _weightless_model(stack: contextlib.ExitStack) -> str:
+    """A Hugging Face folder the mocker serves (tokenizer, Qwen3 chat template, config; no weights, no torch):
+    the reference server's own tokenizer, so both sides stream the same token ids. Removed with ``stack``."""
+    import shutil
+
+    from harnesscheck.reference_server.make_model import write_checkpoint_files
+
+    folder = tempfile.mkdtemp(prefix="hc-dynamo-model-")
+    stack.callback(shutil.rmtree, folder, True)
+    return str(write_checkpoint_files(folder, family="qwen3"))
 
 
 def _profile_top(path: str, top: int) -> list[dict[str, Any]]:

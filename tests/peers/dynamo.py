@@ -6,14 +6,18 @@ and ``ai-dynamo==1.6.1 --no-deps``, plus the few modules the frontend and mocker
 leaves out: ``pyyaml packaging msgspec "zstandard<1"``), else ``/work/dynamo-venv/bin/python`` when it
 exists; the model
 folder: ``$HARNESSCHECK_DYNAMO_MODEL`` else ``/work/models/qwen3-tiny`` (tokenizer, chat template,
-config; no weights needed). CI has neither, so these tests skip there. Start-up budget:
+config; no weights needed) else one the kit writes without torch. CI has neither, so these tests skip there. Start-up budget:
 ``$HARNESSCHECK_DYNAMO_STARTUP_S`` seconds (default 180); a start that overruns it skips with
 Dynamo's logs in the reason rather than failing.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,10 +40,25 @@ def dynamo_python() -> str:
 
 
 def model_dir() -> str:
-    path = os.environ.get("HARNESSCHECK_DYNAMO_MODEL", DEFAULT_MODEL)
+    """$HARNESSCHECK_DYNAMO_MODEL, else /work/models/qwen3-tiny where it exists, else a folder the kit writes
+    without torch (the reference tokenizer, Qwen3's chat template, a config: the mocker loads no weights)."""
+    path = os.environ.get("HARNESSCHECK_DYNAMO_MODEL")
+    if path is None and not (Path(DEFAULT_MODEL) / "tokenizer.json").exists():
+        return _written_model()
+    path = path or DEFAULT_MODEL
     if not (Path(path) / "tokenizer.json").exists():
         pytest.skip(f"no model folder with a tokenizer.json at {path} (set HARNESSCHECK_DYNAMO_MODEL)")
     return path
+
+
+@functools.lru_cache(maxsize=1)
+def _written_model() -> str:
+    """One weightless folder per test process, removed when it ends."""
+    from harnesscheck.reference_server.make_model import write_checkpoint_files
+
+    folder = tempfile.mkdtemp(prefix="hc-dynamo-model-")
+    atexit.register(shutil.rmtree, folder, True)
+    return str(write_checkpoint_files(Path(folder), family="qwen3"))
 
 
 def startup_s() -> float:

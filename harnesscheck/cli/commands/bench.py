@@ -186,7 +186,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="also measure Dynamo's frontend + mocker started from this Python's environment "
                         "(default: $HARNESSCHECK_DYNAMO_PYTHON)")
     p.add_argument("--dynamo-model-dir", default=None, metavar="DIR",
-                   help="with --dynamo: a Hugging Face folder with tokenizer, chat template and config (no weights)")
+                   help="with --dynamo: a Hugging Face folder with tokenizer, chat template and config (no weights; "
+                        "default: one the kit writes, the reference tokenizer with Qwen3's template, no torch)")
+    p.add_argument("--peer", choices=["dynamo"], default=None,
+                   help="measure this peer beside the reference server in the same run, same load and windows: "
+                        "dynamo (Dynamo 1.6.1's frontend + mocker from --dynamo PYTHON or $HARNESSCHECK_DYNAMO_PYTHON)")
     p.add_argument("--endpoint", default=None, metavar="URL",
                    help="measure this server instead of an embedded one (needs --pid)")
     p.add_argument("--pid", type=int, default=None, help="with --endpoint: the server's process id on this machine")
@@ -474,6 +478,12 @@ def _measure(args: argparse.Namespace, api_key: str | None, status: Callable[[st
             gap_ms=args.gap_ms))
     elif args.bench == "server":
         from harnesscheck.replay.benchmarks.server_cost import ServerCostOptions, run_server_cost
+
+        if args.peer == "dynamo" and not args.dynamo:
+            from harnesscheck.errors import UsageError
+
+            raise UsageError("bench server --peer dynamo needs Dynamo's Python: --dynamo PYTHON or "
+                             "$HARNESSCHECK_DYNAMO_PYTHON (an environment with ai-dynamo 1.6.1; docs/peers/dynamo-1.6.1.md)")
 
         doc = run_server_cost(ServerCostOptions(
             concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()], windows=args.windows,
