@@ -130,14 +130,18 @@ def write_checkpoint_files(out_dir: str | Path, *, family: str = "nemotron", mod
                            tokenizer_path: str | Path | None = None, chat_template: bool = True) -> Path:
     """A checkpoint directory without weights, for the loader (`reference_server/checkpoint.py`) and
     the scripted engine with --model-path, with no torch: the tokenizer files, config.json
-    (vocab_size, eos_token_id) and generation_config.json (eos_token_id: the family's turn end and
+    (vocab_size, eos_token_id, and ModelShape's sizes) and generation_config.json (eos_token_id: the family's turn end and
     `<|endoftext|>`)."""
     out = Path(out_dir)
     tokenizer = write_tokenizer_files(out, family, tokenizer_path, chat_template=chat_template)
     eos_id = tokenizer.token_id(FAMILIES[family].eos)
     end = [eos_id, tokenizer.token_id("<|endoftext|>")]
+    shape = ModelShape()  # the sizes the weights would have (Dynamo's mocker sizes its KV cache from them)
     config = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-              "vocab_size": model_vocab_size or _pad(tokenizer.vocab_size), "eos_token_id": eos_id}
+              "vocab_size": model_vocab_size or _pad(tokenizer.vocab_size), "eos_token_id": eos_id,
+              "num_hidden_layers": shape.layers, "hidden_size": shape.hidden, "num_attention_heads": shape.heads,
+              "num_key_value_heads": shape.kv_heads, "head_dim": shape.hidden // shape.heads,
+              "max_position_embeddings": shape.max_positions}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     (out / "generation_config.json").write_text(json.dumps({"eos_token_id": end}, indent=2) + "\n",
                                                 encoding="utf-8")
