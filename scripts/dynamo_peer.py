@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         model_dir = Path(args.model_dir) if args.model_dir else write_checkpoint_files(Path(tmp) / "model",
                                                                                         family="qwen3")
         replay = scripted_outputs(model_dir, reasoning_parser="qwen3", tool_parser="hermes")
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts a background job with it ignored
+            signal.signal(stop, signal.default_int_handler)
         with DynamoProcess(python, model_dir, model=MODEL, reasoning_parser="qwen3", tool_call_parser="hermes",
                            replay=replay) as dynamo:
             print(f"Dynamo 1.6.1 serving {dynamo.model} on {dynamo.url} (Ctrl-C stops it)", flush=True)
