@@ -565,7 +565,7 @@ def _index_of(typ: str, event: dict[str, Any], output: dict[Any, Any]) -> Any:
     item its id names, as a client that reads item ids does (Codex), an item added in the next position. The
     grammar still judges the missing number (RS-GRAMMAR-OUTPUT-INDEX); the answer is read all the same."""
     oi = event.get("output_index")
-    if is_int(oi) or oi is not None:
+    if oi is not None:  # a number given: the event's own, or none that can be placed
         return oi if is_int(oi) else None
     item = event.get("item")
     iid = item.get("id") if isinstance(item, dict) else event.get("item_id")
