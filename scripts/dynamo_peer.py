@@ -25,8 +25,7 @@ MODEL = "harnesscheck/qwen3-tiny"
 
 def main(argv: list[str] | None = None) -> int:
     from harnesscheck.conformance.mocker_replay import scripted_outputs
-    from harnesscheck.reference_server.make_model import write_checkpoint_files
-    from harnesscheck.replay.benchmarks.dynamo_peer import ENV_PYTHON, DynamoProcess, locate
+    from harnesscheck.replay.benchmarks.dynamo_peer import ENV_PYTHON, DynamoProcess, locate, weightless_model
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=os.environ.get(ENV_PYTHON), help=f"Dynamo's Python (default: ${ENV_PYTHON})")
@@ -37,8 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dynamo_peer: {why}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="hc-dynamo-peer-") as tmp:
-        model_dir = Path(args.model_dir) if args.model_dir else write_checkpoint_files(Path(tmp) / "model",
-                                                                                        family="qwen3")
+        model_dir = Path(args.model_dir) if args.model_dir else weightless_model(Path(tmp) / "model")
         replay = scripted_outputs(model_dir, reasoning_parser="qwen3", tool_parser="hermes")
         for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts a background job with it ignored
             signal.signal(stop, signal.default_int_handler)

@@ -67,6 +67,14 @@ def locate(python: str | None = None) -> tuple[str | None, str]:
     return python, python
 
 
+def weightless_model(dst: Path) -> Path:
+    """A Hugging Face folder the mocker serves, written without torch: the reference tokenizer, Qwen3's chat
+    template and a config with a model's sizes (the mocker loads no weights; it sizes its KV cache from them)."""
+    from harnesscheck.reference_server.make_model import write_checkpoint_files
+
+    return write_checkpoint_files(dst, family="qwen3")
+
+
 def prepare_model(src: Path, dst: Path) -> Path:
     """Copy a Hugging Face model folder without weights, the reasoning and tool tags made non-special."""
     dst.mkdir(parents=True, exist_ok=True)

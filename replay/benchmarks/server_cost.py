@@ -382,11 +382,11 @@ def _weightless_model(stack: contextlib.ExitStack) -> str:
     the reference server's own tokenizer, so both sides stream the same token ids. Removed with ``stack``."""
     import shutil
 
-    from harnesscheck.reference_server.make_model import write_checkpoint_files
+    from harnesscheck.replay.benchmarks.dynamo_peer import weightless_model
 
     folder = tempfile.mkdtemp(prefix="hc-dynamo-model-")
     stack.callback(shutil.rmtree, folder, True)
-    return str(write_checkpoint_files(folder, family="qwen3"))
+    return str(weightless_model(Path(folder)))
 
 
 def _profile_top(path: str, top: int) -> list[dict[str, Any]]:

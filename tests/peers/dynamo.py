@@ -54,11 +54,11 @@ def model_dir() -> str:
 @functools.lru_cache(maxsize=1)
 def _written_model() -> str:
     """One weightless folder per test process, removed when it ends."""
-    from harnesscheck.reference_server.make_model import write_checkpoint_files
+    from harnesscheck.replay.benchmarks.dynamo_peer import weightless_model
 
     folder = tempfile.mkdtemp(prefix="hc-dynamo-model-")
     atexit.register(shutil.rmtree, folder, True)
-    return str(write_checkpoint_files(Path(folder), family="qwen3"))
+    return str(weightless_model(Path(folder)))
 
 
 def startup_s() -> float:
