@@ -64,7 +64,8 @@ from harnesscheck.conformance import catalog, options
 from harnesscheck.conformance.catalog import AGENT_TURN, INTERLEAVING, OUTPUT_AFTER_CALL, PARALLEL, THINKING, TOOL_USE
 
 __all__ = ["BUDGET_CAP", "GROWTH", "LADDER", "PEERS", "THINKING_OFF", "Lever", "allowed", "bend",
-           "bounded", "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend", "policy", "replay_key", "room_to_grow",
+           "bounded", "budget_of", "came_back", "cut_by_limit", "grown", "is_opening", "ladder", "peer_bend",
+           "plays_forced", "policy", "replay_key", "room_to_grow",
            "scenario_turn", "tried_words"]
 
 Body = dict[str, Any]
@@ -264,12 +265,13 @@ SESSIONS_KEEP_FORCING = frozenset({"long_session"})
 
 
 def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str], *,
-         keep_forcing: bool = False) -> tuple[Body, list[str]]:
+         keep_forcing: bool = False, bound: int | None = None) -> tuple[Body, list[str]]:
     """`body` with each lever applied in order (a copy), and the names of those that changed it: on the
     opening request every lever, on a follow-up turn only the settings a client keeps on every turn
     (thinking on or off: a conversation does not switch it between turns), and the forced call too with
     `keep_forcing` (SESSIONS_KEEP_FORCING). A lever that does not apply (the check set that field; no
-    tools to force) is skipped."""
+    tools to force) is skipped, and so, given a `bound` (--quick), is one whose request could not go within
+    it (Anthropic thinking on: its output limit must exceed a budget of at least 1,024 tokens)."""
     out, used = copy.deepcopy(body), []
     wanted = set(wanted)
     opening = is_opening(api, body)
@@ -277,10 +279,19 @@ def bend(levers: Iterable[Lever], api: str, body: Body, wanted: Iterable[str], *
         if not lever.applies(api) or not (opening or lever.conversation or (keep_forcing and lever.forcing)):
             continue
         bent = _BENDS[lever.name](api, out, wanted)
-        if bent is not None:
+        if bent is not None and not _past(api, out, bent, bound):
             out = bent
             used.append(lever.name)
     return out, used
+
+
+def _past(api: str, body: Body, bent: Body, bound: int | None) -> bool:
+    """Whether the lever that made `bent` of `body` raised the least output limit the request takes past
+    `bound` (None: no bound)."""
+    if bound is None:
+        return False
+    least = apis.get(api).least_limit
+    return least(bent) > max(bound, least(body))
 
 
 def words(names: Iterable[str]) -> str:
@@ -443,6 +454,14 @@ def _forces(body: Body) -> bool:
     if isinstance(choice, str):
         return choice == "required"
     return isinstance(choice, dict) and choice.get("type") in ("any", "tool", "function")
+
+
+def plays_forced(peer: str) -> bool:
+    """Whether a forced request's answer comes from the model behind the peer profile `peer`: not under
+    dynamo-mocker, whose mocker emits random tokens where no scripted output is named (`peer_bend` names none
+    on a forced request: a scripted call would be the kit obeying for the endpoint), so a forced answer there
+    shows nothing of the endpoint's forcing (Dynamo's parser drops the random text: an empty answer)."""
+    return peer != "dynamo-mocker"
 
 
 def peer_bend(peer: str, api: str, body: Any) -> tuple[Any, list[str]]:

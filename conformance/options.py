@@ -49,7 +49,8 @@ QUICK_LEAVES_OUT = (
     "the older cch= form of the billing header (rules AN-PREAMBLE-001:cch, AN-PREAMBLE-002:cch)",
     "answers past 512 tokens: every generation request the kit builds goes with its output limit bounded at "
     "512 tokens (a scenario's script may ask for up to 4,096), and an answer the limit cut before the path is "
-    "tried once more with four times the limit, within that bound",
+    "tried once more with four times the limit, within that bound; a lever whose request could not go within "
+    "it is not pulled (Anthropic thinking on: its limit must exceed a thinking budget of 1,024 tokens)",
     "replayed client-session answers past 256 tokens: each recorded request goes with its output limit bounded "
     "at 256 tokens (added where the client sent none); the answers are judged the same",
 )

@@ -240,13 +240,18 @@ class Session:
         if self.endpoint.peer:
             body, names = levers.peer_bend(self.endpoint.peer, api, body)
         if self.attached.levers and with_levers:
-            body, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+            body, used = levers.bend(self.attached.levers, api, body, self.attached.wanted, bound=self._bound)
             names += used
         if self.attached.budget > 1 and with_levers:
             body, used = levers.grown(api, body, self.attached.budget)
             names += used
         body, self.attached.at_bound = self.quick_bound(api, body)
         return body, names
+
+    @property
+    def _bound(self) -> int | None:
+        """--quick: the most output tokens a request may ask for (a lever that needs more is not pulled)."""
+        return QUICK_BUDGET if self.endpoint.quick else None
 
     def quick_bound(self, api: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """--quick: the request with its output limit at most QUICK_BUDGET (options.QUICK_LEAVES_OUT), and
@@ -303,7 +308,7 @@ class Session:
         """What this sample's levers add to a generation request sent outside `post` (an official SDK's own
         call takes it as `extra_body`: the fields the levers added or changed), recorded as one request of
         the sample (`sent_came_back` says what came back); {} when no lever applies."""
-        bent, used = levers.bend(self.attached.levers, api, body, self.attached.wanted)
+        bent, used = levers.bend(self.attached.levers, api, body, self.attached.wanted, bound=self._bound)
         if self.attached.budget > 1:
             bent, grown = levers.grown(api, bent, self.attached.budget)
             used = [*used, *grown]
@@ -505,7 +510,8 @@ class Session:
         the settings a client keeps from the scenario's opening answer (the words, the thinking switch)."""
         kept, wanted = self._kept(api, scenario_id)
         if kept:
-            body = levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING)[0]
+            body = levers.bend(kept, api, body, wanted, keep_forcing=scenario_id in levers.SESSIONS_KEEP_FORCING,
+                               bound=self._bound)[0]
         opened = self._bent.get(id(self._streams.get((api, scenario_id, 0))))
         scale = levers.budget_of(opened[1]) if opened and opened[0] is self._streams.get((api, scenario_id, 0)) else 1
         return levers.grown(api, body, scale)[0] if scale > 1 else body  # and the output limit it grew to

@@ -45,6 +45,22 @@ def test_each_lever_in_each_api_the_references_way():
     assert _bend("chat", ["prefill"], _first("chat"))[1] == []  # only the Messages API takes a prefill
 
 
+def test_a_bound_leaves_out_a_lever_whose_request_could_not_go_within_it():
+    """--quick's bound: Anthropic thinking on needs an output limit above its 1,024-token budget, so under a
+    512-token bound it is not pulled; the same switch on the OpenAI APIs asks for no limit and still is; a
+    check's own thinking (the least limit before the lever) is not the lever's doing and stays."""
+    wanted = (catalog.THINKING,)
+    on = [levers.BY_NAME["thinking-on"]]
+    assert levers.bend(on, "anthropic", _first("anthropic"), wanted, bound=512)[1] == []
+    assert levers.bend(on, "anthropic", _first("anthropic"), wanted, bound=2048)[1] == ["thinking-on"]
+    assert levers.bend(on, "anthropic", _first("anthropic"), wanted)[1] == ["thinking-on"]
+    for api in ("chat", "responses"):
+        assert levers.bend(on, api, _first(api), wanted, bound=512)[1] == ["thinking-on"]
+    thinking = apis.get("anthropic").thinking_on(_first("anthropic"))
+    words = levers.bend([levers.BY_NAME["name-the-tool"]], "anthropic", thinking, wanted, bound=512)
+    assert words[1] == ["name-the-tool"]
+
+
 def test_a_lever_never_changes_what_the_check_set():
     body = {**_first("chat"), "tool_choice": "none", "reasoning_effort": "high"}
     bent, used = _bend("chat", ["tool-choice-required", "thinking-off"], body)
