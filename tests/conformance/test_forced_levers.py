@@ -103,3 +103,22 @@ def test_the_sdk_oracles_sample_a_turn_refused_at_the_limit_with_the_levers(tmp_
         for scenario in ("plain_text", "calculator", "interleaved", "parallel_tools"):
             assert "thinking-off" in judged[f"{scenario} turn 0 (the openai SDK)"], judged
         assert "thinking-off" in judged["calculator turn 1 (the openai SDK)"], judged
+
+
+def test_a_peer_profile_that_plays_no_forced_answer_leaves_the_forced_modes_unjudged(tmp_path: Path) -> None:
+    """Under --peer dynamo-mocker a forced request carries no scripted output (the mocker emits random tokens
+    there; Dynamo 1.6.1's parser dropped them: an empty answer, read as "no call where one was required" at
+    MUST): TOOLS-001 says it could not judge the forcing rather than failing it. The same check without the
+    profile, against a server that ignores forcing, still fails (the rule is still judged where it can be)."""
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+
+    def run(out: str, **options: str) -> dict:
+        doc = run_suite(SuiteOptions(select="CH-TOOLS-001", apis="chat", tries=1,
+                                     server_args=("--fault=ignore-tool-choice",), **options),
+                        tmp_path / out, subprocess_run=True, quiet=True)
+        return doc["checks"][0]
+
+    plain, mocked = run("plain"), run("mocked", peer="dynamo-mocker")
+    assert plain["outcome"] == "fail" and "forced" in " ".join(plain.get("rules_failed") or []), plain["message"]
+    assert mocked["outcome"] == "inconclusive" and "dynamo-mocker" in mocked["message"], mocked["message"]
+    assert not levers.plays_forced("dynamo-mocker") and levers.plays_forced("")
