@@ -22,7 +22,7 @@ from harnesscheck.protocol import apis
 from harnesscheck.conformance import catalog
 from harnesscheck.conformance.grammar.findings import Finding
 from harnesscheck.conformance.session import Session
-from harnesscheck.conformance.verdict import CheckFailed
+from harnesscheck.conformance.verdict import CheckFailed, also_words
 from harnesscheck.protocol.wire.transcript import Transcript
 
 # The bodies each API module lists: BAD_REQUESTS (refused by the reference) and ALLOWED_REQUESTS (requests
@@ -85,9 +85,7 @@ def _check_errors(hc: Session, api: str) -> None:
         problems.sort(key=lambda p: check.level_of(p[0]) is not catalog.MUST)  # the weightiest rule leads
         rule, message, transcript = problems[0]
         findings = [Finding(r, None, m) for r, m, _ in problems]
-        also = f" (and {len(problems) - 1} more: {'; '.join(m for _, m, _ in problems[1:4])})" \
-            if len(problems) > 1 else ""
-        raise CheckFailed(message + also, findings=findings, transcript=transcript)
+        raise CheckFailed(message + also_words([m for _, m, _ in problems[1:]]), findings=findings, transcript=transcript)
 
 
 @pytest.mark.check("AN-ERR-001")

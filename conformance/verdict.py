@@ -112,9 +112,20 @@ class Problems:
         check = catalog.get(self.check_id)
         ranked = sorted(self.found, key=lambda p: check.level_of(p[0]) is not catalog.MUST)
         rule, message, transcript = ranked[0]
-        also = f" (and {len(ranked) - 1} more: {'; '.join(m for _, m, _ in ranked[1:4])})" if len(ranked) > 1 else ""
+        also = also_words([m for _, m, _ in ranked[1:]])
         raise CheckFailed(message + also, findings=[Finding(r, None, m) for r, m, _ in ranked],
                           transcript=transcript or next((t for _, _, t in ranked if t is not None), None))
+
+
+def also_words(others: list[str]) -> str:
+    """' (and 2 more: a; b)' after a failure's first message: the count of the other problems and their
+    messages, the first three of them when there are more (' (and 5 more, the first three: a; b; c)'); ''
+    for none. The count always says how many there are, the list how many it shows."""
+    if not others:
+        return ""
+    if len(others) <= 3:
+        return f" (and {len(others)} more: {'; '.join(others)})"
+    return f" (and {len(others)} more, the first three: {'; '.join(others[:3])})"
 
 
 def fail(message: str, *, finding: Finding | None = None, transcript: Transcript | None = None,

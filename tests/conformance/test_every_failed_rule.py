@@ -33,6 +33,36 @@ def test_problems_lead_with_the_weightiest_rule() -> None:
     assert failed.value.summary.startswith("a 500 for an unknown model (and 1 more: served any name)")
 
 
+def test_the_count_of_the_other_problems_agrees_with_the_list() -> None:
+    """'(and 4 more: ...)' listed three (Dynamo verification, RS-ERR-001): the count and the list agree."""
+    problems = Problems("RS-ERR-001")
+    for n in range(5):
+        problems.add(f"problem {n}")
+    with pytest.raises(CheckFailed) as failed:
+        problems.raise_if_any()
+    assert failed.value.summary.startswith(
+        "problem 0 (and 4 more, the first three: problem 1; problem 2; problem 3)"), failed.value.summary
+    three = Problems("RS-ERR-001")
+    for n in range(4):
+        three.add(f"problem {n}")
+    with pytest.raises(CheckFailed) as failed:
+        three.raise_if_any()
+    assert failed.value.summary.startswith("problem 0 (and 3 more: problem 1; problem 2; problem 3)")
+
+
+def test_the_error_check_counts_what_it_lists(tmp_path: Path) -> None:
+    """RS-ERR-001 builds its own message (conformance/test_errors.py): every bad request answered in another
+    shape is a problem; the message says how many more there are and lists as many as it says."""
+    import re
+
+    planted = _run(tmp_path, "RS-ERR-001", "wrong-error-shape", "rs-require-input")["RS-ERR-001"]
+    assert planted["outcome"] == "fail", planted
+    more = re.search(r"\(and (\d+) more, the first three: (.*)\)$", planted["message"], re.S)
+    assert more is not None and int(more.group(1)) > 3, planted["message"]
+    assert len(re.findall(r"the error body is not in the responses error shape|answered HTTP", more.group(2))) == 3, \
+        planted["message"]
+
+
 def test_a_second_failed_rule_is_reported_beside_the_first(tmp_path: Path) -> None:
     planted = _run(tmp_path / "planted", "AN-ERR-002", "unknown-model-openai-shape")["AN-ERR-002"]
     assert (planted["outcome"], planted["level"]) == ("fail", "SHOULD"), planted
