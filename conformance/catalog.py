@@ -700,7 +700,8 @@ for _check, _more in (("RS-CLIENT-001", ("rs-function-tools-only", "rs-narrow-re
                       ("RS-CLIENT-002", ("rs-function-tools-only",)), ("RS-CLIENT-003", ("rs-narrow-request-schema",)),
                       ("AN-CLIENT-001", ("reject-history-thinking",))):
     _CLIENT_FAULTS[_check] = (*_CLIENT_FAULTS[_check], *_more)
-_OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "bad-input-500", "wrong-error-shape")
+_OVERFLOW_FAULTS = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "overflow-stream-error",
+                    "bad-input-500", "wrong-error-shape")
 
 
 def _bending(api: str, *faults: str) -> tuple[str, ...]:
@@ -1208,7 +1209,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "nonstream-calls-as-text": ("AN-SHAPE-001:calls", "CH-SHAPE-001:calls"),
     **{f: tuple(f"{p}-CTX-{r}" for p in _PREFIXES
                 for r in ("001", "001:marker", "003:window", "003:marker"))
-       for f in ("overflow-detail-shape", "overflow-500")},
+       for f in ("overflow-detail-shape", "overflow-500", "overflow-stream-error")},
     "overflow-bare-400": tuple(f"{p}-CTX-{r}" for p in _PREFIXES for r in ("001:marker", "003:marker")),
     "usage-current-turn-only": tuple(f"{p}-CTX-{n}" for p in _PREFIXES for n in ("002", "003")),
     "cache-static-prefix-only": tuple(f"{p}-CTX-004" for p in _PREFIXES),

@@ -33,6 +33,7 @@ FIELD_MISSING, FIELD_CHANGED, NUMBER_GAP, NUMBER_START = "field-missing", "field
 EVENT_MISSING, AFTER_END = "event-missing", "after-end"
 CHOICE_IGNORED, CALL_DROPPED = "choice-ignored", "call-dropped"
 ARGS_NOT_JSON, ARGS_SCHEMA, UNDECLARED_TOOL = "args-not-json", "args-schema", "undeclared-tool"
+STREAM_ERROR = "stream-error"
 
 #: What each form means, in the words a client line uses ("not measured for this violation: ...").
 FORMS: dict[str, str] = {
@@ -47,6 +48,7 @@ FORMS: dict[str, str] = {
     CHOICE_IGNORED: "a forced tool choice answered with text", CALL_DROPPED: "a tool call lost from the stream",
     ARGS_NOT_JSON: "tool arguments that are not JSON", ARGS_SCHEMA: "tool arguments against the tool's schema",
     UNDECLARED_TOOL: "a call of a tool the request does not declare",
+    STREAM_ERROR: "an error inside a 200 stream",
 }
 
 #: Rules that name several violations: (rule pattern, ((pattern of the finding's words, form), ...)).
@@ -68,6 +70,9 @@ SPLITS: tuple[tuple[re.Pattern[str], tuple[tuple[re.Pattern[str], str], ...]], .
                                  (r"do not follow its schema: .* is not of type 'object'", ARGS_NOT_JSON),
                                  (r"do not follow its schema", ARGS_SCHEMA),
                                  (r"a tool the request does not declare", UNDECLARED_TOOL))),
+        # the over-long prompt (test_context.py): refused after a 200, inside the stream, or taken
+        (r"^[A-Z]+-CTX-(001|001:marker|003:window|003:marker)$", ((r"inside a 200 stream", STREAM_ERROR),
+                                                                  (r"", ANSWERED))),
     ))
 
 
@@ -131,6 +136,7 @@ PLANTED_FORMS: dict[str, tuple[str, ...]] = {
     "wrong-error-shape": _forms(REFUSED, SERVER_ERROR),  # the API's refusal in another shape (a 404 too)
     "bad-input-500": _forms(SERVER_ERROR),
     "overflow-500": _forms(SERVER_ERROR),
+    "overflow-stream-error": _forms(STREAM_ERROR),
     "invalid-tool-json": _forms(ANSWERED, ARGS_NOT_JSON),
     "stream-tool-input-empty": _forms(ANSWERED, ARGS_SCHEMA),
     "strict-ignored": _forms(ANSWERED, ARGS_SCHEMA),

@@ -4,8 +4,10 @@ overflow" and "Usage across turns").
 - <P>-CTX-001: a prompt longer than the window the endpoint announces (GET /v1/models:
   ``max_model_len`` and kin, conformance/window.py) is refused with a 400 in the API's error shape
   carrying the overflow marker the clients match (Anthropic "prompt is too long", OpenAI
-  ``context_length_exceeded``). A context-length refusal is inconclusive (endpoint-config) for every
-  other check (verdict.ok_response); this one judges it.
+  ``context_length_exceeded``). A refusal inside a 200 stream (the API's in-stream error after the
+  stream opened) is judged as an HTTP error is: neither the 400 nor, unless its error says so, the
+  marker. A context-length refusal is inconclusive (endpoint-config) for every other check
+  (verdict.ok_response); this one judges it.
 - <P>-CTX-002: in a 10-turn agent session (scenario long_session), the prompt total the usage reports
   grows on every turn: it counts the whole prompt, history included, not only the new turn's input.
 - <P>-CTX-003: the same session for 30 turns, its usage growing turn by turn as the prompt does, then

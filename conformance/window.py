@@ -28,6 +28,13 @@ per API (docs/API_FACTS.md "Context overflow"):
 - Chat and Responses: ``error.code`` is ``context_length_exceeded`` -> part ``"marker"``. A streamed
   Responses request may instead be answered with a stream whose ``response.failed`` carries that
   code (how Codex recognises it, codex-rs codex-api/src/sse/responses.rs ``is_context_window_error``).
+
+A 200 stream that ends normally is an answer in every API: the endpoint took the prompt. One that the API's
+in-stream error ends (Anthropic ``event: error``, a Chat chunk holding only ``error``, a Responses
+``response.failed`` without the overflow code or an ``error`` event; Dynamo 1.6.1's answer to a 4 MiB
+prompt) is the endpoint refusing it after the 200, judged as an HTTP error is: part ``""`` (not the 400 the
+clients act on) and the marker read from the error it carries. Which streams are which is the API
+module's ``streamed_refusal``.
 """
 
 from __future__ import annotations

@@ -16,13 +16,17 @@ in the form of the route's API (the frontends' knowledge, not this module's):
 
 Three faults plant the bad forms seen in the wild: ``overflow-detail-shape`` (``{"detail": "Prompt
 too long: ..."}``), ``overflow-500`` (a 500 in the API's error shape, no marker) and
-``overflow-bare-400`` (a 400 in the API's error shape without the marker).
+``overflow-bare-400`` (a 400 in the API's error shape without the marker). A fourth,
+``overflow-stream-error``, lets the prompt past the frontend and has the engine fail it
+(`engine_stop`): a streamed request gets HTTP 200 and then the API's in-stream error, as Dynamo 1.6.1
+answers a 4 MiB prompt; one not streamed, the engine stop's 500.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harnesscheck.reference_server.engines.base import EngineStopped
 from harnesscheck.reference_server.faults import Faults
 
 DEFAULT_CONTEXT_WINDOW = 131072  # tokens of prompt the scripted model takes (a common 128K window)
@@ -73,3 +77,12 @@ def planted_refusal(over: ContextOverflow, faults: Faults) -> Refusal | None:
     if faults.on("overflow-bare-400"):
         return Refusal(400, "Bad Request")
     return None
+
+
+def engine_stop(over: ContextOverflow, faults: Faults) -> EngineStopped | None:
+    """Fault overflow-stream-error: the stop the engine fails the over-long prompt with (after the stream
+    opened: the route's in-stream error); None without the fault (the frontend refuses it)."""
+    if not faults.on("overflow-stream-error"):
+        return None
+    n, m = over.prompt_tokens, over.window
+    return EngineStopped("error", f"internal error while scheduling the request ({n} input ids, {m} slots)")

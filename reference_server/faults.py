@@ -186,6 +186,10 @@ _ALL = [
     Fault("overflow-bare-400", "an over-long prompt refused with a 400 in the API's shape but without the "
           "overflow marker (no context_length_exceeded code, no 'prompt is too long')",
           "issue 30: a bare 400 the clients cannot tell from any bad request"),
+    Fault("overflow-stream-error", "an over-long prompt failed inside the engine: streamed, HTTP 200 and then the "
+          "API's own in-stream error (Anthropic event: error api_error, a Chat error chunk, Responses "
+          "response.failed server_error), no overflow marker; not streamed, a 500",
+          "Dynamo 1.6.1's answer to a 4 MiB prompt (its hand verification, docs/peers/dynamo-1.6.1.md)"),
     # Request shapes and tool kinds the real clients send (issue 30; docs/API_FACTS.md "Request shapes and
     # tool kinds").
     Fault("rs-function-tools-only", "a Responses tool array with any kind but function refused with 400 (\"Only "

@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 
 from harnesscheck.reference_server.checkpoint import Checkpoint, load_checkpoint, template_from_option
 from harnesscheck.reference_server.config import ServerConfig
-from harnesscheck.reference_server.context import check_window, output_room
+from harnesscheck.reference_server.context import ContextOverflow, check_window, engine_stop, output_room
 from harnesscheck.reference_server.conversation import Conversation
 from harnesscheck.reference_server.director import next_turn
 from harnesscheck.reference_server.engines import build_engine
-from harnesscheck.reference_server.engines.base import Engine, EngineStopped, GenerateRequest, Generation
+from harnesscheck.reference_server.engines.base import (Engine, EngineStopped, GenerateRequest, Generation,
+                                                        StoppedGeneration)
 from harnesscheck.reference_server.events import Event, Finish, ParsedEvent, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
 from harnesscheck.reference_server.faults import Faults
 from harnesscheck.reference_server.parsers.stream import StreamParser
@@ -435,12 +436,20 @@ class Service:
     async def start_turn(self, conv: Conversation, *, id_prefix: str = "call_") -> Turn:
         prep = await self._cpu(conv, self._prepare, conv, id_prefix)
         window = self.config.context_window
-        check_window(len(prep.prompt.ids), window)  # a prompt that does not fit is refused (context.py)
         max_tokens = min(conv.max_tokens or self.config.max_output_tokens, self.config.max_output_tokens)
-        max_tokens = output_room(len(prep.prompt.ids), window, max_tokens)
-        generation = await self.engine.start(GenerateRequest(
-            request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens, eos_id=prep.eos_id,
-            end_ids=prep.end_ids, script_text=prep.script))
+        request = GenerateRequest(request_id=prep.request_id, prompt_ids=prep.prompt.ids, max_tokens=max_tokens,
+                                  eos_id=prep.eos_id, end_ids=prep.end_ids, script_text=prep.script)
+        generation: Generation
+        try:
+            check_window(len(prep.prompt.ids), window)  # a prompt that does not fit is refused (context.py)
+        except ContextOverflow as over:
+            stop = engine_stop(over, self.faults)  # fault overflow-stream-error: the engine fails it instead
+            if stop is None:
+                raise
+            generation = StoppedGeneration(request, stop)
+        else:
+            request.max_tokens = output_room(len(prep.prompt.ids), window, max_tokens)
+            generation = await self.engine.start(request)
         return Turn(plan=prep.plan, prompt=prep.prompt, generation=generation, parser=prep.parser,
                     decoder=IncrementalDecoder(self._decodes), faults=self.faults,
                     end_ids=frozenset(prep.end_ids), counted=prep.counted, static=prep.static)

@@ -46,6 +46,8 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
     "detail": (("overflow-detail-shape",), "{'detail': 'Prompt too long: ...'} with status 400"),
     "500": (("overflow-500",), "a 500 in the API's error shape, no overflow marker"),
     "bare-400": (("overflow-bare-400",), "a 400 in the API's error shape without the marker"),
+    "stream-error": (("overflow-stream-error",), "HTTP 200, then the API's in-stream error (Anthropic event: error "
+                                                 "api_error, Responses response.failed server_error), no marker"),
     "usage-correct": ((), "usage counted right, a window above the client's own compaction threshold"),
     "zero-input-tokens": (("message-start-zero-input-tokens",), "message_start usage.input_tokens 0"),
     "current-turn-only": (("usage-current-turn-only",), "usage counts only the new turn's input"),
@@ -54,10 +56,12 @@ CASES: dict[str, tuple[tuple[str, ...], str]] = {
     "compact-detail": (("overflow-detail-shape",), "as detail, the client's own compaction request refused"),
     "compact-500": (("overflow-500",), "as 500, the client's own compaction request refused"),
     "compact-bare-400": (("overflow-bare-400",), "as bare-400, the client's own compaction request refused"),
+    "compact-stream-error": (("overflow-stream-error",), "as stream-error, the client's own compaction request "
+                                                         "refused"),
 }
-FORM_CASES = ("correct", "detail", "500", "bare-400")
+FORM_CASES = ("correct", "detail", "500", "bare-400", "stream-error")
 USAGE_CASES = ("usage-correct", "zero-input-tokens", "current-turn-only")
-COMPACT_CASES = ("compact-detail", "compact-500", "compact-bare-400")
+COMPACT_CASES = ("compact-detail", "compact-500", "compact-bare-400", "compact-stream-error")
 COMMAND = "seq 1 3000"  # 13,893 bytes of output per call
 REPEATS = 40
 FAST = ("--decode-ms", "0", "--ttft-base-ms", "0", "--prefill-us-per-token", "0")

@@ -760,5 +760,18 @@ def overflow_marker_problem(body: Any) -> str | None:
 
 
 def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
-    """A 200 stream is no refusal in Messages: None (the caller judges it as an answer)."""
+    """A 200 stream with no ``error`` event is no refusal in Messages: None (the caller judges it as an answer).
+    One that an ``error`` event ends is the endpoint refusing the prompt inside the stream (Dynamo 1.6.1: an
+    api_error "Internal server error"), not in the form Claude Code compacts on: (part, problem), the
+    marker read from the event's error as from an HTTP error's body."""
+    for frame in frames:
+        data = frame.json
+        if frame.event == "error" or (isinstance(data, dict) and data.get("type") == "error"):
+            body = data if isinstance(data, dict) else {}
+            error = body.get("error")
+            kind = error.get("type") if isinstance(error, dict) else None
+            return base.refused_in_stream(
+                f"an error event (type {kind!r})", error, overflow_marker_problem(body),
+                "Claude Code compacts only on a 400 invalid_request_error saying 'prompt is too long'; "
+                "anthropic-python raises the event as an APIStatusError of the stream's status, 200")
     return None

@@ -554,3 +554,16 @@ def openai_overflow_problem(body: Any) -> str | None:
     if code != OVERFLOW_CODE:
         return f"error.code is {code!r}, not {OVERFLOW_CODE!r} (what the OpenAI clients match)"
     return None
+
+
+def refused_in_stream(what: str, error: Any, marker: str | None, why: str) -> list[tuple[str, str]]:
+    """(part, problem) for an over-long prompt answered HTTP 200 and then refused inside the stream by
+    ``what`` (an error event or chunk; ``error``: its error object), judged as an HTTP error is: not the 400
+    before any stream that the clients act on (part "", ``why`` says what the client does instead), and
+    ``marker``, the API's ``overflow_marker_problem`` of the error (part "marker"; None: it carries it)."""
+    shown = json.dumps(error, ensure_ascii=False)[:200] if error is not None else "no error object"
+    problems = [("", f"refused inside a 200 stream with {what} ({shown}): the clients act on a 400 in the API's "
+                     f"error shape, sent before any stream ({why})")]
+    if marker is not None:
+        problems.append(("marker", f"the error inside a 200 stream: {marker}"))
+    return problems

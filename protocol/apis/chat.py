@@ -812,5 +812,14 @@ overflow_marker_problem = base.openai_overflow_problem  # error.code context_len
 
 
 def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
-    """A 200 stream is no refusal in Chat: None (the caller judges it as an answer)."""
+    """A 200 stream with no error chunk is no refusal in Chat: None (the caller judges it as an answer). One
+    carrying a chunk that holds only an ``error`` (vLLM's and Dynamo's failed stream; the Chat reference
+    defines no in-stream error) is the endpoint refusing the prompt inside the stream: (part, problem), the
+    marker read from the chunk as from an HTTP error's body."""
+    for frame in frames:
+        data = frame.json
+        if error_of(data) is not None:
+            return base.refused_in_stream("an error chunk", data.get("error"), overflow_marker_problem(data),
+                                          "openai-python raises it as an APIError without a status; no measured "
+                                          "client compacts on it")
     return None

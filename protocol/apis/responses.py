@@ -931,21 +931,29 @@ overflow_marker_problem = base.openai_overflow_problem  # error.code context_len
 
 
 def streamed_refusal(frames: list[Any]) -> list[tuple[str, str]] | None:
-    """A streamed request may be refused with a 200 stream whose response.failed carries the overflow code
-    (how Codex recognises it, codex-rs codex-api/src/sse/responses.rs ``is_context_window_error``): [] for
-    that refusal, else (part, problem)."""
-    code = None
+    """A 200 stream with neither ``response.failed`` nor an ``error`` event is no refusal: None (the caller
+    judges it as an answer, as in the other APIs). A streamed request may be refused with a stream whose
+    ``response.failed`` carries the overflow code (how Codex recognises it, codex-rs
+    codex-api/src/sse/responses.rs ``is_context_window_error``): [] for that refusal. Any other failure
+    inside the stream is the endpoint refusing the prompt in a form Codex does not act on: a
+    ``response.failed`` with another code (Dynamo 1.6.1: server_error, which Codex retries as it retries a
+    500), and an ``error`` event, which Codex skips (the stream then ends without response.completed, an
+    error it retries): (part, problem), the code judged as an HTTP error's."""
     for frame in frames:
         data = frame.json
-        if isinstance(data, dict) and data.get("type") == "response.failed":
-            error = (data.get("response") or {}).get("error")
-            code = error.get("code") if isinstance(error, dict) else None
-            break
-    if code == base.OVERFLOW_CODE:
-        return []
-    if code is None and not any(isinstance(f.json, dict) and f.json.get("type") == "response.failed"
-                                for f in frames):
-        return [("", "the over-long prompt was answered (HTTP 200, no response.failed): the endpoint "
-                     "took it (truncated silently, or its window is larger than announced)")]
-    return [("marker", f"the stream failed with response.failed error.code {code!r}, "
-                       f"not {base.OVERFLOW_CODE!r}")]
+        if not isinstance(data, dict):
+            continue
+        if data.get("type") == "response.failed":
+            response = data.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            if isinstance(error, dict) and error.get("code") == base.OVERFLOW_CODE:
+                return []
+            return base.refused_in_stream("response.failed", error, overflow_marker_problem({"error": error}),
+                                          f"Codex reads a full window only from the code {base.OVERFLOW_CODE!r}; "
+                                          "a server_error it retries, as it retries a 500")
+        if data.get("type") == "error":
+            error = data.get("error") if isinstance(data.get("error"), dict) else data
+            return base.refused_in_stream("an error event", error, overflow_marker_problem({"error": error}),
+                                          "Codex skips an error event and retries the stream that ends without "
+                                          "response.completed")
+    return None

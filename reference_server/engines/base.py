@@ -69,6 +69,22 @@ class EngineStopped(RuntimeError):
         self.reason = reason
 
 
+class StoppedGeneration(Generation):
+    """A generation the engine stops before its first token (fault overflow-stream-error: a prompt over the
+    window that the engine, not the frontend, fails): iterating it raises `EngineStopped`; it holds no slot."""
+
+    def __init__(self, request: GenerateRequest, stop: EngineStopped) -> None:
+        super().__init__(request, 0)
+        self.stop = stop
+
+    async def __aiter__(self) -> AsyncIterator[list[int]]:
+        raise self.stop
+        yield []  # an async generator: the stop is raised on the first step
+
+    def _release(self) -> None:
+        pass
+
+
 def stops(request: GenerateRequest) -> frozenset[int]:
     """The ids that end `request`'s output."""
     return frozenset(request.end_ids) | {request.eos_id}

@@ -35,6 +35,13 @@ from harnesscheck.conformance import catalog, forms
     ("RS-GRAMMAR-ITEM-ORDER", "something no fault plants", 200, forms.NO_MATCH),
     ("AN-GRAMMAR-TOOL-JSON", "tool input of block 1 does not join to a JSON object", 200, forms.ANSWERED),
     ("AN-ERR-001", "HTTP 500", 500, forms.SERVER_ERROR),
+    # an over-long prompt refused after the 200, inside the stream, is not a prompt taken (both a 200)
+    ("AN-CTX-001", "a prompt with 9 characters of filler: refused inside a 200 stream with an error event "
+                   "(type 'api_error') ...", 200, forms.STREAM_ERROR),
+    ("CH-CTX-003:marker", "turn 30: the error inside a 200 stream: error.code is 500, not ...", 200,
+     forms.STREAM_ERROR),
+    ("RS-CTX-001", "the over-long prompt was answered (HTTP 200): the endpoint took it", 200, forms.ANSWERED),
+    ("RS-CTX-003", "long_session turn 4: the usage counts 9 prompt tokens", 200, forms.ANSWERED),
     ("AN-STREAM-001", "connection reset", None, forms.NO_ANSWER),
 ])
 def test_the_form_is_read_from_what_was_seen(rule: str, words: str, status: int | None, form: str) -> None:

@@ -46,8 +46,9 @@ def test_each_stack_says_its_window_in_its_own_dialect(dialect: str, size: int |
     assert given == (2048, "--context-window")
 
 
-def _ctx(tmp_path: Path, *server_args: str, **options: Any) -> dict[str, dict[str, Any]]:
-    doc = run_forked(SuiteOptions(apis="anthropic,chat", tries=1, select="CTX-001 or CTX-003",
+def _ctx(tmp_path: Path, *server_args: str, apis: str = "anthropic,chat", select: str = "CTX-001 or CTX-003",
+         **options: Any) -> dict[str, dict[str, Any]]:
+    doc = run_forked(SuiteOptions(apis=apis, tries=1, select=select,
                                   server_args=("--no-announce-window", *server_args), **options), tmp_path)
     return {c["id"]: c for c in doc["checks"]}
 
@@ -72,3 +73,30 @@ def test_the_context_window_option_is_the_window(tmp_path: Path) -> None:
     given = _ctx(tmp_path, "--context-window", "16384", context_window=16384)
     assert all(c["outcome"] == "pass" for c in given.values()), given
     assert any("context window 16384 tokens (--context-window)" in n for n in given["CH-CTX-001"].get("notes", []))
+
+
+def test_no_window_a_refusal_inside_the_200_stream_is_judged(tmp_path: Path) -> None:
+    """Dynamo 1.6.1's form (fault overflow-stream-error): HTTP 200, then the API's in-stream error. With no
+    window known it was 'not exercised: answered HTTP 200'; it is the endpoint refusing the prompt, in no
+    form the clients act on: both rules fail, in every API."""
+    stream = _ctx(tmp_path, "--fault", "overflow-stream-error", apis="anthropic,chat,responses",
+                  timeout=120.0)  # the 4 MiB prompts, on a loaded machine
+    for check_id, rules in (("AN-CTX-001", ["AN-CTX-001", "AN-CTX-001:marker"]),
+                            ("AN-CTX-003", ["AN-CTX-003:window", "AN-CTX-003:marker"]),
+                            ("CH-CTX-001", ["CH-CTX-001", "CH-CTX-001:marker"]),
+                            ("CH-CTX-003", ["CH-CTX-003:window", "CH-CTX-003:marker"]),
+                            ("RS-CTX-001", ["RS-CTX-001", "RS-CTX-001:marker"]),
+                            ("RS-CTX-003", ["RS-CTX-003:window", "RS-CTX-003:marker"])):
+        assert (stream[check_id]["outcome"], stream[check_id]["rules_failed"]) == ("fail", rules), stream[check_id]
+        assert "inside a 200 stream" in stream[check_id]["message"], stream[check_id]["message"]
+
+
+def test_no_window_a_prompt_taken_at_every_step_is_not_exercised_in_every_api(tmp_path: Path) -> None:
+    """An endpoint that takes any prompt (no window at all): the 256 KiB step's 200 sends the 4 MiB one, and
+    its 200 leaves the rules not exercised, in Responses as in the others (Responses failed at 256 KiB:
+    'answered (HTTP 200, no response.failed)')."""
+    taken = _ctx(tmp_path, "--context-window", "0", apis="chat,responses", select="CTX-001", timeout=120.0)
+    for check_id in ("CH-CTX-001", "RS-CTX-001"):
+        assert taken[check_id]["outcome"] == "inconclusive", taken[check_id]
+        assert f"{window.FAR_CHARS} characters of filler" in taken[check_id]["message"], taken[check_id]["message"]
+        assert "not exercised" in taken[check_id]["message"], taken[check_id]["message"]

@@ -7,6 +7,7 @@ Expected bodies are written out from the references and from Claude Code's own t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -34,7 +35,8 @@ def _post(url: str, api: str, text: str, **extra: Any) -> httpx.Response:
 
 @pytest.fixture(scope="module")
 def servers(server_factory) -> dict[str, str]:  # noqa: ANN001
-    faults = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "usage-current-turn-only")
+    faults = ("overflow-detail-shape", "overflow-500", "overflow-bare-400", "overflow-stream-error",
+              "usage-current-turn-only")
     out = {"clean": server_factory("--context-window", str(WINDOW))}
     out.update({f: server_factory("--context-window", str(WINDOW), f"--fault={f}") for f in faults})
     out["none"] = server_factory("--context-window", "0")
@@ -78,6 +80,39 @@ def test_the_overflow_faults_plant_the_bad_forms(servers: dict[str, str], api: s
         assert bare.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": "Bad Request"}}
     else:
         assert bare.json()["error"]["code"] is None and bare.json()["error"]["message"] == "Bad Request"
+
+
+def _events(response: httpx.Response) -> list[tuple[str | None, Any]]:
+    """(event name, data) of each SSE frame of a streamed answer ([DONE] as its text)."""
+    out: list[tuple[str | None, Any]] = []
+    for block in response.text.split("\n\n"):
+        lines = block.splitlines()
+        name = next((line[7:] for line in lines if line.startswith("event: ")), None)
+        data = "".join(line[6:] for line in lines if line.startswith("data: "))
+        if data:
+            out.append((name, data if data == "[DONE]" else json.loads(data)))
+    return out
+
+
+def test_overflow_stream_error_answers_200_then_the_apis_in_stream_error(servers: dict[str, str]) -> None:
+    """Dynamo 1.6.1's form (its hand verification, a 4 MiB prompt): the stream opens with HTTP 200 and the
+    API's own in-stream error ends it, with no overflow marker; not streamed, the engine's 500."""
+    url = servers["overflow-stream-error"]
+    an = _events(_post(url, "anthropic", LONG, stream=True))
+    assert an[0][0] == "message_start" and an[-1][0] == "error"
+    assert an[-1][1]["error"]["type"] == "api_error" and "prompt is too long" not in an[-1][1]["error"]["message"]
+    chat = _events(_post(url, "chat", LONG, stream=True))
+    assert chat[-1] == (None, "[DONE]") and set(chat[-2][1]) == {"error"}
+    assert chat[-2][1]["error"]["code"] != "context_length_exceeded"
+    rs = _events(_post(url, "responses", LONG, stream=True))
+    assert rs[0][0] == "response.created" and rs[-1][0] == "response.failed"
+    assert rs[-1][1]["response"]["error"]["code"] == "server_error"
+    for api in ("anthropic", "chat", "responses"):
+        flat = _post(url, api, LONG)
+        assert flat.status_code == 500 and "prompt is too long" not in flat.text, (api, flat.text)
+        assert "context_length_exceeded" not in flat.text
+    assert _post(url, "chat", "hello", stream=True).status_code == 200  # a prompt that fits is answered
+    assert _events(_post(url, "chat", "hello", stream=True))[-1] == (None, "[DONE]")
 
 
 def test_the_window_is_announced_and_zero_means_none(servers: dict[str, str]) -> None:
