@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -279,3 +280,62 @@ def test_the_builtin_chatml_renders_the_openai_form_other_servers_hand_it() -> N
     assert out.index("<think>\nr0\n</think>") < out.index('{"name": "read_file", "arguments": {"path": "a"}}') \
         < out.index("<tool_response>\nA\n</tool_response>") < out.index("<think>\nr1\n</think>") \
         < out.index('{"name": "bash", "arguments": {"cmd": "ls"}}')
+
+
+def _generated(parts: list[Part]) -> str:
+    """What the kit's model writes for ``parts`` under the qwen3 family (chatml.jinja's): the scripted
+    output, through the server's one renderer."""
+    from harnesscheck.reference_server.parsers import get_reasoning_parser, get_tool_parser
+    from harnesscheck.reference_server.parsers.stream import render_parts
+
+    return render_parts(parts, get_reasoning_parser("qwen3")(), get_tool_parser("hermes")(id_factory=str))
+
+
+def _read_back(generated: str, *, raw: bool) -> dict[str, Any]:
+    """The assistant message another server hands the template for ``generated``: its reasoning parser's
+    reasoning, the text around the calls, the calls. ``raw``: the newlines the parsers leave, as Dynamo 1.6.1
+    returned them (reasoning '\\n...\\n', content '\\n\\n' before a call); else stripped, content None."""
+    reasoning, _, rest = generated.removeprefix("<think>").partition("</think>")
+    text, calls = rest.split("<tool_call>")[0], []
+    for block in rest.split("<tool_call>\n")[1:]:
+        call = json.loads(block.split("\n</tool_call>")[0])
+        calls.append({"id": f"call_{len(calls)}", "type": "function",
+                      "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}})
+    message: dict[str, Any] = {"role": "assistant", "reasoning_content": reasoning if raw else reasoning.strip("\n"),
+                               "content": text if raw else (text.lstrip("\n") or None)}
+    return message | ({"tool_calls": calls} if calls else {})
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["dynamo", "stripped"])
+@pytest.mark.parametrize("parts", [
+    [Part("reasoning", "r0 step one.\nstep two."), Part("tool_call", call=ToolCall(0, "c0", "read_file", '{"path": "a"}'))],
+    [Part("reasoning", "r0"), Part("text", "I will read it."), Part("tool_call", call=ToolCall(0, "c0", "read_file",
+                                                                                              '{"path": "a"}'))],
+    [Part("reasoning", "r0"), Part("tool_call", call=ToolCall(0, "c0", "read_file", '{"path": "a"}')),
+     Part("tool_call", call=ToolCall(1, "c1", "bash", '{"cmd": "ls -l"}'))],
+    [Part("reasoning", "r0"), Part("text", "done.")],
+], ids=["reasoning-call", "reasoning-text-call", "two-calls", "reasoning-text"])
+@pytest.mark.parametrize("folder", [False, True], ids=["built-in", "model-folder"])
+def test_the_builtin_chatml_renders_a_generated_turn_back_as_generated(parts: list[Part], raw: bool,
+                                                                      folder: bool) -> None:
+    """The prefix property on another server (Dynamo, vLLM) serving make-model's folder: turn 2's prompt starts
+    with turn 1's prompt, then exactly what the model generated and its end token. chatml.jinja rendered the
+    reasoning Dynamo returns ('\\n...\\n') and the '\\n\\n' text as sent, and a newline before each call, so
+    turn 2 departed after '<think>\\n' and the prefix cache missed (AN/CH/RS-HIST-002 on Dynamo 1.6.1).
+    ``folder``: the same text as a model folder's template, in the Hugging Face environment (trim_blocks)."""
+    from harnesscheck.reference_server.pipeline.families import builtin_chat_template
+
+    template = builtin_chat_template("chatml.jinja")
+    if folder:
+        template = ChatTemplate(TemplateSource(template.source.text, "tokenizer_config.json"))
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("read_file", "bash")]
+    first = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "read a"}]
+    prompt = template.render(first, tools=tools, add_generation_prompt=True)
+    generated = _generated(parts)
+    answer = _read_back(generated, raw=raw)
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": "A"} for c in answer.get("tool_calls", [])]
+    follow = first + [answer] + (results or [{"role": "user", "content": "thanks"}])
+    # a turn with no call is followed by a user turn, before which Qwen3's templates drop past reasoning
+    keep = {} if results else {"truncate_history_thinking": False}
+    again = template.render(follow, tools=tools, add_generation_prompt=True, **keep)
+    assert again.startswith(prompt + generated + "<|im_end|>\n"), (prompt + generated, again[len(prompt):])
