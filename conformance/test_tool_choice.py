@@ -63,10 +63,13 @@ REPORT = {"name": "file_report", "description": "File a status report.",
           "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in _REPORT_FIELDS},
                          "required": _REPORT_FIELDS, "additionalProperties": False}}
 CUT_LIMIT = 24  # the output limit of the cut-call check: far below the forced call (Responses' minimum is 16)
-# Tool-call markup of the common model families (hermes/Qwen, Llama, Mistral, DeepSeek, qwen3-coder), or
-# the call's own JSON (its name, or its arguments: what guided decoding of a named call writes), as text.
-MARKUP = re.compile(r"<tool_call>|</tool_call>|<\|tool_call|<\|python_tag\|>|\[TOOL_CALLS\]|<｜tool▁call|"
-                    r"<function=|\"name\"\s*:\s*\"file_report\"|"
+# A call the server began, as text: the opening call markup of the common model families (hermes/Qwen's
+# <tool_call> before the call's JSON or qwen3-coder's <function=, or cut right after it; Granite/Kimi
+# <|tool_call..., Llama, Mistral, DeepSeek's begin tokens), or the call's own JSON (its name, or its arguments:
+# what guided decoding of a named call writes). Closing tags alone are no call: llama-server, its object
+# tool_choice ignored, streamed a base model's '</tool_call>\n</tools></tools>...' as text, no call opened.
+MARKUP = re.compile(r"<tool_call>\s*(?:[\[{]|<function=|\Z)|<\|tool_call(?![a-z_]*end\|)|<\|python_tag\|>|"
+                    r"\[TOOL_CALLS\]|<｜tool▁calls?▁begin|<function=|\"name\"\s*:\s*\"file_report\"|"
                     r"^\s*\[?\s*\{\s*\"(?:title|summary|details|owner|next_steps|name)\"\s*:")
 
 

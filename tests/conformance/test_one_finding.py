@@ -138,3 +138,15 @@ def test_calls_rendered_as_text_with_a_call_stop_reason_are_a_must_finding_and_n
         assert by_id[f"{p}-TOOLS-005"]["outcome"] == "fail", _brief(doc)  # the forced call came back as text
         assert by_id[f"{p}-TOOLS-002"]["outcome"] == "fail", _brief(none)
         assert "answered with a call: " in by_id[f"{p}-TOOLS-002"]["message"], _brief(none)
+
+
+def test_a_forced_call_cut_as_raw_markup_is_still_caught(tmp_path: Path) -> None:
+    """Fault forced-cut-raw-markup (vLLM 0.32: the cut call not streamed as the model's raw <tool_call> text):
+    <P>-TOOLS-005:markup fails, though the rule now wants an opened call, not a stray closing tag."""
+    doc = run_forked(SuiteOptions(select="AN-TOOLS-005 or CH-TOOLS-005 or RS-TOOLS-005",
+                                  server_args=("--fault=forced-cut-raw-markup",)), tmp_path)
+    assert len(doc["checks"]) == 3, _brief(doc)
+    for c in doc["checks"]:
+        assert (c["outcome"], c["rules_failed"]) == ("fail", [f"{c['id']}:markup"]), _brief(doc)
+        assert "'<tool_call>" in c["message"], _brief(doc)
+

@@ -101,3 +101,31 @@ def test_the_other_tool_choice_forms(reference_server: str, api: str, choice: di
     assert answer.status_code == status, answer.text
     if status == 200:
         assert [c.name for c in apis.get(api).tool_calls(answer.json())] == called
+
+
+# -- <P>-TOOLS-005:markup: a call the server began, as text ------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    'Sure. <tool_call>\n{"name": "file_rep', "<tool_call>\n", '<tool_call>\n[{"name"',  # hermes/Qwen: cut in or after it
+    "<tool_call>\n<function=file_report>\n<parameter=title>\nexamp",  # qwen3-coder (fault forced-cut-raw-markup)
+    "<|tool_call|>[{", "<|tool_calls_section_begin|><|tool_call_begin|>functions.file_",  # Granite, Kimi
+    '<|python_tag|>{"na', "[TOOL_CALLS][{", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function",
+    '{"title": "Weekly st',  # the arguments, as guided decoding of a named call writes them
+])
+def test_markup_is_an_opened_call(text: str) -> None:
+    from harnesscheck.conformance.test_tool_choice import MARKUP
+
+    assert MARKUP.search(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "</tool_call>\n</tools></tools>\n</tool>\n\n",  # llama-server (Gemma 3 270M, tool_choice object ignored)
+    "</tool_call>", "ok<|tool_call_end|><|tool_calls_section_end|>", "ok<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "The <tool_call> tag opens a call in the hermes format.",
+])
+def test_stray_or_closing_tags_are_no_call(text: str) -> None:
+    """A model that writes closing tags as prose opened no call the server could have cut: CH-TOOLS-005:markup
+    blamed llama-server for '</tool_call>' a base model wrote as text (its hand verification)."""
+    from harnesscheck.conformance.test_tool_choice import MARKUP
+
+    assert MARKUP.search(text) is None, MARKUP.search(text)
