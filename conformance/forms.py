@@ -61,7 +61,7 @@ SPLITS: tuple[tuple[re.Pattern[str], tuple[tuple[re.Pattern[str], str], ...]], .
                                   (r"^first sequence_number", NUMBER_START))),
         ("RS-GRAMMAR-COMPLETED$", ((r"ended without", EVENT_MISSING), (r"after the terminal", AFTER_END))),
         ("AN-GRAMMAR-TOOL-START$", ((r"^tool_use start without its input", FIELD_MISSING),)),
-        ("RS-GRAMMAR-OUTPUT-INDEX$", ((r"without an integer output_index", FIELD_MISSING),)),
+        ("RS-GRAMMAR-OUTPUT-INDEX$", ((r"without an integer (?:output|content)_index", FIELD_MISSING),)),
         ("RS-GRAMMAR-FUNCTION-CALL$", ((r"added without", FIELD_MISSING), (r"changed between", FIELD_CHANGED))),
         # the streamed forced call of a strict tool (test_tool_kinds.py)
         (r"^[A-Z]+-TOOLS-006$", ((r"has no tool call.*answered with text", CHOICE_IGNORED),

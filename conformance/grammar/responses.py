@@ -49,7 +49,9 @@ RULES: dict[str, str] = {
     "RS-GRAMMAR-IN-PROGRESS": "`response.in_progress` follows `response.created`; a `response.queued` may "
     "come between them (ResponseQueuedEvent: the response is queued and waiting to be processed), not "
     "after `response.in_progress`.",
-    "RS-GRAMMAR-OUTPUT-INDEX": "`output_item.added` output_index values are 0, 1, 2, ... in order.",
+    "RS-GRAMMAR-OUTPUT-INDEX": "`output_item.added` output_index values are 0, 1, 2, ... in order, and "
+    "every event of an item carries its integer `output_index` (a content part's events their "
+    "`content_index`); an event without one is still placed by its `item_id`, as Codex reads it.",
     "RS-GRAMMAR-ITEM-ORDER": "Within an item: output_item.added, then (content_part.added, "
     "output_text.delta*, output_text.done, content_part.done)* or (function_call_arguments.delta*, "
     "function_call_arguments.done) "
@@ -219,7 +221,10 @@ def _item_note(kind: str, a: tuple[Any, ...], i: int, add: Any, ev: Any) -> None
             "output_item.done of the open item first")
     elif kind == "output-index":
         add("RS-GRAMMAR-OUTPUT-INDEX", i, "output_item.added without an integer output_index" if a[0] is None
-            else "output_index is not the next position", a[0], a[1])
+            else "output_index is not the next position", "no output_index" if a[0] is None else a[0], a[1])
+    elif kind == "index-missing":
+        add("RS-GRAMMAR-OUTPUT-INDEX", i, f"{a[0]} without an integer {a[1]}", f"no {a[1]}",
+            f"an integer {a[1]}")
     elif kind == "added-no-item":
         add("RS-GRAMMAR-ITEM-IDS", i, "output_item.added without an item object", a[0],
             '{"id": ..., "type": ...}')

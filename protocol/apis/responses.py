@@ -153,10 +153,10 @@ What = Literal["after-terminal", "error", "event", "no-type", "terminal", "unkno
 NoteTag = Literal["added-no-item", "added-while-open", "args-done", "args-misplaced", "created-again",
                   "custom-input", "custom-no-done", "done-args", "done-args-json", "done-id", "done-no-args-done",
                   "done-no-item", "done-parts-open", "done-text", "first-not-created", "function-call-added",
-                  "function-call-changed", "item-closed", "item-id", "item-no-id", "no-item", "not-in-progress",
-                  "output-index", "part-added-misplaced", "part-done-early", "part-text", "queued-late",
-                  "seq-first", "seq-gap", "seq-missing", "text-after-done", "text-done", "text-outside-part",
-                  "unclosed"]
+                  "function-call-changed", "index-missing", "item-closed", "item-id", "item-no-id", "no-item",
+                  "not-in-progress", "output-index", "part-added-misplaced", "part-done-early", "part-text",
+                  "queued-late", "seq-first", "seq-gap", "seq-missing", "text-after-done", "text-done",
+                  "text-outside-part", "unclosed"]
 Note = tuple[NoteTag, Unpack[tuple[Any, ...]]]  # a note: its tag, then what a rule reports
 
 
@@ -276,6 +276,8 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     errored the response, whether in_progress must come next, and each item by output_index: its id,
     type, name and call_id at added, whether it is open, its arguments (deltas joined, how many, the .done
     text), its text streams (deltas joined, done) and content parts (open, text_done, closed; their type).
+    An event without output_index (or content_index) is placed as the fold places it (`_index_of`: by its
+    item id, an item added in the next position) and noted for the missing number alone.
     Events after the terminal one change nothing."""
     g = dict(state or _NEW_STATE)
     n = g["n"]
@@ -335,6 +337,11 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
         _record_added(event, n, items, notes)
         return g, rec
     oi = event.get("output_index")
+    placed = _index_of(typ, event, items) if oi is None else None
+    by_id = placed in items  # without an output_index: the item its id names, as the fold (`_index_of`) reads it
+    if by_id:
+        notes.append(("index-missing", typ, "output_index"))
+        oi = placed
     it = items.get(oi) if is_int(oi) else None
     if it is None:
         notes.append(("no-item", oi, sorted(items)))
@@ -346,10 +353,25 @@ def record(event: dict[str, Any], state: dict[str, Any] | None) -> tuple[dict[st
     if typ == "response.output_item.done":
         _record_item_done(event, it, notes)
         return g, rec
-    if event.get("item_id") != it["id"]:
+    if not by_id and event.get("item_id") != it["id"]:
         notes.append(("item-id", oi, event.get("item_id"), it["id"]))
-    _record_item_event(typ, event, it, notes)
+    _record_item_event(typ, _with_content_index(typ, event, it, notes), it, notes)
     return g, rec
+
+
+def _with_content_index(typ: str, event: dict[str, Any], it: dict[str, Any],
+                        notes: list[Note]) -> dict[str, Any]:
+    """The event with its content_index: without one (llama-server 11434 sends none), the part it opens (the
+    next position) or the last part added, noted for RS-GRAMMAR-OUTPUT-INDEX; other events as they are."""
+    part_event = typ.startswith("response.content_part.")
+    if event.get("content_index") is not None or not (
+            part_event or _TEXT_STREAMS.get(typ.rsplit(".", 1)[0], ("",))[0] == "content_index"):
+        return event
+    notes.append(("index-missing", typ, "content_index"))
+    known = [ci for ci in it["parts"] if is_int(ci)]
+    if typ == "response.content_part.added":
+        return {**event, "content_index": len(known)}
+    return {**event, "content_index": max(known)} if known else event
 
 
 def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: list[Note]) -> None:
@@ -359,6 +381,8 @@ def _record_added(event: dict[str, Any], n: int, items: dict[Any, Any], notes: l
         notes.append(("added-while-open", oi, opened))
     if not is_int(oi) or oi != len(items) or oi in items:
         notes.append(("output-index", oi, len(items)))
+        if oi is None:  # placed in the next position, as the fold places it (`_index_of`)
+            oi = len(items)
         if not is_int(oi) or oi in items:
             return
     if not isinstance(item, dict):

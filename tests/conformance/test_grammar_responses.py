@@ -149,6 +149,11 @@ def m_output_index(e: Ev) -> None:
     for _, d in e:
         if d.get("output_index") == 2:
             d["output_index"] = 3
+def m_no_output_or_content_index(e: Ev) -> None:  # every item event placed by its item_id all the same
+    for _, d in e:
+        if isinstance(d, dict):
+            d.pop("output_index", None)
+            d.pop("content_index", None)
 def m_item_order_overlap(e: Ev) -> None:  # message item added before the reasoning item is done
     move(e, at(e, "response.output_item.done"), at(e, "response.output_item.added", 1))
 def m_item_order_text_done_missing(e: Ev) -> None:
@@ -262,6 +267,8 @@ MUTATIONS: list[tuple[str, Callable[[Ev], None], set[str]]] = [
     (FC, m_created_missing, {"RS-GRAMMAR-CREATED"}),
     (FC, m_in_progress_missing, {"RS-GRAMMAR-IN-PROGRESS"}),
     (FC, m_output_index, {"RS-GRAMMAR-OUTPUT-INDEX"}),
+    (FC, m_no_output_or_content_index, {"RS-GRAMMAR-OUTPUT-INDEX"}),
+    (QR, m_no_output_or_content_index, {"RS-GRAMMAR-OUTPUT-INDEX"}),
     (FC, m_item_order_overlap, {"RS-GRAMMAR-ITEM-ORDER"}),
     (FC, m_item_order_text_done_missing, {"RS-GRAMMAR-ITEM-ORDER"}),
     (FC, m_item_order_args_after_done, {"RS-GRAMMAR-ITEM-ORDER"}),
@@ -311,6 +318,28 @@ def test_mutation_breaks_exactly_one_rule(fixture: str, mutate: Callable[[Ev], N
 def test_every_rule_has_a_failing_case() -> None:
     assert set().union(*(m[2] for m in MUTATIONS)) == set(rs.RULES)
     assert rs.INFORMATIONAL <= set(rs.RULES)
+
+
+# recorded from llama.cpp's llama-server 11434 (RS-STREAM-002's plain_text turn 0): no sequence_number,
+# output_index or content_index on any event
+LLAMA = "peers/llama_server_responses.sse"
+
+
+@pytest.mark.parametrize("fixture", [LLAMA, FC, QR])
+def test_a_stream_without_indices_fails_the_index_rules_only(fixture: str) -> None:
+    """llama-server's Responses events carry no sequence_number, output_index or content_index (the fault
+    rs-no-indices plants the form): the items are placed by their item_id, as the fold and Codex read them, so
+    the stream fails the rules of the missing numbers, not the completed output or the item order (an item
+    "never added", hand verification against llama-server: both listed besides the index rules)."""
+    events = load(fixture)
+    for _, d in events:
+        for name in ("sequence_number", "output_index", "content_index"):
+            d.pop(name, None) if isinstance(d, dict) else None
+    findings = rs.validate(frames(events))
+    assert rules_of(findings) == {"RS-GRAMMAR-SEQUENCE", "RS-GRAMMAR-OUTPUT-INDEX"}, [str(f) for f in findings[:9]]
+    first = next(f for f in findings if f.rule == "RS-GRAMMAR-OUTPUT-INDEX")
+    assert first.message == "output_item.added without an integer output_index", str(first)
+    assert rs.final_message(frames(events)) == rs.final_message(frames(load(fixture)))  # the same answer
 
 
 def test_event_line_absent_and_name_differs_say_so() -> None:

@@ -150,3 +150,18 @@ def test_a_forced_call_cut_as_raw_markup_is_still_caught(tmp_path: Path) -> None
         assert (c["outcome"], c["rules_failed"]) == ("fail", [f"{c['id']}:markup"]), _brief(doc)
         assert "'<tool_call>" in c["message"], _brief(doc)
 
+
+def test_a_stream_without_indices_fails_the_index_rules_alone(tmp_path: Path) -> None:
+    """Fault rs-no-indices (llama-server 11434's Responses events: no sequence_number, output_index or
+    content_index): the items are placed by their item_id, so RS-STREAM-002 fails on the missing output_index
+    alone, not on an item "never added" (RS-GRAMMAR-ITEM-ORDER) or a completed output the kit read as empty
+    (RS-GRAMMAR-COMPLETED-OUTPUT), both listed against llama-server before; the client sessions likewise."""
+    doc = run_forked(SuiteOptions(select="RS-STREAM-002 or RS-CLIENT-001 or RS-CLIENT-003", apis="responses",
+                                  server_args=("--fault=rs-no-indices",)), tmp_path)
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert set(by_id) == {"RS-STREAM-002", "RS-CLIENT-001", "RS-CLIENT-003"}, _brief(doc)
+    assert by_id["RS-STREAM-002"]["outcome"] == "fail", _brief(doc)
+    assert by_id["RS-STREAM-002"]["rules_failed"] == ["RS-GRAMMAR-OUTPUT-INDEX"], _brief(doc)
+    for check_id in ("RS-CLIENT-001", "RS-CLIENT-003"):
+        assert by_id[check_id]["outcome"] == "fail", _brief(doc)
+        assert by_id[check_id]["rules_failed"] == [f"{check_id}:grammar", "RS-GRAMMAR-OUTPUT-INDEX"], _brief(doc)
