@@ -159,3 +159,23 @@ def test_an_error_inside_a_200_stream_is_a_refusal_judged_as_an_http_error(api: 
               "responses": [{"type": "error", "code": "context_length_exceeded", "message": "too long",
                              "param": None}]}[api]
     assert [p for p, _ in window.refusal_problems(api, _stream(marked, api))] == [""]
+
+
+def test_a_cache_miss_is_confirmed_alone_before_it_fails(tmp_path) -> None:
+    """CTX-004 fetches the three APIs' 30-turn sessions at once; on a server of few cache slots (llama-server
+    with two: the sessions' identical turn 0 took the slot of another's history) a turn can miss because of
+    the kit's own other sessions. Before it fails, the check sends the turn before and the turn again, one
+    after the other, and judges that. Here the cache (256 blocks of 16 tokens) cannot hold one session's
+    prompt past turn 21 even alone: the miss is confirmed and the failure says so; cache-static-prefix-only
+    still fails. (The other direction, a miss the confirmation clears, was seen on llama-server: its page.)"""
+    from harnesscheck.conformance.runner import SuiteOptions, run_suite
+
+    def run(out: str, *args: str) -> dict:
+        doc = run_suite(SuiteOptions(select="AN-CTX-004", apis="anthropic", tries=1, server_args=args),
+                        tmp_path / out, subprocess_run=True, quiet=True)
+        return doc["checks"][0]
+
+    small = run("small", "--prefix-cache-bytes=131072")
+    assert small["outcome"] == "fail" and "sent again alone right after the turn before" in small["message"], \
+        small["message"]
+    assert run("broken", "--fault=cache-static-prefix-only")["outcome"] == "fail"
