@@ -283,12 +283,7 @@ NOT_MEASURABLE = {
 # impact.json holds no cell for them yet, so a failure on their rules says "not measured" for every client;
 # they stay `missing`, so that `harnesscheck clients --faults` measures them next. A test keeps this list
 # to faults that are indeed unmeasured (a measured one leaves it).
-PENDING: dict[str, str] = {
-    "overflow-stream-error": "added from Dynamo 1.6.1's hand verification (2026-12-07) while a long vLLM benchmark "
-                             "held the 2-core machine; its cases are `clients --overflow --case stream-error --case "
-                             "compact-stream-error` (or `clients --faults --fault overflow-stream-error --turn "
-                             "overflow`)",
-}
+PENDING: dict[str, str] = {}
 
 
 def client_cells(data: dict[str, Any], fault: str) -> dict[str, Any]:
