@@ -45,6 +45,11 @@ SESSION = "long_session"
 USAGE_TURNS = 10
 SESSION_TURNS = 30
 CACHE_STEP = 128  # OpenAI's prompt cache grows in 128-token steps (prompt caching guide); vLLM's blocks are 16
+# The turn before's generation prompt need not come back in the history: Qwen3's template under thinking off
+# opens the answer with an empty think block (`<think>\n\n</think>\n\n`) that the history leaves out, so the next
+# prompt parts a few tokens before the turn before's ended (vLLM 0.32, by /tokenize: 4 tokens)
+GENERATION_TAIL = 16
+CACHE_SLACK = CACHE_STEP + GENERATION_TAIL  # how far below the turn before's whole prompt a reuse may read
 
 
 def _check_id(api: str, number: str) -> str:
@@ -272,8 +277,9 @@ def _pad_result(entry: Any, extra: str) -> bool:
 @pytest.mark.parametrize("api", _params("004"))
 def test_long_session_cache(hc: Session, api: str) -> None:
     """From turn 2 on, the cached part of each turn's prompt covers the turn before's whole prompt (to
-    within CACHE_STEP tokens). Judged once a turn after the first reported cached tokens at all (turn
-    0's prompt may be cached by any earlier request with its prefix)."""
+    within CACHE_SLACK tokens: a cache step and the turn before's generation prompt). Judged once a turn
+    after the first reported cached tokens at all (turn 0's prompt may be cached by any earlier request
+    with its prefix)."""
     check_id = _check_id(api, "004")
     seen: list[tuple[int, int, int]] = []
     hit = False  # a turn after the first reported cached tokens
@@ -282,9 +288,9 @@ def test_long_session_cache(hc: Session, api: str) -> None:
         if usage is None:
             inconclusive(f"not exercised: {SESSION} turn {turn}: the endpoint reported no usage")
         hit = hit or (turn >= 1 and usage[2] > 0)
-        if turn >= 2 and hit and usage[2] < seen[-1][0] - CACHE_STEP:
+        if turn >= 2 and hit and usage[2] < seen[-1][0] - CACHE_SLACK:
             alone = _alone(hc, api, turn)
-            if alone is not None and alone[1] >= alone[0] - CACHE_STEP:
+            if alone is not None and alone[1] >= alone[0] - CACHE_SLACK:
                 hc.note(f"{SESSION} turn {turn}: {usage[2]} cached of the turn before's {seen[-1][0]} while the "
                         f"sessions of the other APIs ran beside it; sent again alone, right after the turn "
                         f"before, it read {alone[1]} of {alone[0]} from the cache: the kit's own sessions had "
