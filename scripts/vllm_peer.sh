@@ -11,6 +11,7 @@
 # VLLM_VENV (default /work/vllm-venv) is vLLM's venv, VLLM_MODEL (default /work/models/qwen3-tiny) the model folder,
 # HARNESSCHECK_PEERS (default ~/.cache/harnesscheck/vllm) holds the pid file and the log.
 set -euo pipefail
+. "$(dirname "$0")/peer_process.sh"
 VERSION=0.32.0
 VENV=${VLLM_VENV:-/work/vllm-venv}
 MODEL_DIR=${VLLM_MODEL:-/work/models/qwen3-tiny}
@@ -48,22 +49,11 @@ start() {
     --tool-call-parser hermes --reasoning-parser qwen3 --max-model-len 8192 --enable-prompt-tokens-details \
     --host 127.0.0.1 --port "$PORT" >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 300); do
-    curl -fsS "http://127.0.0.1:$PORT/v1/models" >/dev/null 2>&1 && { echo "vLLM on http://127.0.0.1:$PORT serving $NAME (pid $(cat "$PIDFILE"), log $LOG)"; return; }
-    kill -0 "$(cat "$PIDFILE")" 2>/dev/null || { echo "vLLM exited; see $LOG" >&2; tail -5 "$LOG" >&2; exit 1; }
-    sleep 1
-  done
-  echo "vLLM did not serve in 300 s; see $LOG" >&2; exit 1
+  wait_ready vLLM "http://127.0.0.1:$PORT/v1/models" "$PIDFILE" "$LOG" 300
+  echo "vLLM on http://127.0.0.1:$PORT serving $NAME (pid $(cat "$PIDFILE"), log $LOG)"
 }
 
-stop() {
-  [ -f "$PIDFILE" ] || { echo "not started by this script"; return; }
-  local pid; pid=$(cat "$PIDFILE")
-  kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  kill -9 -- -"$pid" 2>/dev/null || true
-  rm -f "$PIDFILE"; echo "stopped pid $pid"
-}
+stop() { stop_started "$PIDFILE"; }
 
 case "${1:-}" in
   install) install ;;
